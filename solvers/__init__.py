@@ -1,0 +1,4 @@
+"""svmstream numerical core: numba kernels, scikit-learn estimators and persistence.
+
+Nothing in this package imports web or service code.
+"""
