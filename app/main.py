@@ -1,0 +1,112 @@
+"""The FastAPI application: :func:`create_app` and its lifespan.
+
+Start-up: restore every model from its newest valid snapshot, create the default model
+if it is missing, start the periodic snapshotter.  Shut-down (SIGTERM/SIGINT through
+uvicorn, after in-flight requests finish): stop the snapshotter, let every learner
+apply its queued batches, write a final snapshot of each changed model.
+
+State lives in this process's memory: run uvicorn with ONE worker.
+
+Run with ``svmstream serve`` or ``python -m uvicorn --factory app.main:create_app``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+
+from app.batches import BatchError
+from app.http import OrjsonResponse, error_response
+from app.registry import LearnerBusy, ModelClosed, ModelNotFitted, ModelNotFound, Registry
+from app.routes import health, learn, models, predict
+from app.settings import Settings
+from app.snapshots import SnapshotStore, run_snapshotter
+
+log = logging.getLogger("svmstream")
+
+
+def configure_logging(level: str = "info") -> None:
+    """Give the ``svmstream`` loggers a stderr handler (uvicorn only configures its own)."""
+    logger = logging.getLogger("svmstream")
+    logger.setLevel(level.upper())
+    if not any(getattr(h, "_svmstream", False) for h in logger.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler._svmstream = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the service.
+
+    Parameters
+    ----------
+    settings : Settings, optional
+        Defaults to ``Settings()`` read from the ``SVMSTREAM_*`` environment.
+
+    Returns
+    -------
+    fastapi.FastAPI
+        With ``app.state.settings``; ``app.state.registry`` exists while the lifespan runs.
+    """
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        configure_logging(settings.log_level)
+        store = SnapshotStore(settings.snapshot_dir, keep=settings.snapshot_keep)
+        registry = Registry(settings, store)
+        if settings.restore_on_start:
+            await asyncio.to_thread(registry.restore)
+        if settings.create_default_model and settings.default_model not in registry:
+            config = registry.resolve_config({})
+            registry.create(settings.default_model, config, snapshot=False)
+            log.info("model %r: created with defaults %s", settings.default_model, config.to_json())
+        app.state.registry = registry
+        app.state.started_at = time.time()
+        task = asyncio.create_task(run_snapshotter(registry, settings.snapshot_interval_s))
+        log.info("svmstream ready: models %s, snapshots in %s", registry.names(), settings.snapshot_dir)
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await asyncio.to_thread(registry.close)
+            written = await asyncio.to_thread(registry.snapshot_changed)
+            log.info("svmstream stopped; final snapshots: %s", written or "none needed")
+
+    app = FastAPI(
+        title="svmstream",
+        summary="Streaming online learning of budgeted kernel SVMs",
+        version="0.1.0",
+        lifespan=lifespan,
+        default_response_class=OrjsonResponse,
+    )
+    app.state.settings = settings
+    app.state.started_at = time.time()
+
+    @app.exception_handler(BatchError)
+    async def _batch_error(request: Request, exc: BatchError):
+        return error_response(exc)
+
+    def _simple(status: int):
+        async def handler(request: Request, exc: Exception):
+            return OrjsonResponse({"detail": str(exc.args[0] if exc.args else exc), "field": None, "index": None},
+                                  status_code=status)
+        return handler
+
+    app.add_exception_handler(ModelNotFound, _simple(404))
+    app.add_exception_handler(ModelNotFitted, _simple(409))
+    app.add_exception_handler(ModelClosed, _simple(409))
+    app.add_exception_handler(LearnerBusy, _simple(429))
+
+    for module in (learn, predict, models, health):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,451 @@
+"""Named models: one learner per model (the single writer), published read-only views.
+
+Concurrency model
+-----------------
+* Each :class:`ModelHandle` owns a private estimator that only its learner thread (a
+  one-thread executor) touches.  :meth:`Registry.learn` may be called from any thread:
+  under the handle's lock it checks the batch against the model's dimension and queues
+  it, so batches are applied in submission order, one ``partial_fit`` call each (the
+  numba step inside releases the GIL, the event loop keeps serving).
+* After each applied batch the learner publishes an immutable :class:`ModelView` holding
+  a *copy* of the estimator (``estimator_from_state(*est.get_state())``) and swaps the
+  handle's ``view`` reference.  Predictions and snapshots read the current view and
+  never wait for the learner nor see a half-applied batch.
+* If ``partial_fit`` raises, the private estimator is rebuilt from the last published
+  view, so a failed batch leaves the model as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from app.batches import BatchError, LabelCodec, conform
+from app.schemas import MODEL_NAME_PATTERN, ModelConfig
+from app.settings import Settings
+from app.snapshots import SnapshotStore
+from solvers.persistence import estimator_from_state
+
+log = logging.getLogger("svmstream.registry")
+
+_NAME_RE = re.compile(MODEL_NAME_PATTERN)
+
+
+class ModelNotFound(LookupError):
+    """No model of that name (HTTP 404)."""
+
+
+class ModelNotFitted(RuntimeError):
+    """The model has not learned from any example yet (HTTP 409)."""
+
+
+class LearnerBusy(RuntimeError):
+    """Too many batches are queued for the model (HTTP 429)."""
+
+
+class ModelClosed(RuntimeError):
+    """The model was deleted or replaced while the request was in flight (HTTP 409)."""
+
+
+def make_estimator(config: ModelConfig):
+    """A fresh, unfitted estimator for ``config``.
+
+    The estimator always sees the labels as class indices ``0..K-1``; the service maps
+    them to the model's JSON labels (:class:`app.batches.LabelCodec`).
+    """
+    if config.algorithm == "bsgd":
+        from solvers import BudgetedSGDClassifier
+
+        return BudgetedSGDClassifier(
+            budget=config.budget,
+            gamma=config.gamma,
+            C=config.C if config.C is not None else 1.0,
+            lambda_=config.lambda_,
+            n_samples=config.n_samples,
+            random_state=config.random_state,
+        )
+    raise ValueError(f"unknown algorithm {config.algorithm!r}")  # pragma: no cover
+
+
+def _stats(est) -> dict[str, Any]:
+    if est is None:
+        return {"n_support_vectors": 0, "t": 0, "n_merges": 0, "n_seen": 0, "lambda_eff": None}
+    lam = getattr(est, "lambda_eff_", None)
+    return {
+        "n_support_vectors": int(getattr(est, "n_support_vectors_", 0)),
+        "t": int(getattr(est, "t_", 0)),
+        "n_merges": int(getattr(est, "n_merges_", 0)),
+        "n_seen": int(getattr(est, "n_seen_", 0)),
+        "lambda_eff": None if lam is None else float(lam),
+    }
+
+
+def copy_estimator(est):
+    """An independent copy with identical predictions (through the persistence API)."""
+    arrays, meta = est.get_state()
+    return estimator_from_state(arrays, meta)
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """An immutable published state of a model.
+
+    Attributes
+    ----------
+    estimator : estimator or None
+        A private copy nobody mutates (``None`` before the first batch).
+    version : int
+        Number of batches applied since the model was created (survives restarts).
+    n_features : int or None
+        Input dimension ``d`` of the estimator.
+    stats : dict
+        ``n_support_vectors``, ``t``, ``n_merges``, ``n_seen``, ``lambda_eff``.
+    extra : dict
+        Caller metadata attached to applied batches (e.g. last stream entry ID).
+    """
+
+    name: str
+    config: ModelConfig
+    codec: LabelCodec
+    estimator: Any | None
+    version: int
+    n_features: int | None
+    stats: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+    published_at: float = field(default_factory=time.time)
+
+    def decision_function(self, X) -> np.ndarray:
+        """Decision values, shape (n,), float64.  Raises :class:`ModelNotFitted`."""
+        if self.estimator is None:
+            raise ModelNotFitted(f"model {self.name!r} has not learned from any example yet")
+        return np.asarray(self.estimator.decision_function(X), dtype=np.float64)
+
+    def labels_from_decision(self, decision: np.ndarray) -> list[Any]:
+        """Predicted JSON labels: ``classes[1]`` where decision > 0, else ``classes[0]``
+        (the scikit-learn binary convention used by ``predict``)."""
+        return self.codec.decode((decision > 0).astype(np.int64))
+
+
+class ModelHandle:
+    """One named model: configuration, private estimator, learner thread, current view."""
+
+    def __init__(
+        self,
+        name: str,
+        config: ModelConfig,
+        *,
+        estimator: Any | None = None,
+        version: int = 0,
+        n_features: int | None = None,
+        extra: dict[str, Any] | None = None,
+        max_pending: int = 8,
+    ):
+        self.name = name
+        self.config = config
+        self.codec = LabelCodec(config.classes)
+        self.max_pending = max_pending
+        self._est = copy_estimator(estimator) if estimator is not None else None
+        self._n_features = n_features if n_features is not None else config.n_features
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._closed = False
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"learner-{name}")
+        self.view = ModelView(
+            name=name, config=config, codec=self.codec, estimator=estimator, version=version,
+            n_features=self._n_features, stats=_stats(estimator), extra=dict(extra or {}),
+        )
+        # snapshot bookkeeping (written by Registry.snapshot under its lock)
+        self.saved_version = -1
+        self.last_snapshot_time: float | None = None
+        self.last_snapshot_path: str | None = None
+
+    @property
+    def n_features(self) -> int | None:
+        return self._n_features
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def submit(self, X, y: np.ndarray, *, declared: int | None = None, extra: dict | None = None) -> Future:
+        """Queue a validated batch; returns a future resolving to the new :class:`ModelView`.
+
+        Raises
+        ------
+        BatchError
+            Dimension mismatch (the first accepted batch fixes ``d``).
+        LearnerBusy, ModelClosed
+        """
+        if y.shape != (X.shape[0],):
+            raise BatchError(f"y: has {y.shape[0]} labels for {X.shape[0]} examples in X", field="y")
+        with self._lock:
+            if self._closed:
+                raise ModelClosed(f"model {self.name!r} was deleted or replaced")
+            if self._pending >= self.max_pending:
+                raise LearnerBusy(f"model {self.name!r} has {self._pending} batches queued; retry later")
+            X = conform(X, self._n_features, declared, self.name)
+            if self._n_features is None:
+                self._n_features = int(X.shape[1])
+            self._pending += 1
+            try:
+                return self._executor.submit(self._apply, X, y, extra)
+            except RuntimeError as exc:  # executor shut down
+                self._pending -= 1
+                raise ModelClosed(f"model {self.name!r} was deleted or replaced") from exc
+
+    def _apply(self, X, y: np.ndarray, extra: dict | None) -> ModelView:
+        """Learner thread: one ``partial_fit`` call, then publish a copy."""
+        try:
+            est = self._est if self._est is not None else make_estimator(self.config)
+            est.partial_fit(X, y, classes=np.arange(len(self.codec.classes)))
+            self._est = est
+            old = self.view
+            view = ModelView(
+                name=self.name, config=self.config, codec=self.codec, estimator=copy_estimator(est),
+                version=old.version + 1, n_features=int(X.shape[1]), stats=_stats(est),
+                extra={**old.extra, **extra} if extra else old.extra,
+            )
+            self.view = view
+            return view
+        except BaseException:
+            log.exception("model %r: learning a batch of %d examples failed; model rolled back", self.name, X.shape[0])
+            published = self.view.estimator
+            self._est = copy_estimator(published) if published is not None else None
+            raise
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def close(self, wait: bool = True) -> None:
+        """Refuse new batches; with ``wait``, block until queued batches are applied."""
+        with self._lock:
+            self._closed = True
+        self._executor.shutdown(wait=wait)
+
+    def info(self) -> dict[str, Any]:
+        """JSON-ready description (``GET /models/{name}``)."""
+        view = self.view
+        return {
+            "name": self.name,
+            "config": self.config.to_json(),
+            "n_features": self._n_features,
+            "fitted": view.estimator is not None,
+            **view.stats,
+            "version": view.version,
+            "pending_batches": self._pending,
+            "last_snapshot_time": self.last_snapshot_time,
+            "last_snapshot_path": self.last_snapshot_path,
+            "extra": view.extra,
+        }
+
+
+class Registry:
+    """All named models of the service.
+
+    Parameters
+    ----------
+    settings : Settings
+        Defaults for new models and the learner queue bound.
+    store : SnapshotStore or None
+        Where snapshots go; ``None`` disables them.
+    """
+
+    def __init__(self, settings: Settings, store: SnapshotStore | None = None):
+        self.settings = settings
+        self.store = store
+        self._models: dict[str, ModelHandle] = {}
+        self._lock = threading.Lock()
+        self._snap_lock = threading.Lock()
+        self.snapshot_listeners: list[Callable[[ModelHandle, ModelView, str], None]] = []
+
+    # ------------------------------------------------------------------ lookup
+    def __contains__(self, name: str) -> bool:
+        return name in self._models
+
+    def names(self) -> list[str]:
+        return sorted(self._models)
+
+    def handles(self) -> list[ModelHandle]:
+        with self._lock:
+            return list(self._models.values())
+
+    def get(self, name: str) -> ModelHandle:
+        """Raises :class:`ModelNotFound`."""
+        handle = self._models.get(name)
+        if handle is None:
+            raise ModelNotFound(f"model {name!r} not found")
+        return handle
+
+    # ------------------------------------------------------------------ lifecycle
+    def resolve_config(self, fields: dict[str, Any]) -> ModelConfig:
+        """Fill the fields not given (JSON names) from the ``SVMSTREAM_DEFAULT_*`` settings.
+
+        Raises
+        ------
+        pydantic.ValidationError
+        """
+        merged = self.settings.model_defaults()
+        merged.update({k: v for k, v in fields.items() if v is not None})
+        return ModelConfig.model_validate(merged)
+
+    def create(self, name: str, config: ModelConfig, *, snapshot: bool = True, **state: Any) -> tuple[ModelHandle, bool]:
+        """Create (or replace) model ``name``; returns ``(handle, replaced)``.
+
+        ``state`` (``estimator``, ``version``, ``n_features``, ``extra``) restores a saved
+        model.  With ``snapshot`` the new model is written at once, so that a replaced
+        model cannot come back from an older file after a restart.
+
+        Raises
+        ------
+        ValueError
+            On an invalid name (allowed: ``[A-Za-z0-9][A-Za-z0-9_.-]{0,63}``).
+        """
+        if not _NAME_RE.match(name):
+            raise ValueError(f"invalid model name {name!r}: use 1-64 characters [A-Za-z0-9_.-], starting alphanumeric")
+        handle = ModelHandle(name, config, max_pending=self.settings.max_pending_batches, **state)
+        with self._lock:
+            old = self._models.get(name)
+            self._models[name] = handle
+        if old is not None:
+            old.close(wait=True)
+        if snapshot:
+            self.snapshot(handle)
+        return handle, old is not None
+
+    def delete(self, name: str) -> None:
+        """Remove model ``name`` and its snapshot files.  Raises :class:`ModelNotFound`."""
+        with self._lock:
+            handle = self._models.pop(name, None)
+        if handle is None:
+            raise ModelNotFound(f"model {name!r} not found")
+        handle.close(wait=True)
+        if self.store is not None:
+            with self._snap_lock:
+                self.store.delete(name)
+
+    def close(self) -> None:
+        """Stop every learner after its queued batches are applied."""
+        for handle in self.handles():
+            handle.close(wait=True)
+
+    # ------------------------------------------------------------------ learn / predict
+    def learn(self, name: str, X, y: np.ndarray, *, declared: int | None = None, extra: dict | None = None) -> Future:
+        """Queue a batch for model ``name``; callable from any thread.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n, k), float64, or CSR matrix of shape (n, k)
+            Finite features (from :func:`app.batches.parse_features`).
+        y : ndarray of shape (n,), int64
+            Class indices (from :meth:`app.batches.LabelCodec.encode`).
+        declared : int, optional
+            Dimension declared by the request.
+        extra : dict, optional
+            JSON metadata merged into the model's ``extra`` once the batch is applied
+            (saved with the next snapshot), e.g. ``{"stream_id": "1700000000000-0"}``.
+
+        Returns
+        -------
+        concurrent.futures.Future
+            Resolves to the published :class:`ModelView` after the batch is applied.
+
+        Raises
+        ------
+        ModelNotFound, BatchError, LearnerBusy, ModelClosed
+        """
+        return self.get(name).submit(X, y, declared=declared, extra=extra)
+
+    def predict(self, name: str, X, declared: int | None = None) -> tuple[ModelView, np.ndarray]:
+        """Decision values of the current published view of ``name``.
+
+        Returns
+        -------
+        (view, decision) with decision of shape (n,), float64.
+
+        Raises
+        ------
+        ModelNotFound, ModelNotFitted, BatchError
+        """
+        view = self.get(name).view
+        if view.estimator is None:
+            raise ModelNotFitted(f"model {name!r} has not learned from any example yet")
+        X = conform(X, view.n_features, declared, name)
+        return view, view.decision_function(X)
+
+    # ------------------------------------------------------------------ snapshots
+    def snapshot(self, handle: ModelHandle, *, force: bool = False) -> str | None:
+        """Write a snapshot of ``handle``'s current view if it changed since the last one.
+
+        Skipped when snapshots are disabled, or the handle was deleted or replaced.
+        Returns the path written, or None.
+        """
+        if self.store is None:
+            return None
+        with self._snap_lock:
+            if self._models.get(handle.name) is not handle:
+                return None
+            view = handle.view
+            if view.version == handle.saved_version and not force:
+                return None
+            path, saved_at = self.store.write(view)
+            handle.saved_version = view.version
+            handle.last_snapshot_time = saved_at
+            handle.last_snapshot_path = str(path)
+        log.info("model %r: snapshot %s (version %d, %d examples seen)", handle.name, path, view.version, view.stats["n_seen"])
+        for listener in list(self.snapshot_listeners):
+            try:
+                listener(handle, view, str(path))
+            except Exception:
+                log.exception("snapshot listener failed")
+        return str(path)
+
+    def snapshot_changed(self) -> list[str]:
+        """Snapshot every model whose view changed; returns the paths written."""
+        written = []
+        for handle in self.handles():
+            try:
+                path = self.snapshot(handle)
+            except Exception:
+                log.exception("model %r: snapshot failed", handle.name)
+                continue
+            if path:
+                written.append(path)
+        return written
+
+    def restore(self) -> list[str]:
+        """Load the newest valid snapshot of every model found in the store."""
+        if self.store is None:
+            return []
+        self.store.clean_temp_files()
+        restored = []
+        for name in self.store.model_names():
+            if not _NAME_RE.match(name):
+                continue
+            found = self.store.load_newest(name)
+            if found is None:
+                log.error("model %r: no valid snapshot in %s; not restored", name, self.store.model_dir(name))
+                continue
+            handle, _ = self.create(
+                name, found.config, snapshot=False, estimator=found.estimator, version=found.version,
+                n_features=found.n_features, extra=found.extra,
+            )
+            handle.saved_version = found.version
+            handle.last_snapshot_time = found.saved_at
+            handle.last_snapshot_path = str(found.path)
+            log.info(
+                "model %r: restored from %s (version %d, %d examples seen)",
+                name, found.path, found.version, handle.view.stats["n_seen"],
+            )
+            restored.append(name)
+        return restored

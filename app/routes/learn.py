@@ -1,0 +1,48 @@
+"""``POST /learn``: apply a batch of labelled examples to a model."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+
+from app.batches import decode_body, parse_examples
+from app.http import OrjsonResponse, read_body
+from app.registry import Registry
+from app.routes.deps import registry_of, settings_of
+from app.schemas import ErrorResponse, LearnRequest, LearnResponse
+
+router = APIRouter(tags=["learn"])
+
+
+def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
+    obj = decode_body(body)
+    name = obj.get("model") if isinstance(obj, dict) else None
+    handle = registry.get(name if isinstance(name, str) else default_model)
+    batch = parse_examples(obj, handle.codec)
+    return handle.name, batch.n, handle.submit(batch.X, batch.y, declared=batch.n_features)
+
+
+@router.post(
+    "/learn",
+    response_model=LearnResponse,
+    responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 413: {"model": ErrorResponse},
+               422: {"model": ErrorResponse}, 429: {"model": ErrorResponse}},
+    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": LearnRequest.model_json_schema()}}}},
+)
+async def learn(request: Request) -> OrjsonResponse:
+    """Validate the whole batch, then apply it with one ``partial_fit`` call.
+
+    The response is sent once the batch is applied and published.  A rejected batch
+    (4xx) changes nothing.
+    """
+    settings = settings_of(request)
+    body = await read_body(request, settings.max_body_bytes)
+    name, n, future = await run_in_threadpool(_parse_and_submit, registry_of(request), body, settings.default_model)
+    view = await asyncio.wrap_future(future)
+    stats = view.stats
+    return OrjsonResponse(
+        {"model": name, "n_examples": n, "version": view.version, "n_seen": stats["n_seen"],
+         "n_support_vectors": stats["n_support_vectors"], "t": stats["t"]}
+    )

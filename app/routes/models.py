@@ -1,0 +1,69 @@
+"""``/models``: create, inspect, list and delete named models."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from app.batches import BatchError, decode_body
+from app.http import OrjsonResponse, read_body
+from app.routes.deps import registry_of, settings_of
+from app.schemas import ErrorResponse, ModelCreate, ModelInfo
+
+router = APIRouter(prefix="/models", tags=["models"])
+
+
+def validation_error(exc: ValidationError) -> BatchError:
+    """The first pydantic error as a :class:`BatchError` naming its field."""
+    err = exc.errors()[0]
+    field = ".".join(str(part) for part in err.get("loc", ())) or "body"
+    return BatchError(f"{field}: {err.get('msg', 'invalid value')}", field=field)
+
+
+@router.get("")
+async def list_models(request: Request) -> OrjsonResponse:
+    """``{"models": [ModelInfo, ...]}``."""
+    return OrjsonResponse({"models": [h.info() for h in registry_of(request).handles()]})
+
+
+@router.get("/{name}", response_model=ModelInfo, responses={404: {"model": ErrorResponse}})
+async def get_model(name: str, request: Request) -> OrjsonResponse:
+    """Configuration and statistics: n_support_vectors, t (steps), n_merges, n_seen,
+    version (batches applied), last snapshot time."""
+    return OrjsonResponse(registry_of(request).get(name).info())
+
+
+@router.put(
+    "/{name}",
+    response_model=ModelInfo,
+    status_code=201,
+    responses={200: {"model": ModelInfo, "description": "replaced an existing model"}, 422: {"model": ErrorResponse}},
+    openapi_extra={"requestBody": {"content": {"application/json": {"schema": ModelCreate.model_json_schema(by_alias=True)}}}},
+)
+async def put_model(name: str, request: Request) -> OrjsonResponse:
+    """Create model ``name`` (201) or replace it with a fresh one (200).
+
+    Fields not given come from the server's ``SVMSTREAM_DEFAULT_*`` settings.  The new
+    model is snapshotted at once.
+    """
+    registry = registry_of(request)
+    body = await read_body(request, settings_of(request).max_body_bytes)
+    obj = decode_body(body) if body.strip() else {}
+    try:
+        fields = ModelCreate.model_validate(obj).model_dump(by_alias=True, exclude_none=True)
+        config = registry.resolve_config(fields)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    try:
+        handle, replaced = await run_in_threadpool(registry.create, name, config)
+    except ValueError as exc:
+        raise BatchError(f"name: {exc}", field="name") from None
+    return OrjsonResponse(handle.info(), status_code=200 if replaced else 201)
+
+
+@router.delete("/{name}", responses={404: {"model": ErrorResponse}})
+async def delete_model(name: str, request: Request) -> OrjsonResponse:
+    """Delete the model and its snapshot files."""
+    await run_in_threadpool(registry_of(request).delete, name)
+    return OrjsonResponse({"deleted": name})

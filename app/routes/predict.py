@@ -1,0 +1,42 @@
+"""``POST /predict``: labels and decision values from a model's current published view."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+
+from app.batches import decode_body, parse_examples
+from app.http import OrjsonResponse, read_body
+from app.registry import Registry
+from app.routes.deps import registry_of, settings_of
+from app.schemas import ErrorResponse, PredictRequest, PredictResponse
+
+router = APIRouter(tags=["predict"])
+
+
+def _predict(registry: Registry, body: bytes, default_model: str) -> dict:
+    obj = decode_body(body)
+    name = obj.get("model") if isinstance(obj, dict) else None
+    name = name if isinstance(name, str) else default_model
+    registry.get(name)
+    batch = parse_examples(obj, None)
+    view, decision = registry.predict(name, batch.X, declared=batch.n_features)
+    return {"model": name, "version": view.version, "labels": view.labels_from_decision(decision), "decision": decision}
+
+
+@router.post(
+    "/predict",
+    response_model=PredictResponse,
+    responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 409: {"model": ErrorResponse},
+               413: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
+    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": PredictRequest.model_json_schema()}}}},
+)
+async def predict(request: Request) -> OrjsonResponse:
+    """Predict with the model's current published view (never waits for the learner).
+
+    ``labels[i]`` is ``classes[1]`` when ``decision[i] > 0`` else ``classes[0]``.
+    """
+    settings = settings_of(request)
+    body = await read_body(request, settings.max_body_bytes)
+    result = await run_in_threadpool(_predict, registry_of(request), body, settings.default_model)
+    return OrjsonResponse(result)

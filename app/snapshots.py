@@ -1,0 +1,233 @@
+"""Snapshot files of named models: atomic writes, retention, checksums, restore.
+
+Layout: ``<snapshot_dir>/<model>/<model>-<seq:012d>.svmstate``, one file per snapshot,
+``seq`` increasing per model across restarts.  A file is the solver's pickle-free state
+format (:func:`solvers.persistence.encode_state`: magic, format version, JSON header with
+the payload length and SHA-256, ``.npz`` payload) written with
+:func:`solvers.persistence.write_atomic` (temp file, fsync, rename, fsync of the
+directory).  The service adds ``meta["service"]``::
+
+    {"format": 1, "model": name, "seq": seq, "config": {...}, "version": batches applied,
+     "n_features": d or null, "extra": {...}, "saved_at": unix time}
+
+``extra`` carries caller metadata such as the last applied stream entry ID.  A model
+that has not learned yet is saved with ``meta["estimator"] = None`` and no arrays, so
+that its configuration survives a restart.
+
+Restore takes the newest file that decodes and rebuilds; each file that does not is
+logged (path and reason) and skipped.  The newest ``keep`` files are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.schemas import ModelConfig
+from solvers.persistence import CorruptStateError, decode_state, encode_state, estimator_from_state, write_atomic
+
+if TYPE_CHECKING:  # pragma: no cover
+    from app.registry import ModelView, Registry
+
+log = logging.getLogger("svmstream.snapshots")
+
+SUFFIX = ".svmstate"
+SERVICE_FORMAT = 1
+
+
+@dataclass
+class RestoredModel:
+    """A model rebuilt from a snapshot file."""
+
+    name: str
+    config: ModelConfig
+    estimator: Any | None
+    version: int
+    n_features: int | None
+    extra: dict[str, Any]
+    path: Path
+    saved_at: float
+    seq: int
+
+
+@dataclass
+class SnapshotStore:
+    """Snapshot files under ``root`` (one sub-directory per model).
+
+    Parameters
+    ----------
+    root : Path
+        Snapshot directory (created if missing).
+    keep : int
+        Number of newest files kept per model.
+    """
+
+    root: Path
+    keep: int = 3
+    _last_seq: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+
+    # ------------------------------------------------------------------ listing
+    def model_dir(self, name: str) -> Path:
+        return self.root / name
+
+    def files(self, name: str) -> list[tuple[int, Path]]:
+        """Snapshot files of ``name`` as ``(seq, path)``, newest first."""
+        directory = self.model_dir(name)
+        if not directory.is_dir():
+            return []
+        pattern = re.compile(rf"^{re.escape(name)}-(\d{{12}}){re.escape(SUFFIX)}$")
+        found = []
+        for entry in directory.iterdir():
+            m = pattern.match(entry.name)
+            if m and entry.is_file():
+                found.append((int(m.group(1)), entry))
+        found.sort(reverse=True)
+        return found
+
+    def model_names(self) -> list[str]:
+        """Names of the models that have a snapshot directory with at least one file."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and self.files(p.name))
+
+    def next_seq(self, name: str) -> int:
+        files = self.files(name)
+        on_disk = files[0][0] if files else 0
+        seq = max(on_disk, self._last_seq.get(name, 0)) + 1
+        self._last_seq[name] = seq
+        return seq
+
+    # ------------------------------------------------------------------ writing
+    def write(self, view: "ModelView") -> tuple[Path, float]:
+        """Write a snapshot of a published model view and prune old files.
+
+        Returns
+        -------
+        (path, saved_at)
+        """
+        name = view.name
+        directory = self.model_dir(name)
+        directory.mkdir(parents=True, exist_ok=True)
+        if view.estimator is None:
+            arrays: dict[str, np.ndarray] = {}
+            meta: dict[str, Any] = {"estimator": None}
+        else:
+            arrays, meta = view.estimator.get_state()
+            meta = dict(meta)
+        seq = self.next_seq(name)
+        saved_at = time.time()
+        meta["service"] = {
+            "format": SERVICE_FORMAT,
+            "model": name,
+            "seq": seq,
+            "config": view.config.to_json(),
+            "version": view.version,
+            "n_features": view.n_features,
+            "extra": view.extra,
+            "saved_at": saved_at,
+        }
+        path = directory / f"{name}-{seq:012d}{SUFFIX}"
+        write_atomic(path, encode_state(arrays, meta))
+        self.prune(name)
+        return path, saved_at
+
+    def prune(self, name: str) -> None:
+        """Delete all but the newest ``keep`` snapshot files of ``name``."""
+        for _, path in self.files(name)[self.keep:]:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+
+    def delete(self, name: str) -> None:
+        """Remove every snapshot of ``name`` (its directory)."""
+        shutil.rmtree(self.model_dir(name), ignore_errors=True)
+        self._last_seq.pop(name, None)
+
+    def clean_temp_files(self) -> None:
+        """Remove temp files left by a write interrupted by a crash."""
+        if not self.root.is_dir():
+            return
+        for directory in self.root.iterdir():
+            if directory.is_dir():
+                for entry in directory.glob(f".*{SUFFIX}.tmp-*"):
+                    log.info("removing unfinished snapshot temp file %s", entry)
+                    entry.unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ reading
+    def read(self, path: Path) -> RestoredModel:
+        """Decode and rebuild one snapshot file.
+
+        Raises
+        ------
+        CorruptStateError
+            If the file is truncated, fails its checksum, or its metadata or arrays do
+            not rebuild a model.
+        """
+        try:
+            blob = path.read_bytes()
+        except OSError as exc:
+            raise CorruptStateError(f"unreadable: {exc}") from exc
+        arrays, meta = decode_state(blob)
+        try:
+            service = meta["service"]
+            config = ModelConfig.model_validate(service["config"])
+            estimator = None
+            if meta.get("estimator") is not None:
+                estimator = estimator_from_state(arrays, meta)
+            return RestoredModel(
+                name=str(service["model"]),
+                config=config,
+                estimator=estimator,
+                version=int(service["version"]),
+                n_features=service.get("n_features"),
+                extra=dict(service.get("extra") or {}),
+                path=path,
+                saved_at=float(service.get("saved_at", path.stat().st_mtime)),
+                seq=int(service.get("seq", 0)),
+            )
+        except CorruptStateError:
+            raise
+        except Exception as exc:  # missing keys, bad config, arrays that do not rebuild
+            raise CorruptStateError(f"cannot rebuild model: {type(exc).__name__}: {exc}") from exc
+
+    def load_newest(self, name: str) -> RestoredModel | None:
+        """The newest snapshot of ``name`` that decodes and rebuilds, or None.
+
+        Every file skipped on the way is logged at WARNING level with its path and reason.
+        """
+        for _, path in self.files(name):
+            try:
+                restored = self.read(path)
+            except CorruptStateError as exc:
+                log.warning("skipping snapshot %s: %s", path, exc)
+                continue
+            if restored.name != name:
+                log.warning("skipping snapshot %s: it belongs to model %r", path, restored.name)
+                continue
+            return restored
+        return None
+
+
+async def run_snapshotter(registry: "Registry", interval_s: float) -> None:
+    """Every ``interval_s`` seconds, snapshot each model whose published view changed.
+
+    Runs until cancelled; a failing write is logged and retried at the next tick.
+    """
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await asyncio.to_thread(registry.snapshot_changed)
+        except Exception:  # keep the loop alive; the error is logged with its traceback
+            log.exception("periodic snapshot failed")
