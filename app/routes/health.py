@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from fastapi import APIRouter, Request
@@ -12,10 +13,20 @@ from app.routes.deps import registry_of
 router = APIRouter(tags=["health"])
 
 
+def rss_bytes() -> int | None:
+    """Resident set size of this process (Linux ``/proc/self/statm``), else None."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 @router.get("/health")
 async def health(request: Request) -> OrjsonResponse:
-    """``{"status": "ok", "models": [...], "uptime_s": ...}``."""
+    """``{"status": "ok", "models": [...], "uptime_s": ..., "pid": ..., "rss_bytes": ...}``."""
     return OrjsonResponse(
         {"status": "ok", "models": registry_of(request).names(),
-         "uptime_s": round(time.time() - request.app.state.started_at, 3)}
+         "uptime_s": round(time.time() - request.app.state.started_at, 3),
+         "pid": os.getpid(), "rss_bytes": rss_bytes()}
     )

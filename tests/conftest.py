@@ -1,0 +1,152 @@
+"""Shared fixtures of the service tests: real server subprocesses and small data sets."""
+
+from __future__ import annotations
+
+import bz2
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """Environment for a child process: repo root on PYTHONPATH, no inherited SVMSTREAM_*."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SVMSTREAM_") or k == "SVMSTREAM_DATA"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+class ServerProcess:
+    """A real ``svmstream serve`` (or ``python -m uvicorn``) child process.
+
+    Output goes to a log file (``log_text()``) so the child never blocks on a full pipe.
+    """
+
+    def __init__(self, snapshot_dir: Path, log_path: Path, *, use_uvicorn: bool = False,
+                 args: tuple[str, ...] = (), env: dict[str, str] | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.snapshot_dir = Path(snapshot_dir)
+        self.log_path = Path(log_path)
+        if use_uvicorn:
+            cmd = [PYTHON, "-m", "uvicorn", "--factory", "app.main:create_app", "--host", "127.0.0.1",
+                   "--port", str(self.port), "--workers", "1"]
+            env = {"SVMSTREAM_SNAPSHOT_DIR": str(self.snapshot_dir), **(env or {})}
+        else:
+            cmd = [PYTHON, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+                   "--snapshot-dir", str(self.snapshot_dir), *args]
+        self._log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(cmd, cwd=REPO, env=subprocess_env(**(env or {})),
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+
+    def log_text(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 90.0) -> "ServerProcess":
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"server not ready after {timeout} s:\n{self.log_text()}")
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60)
+
+    def terminate(self, timeout: float = 60.0) -> int:
+        """SIGTERM (graceful: final snapshots) and wait; asserts a clean shutdown.
+
+        uvicorn re-raises the signal after its graceful shutdown, so the exit status is
+        -SIGTERM (or 0); the log must show the lifespan shutdown completed.
+        """
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        code = self.proc.wait(timeout=timeout)
+        self._log.close()
+        assert code in (0, -signal.SIGTERM), (code, self.log_text())
+        assert "Application shutdown complete" in self.log_text(), self.log_text()
+        return code
+
+    def kill(self) -> int:
+        """SIGKILL (no shutdown code runs)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        code = self.proc.wait(timeout=30)
+        self._log.close()
+        return code
+
+
+@pytest.fixture
+def start_server(tmp_path):
+    """Factory: ``start_server(snapshot_dir=None, **kw)`` -> a ready :class:`ServerProcess`.
+
+    Every server still running at the end of the test is killed.
+    """
+    started: list[ServerProcess] = []
+
+    def start(snapshot_dir: Path | None = None, **kwargs) -> ServerProcess:
+        snap = Path(snapshot_dir) if snapshot_dir is not None else tmp_path / "snapshots"
+        server = ServerProcess(snap, tmp_path / f"server-{len(started)}.log", **kwargs)
+        started.append(server)
+        return server.wait_ready()
+
+    yield start
+    for server in started:
+        if server.proc.poll() is None:
+            server.kill()
+
+
+@pytest.fixture(scope="session")
+def breast_cancer():
+    """scikit-learn's bundled breast-cancer data, standardised: X (569, 30) float64,
+    y (569,) with string labels 'malignant'/'benign'."""
+    from sklearn.datasets import load_breast_cancer
+
+    data = load_breast_cancer()
+    X = (data.data - data.data.mean(axis=0)) / data.data.std(axis=0)
+    y = np.asarray(data.target_names)[data.target]
+    return X, y
+
+
+def write_libsvm(path: Path, X: np.ndarray, y: np.ndarray) -> Path:
+    """Write a (bz2 if the name ends in .bz2) LIBSVM file with 1-based indices."""
+    lines = []
+    for row, label in zip(X, y):
+        feats = " ".join(f"{j + 1}:{v:.6g}" for j, v in enumerate(row) if v != 0)
+        lines.append(f"{label:g} {feats}\n")
+    data = "".join(lines).encode()
+    path.write_bytes(bz2.compress(data) if str(path).endswith(".bz2") else data)
+    return path
+
+
+def two_moons_like(n: int, d: int = 8, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A non-linear binary problem: label = sign(sin(2 x0) + x1^2 - 0.5), labels -1/+1."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.5, 1.5, size=(n, d))
+    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] ** 2 - 0.5 > 0, 1, -1)
+    return X, y

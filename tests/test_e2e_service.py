@@ -1,0 +1,184 @@
+"""End-to-end tests against real server processes (uvicorn in a subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import httpx
+import numpy as np
+
+from tests.conftest import PYTHON, REPO, subprocess_env, two_moons_like, write_libsvm
+
+BC_MODEL = {"budget": 40, "gamma": 0.03, "C": 10.0, "n_samples": 569, "classes": ["benign", "malignant"],
+            "random_state": 1}
+
+
+def _learn_in_batches(client: httpx.Client, model: str, X, y, batch: int) -> dict:
+    last = None
+    for start in range(0, len(X), batch):
+        r = client.post("/learn", json={"model": model, "X": X[start:start + batch].tolist(),
+                                        "y": y[start:start + batch].tolist()})
+        assert r.status_code == 200, r.text
+        last = r.json()
+    return last
+
+
+def _stats(info: dict) -> dict:
+    keys = ("n_support_vectors", "t", "n_merges", "n_seen", "version", "n_features", "config", "fitted")
+    return {k: info[k] for k in keys}
+
+
+def test_breast_cancer_over_http_sigterm_restart_identical(start_server, breast_cancer, tmp_path):
+    X, y = breast_cancer
+    snap = tmp_path / "snap"
+    # first life: plain `python -m uvicorn --factory app.main:create_app`, settings from env
+    server = start_server(snap, use_uvicorn=True, env={"SVMSTREAM_SNAPSHOT_INTERVAL_S": "3600"})
+    with server.client() as c:
+        assert c.put("/models/bc", json=BC_MODEL).status_code == 201
+        last = _learn_in_batches(c, "bc", X, y, batch=100)
+        assert last["n_seen"] == len(X)
+        before = c.post("/predict", json={"model": "bc", "X": X.tolist()}).json()
+        info_before = c.get("/models/bc").json()
+    accuracy = np.mean(np.asarray(before["labels"]) == y)
+    assert accuracy > 0.93, accuracy
+    assert info_before["n_support_vectors"] <= BC_MODEL["budget"]
+    assert info_before["n_merges"] > 0  # the budget was reached: merging ran
+
+    server.terminate()
+    log = server.log_text()
+    assert "snapshot" in log and "bc-" in log, log
+
+    # second life: `python -m app.cli serve` on the same snapshot directory
+    server2 = start_server(snap)
+    with server2.client() as c:
+        info_after = c.get("/models/bc").json()
+        after = c.post("/predict", json={"model": "bc", "X": X.tolist()}).json()
+        assert _stats(info_after) == _stats(info_before)
+        assert after["labels"] == before["labels"]
+        assert after["decision"] == before["decision"]  # bit-identical floats
+        # and it keeps learning from where it stopped
+        r = c.post("/learn", json={"model": "bc", "X": X[:50].tolist(), "y": y[:50].tolist()}).json()
+        assert r["n_seen"] == len(X) + 50 and r["version"] == info_before["version"] + 1
+    assert f"restored from {snap / 'bc'}" in server2.log_text()
+
+
+def test_sigkill_mid_replay_then_restart_keeps_learning(start_server, tmp_path):
+    X, y = two_moons_like(2000, d=8, seed=3)
+    train = write_libsvm(tmp_path / "moons.bz2", X, y)
+    snap = tmp_path / "snap"
+    server = start_server(snap, env={"SVMSTREAM_SNAPSHOT_INTERVAL_S": "0.2"})
+    passes = 200  # 400,000 examples: far more than can be applied before the kill
+    replay = subprocess.Popen(
+        [PYTHON, "-m", "app.cli", "replay", str(train), "--url", server.url, "--model", "moons",
+         "--batch", "200", "--passes", str(passes), "--budget", "60", "--gamma", "1.0", "--C", "10",
+         "--no-progress"],
+        cwd=REPO, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    try:
+        seen = 0
+        with server.client() as c:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                r = c.get("/models/moons")
+                if r.status_code == 200:
+                    info = r.json()
+                    seen = info["n_seen"]
+                    if seen >= 20_000 and info["last_snapshot_path"] and info["version"] > 10:
+                        break
+                assert replay.poll() is None, replay.stdout.read().decode()
+                time.sleep(0.05)
+        assert seen >= 20_000
+        server.kill()
+    finally:
+        out = replay.communicate(timeout=60)[0].decode()
+    assert replay.returncode != 0, out  # the replay lost its server
+
+    snapshots = sorted((snap / "moons").glob("moons-*.svmstate"))
+    assert 1 <= len(snapshots) <= 3  # retention: SNAPSHOT_KEEP=3
+
+    server2 = start_server(snap)
+    with server2.client() as c:
+        info = c.get("/models/moons").json()
+        assert info["fitted"] and 0 < info["n_seen"] < passes * len(X)
+        assert info["n_seen"] == info["t"] and info["n_support_vectors"] <= 60
+        assert info["config"]["budget"] == 60 and info["n_features"] == 8
+        r = c.post("/learn", json={"model": "moons", "X": X[:300].tolist(), "y": y[:300].tolist()})
+        assert r.status_code == 200, r.text
+        assert r.json()["n_seen"] == info["n_seen"] + 300
+        pred = c.post("/predict", json={"model": "moons", "X": X.tolist()}).json()
+        assert np.mean(np.asarray(pred["labels"]) == y) > 0.85
+
+
+def test_truncated_snapshot_is_skipped_with_log_line(start_server, breast_cancer, tmp_path):
+    X, y = breast_cancer
+    snap = tmp_path / "snap"
+    server = start_server(snap, env={"SVMSTREAM_SNAPSHOT_INTERVAL_S": "3600"})
+    with server.client() as c:
+        assert c.put("/models/bc", json=BC_MODEL).status_code == 201  # snapshot 1 (unfitted)
+        _learn_in_batches(c, "bc", X[:300], y[:300], batch=100)
+    server.terminate()  # snapshot 2: 300 examples
+    server = start_server(snap)
+    with server.client() as c:
+        good = c.post("/predict", json={"model": "bc", "X": X.tolist()}).json()
+        _learn_in_batches(c, "bc", X[300:], y[300:], batch=100)
+    server.terminate()  # snapshot 3: 569 examples
+    files = sorted((snap / "bc").glob("bc-*.svmstate"))
+    assert [f.name for f in files] == [f"bc-{k:012d}.svmstate" for k in (1, 2, 3)]
+    newest = files[-1]
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # torn write
+
+    server = start_server(snap)
+    with server.client() as c:
+        info = c.get("/models/bc").json()
+        restored = c.post("/predict", json={"model": "bc", "X": X.tolist()}).json()
+    assert info["n_seen"] == 300 and info["last_snapshot_path"] == str(files[1])
+    assert restored["decision"] == good["decision"]
+    log = server.log_text()
+    assert f"skipping snapshot {newest}: truncated payload" in log, log
+
+
+def test_replay_cli_with_test_file(start_server, tmp_path):
+    X, y = two_moons_like(3000, d=6, seed=5)
+    train = write_libsvm(tmp_path / "train.bz2", X[:2000], y[:2000])
+    test = write_libsvm(tmp_path / "test", X[2000:], y[2000:])
+    server = start_server()
+    out = subprocess.run(
+        [PYTHON, "-m", "app.cli", "replay", str(train), "--url", server.url, "--model", "m", "--batch", "250",
+         "--passes", "2", "--test", str(test), "--budget", "80", "--gamma", "1", "--C", "10", "--json",
+         "--no-progress"],
+        cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["examples"] == 4000 and result["format"] == "dense"
+    assert result["model"]["config"]["n_samples"] == 2000  # n = rows of FILE
+    assert result["model"]["n_seen"] == 4000 and result["model"]["n_features"] == 6
+    assert result["test_examples"] == 1000 and result["test_accuracy"] > 0.8
+    assert "test accuracy on" in out.stderr and "examples/s" in out.stderr
+    # the printed accuracy agrees with a direct /predict
+    with server.client() as c:
+        pred = c.post("/predict", json={"model": "m", "X": X[2000:].tolist()}).json()
+    assert abs(np.mean(np.asarray(pred["labels"]) == y[2000:]) - result["test_accuracy"]) < 1e-12
+
+
+def test_oversized_bodies_get_413_over_a_real_socket(start_server):
+    server = start_server(args=("--max-body-bytes", "20000"))
+    X, y = two_moons_like(50, d=4)
+    with server.client() as c:
+        assert c.post("/learn", json={"X": X.tolist(), "y": y.tolist()}).status_code == 200
+        info = c.get("/models/default").json()
+        big = json.dumps({"X": two_moons_like(2000, d=4)[0].tolist(), "y": [1] * 2000}).encode()
+        assert len(big) > 20000
+        r = c.post("/learn", content=big, headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "MAX_BODY_BYTES=20000" in r.json()["detail"]
+
+        def chunks():  # no Content-Length: Transfer-Encoding: chunked
+            for start in range(0, len(big), 4096):
+                yield big[start:start + 4096]
+
+        r = c.post("/learn", content=chunks(), headers={"content-type": "application/json"})
+        assert r.status_code == 413 and "MAX_BODY_BYTES=20000" in r.json()["detail"]
+    with server.client() as c:  # a fresh connection: the server is still fine
+        assert c.get("/models/default").json() == info
