@@ -82,6 +82,11 @@ class Batch:
         return self.X.shape[0]
 
 
+def may_contain_bools(body: bytes) -> bool:
+    """False when the raw JSON body has no ``true``/``false`` token (so no boolean values)."""
+    return b"true" in body or b"false" in body
+
+
 def decode_body(body: bytes) -> Any:
     """Decode a JSON body with orjson; fall back to the standard library parser, which
     also reads ``NaN``/``Infinity`` literals (so that they can be rejected by field).
@@ -170,7 +175,7 @@ def _nonfinite_dense(arr: np.ndarray) -> BatchError:
     return BatchError(f"X[{i}][{j}]: {float(arr[i, j])!r} is not a finite number", field=f"X[{i}][{j}]", index=i)
 
 
-def _parse_dense(rows: list[Any]) -> np.ndarray | None:
+def _parse_dense(rows: list[Any], check_bools: bool) -> np.ndarray | None:
     """Fast path: all rows are equal-length lists of numbers.  None if not applicable."""
     try:
         arr = np.asarray(rows)
@@ -178,6 +183,11 @@ def _parse_dense(rows: list[Any]) -> np.ndarray | None:
         return None
     if arr.ndim != 2 or arr.dtype.kind not in "iuf":
         return None
+    if check_bools:  # numpy reads true/false as 1/0: refuse them
+        for i, row in enumerate(rows):
+            for j, v in enumerate(row):
+                if v.__class__ is bool:
+                    raise BatchError(f"X[{i}][{j}]: expected a number, got {_describe(v)}", field=f"X[{i}][{j}]", index=i)
     if arr.shape[1] == 0:
         raise BatchError("X[0]: an example needs at least one feature", field="X[0]", index=0)
     arr = np.ascontiguousarray(arr, dtype=np.float64)
@@ -261,7 +271,7 @@ def _key_to_int(key: Any) -> int:
     raise _BadKey(key)
 
 
-def parse_features(rows: Any, n_features: int | None = None) -> np.ndarray | sp.csr_matrix:
+def parse_features(rows: Any, n_features: int | None = None, check_bools: bool = True) -> np.ndarray | sp.csr_matrix:
     """Turn the JSON value of ``X`` into a finite float64 matrix.
 
     Parameters
@@ -271,6 +281,9 @@ def parse_features(rows: Any, n_features: int | None = None) -> np.ndarray | sp.
     n_features : int, optional
         Dimension declared by the request: dense rows must have exactly this length,
         sparse indices must be below it (the CSR matrix gets this width).
+    check_bools : bool
+        Scan dense rows for JSON booleans (refused).  Callers that know the raw body
+        contains no ``true``/``false`` token skip the scan.
 
     Returns
     -------
@@ -288,17 +301,17 @@ def parse_features(rows: Any, n_features: int | None = None) -> np.ndarray | sp.
         raise BatchError("X: empty batch; send at least one example", field="X")
     X: np.ndarray | sp.csr_matrix | None = None
     if isinstance(rows[0], list):
-        X = _parse_dense(rows)
+        X = _parse_dense(rows, check_bools)
         if X is None and not any(isinstance(r, dict) for r in rows):
             raise _dense_error(rows)
     if X is None:
         X = _parse_sparse(rows)
     if n_features is not None:
-        X = _fit_width(X, n_features, field="n_features", what=f"n_features={n_features}")
+        X = _fit_width(X, n_features, "the request (n_features)")
     return X
 
 
-def _fit_width(X, d: int, field: str, what: str):
+def _fit_width(X, d: int, whose: str):
     """Check ``X`` against dimension ``d``; widen a sparse matrix to ``d`` columns."""
     if sp.issparse(X):
         if X.shape[1] > d:
@@ -306,14 +319,15 @@ def _fit_width(X, d: int, field: str, what: str):
             pos = int(np.flatnonzero(over)[0])
             i = int(np.searchsorted(X.indptr, pos, side="right") - 1)
             raise BatchError(
-                f"X[{i}]: feature index {int(X.indices[pos])} is out of range for {what} (indices 0..{d - 1})",
+                f"X[{i}]: feature index {int(X.indices[pos])} is out of range: {whose} expects {d} features "
+                f"(indices 0..{d - 1})",
                 field=f"X[{i}]", index=i,
             )
         if X.shape[1] < d:
             X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
         return X
     if X.shape[1] != d:
-        raise BatchError(f"X[0]: has {X.shape[1]} features, {what}", field="X[0]", index=0)
+        raise BatchError(f"X[0]: has {X.shape[1]} features, {whose} expects {d}", field="X[0]", index=0)
     return X
 
 
@@ -345,7 +359,7 @@ def conform(X, n_features: int | None, declared: int | None = None, model: str =
             f"n_features: the request declares {declared} features, model {model!r} has {n_features}",
             field="n_features",
         )
-    return _fit_width(X, n_features, field="X", what=f"model {model!r} expects {n_features}")
+    return _fit_width(X, n_features, f"model {model!r}")
 
 
 # ------------------------------------------------------------------------------- labels
@@ -389,6 +403,9 @@ class LabelCodec:
             except (ValueError, TypeError):
                 arr = np.asarray([], dtype=object)
             if arr.dtype.kind in "iuf" and arr.shape == (len(labels),):
+                for i, v in enumerate(labels):
+                    if v.__class__ is bool:
+                        raise self._unknown(i, v)
                 arr = arr.astype(np.float64, copy=False)
                 idx = np.searchsorted(self._values, arr)
                 np.minimum(idx, len(self.classes) - 1, out=idx)
@@ -422,7 +439,7 @@ class LabelCodec:
         return [classes[k] for k in idx.tolist()]
 
 
-def parse_examples(obj: Mapping[str, Any], codec: LabelCodec | None, n_features: int | None = None) -> Batch:
+def parse_examples(obj: Mapping[str, Any], codec: LabelCodec | None, check_bools: bool = True) -> Batch:
     """Validate a decoded learn (``codec`` given) or predict (``codec=None``) request.
 
     Parameters
@@ -432,8 +449,8 @@ def parse_examples(obj: Mapping[str, Any], codec: LabelCodec | None, n_features:
         ``n_features``.
     codec : LabelCodec or None
         Label set of the target model; ``None`` for predict requests (no ``y``).
-    n_features : int or None
-        The model's current dimension, if fixed (checked here as well as at submission).
+    check_bools : bool
+        See :func:`parse_features`.
 
     Returns
     -------
@@ -448,7 +465,7 @@ def parse_examples(obj: Mapping[str, Any], codec: LabelCodec | None, n_features:
     learn = codec is not None
     check_envelope(obj, LEARN_FIELDS if learn else PREDICT_FIELDS, require_y=learn)
     declared = obj.get("n_features")
-    X = parse_features(obj["X"], declared)
+    X = parse_features(obj["X"], declared, check_bools)
     y = None
     if learn:
         labels = obj["y"]

@@ -7,7 +7,7 @@ import asyncio
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from app.batches import decode_body, parse_examples
+from app.batches import decode_body, may_contain_bools, parse_examples
 from app.http import OrjsonResponse, read_body
 from app.registry import Registry
 from app.routes.deps import registry_of, settings_of
@@ -20,7 +20,7 @@ def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
     obj = decode_body(body)
     name = obj.get("model") if isinstance(obj, dict) else None
     handle = registry.get(name if isinstance(name, str) else default_model)
-    batch = parse_examples(obj, handle.codec)
+    batch = parse_examples(obj, handle.codec, check_bools=may_contain_bools(body))
     return handle.name, batch.n, handle.submit(batch.X, batch.y, declared=batch.n_features)
 
 

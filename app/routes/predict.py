@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
-from app.batches import decode_body, parse_examples
+from app.batches import decode_body, may_contain_bools, parse_examples
 from app.http import OrjsonResponse, read_body
 from app.registry import Registry
 from app.routes.deps import registry_of, settings_of
@@ -19,7 +19,7 @@ def _predict(registry: Registry, body: bytes, default_model: str) -> dict:
     name = obj.get("model") if isinstance(obj, dict) else None
     name = name if isinstance(name, str) else default_model
     registry.get(name)
-    batch = parse_examples(obj, None)
+    batch = parse_examples(obj, None, check_bools=may_contain_bools(body))
     view, decision = registry.predict(name, batch.X, declared=batch.n_features)
     return {"model": name, "version": view.version, "labels": view.labels_from_decision(decision), "decision": decision}
 
