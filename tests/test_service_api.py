@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 with warnings.catch_warnings():  # starlette 1.x: "use httpx2" notice, irrelevant here
-    warnings.simplefilter("ignore", DeprecationWarning)
+    warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
 from app.main import create_app
