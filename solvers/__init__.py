@@ -2,3 +2,7 @@
 
 Nothing in this package imports web or service code.
 """
+
+from .estimators import BudgetedSGDClassifier  # noqa: E402
+
+__all__ = ["BudgetedSGDClassifier"]

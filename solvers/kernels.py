@@ -1,0 +1,78 @@
+"""Gaussian (RBF) kernel rows against a budget of support vectors.
+
+The support vectors of a budgeted model are stored **transposed**, as a ``(d, capacity)``
+float64 matrix ``sv_t`` whose column ``j`` is SV ``j``, with their squared norms cached in
+``sv_sq``.  A kernel row for one input is then a sweep over the input's non-zero features
+whose inner loop runs over contiguous SVs (and vectorises), followed by one ``exp`` per SV:
+
+    k(x, x_j) = exp(-γ · max(0, ‖x‖² + ‖x_j‖² − 2⟨x, x_j⟩))
+
+All functions are numba ``njit(nogil=True, cache=True)`` and allocate nothing.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+
+@nb.njit(nogil=True, cache=True)
+def squared_norm(x):
+    """‖x‖² of a 1-D float64 array."""
+    total = 0.0
+    for k in range(x.shape[0]):
+        total += x[k] * x[k]
+    return total
+
+
+@nb.njit(nogil=True, cache=True)
+def sv_dot_products(x, sv_t, n_sv, out):
+    """``out[j] = ⟨x, sv_t[:, j]⟩`` for ``j < n_sv``.
+
+    Parameters
+    ----------
+    x : (d,) float64
+    sv_t : (d, capacity) float64, SVs as columns
+    n_sv : int, number of live SVs (columns ``0 .. n_sv-1``)
+    out : (>= n_sv,) float64, overwritten
+    """
+    for j in range(n_sv):
+        out[j] = 0.0
+    for k in range(x.shape[0]):
+        xk = x[k]
+        if xk != 0.0:
+            row = sv_t[k]
+            for j in range(n_sv):
+                out[j] += xk * row[j]
+
+
+@nb.njit(nogil=True, cache=True)
+def rbf_row(x, x_sq, sv_t, sv_sq, n_sv, gamma, out):
+    """Gaussian kernel values ``out[j] = exp(-γ‖x − sv_j‖²)`` for ``j < n_sv``.
+
+    Parameters
+    ----------
+    x : (d,) float64
+    x_sq : float, ‖x‖² (cached by the caller)
+    sv_t : (d, capacity) float64
+    sv_sq : (capacity,) float64, cached ‖sv_j‖²
+    n_sv : int
+    gamma : float, RBF width γ > 0
+    out : (>= n_sv,) float64, overwritten with the kernel values
+    """
+    sv_dot_products(x, sv_t, n_sv, out)
+    for j in range(n_sv):
+        dist = x_sq + sv_sq[j] - 2.0 * out[j]
+        if dist < 0.0:
+            dist = 0.0
+        out[j] = np.exp(-gamma * dist)
+
+
+@nb.njit(nogil=True, cache=True)
+def rbf_decision(x, x_sq, sv_t, sv_sq, coef, n_sv, gamma, scale, row):
+    """``scale · Σ_j coef[j] · k(x, sv_j)``; ``row`` (>= n_sv,) is scratch and ends holding k(x, sv_j)."""
+    rbf_row(x, x_sq, sv_t, sv_sq, n_sv, gamma, row)
+    total = 0.0
+    for j in range(n_sv):
+        total += coef[j] * row[j]
+    return scale * total
