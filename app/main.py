@@ -42,6 +42,24 @@ def configure_logging(level: str = "info") -> None:
         logger.propagate = False
 
 
+def warm_up() -> None:
+    """Run every solver code path once on a tiny problem so that the numba kernels are
+    compiled (or loaded from the on-disk cache) before the first request."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from app.registry import copy_estimator, make_estimator
+    from app.schemas import ModelConfig
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8, 3))
+    y = np.tile([0, 1], 4)
+    for rows in (X, sp.csr_matrix(X)):
+        est = make_estimator(ModelConfig(budget=2, gamma=1.0, C=1.0, random_state=0))
+        est.partial_fit(rows, y, classes=np.arange(2))
+        copy_estimator(est).decision_function(rows)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service.
 
@@ -60,6 +78,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI):
         configure_logging(settings.log_level)
+        if settings.warm_up:
+            started = time.perf_counter()
+            await asyncio.to_thread(warm_up)
+            log.info("solver warm-up done in %.2f s", time.perf_counter() - started)
         store = SnapshotStore(settings.snapshot_dir, keep=settings.snapshot_keep)
         registry = Registry(settings, store)
         if settings.restore_on_start:

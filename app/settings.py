@@ -34,6 +34,7 @@ class Settings(BaseSettings):
     snapshot_interval_s: float = Field(30.0, gt=0)
     snapshot_keep: int = Field(3, ge=1)
     restore_on_start: bool = True
+    warm_up: bool = True
 
     max_body_bytes: int = Field(64 * MIB, ge=1)
     max_pending_batches: int = Field(8, ge=1)
