@@ -6,6 +6,8 @@ completely or rejected completely with a :class:`BatchError` whose message start
 the offending field and example index (``"X[3][5]: nan is not a finite number"``), so
 no solver step ever sees part of a bad batch.
 
+The examples go under the key ``"X"`` (or ``"x"``; messages always say ``X``).
+
 Formats accepted for ``X``
     * dense rows: ``[[x0, x1, ...], ...]`` (all of the same length), parsed with one
       ``np.asarray`` call (fast path);
@@ -27,8 +29,8 @@ import numpy as np
 import orjson
 import scipy.sparse as sp
 
-LEARN_FIELDS = frozenset({"model", "X", "y", "n_features"})
-PREDICT_FIELDS = frozenset({"model", "X", "n_features"})
+LEARN_FIELDS = frozenset({"model", "X", "x", "y", "n_features"})
+PREDICT_FIELDS = frozenset({"model", "X", "x", "n_features"})
 
 
 class BatchError(ValueError):
@@ -134,10 +136,12 @@ def check_envelope(obj: Any, allowed: frozenset[str], require_y: bool) -> None:
         raise BatchError(
             f"body: unknown field {unknown[0]!r}; allowed fields are {sorted(allowed)}", field=unknown[0]
         )
-    needed = ("X", "y") if require_y else ("X",)
-    for key in needed:
-        if key not in obj:
-            raise BatchError(f"{key}: field required", field=key)
+    if "X" in obj and "x" in obj:
+        raise BatchError("body: give the examples as 'X' or as 'x', not both", field="x")
+    if "X" not in obj and "x" not in obj:
+        raise BatchError("X: field required (the examples, key 'X' or 'x')", field="X")
+    if require_y and "y" not in obj:
+        raise BatchError("y: field required", field="y")
     model = obj.get("model")
     if model is not None and not isinstance(model, str):
         raise BatchError(f"model: expected a string, got {_describe(model)}", field="model")
@@ -445,8 +449,8 @@ def parse_examples(obj: Mapping[str, Any], codec: LabelCodec | None, check_bools
     Parameters
     ----------
     obj : dict
-        Decoded JSON with keys ``X``, ``y`` (learn only), optional ``model`` and
-        ``n_features``.
+        Decoded JSON with keys ``X`` (or ``x``), ``y`` (learn only), optional ``model``
+        and ``n_features``.
     codec : LabelCodec or None
         Label set of the target model; ``None`` for predict requests (no ``y``).
     check_bools : bool
@@ -465,7 +469,7 @@ def parse_examples(obj: Mapping[str, Any], codec: LabelCodec | None, check_bools
     learn = codec is not None
     check_envelope(obj, LEARN_FIELDS if learn else PREDICT_FIELDS, require_y=learn)
     declared = obj.get("n_features")
-    X = parse_features(obj["X"], declared, check_bools)
+    X = parse_features(obj["X"] if "X" in obj else obj["x"], declared, check_bools)
     y = None
     if learn:
         labels = obj["y"]

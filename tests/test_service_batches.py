@@ -76,6 +76,7 @@ def test_string_labels_are_sorted_and_encoded():
         ({"X": [[1]]}, "y: field required", "y", None),
         ({"y": [1]}, "X: field required", "X", None),
         ({"X": [[1]], "y": [1], "labels": [1]}, "body: unknown field 'labels'", "labels", None),
+        ({"X": [[1]], "x": [[1]], "y": [1]}, "body: give the examples as 'X' or as 'x', not both", "x", None),
         ({"X": [[1]], "y": [1], "n_features": 0}, "n_features: expected a positive integer", "n_features", None),
         ({"X": [{"9": 1}], "y": [1], "n_features": 3}, "X[0]: feature index 9 is out of range: the request (n_features) expects 3 features", "X[0]", 0),
     ],
@@ -86,6 +87,12 @@ def test_each_bad_batch_names_field_and_index(obj, message, field, index):
     err = info.value
     assert err.message.startswith(message), err.message
     assert (err.field, err.index, err.status) == (field, index, 422)
+
+
+def test_lowercase_x_is_accepted():
+    batch = parse_examples({"x": [[1.0, 2.0]], "y": [-1]}, LabelCodec([-1, 1]))
+    np.testing.assert_array_equal(batch.X, [[1.0, 2.0]])
+    np.testing.assert_array_equal(batch.y, [0])
 
 
 def test_conform_checks_the_model_dimension():
