@@ -1,0 +1,756 @@
+"""Dual coordinate descent for the linear L1-loss (hinge) SVM without bias: LIBLINEAR and AVSF.
+
+Problem (dual of the hinge-loss SVM without bias term)::
+
+    max_alpha  D(alpha) = sum_i alpha_i - 1/2 ||w(alpha)||^2,   w(alpha) = sum_i alpha_i y_i x_i,
+    s.t.       0 <= alpha_i <= C,
+
+with primal ``P(w) = 1/2 ||w||^2 + C sum_i max(0, 1 - y_i <w, x_i>)``.  Both solvers keep
+``w`` up to date, so the coordinate gradient ``g_i = 1 - y_i <w, x_i>`` costs one sparse dot
+product and a step ``alpha_i += mu`` one sparse axpy ``w += mu y_i x_i``.
+
+Two coordinate selection rules, following Glasmachers & Dogan, "Accelerated Linear SVM
+Training with Adaptive Variable Selection Frequencies" (arXiv:1302.5608):
+
+* ``"uniform"``: the paper's Algorithm 2 (LIBLINEAR's dual CD, Hsieh et al. ICML 2008,
+  Algorithm 3): sweeps in random order over an active set, shrinking with the previous
+  sweep's extreme projected gradients, stop when the projected-gradient spread of a sweep
+  over *all* variables is below ``tol``.
+* ``"avsf"``: the paper's Algorithms 3-5: each outer iteration visits a randomly rounded,
+  shuffled schedule in which variable ``i`` appears about ``n p_i / sum(p)`` times; after
+  every step the preference ``p_i`` is multiplied by ``exp(c (Delta / Delta_ref - 1))`` and
+  clipped to ``[p_min, p_max]``; no shrinking.
+
+Layout: the per-example loops are numba kernels (``nogil``, cached) working on
+preallocated arrays; :func:`dual_cd` is the Python driver that owns the state and calls a
+kernel once per outer iteration (AVSF, or LIBLINEAR while its active set is full) or once
+per ``n_samples`` steps' worth of small shrunk sweeps, and in between checks
+``should_stop`` and reports ``progress``, so a worker process can cancel and monitor a long
+run.  The reconstruction choices for AVSF are documented in ``docs/avsf.md``.
+
+Input arrays: CSR as ``data`` float64 (nnz,), ``indices`` int32 (nnz,), ``indptr`` int64
+(n+1,) (always these dtypes, so each kernel has a single compiled signature), or a dense
+C-contiguous float64 (n, d) array; the unused representation is passed as empty arrays.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple
+
+import numba
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "AVSF_C",
+    "AVSF_P_MAX",
+    "AVSF_P_MIN",
+    "CDInput",
+    "Cancelled",
+    "DualCDResult",
+    "as_cd_input",
+    "decision_values",
+    "dual_cd",
+    "objectives",
+]
+
+#: AVSF preference bounds and change rate (Glasmachers & Dogan 2013, Section 4 / Algorithm 5).
+AVSF_P_MIN = 1.0 / 20.0
+AVSF_P_MAX = 20.0
+AVSF_C = 1.0 / 5.0
+
+_SELECTIONS = ("uniform", "avsf")
+_EMPTY_F = np.empty(0, dtype=np.float64)
+_EMPTY_I32 = np.empty(0, dtype=np.int32)
+_EMPTY_I64 = np.zeros(1, dtype=np.int64)
+_EMPTY_2D = np.empty((0, 0), dtype=np.float64)
+
+
+class Cancelled(Exception):
+    """Raised by :func:`dual_cd` when its ``should_stop()`` callback returns true.
+
+    Attributes
+    ----------
+    n_iter : int
+        Outer iterations completed before the cancellation.
+    n_steps : int
+        Coordinate steps (gradient evaluations) completed before the cancellation.
+    """
+
+    def __init__(self, message: str, n_iter: int = 0, n_steps: int = 0):
+        super().__init__(message)
+        self.n_iter = n_iter
+        self.n_steps = n_steps
+
+
+# --------------------------------------------------------------------------- numba kernels
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _next_u64(rng):
+    """xorshift64* (Vigna 2016); ``rng`` is a uint64 array of length 1 holding the state."""
+    x = rng[0]
+    x ^= x >> np.uint64(12)
+    x ^= x << np.uint64(25)
+    x ^= x >> np.uint64(27)
+    rng[0] = x
+    return x * np.uint64(0x2545F4914F6CDD1D)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _uniform01(rng):
+    """Uniform double in [0, 1) from the top 53 bits of :func:`_next_u64`."""
+    return float(_next_u64(rng) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def _below(rng, m):
+    """Uniform integer in [0, m) (m < 2**53; bias below 2**-40 for m < 2**13 ... 2**31)."""
+    k = np.int64(_uniform01(rng) * m)
+    if k >= m:  # guard against rounding up
+        k = m - 1
+    return k
+
+
+# The row helpers index with unsigned integers (numba then skips the negative-index
+# wrap-around branch, ~1.7x faster on long sparse rows) and allow re-association of the
+# sum (SIMD / several accumulators).  They are small and get inlined by LLVM; the fastmath
+# flags stay local to their instructions, so the sweeps keep IEEE semantics for inf/nan.
+
+
+@numba.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
+def _row_dot(w, i, is_sparse, data, indices, indptr, dense):
+    """<w, x_i> for row ``i`` of a CSR or dense matrix."""
+    s = 0.0
+    if is_sparse:
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            s += w[np.uint64(indices[k])] * data[k]
+    else:
+        for j in range(np.uint64(dense.shape[1])):
+            s += w[j] * dense[np.uint64(i), j]
+    return s
+
+
+@numba.njit(nogil=True, cache=True, fastmath={"contract"})
+def _row_axpy(a, i, w, is_sparse, data, indices, indptr, dense):
+    """w += a * x_i for row ``i`` of a CSR or dense matrix."""
+    if is_sparse:
+        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+            w[np.uint64(indices[k])] += a * data[k]
+    else:
+        for j in range(np.uint64(dense.shape[1])):
+            w[j] += a * dense[np.uint64(i), j]
+
+
+@numba.njit(nogil=True, cache=True)
+def _row_sq_norms(is_sparse, data, indices, indptr, dense, n):
+    """Squared row norms ||x_i||^2 = Q_ii, shape (n,) float64."""
+    out = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        s = 0.0
+        if is_sparse:
+            for k in range(indptr[i], indptr[i + 1]):
+                s += data[k] * data[k]
+        else:
+            for j in range(dense.shape[1]):
+                s += dense[i, j] * dense[i, j]
+        out[i] = s
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _margins(w, is_sparse, data, indices, indptr, dense, n):
+    """<w, x_i> for every row, shape (n,) float64."""
+    out = np.empty(n, dtype=np.float64)
+    for i in range(n):
+        out[i] = _row_dot(w, i, is_sparse, data, indices, indptr, dense)
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _csr_decision(data, indices, indptr, coef):
+    """Decision values X @ coef.T for CSR X in O(nnz * n_classes); shape (n, k) float64."""
+    n = indptr.shape[0] - 1
+    k = coef.shape[0]
+    out = np.zeros((n, k), dtype=np.float64)
+    for i in range(n):
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            v = data[p]
+            for c in range(k):
+                out[i, c] += coef[c, j] * v
+    return out
+
+
+@numba.njit(nogil=True, cache=True)
+def _uniform_run(
+    is_sparse, data, indices, indptr, dense, y, qd, C, tol,
+    alpha, w, index, bounds, counts, rng, max_sweeps, min_steps,
+):
+    """Outer iterations of LIBLINEAR's dual CD with shrinking (paper's Algorithm 2).
+
+    Runs sweeps until the stopping rule holds, ``max_sweeps`` sweeps are done, or at least
+    ``min_steps`` coordinate steps were done in this call (so that tiny sweeps over a small
+    active set do not each pay a Python round trip).
+
+    State (updated in place): ``alpha`` (n,), ``w`` (d,), ``index`` (n,) int64 permutation
+    whose first ``counts[0]`` entries are the active set, ``bounds = [v_min_old, v_max_old]``
+    (shrinking thresholds in the ``g = 1 - y <w, x>`` convention), ``rng`` (1,) uint64.
+    ``counts`` int64 (5,) = [active_size, converged flag, steps, updates, sweeps]; the last
+    three are overwritten with this call's totals.  Returns the spread v_max - v_min of the
+    last sweep.
+    """
+    n = y.shape[0]
+    active = counts[0]
+    v_min_old = bounds[0]
+    v_max_old = bounds[1]
+    steps = 0
+    updates = 0
+    sweeps = 0
+    converged = 0
+    spread = np.inf
+    while sweeps < max_sweeps:
+        for s in range(active):  # random order over the active set
+            j = s + _below(rng, active - s)
+            t = index[s]
+            index[s] = index[j]
+            index[j] = t
+        v_min = np.inf
+        v_max = -np.inf
+        s = 0
+        while s < active:
+            i = index[s]
+            yi = y[i]
+            g = 1.0 - yi * _row_dot(w, i, is_sparse, data, indices, indptr, dense)
+            steps += 1
+            a = alpha[i]
+            if a == 0.0:
+                if g < v_min_old:  # shrink: at lower bound and pushed further down
+                    active -= 1
+                    t = index[s]
+                    index[s] = index[active]
+                    index[active] = t
+                    continue
+                pg = g if g > 0.0 else 0.0
+            elif a == C:
+                if g > v_max_old:  # shrink: at upper bound and pushed further up
+                    active -= 1
+                    t = index[s]
+                    index[s] = index[active]
+                    index[active] = t
+                    continue
+                pg = g if g < 0.0 else 0.0
+            else:
+                pg = g
+            if pg > v_max:
+                v_max = pg
+            if pg < v_min:
+                v_min = pg
+            if abs(pg) > 1e-12:
+                q = qd[i]
+                if q > 0.0:
+                    a_new = a + g / q
+                    if a_new < 0.0:
+                        a_new = 0.0
+                    elif a_new > C:
+                        a_new = C
+                else:  # empty row: the dual is linear in alpha_i
+                    a_new = C if g > 0.0 else 0.0
+                alpha[i] = a_new
+                _row_axpy((a_new - a) * yi, i, w, is_sparse, data, indices, indptr, dense)
+                updates += 1
+            s += 1
+        sweeps += 1
+        if active == 0:  # everything shrunk: nothing was measured, force a full re-check
+            v_min = 0.0
+            v_max = 0.0
+        spread = v_max - v_min
+        if spread < tol:
+            if active == n:
+                converged = 1
+                break
+            # re-check the full set before stopping
+            active = n
+            v_min_old = -np.inf
+            v_max_old = np.inf
+        else:
+            v_min_old = v_min if v_min < 0.0 else -np.inf
+            v_max_old = v_max if v_max > 0.0 else np.inf
+        if steps >= min_steps:
+            break
+    bounds[0] = v_min_old
+    bounds[1] = v_max_old
+    counts[0] = active
+    counts[1] = converged
+    counts[2] = steps
+    counts[3] = updates
+    counts[4] = sweeps
+    return spread
+
+
+@numba.njit(nogil=True, cache=True)
+def _avsf_schedule(p, rng, schedule):
+    """Algorithm 4: randomly rounded schedule of variable indices, shuffled.
+
+    Index ``i`` appears ``floor(s_i)`` or ``floor(s_i) + 1`` times, the latter with
+    probability ``s_i - floor(s_i)``, where ``s_i = n p_i / sum(p)``; the list is then
+    shuffled.  ``schedule`` has capacity ``2 n``; returns the length ``ell``.
+    """
+    n = p.shape[0]
+    psum = 0.0
+    for i in range(n):
+        psum += p[i]
+    scale = n / psum
+    m = 0
+    for i in range(n):
+        share = p[i] * scale
+        k = np.int64(math.floor(share))
+        if _uniform01(rng) < share - k:
+            k += 1
+        if m + k > schedule.shape[0]:  # cannot happen for sum(share) = n; float guard
+            k = schedule.shape[0] - m
+        for _ in range(k):
+            schedule[m] = i
+            m += 1
+    for s in range(m):
+        j = s + _below(rng, m - s)
+        t = schedule[s]
+        schedule[s] = schedule[j]
+        schedule[j] = t
+    return m
+
+
+@numba.njit(nogil=True, cache=True)
+def _avsf_sweep(
+    is_sparse, data, indices, indptr, dense, y, qd, C, tol,
+    alpha, w, p, schedule, fstate, counts, rng, p_min, p_max, c_rate,
+):
+    """One outer iteration of AVSF (paper's Algorithm 3 with Algorithms 4 and 5).
+
+    State (in place): ``alpha`` (n,), ``w`` (d,), preferences ``p`` (n,), ``schedule``
+    (2n,) int64 work space, ``fstate = [Delta_ref, first-sweep gain sum]`` float64,
+    ``counts`` int64 (5,) = [first-sweep flag, canstop flag, converged flag, steps,
+    updates] (steps/updates overwritten with this sweep's numbers), ``rng`` (1,) uint64.
+    Returns the projected-gradient spread v_max - v_min over this sweep's steps.
+    """
+    n = y.shape[0]
+    ell = _avsf_schedule(p, rng, schedule)
+    first = counts[0] == 1
+    eta = 1.0 / n  # fading-average weight for Delta_ref (one sweep ~ memory length)
+    shrink_factor = math.exp(-c_rate)
+    delta_ref = fstate[0]
+    gain_sum = 0.0
+    v_min = np.inf
+    v_max = -np.inf
+    updates = 0
+    for t in range(ell):
+        i = schedule[t]
+        yi = y[i]
+        g = 1.0 - yi * _row_dot(w, i, is_sparse, data, indices, indptr, dense)
+        a = alpha[i]
+        if a == 0.0:
+            pg = g if g > 0.0 else 0.0
+        elif a == C:
+            pg = g if g < 0.0 else 0.0
+        else:
+            pg = g
+        if pg > v_max:
+            v_max = pg
+        if pg < v_min:
+            v_min = pg
+        q = qd[i]
+        mu = 0.0
+        if q > 0.0:
+            mu = g / q
+            if mu < -a:
+                mu = -a
+            elif mu > C - a:
+                mu = C - a
+        elif g > 0.0:  # empty row: dual linear in alpha_i, go to the bound
+            mu = C - a
+        if mu != 0.0:
+            a_new = a + mu
+            if a_new > C:  # clamp float round-off so alpha_i == C is exact at the bound
+                a_new = C
+            elif a_new < 0.0:
+                a_new = 0.0
+            alpha[i] = a_new
+            mu = a_new - a
+            _row_axpy(mu * yi, i, w, is_sparse, data, indices, indptr, dense)
+            updates += 1
+        delta = mu * (g - 0.5 * mu * q)  # gain of the step in the dual objective
+        if first:
+            gain_sum += delta
+        elif delta_ref > 0.0:
+            # Algorithm 5: multiplicative preference update, clipped to [p_min, p_max].
+            if delta == 0.0:
+                pi = p[i] * shrink_factor  # exp(-c), the common case of a zero step
+            else:
+                e = c_rate * (delta / delta_ref - 1.0)
+                if e > 50.0:
+                    e = 50.0
+                pi = p[i] * math.exp(e)
+            if pi < p_min:
+                pi = p_min
+            elif pi > p_max:
+                pi = p_max
+            p[i] = pi
+            delta_ref = (1.0 - eta) * delta_ref + eta * delta
+        else:
+            delta_ref = (1.0 - eta) * delta_ref + eta * delta
+    if first:
+        delta_ref = gain_sum / ell if ell > 0 else 0.0
+        counts[0] = 0
+    fstate[0] = delta_ref
+    if ell == 0:
+        v_min = 0.0
+        v_max = 0.0
+    spread = v_max - v_min
+    counts[2] = 0
+    if spread < tol:
+        if counts[1] == 1:  # this sweep's schedule was uniform: every variable was checked
+            counts[2] = 1
+        else:  # reset preferences; the next schedule visits every variable exactly once
+            for i in range(n):
+                p[i] = 1.0
+            counts[1] = 1
+    else:
+        counts[1] = 0
+    counts[3] = ell
+    counts[4] = updates
+    return spread
+
+
+# --------------------------------------------------------------------------- Python driver
+
+
+class CDInput(NamedTuple):
+    """Training matrix in the kernels' layout (see :func:`as_cd_input`)."""
+
+    is_sparse: bool
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+    dense: np.ndarray
+    n_samples: int
+    n_features: int
+
+    @property
+    def arrays(self):
+        """``(is_sparse, data, indices, indptr, dense)``, the kernels' leading arguments."""
+        return self.is_sparse, self.data, self.indices, self.indptr, self.dense
+
+
+@dataclass
+class DualCDResult:
+    """Outcome of one binary :func:`dual_cd` run.
+
+    Attributes
+    ----------
+    w : ndarray of shape (n_features,), float64
+        Primal weight vector ``sum_i alpha_i y_i x_i``.
+    alpha : ndarray of shape (n_samples,), float64
+        Dual variables in ``[0, C]``.
+    n_iter : int
+        Outer iterations (sweeps / schedules).
+    n_steps : int
+        Coordinate steps: gradient evaluations ``g_i`` (each costs one dot product),
+        including the ones that shrank a variable or gave a zero step.
+    n_updates : int
+        Steps with a nonzero change of ``alpha_i`` (each costs one axpy).
+    converged : bool
+        False when ``max_iter`` was reached before the stopping rule held.
+    wall_time : float
+        Seconds, from the start of the run (norms included) to the end of the last sweep.
+    primal : float
+        ``P(w)``.
+    dual : float
+        ``D(alpha)``.
+    final_violation : float
+        Projected-gradient spread ``v_max - v_min`` of the last sweep.
+    history : list of dict
+        Per outer iteration, only when ``record_history=True``.
+    """
+
+    w: np.ndarray
+    alpha: np.ndarray
+    n_iter: int
+    n_steps: int
+    n_updates: int
+    converged: bool
+    wall_time: float
+    primal: float
+    dual: float
+    final_violation: float
+    history: list = field(default_factory=list)
+
+
+def _plain(a: np.ndarray, dtype) -> np.ndarray:
+    """C-contiguous, writeable array of ``dtype`` (read-only arrays would make numba compile
+    a second signature)."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    return a if a.flags.writeable else a.copy()
+
+
+def as_cd_input(X) -> CDInput:
+    """Convert ``X`` to the kernels' input layout :class:`CDInput`.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        Any scipy sparse matrix is converted to CSR with summed duplicates (so that the
+        squared row norms are right); dense input becomes C-contiguous float64.
+
+    Returns
+    -------
+    CDInput
+        ``is_sparse`` bool; ``data`` (nnz,) float64; ``indices`` (nnz,) int32; ``indptr``
+        (n_samples + 1,) int64; ``dense`` (n_samples, n_features) float64 or (0, 0) for
+        sparse input; ``n_samples``; ``n_features``.
+
+    Raises
+    ------
+    ValueError
+        If ``n_features`` does not fit int32 indices.
+    """
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        if X.shape[1] >= 2**31:
+            raise ValueError("n_features must be below 2**31 for int32 column indices")
+        if not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
+        return CDInput(
+            True,
+            _plain(X.data, np.float64),
+            _plain(X.indices, np.int32),
+            _plain(X.indptr, np.int64),
+            _EMPTY_2D,
+            X.shape[0],
+            X.shape[1],
+        )
+    dense = _plain(X, np.float64)
+    if dense.ndim != 2:
+        raise ValueError(f"X must be 2-D, got shape {dense.shape}")
+    return CDInput(False, _EMPTY_F, _EMPTY_I32, _EMPTY_I64, dense, dense.shape[0], dense.shape[1])
+
+
+def objectives(inp, y, w, alpha, C) -> tuple[float, float]:
+    """Primal and dual objective of the bias-free hinge-loss SVM.
+
+    Parameters
+    ----------
+    inp : CDInput
+        Output of :func:`as_cd_input` for ``X`` of shape (n, d).
+    y : ndarray (n,) float64 in {-1, +1}
+    w : ndarray (d,) float64
+    alpha : ndarray (n,) float64
+    C : float
+
+    Returns
+    -------
+    primal : float
+        ``1/2 ||w||^2 + C sum_i max(0, 1 - y_i <w, x_i>)``.
+    dual : float
+        ``sum_i alpha_i - 1/2 ||w||^2`` (equal to ``D(alpha)`` when ``w = sum alpha_i y_i x_i``).
+    """
+    is_sparse, data, indices, indptr, dense = inp.arrays
+    m = _margins(w, is_sparse, data, indices, indptr, dense, y.shape[0])
+    ww = float(w @ w)
+    primal = 0.5 * ww + C * float(np.maximum(0.0, 1.0 - y * m).sum())
+    dual = float(alpha.sum()) - 0.5 * ww
+    return primal, dual
+
+
+def decision_values(X, coef: np.ndarray) -> np.ndarray:
+    """Decision values ``X @ coef.T``, O(nnz * n_classes) for sparse ``X``.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+    coef : ndarray of shape (n_classes, n_features), float64
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_classes), float64
+    """
+    coef = np.ascontiguousarray(coef, dtype=np.float64)
+    if sp.issparse(X):
+        _, data, indices, indptr, _ = as_cd_input(X).arrays
+        return _csr_decision(data, indices, indptr, coef)
+    return np.asarray(X, dtype=np.float64) @ coef.T
+
+
+def _seed_state(seed: int) -> np.ndarray:
+    """splitmix64 of ``seed`` as a nonzero xorshift64* state (uint64 array of length 1)."""
+    z = (int(seed) + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    z ^= z >> 31
+    return np.array([z or 0x2545F4914F6CDD1D], dtype=np.uint64)
+
+
+def dual_cd(
+    X,
+    y,
+    C: float = 1.0,
+    tol: float = 0.1,
+    max_iter: int = 1000,
+    selection: str = "uniform",
+    seed: int = 0,
+    *,
+    progress: Callable[[dict], Any] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    record_history: bool = False,
+    p_min: float = AVSF_P_MIN,
+    p_max: float = AVSF_P_MAX,
+    c_rate: float = AVSF_C,
+) -> DualCDResult:
+    """Train a bias-free linear hinge-loss SVM by dual coordinate descent.
+
+    ``selection="uniform"`` is the paper's Algorithm 2 (LIBLINEAR's dual CD with shrinking,
+    Hsieh et al. 2008, Algorithm 3); ``selection="avsf"`` is Algorithm 3 of Glasmachers &
+    Dogan (arXiv:1302.5608) with the schedule of Algorithm 4 and the preference update of
+    Algorithm 5.  The numba kernel runs one outer iteration per call and releases the GIL.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features), or the :class:`CDInput`
+        returned by :func:`as_cd_input` (to convert once and train several problems).
+    y : array-like of shape (n_samples,)
+        Labels; positive values are the +1 class, all others -1.
+    C : float > 0
+        Upper bound of the dual variables (hinge-loss weight).
+    tol : float > 0
+        Stopping tolerance ``epsilon`` on the projected-gradient spread ``v_max - v_min``.
+    max_iter : int >= 1
+        Maximum number of outer iterations (sweeps for ``"uniform"``, schedules for
+        ``"avsf"``, each about ``n_samples`` steps).
+    selection : {"uniform", "avsf"}
+    seed : int
+        Seed of the solver's own xorshift64* generator (the run is reproducible).
+    progress : callable(dict), optional
+        Called after every kernel call with keys ``iteration`` (outer iterations so far),
+        ``n_steps``, ``n_updates``, ``violation`` (spread of the last sweep), ``dual``,
+        ``elapsed`` (seconds), ``selection``.
+    should_stop : callable() -> bool, optional
+        Checked before every kernel call; if it returns true, :class:`Cancelled` is raised.
+        A kernel call is one outer iteration for ``"avsf"`` and for ``"uniform"`` while the
+        active set is full; once shrinking has made sweeps small, one call runs consecutive
+        sweeps until at least ``n_samples`` steps are done, so the check happens at least
+        once per full sweep's worth of work (and the Python round trip, ~10 us, does not
+        dominate sweeps over a few active variables).
+    record_history : bool
+        Store the progress dicts in ``result.history``.
+    p_min, p_max, c_rate : float
+        AVSF preference bounds and change rate (defaults 1/20, 20, 1/5 from the paper).
+
+    Returns
+    -------
+    DualCDResult
+
+    Raises
+    ------
+    ValueError
+        On invalid ``C``, ``tol``, ``max_iter``, ``selection``, or mismatched shapes.
+    Cancelled
+        When ``should_stop()`` returns true.
+    """
+    if selection not in _SELECTIONS:
+        raise ValueError(f"selection must be one of {_SELECTIONS}, got {selection!r}")
+    if not (C > 0 and np.isfinite(C)):
+        raise ValueError(f"C must be a positive finite number, got {C!r}")
+    if not (tol > 0):
+        raise ValueError(f"tol must be positive, got {tol!r}")
+    if int(max_iter) < 1:
+        raise ValueError(f"max_iter must be >= 1, got {max_iter!r}")
+    if not (0 < p_min <= 1 <= p_max):
+        raise ValueError("need 0 < p_min <= 1 <= p_max")
+    inp = X if isinstance(X, CDInput) else as_cd_input(X)
+    is_sparse, data, indices, indptr, dense = inp.arrays
+    n, d = inp.n_samples, inp.n_features
+    y = np.asarray(y)
+    if y.shape != (n,):
+        raise ValueError(f"y must have shape ({n},), got {y.shape}")
+    y = np.where(y > 0, 1.0, -1.0)
+    C = float(C)
+    tol = float(tol)
+    rng = _seed_state(seed)
+    min_steps = max(n, 1)  # work per kernel call for "uniform" (see should_stop)
+
+    t0 = time.perf_counter()
+    qd = _row_sq_norms(is_sparse, data, indices, indptr, dense, n)
+    alpha = np.zeros(n, dtype=np.float64)
+    w = np.zeros(d, dtype=np.float64)
+    if selection == "uniform":
+        index = np.arange(n, dtype=np.int64)
+        bounds = np.array([-np.inf, np.inf])
+        counts = np.array([n, 0, 0, 0, 0], dtype=np.int64)
+    else:
+        p = np.ones(n, dtype=np.float64)
+        schedule = np.empty(2 * n + 1, dtype=np.int64)
+        fstate = np.zeros(2, dtype=np.float64)
+        counts = np.array([1, 1, 0, 0, 0], dtype=np.int64)
+
+    n_iter = n_steps = n_updates = 0
+    converged = False
+    spread = np.inf
+    history: list = []
+    max_iter = int(max_iter)
+    while n_iter < max_iter:
+        if should_stop is not None and should_stop():
+            raise Cancelled(
+                f"cancelled after {n_iter} outer iterations", n_iter=n_iter, n_steps=n_steps
+            )
+        if selection == "uniform":
+            spread = _uniform_run(
+                is_sparse, data, indices, indptr, dense, y, qd, C, tol,
+                alpha, w, index, bounds, counts, rng, max_iter - n_iter, min_steps,
+            )
+            n_steps += int(counts[2])
+            n_updates += int(counts[3])
+            n_iter += int(counts[4])
+            converged = bool(counts[1])
+        else:
+            spread = _avsf_sweep(
+                is_sparse, data, indices, indptr, dense, y, qd, C, tol,
+                alpha, w, p, schedule, fstate, counts, rng, p_min, p_max, c_rate,
+            )
+            n_steps += int(counts[3])
+            n_updates += int(counts[4])
+            converged = bool(counts[2])
+            n_iter += 1
+        if progress is not None or record_history:
+            info = {
+                "selection": selection,
+                "iteration": n_iter,
+                "n_steps": n_steps,
+                "n_updates": n_updates,
+                "violation": float(spread),
+                "dual": float(alpha.sum() - 0.5 * (w @ w)),
+                "elapsed": time.perf_counter() - t0,
+            }
+            if record_history:
+                history.append(info)
+            if progress is not None:
+                progress(dict(info))
+        if converged:
+            break
+    wall = time.perf_counter() - t0
+    primal, dual = objectives(inp, y, w, alpha, C)
+    return DualCDResult(
+        w=w,
+        alpha=alpha,
+        n_iter=n_iter,
+        n_steps=n_steps,
+        n_updates=n_updates,
+        converged=converged,
+        wall_time=wall,
+        primal=primal,
+        dual=dual,
+        final_violation=float(spread),
+        history=history,
+    )
