@@ -199,8 +199,10 @@ def run_replay(
             if "n_samples" not in body and "lambda" not in body:
                 body["n_samples"] = int(n)
             body["n_features"] = int(d)
+            if len(labels) > 2:
+                raise ReplayError(f"{file} has {len(labels)} distinct labels; 'bsgd' models are binary")
             if len(labels) == 2:
-                body["classes"] = [_label(repr(float(v))) for v in labels]
+                body["classes"] = [int(v) if float(v).is_integer() else float(v) for v in labels]
             info = _check(client.put(f"/models/{model}", json=body))
             print(f"model {model!r} created: {json.dumps(info['config'])}", file=out)
         else:

@@ -238,6 +238,8 @@ class ModelHandle:
         view = self.view
         return {
             "name": self.name,
+            "algorithm": self.config.algorithm,
+            "budget": self.config.budget,
             "config": self.config.to_json(),
             "n_features": self._n_features,
             "fitted": view.estimator is not None,

@@ -131,6 +131,8 @@ class ModelInfo(BaseModel):
     """Response of ``GET /models/{name}``."""
 
     name: str
+    algorithm: str
+    budget: int
     config: dict[str, Any]
     n_features: int | None
     fitted: bool

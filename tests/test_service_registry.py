@@ -229,3 +229,23 @@ def test_unfinished_temp_files_are_cleaned_at_restore(tmp_path, data):
     reg.restore()
     assert not tmp.exists() and newest.exists()
     reg.close()
+
+
+def test_a_failing_partial_fit_leaves_the_model_unchanged(tmp_path, data, caplog):
+    X, y = data
+    reg = _registry(tmp_path)
+    reg.create("m", CFG)
+    _learn(reg, "m", X[:200], y[:200])
+    before = reg.get("m").view
+    bad = y[200:300].copy()
+    bad[10] = 5  # not a class index: the estimator refuses the batch
+    with caplog.at_level(logging.ERROR, logger="svmstream.registry"), pytest.raises(ValueError):
+        reg.learn("m", X[200:300], bad).result()
+    assert "model rolled back" in caplog.text
+    assert reg.get("m").view is before and reg.get("m").pending == 0
+    _learn(reg, "m", X[200:], y[200:])  # continues as if the bad batch never came
+    direct = make_estimator(CFG)
+    for start in range(0, 600, 100):
+        direct.partial_fit(X[start:start + 100], y[start:start + 100], classes=np.arange(2))
+    np.testing.assert_array_equal(reg.get("m").view.decision_function(X), direct.decision_function(X))
+    reg.close()

@@ -40,7 +40,14 @@ async def learn(request: Request) -> OrjsonResponse:
     settings = settings_of(request)
     body = await read_body(request, settings.max_body_bytes)
     name, n, future = await run_in_threadpool(_parse_and_submit, registry_of(request), body, settings.default_model)
-    view = await asyncio.wrap_future(future)
+    try:
+        view = await asyncio.wrap_future(future)
+    except Exception as exc:  # solver failure: the learner rolled the model back (logged there)
+        return OrjsonResponse(
+            {"detail": f"learning failed: {type(exc).__name__}: {exc}; the model was left unchanged",
+             "field": None, "index": None},
+            status_code=500,
+        )
     stats = view.stats
     return OrjsonResponse(
         {"model": name, "n_examples": n, "version": view.version, "n_seen": stats["n_seen"],
