@@ -278,6 +278,16 @@ def replay(args: argparse.Namespace) -> int:
     except ReplayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # missing or unreadable file
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # httpx transport errors: server down or gone mid-replay
+        import httpx
+
+        if isinstance(exc, httpx.HTTPError):
+            print(f"error: cannot talk to {args.url}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 2
+        raise
     if args.json_out:
         print(json.dumps(result))
     return 0
