@@ -200,7 +200,7 @@ def _parse_dense(rows: list[Any], check_bools: bool) -> np.ndarray | None:
     return arr
 
 
-def _parse_sparse(rows: list[Any]) -> sp.csr_matrix:
+def _parse_sparse(rows: list[Any], check_bools: bool = True) -> sp.csr_matrix:
     """Rows given as ``{"index": value}`` objects (dense lists allowed in between)."""
     keys: list[Any] = []
     values: list[Any] = []
@@ -237,7 +237,7 @@ def _parse_sparse(rows: list[Any]) -> sp.csr_matrix:
         data = np.asarray(values)
     except (ValueError, TypeError):
         data = np.asarray([], dtype=object)
-    if data.dtype.kind not in "iuf" or data.shape != (len(values),):
+    if data.dtype.kind not in "iuf" or data.shape != (len(values),) or check_bools:
         for pos, v in enumerate(values):
             if not _is_number(v):
                 i = row_of(pos)
@@ -309,7 +309,7 @@ def parse_features(rows: Any, n_features: int | None = None, check_bools: bool =
         if X is None and not any(isinstance(r, dict) for r in rows):
             raise _dense_error(rows)
     if X is None:
-        X = _parse_sparse(rows)
+        X = _parse_sparse(rows, check_bools)
     if n_features is not None:
         X = _fit_width(X, n_features, "the request (n_features)")
     return X

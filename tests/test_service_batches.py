@@ -64,6 +64,7 @@ def test_string_labels_are_sorted_and_encoded():
         ({"X": [{"0": 1}, {"-1": 2}], "y": [1, 1]}, "X[1]: feature key '-1' is not a non-negative integer", "X[1]", 1),
         ({"X": [{"0": 1}, {"x": 2}], "y": [1, 1]}, "X[1]: feature key 'x'", "X[1]", 1),
         ({"X": [{"0": 1}, {"1": "b"}], "y": [1, 1]}, "X[1][1]: expected a number, got 'b'", "X[1][1]", 1),
+        ({"X": [{"0": 1.5}, {"1": False}], "y": [1, 1]}, "X[1][1]: expected a number, got false", "X[1][1]", 1),
         ({"X": [[1], 7], "y": [1, 1]}, "X[1]: expected a list of numbers or an {index: value} object", "X[1]", 1),
         ({"X": [], "y": []}, "X: empty batch", "X", None),
         ({"X": {"0": 1}, "y": [1]}, "X: expected a list of examples", "X", None),
