@@ -249,3 +249,29 @@ def test_a_failing_partial_fit_leaves_the_model_unchanged(tmp_path, data, caplog
         direct.partial_fit(X[start:start + 100], y[start:start + 100], classes=np.arange(2))
     np.testing.assert_array_equal(reg.get("m").view.decision_function(X), direct.decision_function(X))
     reg.close()
+
+
+def test_concurrent_predictions_on_one_view_are_correct(tmp_path, data):
+    X, y = data
+    reg = _registry(tmp_path)
+    reg.create("m", CFG)
+    _learn(reg, "m", X, y)
+    view = reg.get("m").view
+    rng = np.random.default_rng(0)
+    probes = [rng.normal(size=(int(rng.integers(1, 400)), 5)) for _ in range(16)]
+    expected = [view.estimator.decision_function(P) for P in probes]
+    results: dict[int, np.ndarray] = {}
+
+    def worker(k):
+        for _ in range(5):
+            results[k] = reg.predict("m", probes[k])[1]
+            np.testing.assert_array_equal(results[k], expected[k])
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in range(16):
+        np.testing.assert_array_equal(results[k], expected[k])
+    reg.close()
