@@ -1,17 +1,24 @@
 """Budgeted stochastic gradient descent (BSGD) batch steps for the kernel SVM.
 
 Source: Wang, Crammer & Vucetic (2012), "Breaking the curse of kernelization: budgeted
-stochastic gradient descent for large-scale SVM training", JMLR 13, Algorithm 1 with the
-Pegasos learning rate η_t = 1/(λt) (update (4)); budget maintenance by merging
-(:mod:`solvers.merging`).
+stochastic gradient descent for large-scale SVM training", JMLR 13: Algorithm 1 (binary),
+§5 (multi-class, Crammer–Singer), Table 2 (learning-rate schedules), §6 (budget
+maintenance); merging as in Glasmachers & Qaadan (2018), Algorithm 1.
 
-The model is ``w = scale · Σ_j coef[j] · φ(sv_j)``.  One step on ``(x, y)``, y ∈ {−1, +1}:
+The model is ``w_c = scale · Σ_j coef[j, c] · φ(sv_j)`` (+ optional bias ``b_c``), with
+one column per class for the multi-class model and a single column for the binary one.
+One binary step on ``(x, y)``, y ∈ {−1, +1}:
 
-1. ``f = w_t·φ(x)`` (the prediction *before* the update, reported in ``margins_out``);
-2. ``w ← (1 − η_t λ)·w`` — applied to the scalar ``scale`` only (Pegasos scale trick);
-   at t = 1 the factor is 0 and the model is cleared;
-3. if ``y·f < 1``: add x as SV with effective coefficient ``η_t·y`` (raw ``η_t·y/scale``);
-4. if the model now holds B + 1 SVs: merge two (:func:`solvers.merging.merge_smallest`).
+1. ``f = w_t·φ(x) + b`` (the prediction *before* the update, reported in ``margins_out``);
+2. ``w ← (1 − η_t λ)·w`` — applied to the scalar ``scale`` only (Pegasos scale trick); a
+   factor ≤ 0 (Pegasos at t = 1) clears the model;
+3. if ``y·f < 1``: add x as SV with effective coefficient ``η_t·y`` (raw ``η_t·y/scale``),
+   and ``b += η_t·y`` when the bias is on;
+4. if the model holds B + 1 SVs: budget maintenance (merge, remove or project);
+5. margin perceptron only: project w onto the ball of radius U (Theorem 3).
+
+Multi-class steps use the Crammer–Singer loss ``1 + f_r(x) − f_y(x)`` with r the most
+violating other class: on a violation x enters with ``+η_t`` for class y and ``−η_t`` for r.
 
 When ``scale`` falls below 1e-6 it is folded into the coefficients.  Every step is a pure
 function of the state and the example, so splitting a stream into batches differently
@@ -20,18 +27,21 @@ gives bit-identical models.
 State layout (all preallocated, owned by the estimator):
 
 * ``sv_t`` (d, B+1) float64 — SVs as columns; ``sv_sq`` (B+1,) float64 — their ‖·‖²;
-* ``coef`` (B+1,) float64 — raw coefficients;
-* ``counters`` int64 array, indices given by the ``C_*`` constants below;
-* ``reals`` float64 array, indices given by the ``R_*`` constants below.
+* ``coef`` (B+1, K) float64 — raw coefficients (K = 1 for binary models);
+* ``bias`` (K,) float64;
+* ``counters`` int64 array, indices ``C_*``; ``reals`` float64 array, indices ``R_*``;
+* ``k_inv`` (B+1, B+1) float64 — inverse kernel matrix, maintained for projection only.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import numba as nb
 import numpy as np
 
-from .kernels import rbf_decision, squared_norm
-from .merging import merge_smallest
+from .kernels import rbf_row, squared_norm
+from .merging import merge_smallest, merge_smallest_multiclass, remove_sv, smallest_coefficient_slot
 
 # counters[...]
 C_N_SV = 0
@@ -42,66 +52,197 @@ C_MAINTENANCE = 4
 N_COUNTERS = 5
 # reals[...]
 R_SCALE = 0
-R_WD_SUM = 1
-N_REALS = 2
+R_WD_SUM = 1  # Σ weight degradation (effective units) over maintenance events
+R_NORM2 = 2  # ‖w‖² (kept for the margin perceptron's ball projection only)
+R_MERGE_SECONDS = 3  # wall time spent in budget maintenance (when profiling)
+N_REALS = 4
+
+# schedules (Table 2 of Wang et al. 2012)
+SCHED_PEGASOS = 0  # η_t = 1/(λt)
+SCHED_NORMA = 1  # η_t = η/√t
+SCHED_PERCEPTRON = 2  # λ = 0, η_t = η, projection onto ‖w‖ ≤ U
+SCHEDULES = {"pegasos": SCHED_PEGASOS, "norma": SCHED_NORMA, "perceptron": SCHED_PERCEPTRON}
+
+# budget maintenance (§6)
+MAINT_MERGE = 0
+MAINT_REMOVE = 1
+MAINT_PROJECT = 2
+MAINTENANCE = {"merge": MAINT_MERGE, "remove": MAINT_REMOVE, "project": MAINT_PROJECT}
 
 RESCALE_BELOW = 1e-6
 
+# _clock() enters object mode only for the clock read (profiling); numba warns about it once.
+warnings.filterwarnings("ignore", message="Code running in object mode won't allow parallel")
+
 
 @nb.njit(nogil=True, cache=True)
-def bsgd_binary_steps(X, y, order, sv_t, sv_sq, coef, counters, reals, gamma, lam, budget,
-                      gss_eps, margins_out, x_buf, row_buf):
-    """Apply one BSGD step (Pegasos rate, merging) per example, in the given order.
+def _clock():
+    with nb.objmode(now="f8"):
+        now = _perf_counter()
+    return now
+
+
+def _perf_counter():
+    import time
+
+    return time.perf_counter()
+
+
+@nb.njit(nogil=True, cache=True)
+def learning_rate(schedule, t, lam, eta0):
+    """(η_t, shrink factor 1 − η_t·λ) of step t ≥ 1 under ``schedule``."""
+    if schedule == SCHED_PEGASOS:
+        eta = 1.0 / (lam * t)
+    elif schedule == SCHED_NORMA:
+        eta = eta0 / np.sqrt(t)
+    else:
+        return eta0, 1.0
+    return eta, 1.0 - eta * lam
+
+
+@nb.njit(nogil=True, cache=True)
+def squared_model_norm(sv_t, sv_sq, coef, n_sv, gamma, x_buf, row_buf):
+    """Σ_c ‖Σ_j coef[j,c]·φ(sv_j)‖² (raw coefficients), O(n_sv²·d)."""
+    total = 0.0
+    for i in range(n_sv):
+        for k in range(sv_t.shape[0]):
+            x_buf[k] = sv_t[k, i]
+        rbf_row(x_buf, sv_sq[i], sv_t, sv_sq, n_sv, gamma, row_buf)
+        for c in range(coef.shape[1]):
+            acc = 0.0
+            for j in range(n_sv):
+                acc += coef[j, c] * row_buf[j]
+            total += coef[i, c] * acc
+    return total
+
+
+@nb.njit(nogil=True, cache=True)
+def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table, wd_table,
+              ref_solver, diag, k_inv, x_buf, row_buf):
+    """Bring the model back to B SVs; returns (n_sv, wd in raw units², merged flag)."""
+    if maintenance == MAINT_REMOVE:
+        p = smallest_coefficient_slot(coef, n_sv)
+        wd = 0.0
+        for c in range(coef.shape[1]):
+            wd += coef[p, c] * coef[p, c]
+        return remove_sv(sv_t, sv_sq, coef, n_sv, p), wd, 0
+    if coef.shape[1] == 1:
+        return merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_table,
+                              ref_solver, diag, x_buf, row_buf)
+    n_new, wd = merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, eps, x_buf, row_buf)
+    return n_new, wd, 1
+
+
+@nb.njit(nogil=True, cache=True)
+def bsgd_steps(X, labels, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv,
+               gamma, lam, eta0, radius, budget, schedule, maintenance, use_bias,
+               merge_solver, gss_eps, h_table, wd_table, ref_solver, diag, profile,
+               margins_out, f_buf, x_buf, row_buf):
+    """Apply one BSGD step per example, in the given order.
 
     Parameters
     ----------
     X : (n, d) float64, C-contiguous; rows are examples
-    y : (n,) float64, labels in {−1.0, +1.0}
+    labels : (n,) float64 — binary (K = 1): ±1; multi-class: class index 0..K−1
     order : (m,) int64, row indices of X to apply, in this order
-    sv_t, sv_sq, coef, counters, reals : model state (see module docstring), updated in place
-    gamma : float, RBF γ
-    lam : float, regularisation λ > 0
-    budget : int, B (``sv_t`` has B + 1 columns)
-    gss_eps : float, golden section search tolerance for merging
-    margins_out : (m,) float64, receives f(x) before each step (for prequential accuracy)
-    x_buf : (d,) float64 scratch; row_buf : (B+1,) float64 scratch
+    sv_t, sv_sq, coef, bias, counters, reals, k_inv : model state (module docstring)
+    gamma : RBF γ; lam : λ (ignored by the perceptron); eta0 : η of Norma / perceptron
+    radius : U of the margin perceptron's ball projection
+    budget : B (``sv_t`` has B + 1 columns)
+    schedule, maintenance, merge_solver : ``SCHED_*``, ``MAINT_*``, merge ``SOLVER_*`` codes
+    use_bias : bool; gss_eps : GSS tolerance of GSS-standard
+    h_table, wd_table : merge lookup tables; ref_solver, diag : side-by-side comparison
+        of the merge solver against ``ref_solver`` (−1: off), see ``merge_smallest``
+    profile : bool, accumulate the wall time of maintenance in ``reals[R_MERGE_SECONDS]``
+    margins_out : (m, K) float64, receives f(x) before each step
+    f_buf : (K,) float64; x_buf : (d,) float64; row_buf : (B+1,) float64 — scratch
     """
     n_sv = counters[C_N_SV]
     t = counters[C_STEPS]
     scale = reals[R_SCALE]
+    n_classes = coef.shape[1]
     d = X.shape[1]
     for r in range(order.shape[0]):
         x = X[order[r]]
-        yr = y[order[r]]
+        label = labels[order[r]]
         x_sq = squared_norm(x)
-        f = rbf_decision(x, x_sq, sv_t, sv_sq, coef, n_sv, gamma, scale, row_buf)
-        margins_out[r] = f
+        rbf_row(x, x_sq, sv_t, sv_sq, n_sv, gamma, row_buf)
+        for c in range(n_classes):
+            acc = 0.0
+            for j in range(n_sv):
+                acc += coef[j, c] * row_buf[j]
+            f_buf[c] = scale * acc + bias[c]
+            margins_out[r, c] = f_buf[c]
+
+        # loss and the classes that receive ±η
+        if n_classes == 1:
+            violated = label * f_buf[0] < 1.0
+            plus = 0
+            minus = -1
+            sign = label
+        else:
+            plus = int(label)
+            minus = 0 if plus != 0 else 1
+            for c in range(n_classes):
+                if c != plus and f_buf[c] > f_buf[minus]:
+                    minus = c
+            violated = 1.0 + f_buf[minus] - f_buf[plus] > 0.0
+            sign = 1.0
+
         t += 1
-        eta = 1.0 / (lam * t)
-        shrink = 1.0 - eta * lam
+        eta, shrink = learning_rate(schedule, t, lam, eta0)
         if shrink <= 0.0:
             for j in range(n_sv):
-                coef[j] = 0.0
+                for c in range(n_classes):
+                    coef[j, c] = 0.0
             n_sv = 0
             scale = 1.0
+            reals[R_NORM2] = 0.0
         else:
             scale *= shrink
-        if yr * f < 1.0:
+        if violated:
             counters[C_VIOLATIONS] += 1
             for k in range(d):
                 sv_t[k, n_sv] = x[k]
             sv_sq[n_sv] = x_sq
-            coef[n_sv] = eta * yr / scale
+            for c in range(n_classes):
+                coef[n_sv, c] = 0.0
+            coef[n_sv, plus] = eta * sign / scale
+            if minus >= 0:
+                coef[n_sv, minus] = -eta / scale
+            if use_bias:
+                bias[plus] += eta * sign
+                if minus >= 0:
+                    bias[minus] -= eta
+            if schedule == SCHED_PERCEPTRON:
+                # ‖w + ηφ(x)‖² with k(x, x) = 1; f excludes the bias
+                if n_classes == 1:
+                    reals[R_NORM2] += 2.0 * eta * sign * (f_buf[0] - bias[0]) + eta * eta
+                else:
+                    reals[R_NORM2] += (2.0 * eta * (f_buf[plus] - f_buf[minus] - bias[plus] + bias[minus])
+                                       + 2.0 * eta * eta)
             n_sv += 1
             if n_sv > budget:
-                n_sv, wd, merged = merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, gss_eps,
-                                                  x_buf, row_buf)
+                started = _clock() if profile else 0.0
+                n_sv, wd, merged = _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance,
+                                             merge_solver, gss_eps, h_table, wd_table,
+                                             ref_solver, diag, k_inv, x_buf, row_buf)
+                if profile:
+                    reals[R_MERGE_SECONDS] += _clock() - started
                 counters[C_MAINTENANCE] += 1
                 counters[C_MERGES] += merged
                 reals[R_WD_SUM] += wd * scale * scale
+                if schedule == SCHED_PERCEPTRON:
+                    reals[R_NORM2] = scale * scale * squared_model_norm(
+                        sv_t, sv_sq, coef, n_sv, gamma, x_buf, row_buf)
+            if schedule == SCHED_PERCEPTRON and reals[R_NORM2] > radius * radius:
+                factor = radius / np.sqrt(reals[R_NORM2])
+                scale *= factor
+                reals[R_NORM2] = radius * radius
         if scale < RESCALE_BELOW:
             for j in range(n_sv):
-                coef[j] *= scale
+                for c in range(n_classes):
+                    coef[j, c] *= scale
             scale = 1.0
     counters[C_N_SV] = n_sv
     counters[C_STEPS] = t
@@ -109,11 +250,16 @@ def bsgd_binary_steps(X, y, order, sv_t, sv_sq, coef, counters, reals, gamma, la
 
 
 @nb.njit(nogil=True, cache=True)
-def rbf_decision_batch(X, sv_t, sv_sq, coef, n_sv, gamma, scale, out, row_buf):
-    """``out[i] = scale · Σ_j coef[j]·exp(−γ‖X[i] − sv_j‖²)`` for every row of X.
+def rbf_decision_batch(X, sv_t, sv_sq, coef, bias, n_sv, gamma, scale, out, row_buf):
+    """``out[i, c] = scale · Σ_j coef[j, c]·exp(−γ‖X[i] − sv_j‖²) + bias[c]``.
 
-    X : (n, d) float64; out : (n,) float64; row_buf : (>= n_sv,) float64 scratch.
+    X : (n, d) float64; out : (n, K) float64; row_buf : (>= n_sv,) float64 scratch.
     """
     for i in range(X.shape[0]):
         x = X[i]
-        out[i] = rbf_decision(x, squared_norm(x), sv_t, sv_sq, coef, n_sv, gamma, scale, row_buf)
+        rbf_row(x, squared_norm(x), sv_t, sv_sq, n_sv, gamma, row_buf)
+        for c in range(coef.shape[1]):
+            acc = 0.0
+            for j in range(n_sv):
+                acc += coef[j, c] * row_buf[j]
+            out[i, c] = scale * acc + bias[c]

@@ -16,7 +16,9 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import bsgd
-from .merging import GSS_STANDARD_EPS
+from .gss import GSS_STANDARD_EPS
+from .lookup import merge_tables
+from .merging import MERGE_SOLVERS, N_DIAG
 from .persistence import register_estimator
 
 #: Sparse input is densified this many matrix elements at a time.
@@ -61,150 +63,127 @@ def iter_dense_rows(X, order, chunk_rows):
         )
 
 
-@register_estimator
-class BudgetedSGDClassifier(ClassifierMixin, BaseEstimator):
-    """Budgeted SGD kernel SVM (BSGD) with merging budget maintenance.
+_NO_TABLE = np.zeros((2, 2))
 
-    Source: Wang, Crammer & Vucetic (2012), Algorithm 1 (Pegasos rate η_t = 1/(λt), no
-    bias); merging by golden section search as in Glasmachers & Qaadan (2018), Algorithm 1.
-    The model never holds more than ``budget`` support vectors.
 
-    Parameters
-    ----------
-    budget : int >= 2
-        Maximal number of support vectors B.
-    gamma : float > 0
-        Gaussian kernel width: k(x, x') = exp(−γ‖x − x'‖²).
-    C : float > 0
-        SVM cost; used as λ = 1/(n·C) when ``lambda_`` is None.
-    lambda_ : float > 0 or None
-        Regularisation λ; overrides ``C``.
-    n_samples : int or None
-        ``n`` in λ = 1/(n·C) for streaming use; default: rows of the first fit/partial_fit.
-    epochs : int >= 1
-        Passes over shuffled data in :meth:`fit`.
-    gss_eps : float in (0, 1)
-        Golden section search tolerance for the merge coefficient h (papers: 0.01).
-    random_state : int or None
-        Seed of the epoch shuffles.
+def _choice(name, value, options):
+    if value not in options:
+        raise ValueError(f"{name} must be one of {sorted(options)}, got {value!r}")
+    return options[value]
 
-    Attributes
-    ----------
-    classes_ : (2,) ndarray — ``classes_[0]`` maps to −1, ``classes_[1]`` to +1
-    n_features_in_ : int
-    lambda_eff_ : float — the λ in use
-    support_vectors_ : (n_sv, d) float64; dual_coef_ : (n_sv,) float64 effective α
-    n_support_vectors_, t_, n_seen_, n_merges_, n_violations_, n_maintenance_ : int
-    weight_degradation_total_ : float — Σ of the WD of all maintenance events
-    last_margins_ : (m,) float64 — f(x) before each step of the last fit/partial_fit
+
+def _positive(name, value, kind=numbers.Real, allow_none=False):
+    if value is None and allow_none:
+        return
+    if not isinstance(value, kind) or isinstance(value, bool) or not value > 0:
+        raise ValueError(f"{name} must be a positive {kind.__name__}, got {value!r}")
+
+
+class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
+    """Shared state and prediction of budgeted Gaussian-kernel classifiers (BSGD, BSCA).
+
+    Holds the SV matrix (capacity B + 1), coefficients (one column per class, or a single
+    column for binary problems), bias, counters and RNG; provides ``decision_function``,
+    ``predict``, the statistics and the exact ``get_state``/``from_state`` round trip.
+    Subclasses implement the learning step (``_apply``) and parameter checks.
     """
 
-    def __init__(self, budget=500, gamma=1.0, C=1.0, lambda_=None, n_samples=None, epochs=1,
-                 gss_eps=GSS_STANDARD_EPS, random_state=None):
-        self.budget = budget
-        self.gamma = gamma
-        self.C = C
-        self.lambda_ = lambda_
-        self.n_samples = n_samples
-        self.epochs = epochs
-        self.gss_eps = gss_eps
-        self.random_state = random_state
+    #: bumped whenever the saved layout changes
+    STATE_VERSION = 2
 
-    # ------------------------------------------------------------------ validation
-    def _check_params(self):
-        def positive(name, value, kind=numbers.Real):
-            if not isinstance(value, kind) or isinstance(value, bool) or not value > 0:
-                raise ValueError(f"{name} must be a positive {kind.__name__}, got {value!r}")
+    # ------------------------------------------------------------------ labels
+    def _encode_labels(self, y):
+        """Labels → float64: ±1 for binary models, class index for multi-class models.
 
-        positive("gamma", self.gamma)
-        positive("C", self.C)
-        positive("epochs", self.epochs, numbers.Integral)
-        if not isinstance(self.budget, numbers.Integral) or self.budget < 2:
-            raise ValueError(f"budget must be an integer >= 2, got {self.budget!r}")
-        if self.lambda_ is not None:
-            positive("lambda_", self.lambda_)
-        if self.n_samples is not None:
-            positive("n_samples", self.n_samples, numbers.Integral)
-        if not 0.0 < self.gss_eps < 1.0:
-            raise ValueError(f"gss_eps must be in (0, 1), got {self.gss_eps!r}")
-
-    def _labels_to_signs(self, y):
-        """Map labels to ±1 float64; raises ValueError naming the first unknown label."""
-        positive = y == self.classes_[1]
-        known = positive | (y == self.classes_[0])
+        Raises ValueError naming the first unknown label."""
+        y = np.asarray(y)
+        index = np.searchsorted(self.classes_, y)
+        index[index >= self.classes_.shape[0]] = 0
+        known = self.classes_[index] == y
         if not known.all():
             bad = int(np.flatnonzero(~known)[0])
             label = y[bad].item() if isinstance(y[bad], np.generic) else y[bad]
             raise ValueError(
                 f"y[{bad}]: unknown label {label!r}; classes are {self.classes_.tolist()}"
             )
-        return np.where(positive, 1.0, -1.0)
+        if self.classes_.shape[0] == 2:
+            return np.where(index == 1, 1.0, -1.0)
+        return index.astype(np.float64)
 
     # ------------------------------------------------------------------ state
     def _init_state(self, n_features, classes, n_rows):
         classes = np.unique(np.asarray(classes))
-        if classes.shape[0] != 2:
+        if classes.shape[0] < 2:
             raise ValueError(
-                f"BudgetedSGDClassifier is binary and needs exactly 2 classes, got {classes.tolist()}"
+                f"{type(self).__name__} needs samples of at least 2 classes, got {classes.tolist()}"
             )
         self.classes_ = classes
         self.n_features_in_ = int(n_features)
-        self.lambda_eff_ = resolve_lambda(self.lambda_, self.C, self.n_samples, n_rows)
+        self.lambda_eff_ = self._resolve_lambda(n_rows)
         cap = int(self.budget) + 1
+        n_cols = 1 if classes.shape[0] == 2 else classes.shape[0]
         self._sv_t = np.zeros((self.n_features_in_, cap), dtype=np.float64)
         self._sv_sq = np.zeros(cap, dtype=np.float64)
-        self._coef = np.zeros(cap, dtype=np.float64)
+        self._coef = np.zeros((cap, n_cols), dtype=np.float64)
+        self._bias = np.zeros(n_cols, dtype=np.float64)
         self._counters = np.zeros(bsgd.N_COUNTERS, dtype=np.int64)
         self._reals = np.zeros(bsgd.N_REALS, dtype=np.float64)
         self._reals[bsgd.R_SCALE] = 1.0
+        self._k_inv = np.zeros((cap, cap) if self.maintenance == "project" else (1, 1))
         self._x_buf = np.zeros(self.n_features_in_, dtype=np.float64)
         self._row_buf = np.zeros(cap, dtype=np.float64)
+        self._f_buf = np.zeros(n_cols, dtype=np.float64)
+        self.merge_diagnostics_ = np.zeros(N_DIAG, dtype=np.float64)
         self.rng_ = np.random.default_rng(self.random_state)
 
-    def _apply(self, X, signs, order):
-        """Run BSGD steps over ``X[order]``; returns the pre-update margins (len(order),)."""
-        margins = np.empty(order.shape[0], dtype=np.float64)
-        chunk_rows = max(1, DENSE_CHUNK_ELEMENTS // max(1, X.shape[1]))
-        done = 0
-        for X_part, local_order in iter_dense_rows(X, order, chunk_rows):
-            y_part = signs if X_part is X else signs[order[done : done + local_order.shape[0]]]
-            out = margins[done : done + local_order.shape[0]]
-            bsgd.bsgd_binary_steps(
-                X_part, y_part, local_order, self._sv_t, self._sv_sq, self._coef,
-                self._counters, self._reals, float(self.gamma), self.lambda_eff_,
-                int(self.budget), float(self.gss_eps), out, self._x_buf, self._row_buf,
-            )
-            done += local_order.shape[0]
-        self.last_margins_ = margins
-        return margins
+    def _resolve_lambda(self, n_rows):
+        return resolve_lambda(self.lambda_, self.C, self.n_samples, n_rows)
 
     def _validate_X(self, X, reset):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=reset)
         return X if sp.issparse(X) else np.ascontiguousarray(X)
 
+    def _learn(self, X, labels, order):
+        """Run the learning step over ``X[order]`` chunk by chunk; returns f before each step."""
+        margins = np.empty((order.shape[0], self._coef.shape[1]), dtype=np.float64)
+        chunk_rows = max(1, DENSE_CHUNK_ELEMENTS // max(1, X.shape[1]))
+        done = 0
+        for X_part, local_order in iter_dense_rows(X, order, chunk_rows):
+            if X_part is X:
+                y_part = labels
+            else:
+                y_part = labels[order[done : done + local_order.shape[0]]]
+            self._apply(X_part, y_part, local_order, margins[done : done + local_order.shape[0]])
+            done += local_order.shape[0]
+        self.last_margins_ = margins[:, 0] if margins.shape[1] == 1 else margins
+        return self.last_margins_
+
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y):
         """Train from scratch for ``epochs`` shuffled passes.
 
-        X : (n, d) array-like or scipy sparse; y : (n,) labels of exactly two classes.
-        Raises ValueError on non-finite input, mismatched lengths or a label count ≠ 2.
+        X : (n, d) array-like or scipy sparse; y : (n,) labels, at least two classes.
+        Raises ValueError on invalid parameters, non-finite input or mismatched lengths.
         """
         self._check_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=True)
         check_classification_targets(y)
         X = X if sp.issparse(X) else np.ascontiguousarray(X)
         self._init_state(X.shape[1], np.unique(y), X.shape[0])
-        signs = self._labels_to_signs(y)
-        for _ in range(int(self.epochs)):
-            self._apply(X, signs, self.rng_.permutation(X.shape[0]).astype(np.int64))
+        labels = self._encode_labels(y)
+        self._fit_epochs(X, labels)
         return self
 
-    def partial_fit(self, X, y, classes=None):
-        """Apply one BSGD step per row of X, in order.
+    def _fit_epochs(self, X, labels):
+        for _ in range(int(self.epochs)):
+            self._learn(X, labels, self.rng_.permutation(X.shape[0]).astype(np.int64))
 
-        ``classes`` (both labels) is required on the first call.  Raises ValueError on
-        non-finite input, a feature count different from the first call, or an unknown label;
-        the model is unchanged in that case.
+    def partial_fit(self, X, y, classes=None):
+        """Apply one learning step per row of X, in order.
+
+        ``classes`` (all labels) is required on the first call.  Raises ValueError on
+        non-finite input, a feature count different from the first call, or an unknown
+        label; the model is unchanged in that case.
         """
         first = not hasattr(self, "classes_")
         if first:
@@ -219,31 +198,36 @@ class BudgetedSGDClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"classes {list(classes)} differ from the first call's {self.classes_.tolist()}"
             )
-        signs = self._labels_to_signs(np.asarray(y))
-        self._apply(X, signs, np.arange(X.shape[0], dtype=np.int64))
+        labels = self._encode_labels(y)
+        self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
         return self
 
     # ------------------------------------------------------------------ prediction
     def decision_function(self, X):
-        """Signed margins f(x) = Σ_j α_j k(sv_j, x) (+ side = ``classes_[1]``); (n,) float64."""
+        """f(x) = Σ_j α_j k(sv_j, x) (+ b): (n,) float64 for binary models (positive side =
+        ``classes_[1]``), (n, n_classes) float64 for multi-class models."""
         check_is_fitted(self, "classes_")
         X = self._validate_X(X, reset=False)
-        out = np.empty(X.shape[0], dtype=np.float64)
+        out = np.empty((X.shape[0], self._coef.shape[1]), dtype=np.float64)
         chunk_rows = max(1, DENSE_CHUNK_ELEMENTS // max(1, X.shape[1]))
         order = np.arange(X.shape[0], dtype=np.int64)
         done = 0
         for X_part, local_order in iter_dense_rows(X, order, chunk_rows):
             part = out[done : done + local_order.shape[0]]
             bsgd.rbf_decision_batch(
-                X_part, self._sv_t, self._sv_sq, self._coef, self.n_support_vectors_,
-                float(self.gamma), float(self._reals[bsgd.R_SCALE]), part, self._row_buf,
+                X_part, self._sv_t, self._sv_sq, self._coef, self._bias,
+                self.n_support_vectors_, float(self.gamma), float(self._reals[bsgd.R_SCALE]),
+                part, self._row_buf,
             )
             done += local_order.shape[0]
-        return out
+        return out[:, 0] if out.shape[1] == 1 else out
 
     def predict(self, X):
         """Predicted labels (n,) from ``classes_``."""
-        return self.classes_[(self.decision_function(X) > 0).astype(np.intp)]
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(np.intp)]
+        return self.classes_[np.argmax(scores, axis=1)]
 
     # ------------------------------------------------------------------ statistics
     @property
@@ -275,12 +259,39 @@ class BudgetedSGDClassifier(ClassifierMixin, BaseEstimator):
         return float(self._reals[bsgd.R_WD_SUM])
 
     @property
+    def maintenance_seconds_(self):
+        """Wall time spent in budget maintenance (only measured with ``profile=True``)."""
+        return float(self._reals[bsgd.R_MERGE_SECONDS])
+
+    @property
     def support_vectors_(self):
         return self._sv_t[:, : self.n_support_vectors_].T.copy()
 
     @property
     def dual_coef_(self):
-        return self._coef[: self.n_support_vectors_] * self._reals[bsgd.R_SCALE]
+        """Effective coefficients α: (n_sv,) for binary, (n_sv, n_classes) for multi-class."""
+        coef = self._coef[: self.n_support_vectors_] * self._reals[bsgd.R_SCALE]
+        return coef[:, 0] if coef.shape[1] == 1 else coef
+
+    @property
+    def intercept_(self):
+        return self._bias.copy()
+
+    def statistics(self):
+        """Budget statistics (the BSGD paper's Table 6 quantities) as a JSON-able dict."""
+        steps = max(self.t_, 1)
+        maint = self.n_maintenance_
+        return {
+            "n_support_vectors": self.n_support_vectors_,
+            "budget": int(self.budget),
+            "steps": self.t_,
+            "examples_seen": self.n_seen_,
+            "violations": self.n_violations_,
+            "maintenance_events": maint,
+            "merges": self.n_merges_,
+            "merging_frequency": maint / steps,
+            "average_weight_degradation": self.weight_degradation_total_ / maint if maint else 0.0,
+        }
 
     # ------------------------------------------------------------------ persistence
     def get_state(self):
@@ -292,12 +303,16 @@ class BudgetedSGDClassifier(ClassifierMixin, BaseEstimator):
             "sv_t": self._sv_t[:, :n].copy(),
             "sv_sq": self._sv_sq[:n].copy(),
             "coef": self._coef[:n].copy(),
+            "bias": self._bias.copy(),
             "counters": self._counters.copy(),
             "reals": self._reals.copy(),
+            "merge_diagnostics": self.merge_diagnostics_.copy(),
         }
+        if self._k_inv.shape[0] > 1:
+            arrays["k_inv"] = self._k_inv[:n, :n].copy()
         meta = {
             "estimator": type(self).__name__,
-            "state_version": STATE_VERSION,
+            "state_version": self.STATE_VERSION,
             "params": self.get_params(),
             "n_features_in": self.n_features_in_,
             "lambda_eff": self.lambda_eff_,
@@ -307,19 +322,148 @@ class BudgetedSGDClassifier(ClassifierMixin, BaseEstimator):
 
     @classmethod
     def from_state(cls, arrays, meta):
-        """Rebuild an estimator that continues exactly where :meth:`get_state` left off."""
-        if meta.get("state_version") != STATE_VERSION:
+        """Rebuild an estimator that continues exactly where :meth:`get_state` left off.
+
+        Raises ValueError if the state's version or shapes do not fit."""
+        if meta.get("state_version") != cls.STATE_VERSION:
             raise ValueError(f"unsupported {cls.__name__} state version {meta.get('state_version')}")
         est = cls(**meta["params"])
         est._init_state(meta["n_features_in"], arrays["classes"], 1)
         est.lambda_eff_ = float(meta["lambda_eff"])
         n = arrays["coef"].shape[0]
-        if n > est.budget or arrays["sv_t"].shape != (est.n_features_in_, n):
-            raise ValueError("saved support vectors do not fit the saved budget/dimension")
+        if (n > est.budget or arrays["sv_t"].shape != (est.n_features_in_, n)
+                or arrays["coef"].shape[1:] != est._coef.shape[1:]):
+            raise ValueError("saved support vectors do not fit the saved budget/dimension/classes")
         est._sv_t[:, :n] = arrays["sv_t"]
         est._sv_sq[:n] = arrays["sv_sq"]
         est._coef[:n] = arrays["coef"]
+        est._bias[:] = arrays["bias"]
         est._counters[:] = arrays["counters"]
         est._reals[:] = arrays["reals"]
+        est.merge_diagnostics_[:] = arrays["merge_diagnostics"]
+        if "k_inv" in arrays:
+            est._k_inv[:n, :n] = arrays["k_inv"]
         est.rng_.bit_generator.state = meta["rng_state"]
         return est
+
+
+@register_estimator
+class BudgetedSGDClassifier(BudgetedKernelModel):
+    """Budgeted SGD kernel SVM (BSGD): binary, or multi-class by Crammer–Singer.
+
+    Source: Wang, Crammer & Vucetic (2012), Algorithm 1 and §5 (multi-class), learning-rate
+    schedules of Table 2, budget maintenance of §6; merging by golden section search or the
+    lookup tables of Glasmachers & Qaadan (2018).  The model never holds more than
+    ``budget`` support vectors.
+
+    Parameters
+    ----------
+    budget : int >= 2
+        Maximal number of support vectors B.
+    gamma : float > 0
+        Gaussian kernel width: k(x, x') = exp(−γ‖x − x'‖²).
+    C : float > 0
+        SVM cost; used as λ = 1/(n·C) when ``lambda_`` is None.
+    lambda_ : float > 0 or None
+        Regularisation λ; overrides ``C``.
+    n_samples : int or None
+        ``n`` in λ = 1/(n·C) for streaming use; default: rows of the first fit/partial_fit.
+    epochs : int >= 1
+        Passes over shuffled data in :meth:`fit`.
+    maintenance : {"merge", "remove", "project"}
+        Budget maintenance strategy (§6): merge two SVs; remove the SV with the smallest
+        ‖α_p‖²; or project it onto the others (eq. 14).
+    merge_solver : {"gss", "gss-precise", "lookup-h", "lookup-wd"}
+        How merging finds h and the partner (GSS to ``gss_eps``; GSS to 1e-10; lookup tables).
+        Multi-class merging always uses GSS to ``gss_eps``.
+    schedule : {"pegasos", "norma", "perceptron"}
+        η_t = 1/(λt); η_t = eta/√t; or the margin perceptron (λ = 0, η_t = eta, projection
+        onto ‖w‖ ≤ radius).
+    eta : float > 0
+        Base learning rate of Norma and the perceptron.
+    radius : float > 0 or None
+        U of the perceptron's ball; default 1/√λ.
+    fit_intercept : bool
+        Learn a bias b (Glasmachers & Qaadan eq. 1) with the same rate η_t, unregularised.
+    gss_eps : float in (0, 1)
+        Golden section search tolerance of GSS-standard (papers: 0.01).
+    compare_merge_solver : str or None
+        Diagnostics: at every merge also run this solver's partner search (not applied) and
+        accumulate agreement and weight degradation in ``merge_diagnostics_``.
+    profile : bool
+        Measure the wall time of budget maintenance (``maintenance_seconds_``).
+    random_state : int or None
+        Seed of the epoch shuffles.
+
+    Attributes
+    ----------
+    classes_ : (n_classes,) ndarray; binary: ``classes_[0]`` ↔ −1, ``classes_[1]`` ↔ +1
+    n_features_in_ : int
+    lambda_eff_ : float — the λ in use
+    support_vectors_ : (n_sv, d) float64; dual_coef_ : effective α; intercept_ : (K,)
+    n_support_vectors_, t_, n_seen_, n_merges_, n_violations_, n_maintenance_ : int
+    weight_degradation_total_ : float — Σ of the WD of all maintenance events
+    last_margins_ : f(x) before each step of the last fit/partial_fit
+    merge_diagnostics_ : (6,) float64, see :mod:`solvers.merging` ``D_*``
+    """
+
+    def __init__(self, budget=500, gamma=1.0, C=1.0, lambda_=None, n_samples=None, epochs=1,
+                 maintenance="merge", merge_solver="gss", schedule="pegasos", eta=1.0,
+                 radius=None, fit_intercept=False, gss_eps=GSS_STANDARD_EPS,
+                 compare_merge_solver=None, profile=False, random_state=None):
+        self.budget = budget
+        self.gamma = gamma
+        self.C = C
+        self.lambda_ = lambda_
+        self.n_samples = n_samples
+        self.epochs = epochs
+        self.maintenance = maintenance
+        self.merge_solver = merge_solver
+        self.schedule = schedule
+        self.eta = eta
+        self.radius = radius
+        self.fit_intercept = fit_intercept
+        self.gss_eps = gss_eps
+        self.compare_merge_solver = compare_merge_solver
+        self.profile = profile
+        self.random_state = random_state
+
+    def _check_params(self):
+        _positive("gamma", self.gamma)
+        _positive("C", self.C)
+        _positive("eta", self.eta)
+        _positive("epochs", self.epochs, numbers.Integral)
+        _positive("lambda_", self.lambda_, allow_none=True)
+        _positive("n_samples", self.n_samples, numbers.Integral, allow_none=True)
+        _positive("radius", self.radius, allow_none=True)
+        if not isinstance(self.budget, numbers.Integral) or self.budget < 2:
+            raise ValueError(f"budget must be an integer >= 2, got {self.budget!r}")
+        if not 0.0 < self.gss_eps < 1.0:
+            raise ValueError(f"gss_eps must be in (0, 1), got {self.gss_eps!r}")
+        _choice("maintenance", self.maintenance, bsgd.MAINTENANCE)
+        _choice("merge_solver", self.merge_solver, MERGE_SOLVERS)
+        _choice("schedule", self.schedule, bsgd.SCHEDULES)
+        if self.compare_merge_solver is not None:
+            _choice("compare_merge_solver", self.compare_merge_solver, MERGE_SOLVERS)
+        if self.maintenance == "project":
+            raise ValueError("maintenance='project' is not available yet")
+
+    def _tables(self):
+        names = {self.merge_solver, self.compare_merge_solver}
+        if names & {"lookup-h", "lookup-wd"}:
+            return merge_tables()
+        return _NO_TABLE, _NO_TABLE
+
+    def _apply(self, X, labels, order, margins):
+        h_table, wd_table = self._tables()
+        radius = self.radius if self.radius is not None else 1.0 / np.sqrt(self.lambda_eff_)
+        ref = -1 if self.compare_merge_solver is None else MERGE_SOLVERS[self.compare_merge_solver]
+        bsgd.bsgd_steps(
+            X, labels, order, self._sv_t, self._sv_sq, self._coef, self._bias, self._counters,
+            self._reals, self._k_inv, float(self.gamma), self.lambda_eff_, float(self.eta),
+            float(radius), int(self.budget), bsgd.SCHEDULES[self.schedule],
+            bsgd.MAINTENANCE[self.maintenance], bool(self.fit_intercept),
+            MERGE_SOLVERS[self.merge_solver], float(self.gss_eps), h_table, wd_table, ref,
+            self.merge_diagnostics_, bool(self.profile), margins, self._f_buf, self._x_buf,
+            self._row_buf,
+        )

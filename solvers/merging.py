@@ -28,71 +28,74 @@ Note the factor S² (squared): the seed paper's Lemma 1 prints it unsquared.
 
 from __future__ import annotations
 
-import math
-
 import numba as nb
 import numpy as np
 
+from .gss import (  # noqa: F401  (re-exported: the merge vocabulary lives here)
+    GSS_PRECISE_EPS,
+    GSS_STANDARD_EPS,
+    INV_PHI,
+    golden_section_h,
+    merge_gain,
+    weight_degradation,
+)
 from .kernels import sv_dot_products
+from .lookup import interpolate
 
-INV_PHI = (math.sqrt(5.0) - 1.0) / 2.0  # 1/φ ≈ 0.618
-
-#: GSS tolerance of the papers' "GSS-standard" merge solver.
-GSS_STANDARD_EPS = 0.01
-#: GSS tolerance of "GSS-precise" (used to build and check lookup tables).
-GSS_PRECISE_EPS = 1e-10
 #: Relative tolerance under which two |α| count as equal when choosing x_min.
 TIE_RTOL = 1e-9
 
+# ---------------------------------------------------------------------------- merge solvers
+#: ``merge_solver`` codes understood by :func:`merge_smallest`.
+SOLVER_GSS = 0  # GSS with the caller's tolerance (GSS-standard: 0.01)
+SOLVER_GSS_PRECISE = 1  # GSS to 1e-10
+SOLVER_LOOKUP_H = 2  # h from the table, WD evaluated exactly
+SOLVER_LOOKUP_WD = 3  # WD from the table; h from the table for the chosen partner only
+MERGE_SOLVERS = {"gss": SOLVER_GSS, "gss-precise": SOLVER_GSS_PRECISE,
+                 "lookup-h": SOLVER_LOOKUP_H, "lookup-wd": SOLVER_LOOKUP_WD}
 
-@nb.njit(nogil=True, cache=True)
-def merge_gain(h, m, log_kappa):
-    """g(h) = m·κ^((1−h)²) + (1−m)·κ^(h²), with κ given as ``log κ`` (≤ 0)."""
-    return m * np.exp((1.0 - h) * (1.0 - h) * log_kappa) + (1.0 - m) * np.exp(h * h * log_kappa)
-
-
-@nb.njit(nogil=True, cache=True)
-def golden_section_h(m, log_kappa, eps):
-    """Maximise :func:`merge_gain` over h ∈ [0, 1] by golden section search.
-
-    Parameters
-    ----------
-    m : float in [0, 1], x_min's share α_min / (α_min + α)
-    log_kappa : float ≤ 0, log k(x_min, x) = −γ‖x_min − x‖²
-    eps : float, final bracket width (0.01 for GSS-standard, 1e-10 for GSS-precise)
-
-    Returns
-    -------
-    (h, g) : the bracket midpoint and g(h) there.
-    """
-    lo = 0.0
-    hi = 1.0
-    c = hi - INV_PHI * (hi - lo)
-    d = lo + INV_PHI * (hi - lo)
-    fc = merge_gain(c, m, log_kappa)
-    fd = merge_gain(d, m, log_kappa)
-    while hi - lo > eps:
-        if fc > fd:
-            hi = d
-            d = c
-            fd = fc
-            c = hi - INV_PHI * (hi - lo)
-            fc = merge_gain(c, m, log_kappa)
-        else:
-            lo = c
-            c = d
-            fc = fd
-            d = lo + INV_PHI * (hi - lo)
-            fd = merge_gain(d, m, log_kappa)
-    h = 0.5 * (lo + hi)
-    return h, merge_gain(h, m, log_kappa)
+# diag[...] accumulators of the side-by-side comparison mode of merge_smallest
+D_EVENTS = 0  # merge events compared
+D_SAME_PARTNER = 1  # events where both solvers picked the same partner
+D_WD = 2  # Σ WD actually incurred
+D_WD_REF = 3  # Σ WD the reference solver would have incurred
+D_WD_RATIO = 4  # Σ WD / WD_ref over events with WD_ref > 0
+D_RATIO_EVENTS = 5
+N_DIAG = 6
 
 
 @nb.njit(nogil=True, cache=True)
-def weight_degradation(m, kappa, g):
-    """WD / S² = m² + (1−m)² + 2m(1−m)κ − g², clipped at 0 (rounding)."""
-    wd = m * m + (1.0 - m) * (1.0 - m) + 2.0 * m * (1.0 - m) * kappa - g * g
-    return wd if wd > 0.0 else 0.0
+def candidate_h_wd(m, log_kappa, kappa, solver, eps, h_table, wd_table):
+    """``(h, WD/S²)`` of merging with one partner under ``solver`` (h = −1 for lookup-WD)."""
+    if solver == SOLVER_LOOKUP_WD:
+        return -1.0, interpolate(wd_table, m, kappa)
+    if solver == SOLVER_LOOKUP_H:
+        h = interpolate(h_table, m, kappa)
+        return h, weight_degradation(m, kappa, merge_gain(h, m, log_kappa))
+    h, g = golden_section_h(m, log_kappa, eps if solver == SOLVER_GSS else GSS_PRECISE_EPS)
+    return h, weight_degradation(m, kappa, g)
+
+
+@nb.njit(nogil=True, cache=True)
+def smallest_coefficient_slot(coef, n_sv):
+    """Slot of the SV with the smallest ‖α_j‖² (over classes); ties within TIE_RTOL go to the
+    lowest slot, so the choice does not hinge on rounding noise (unmerged Pegasos SVs all
+    carry the same |α| in exact arithmetic)."""
+    best = np.inf
+    for j in range(n_sv):
+        total = 0.0
+        for c in range(coef.shape[1]):
+            total += coef[j, c] * coef[j, c]
+        if total < best:
+            best = total
+    limit = best * (1.0 + TIE_RTOL) ** 2
+    for j in range(n_sv):
+        total = 0.0
+        for c in range(coef.shape[1]):
+            total += coef[j, c] * coef[j, c]
+        if total <= limit:
+            return j
+    return 0
 
 
 @nb.njit(nogil=True, cache=True)
@@ -103,18 +106,51 @@ def remove_sv(sv_t, sv_sq, coef, n_sv, j):
         for k in range(sv_t.shape[0]):
             sv_t[k, j] = sv_t[k, last]
         sv_sq[j] = sv_sq[last]
-        coef[j] = coef[last]
-    coef[last] = 0.0
+        for c in range(coef.shape[1]):
+            coef[j, c] = coef[last, c]
+    for c in range(coef.shape[1]):
+        coef[last, c] = 0.0
     return last
 
 
 @nb.njit(nogil=True, cache=True)
-def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, eps, x_min, scratch):
+def _log_kappas(x_min, sq_min, sv_t, sv_sq, n_sv, gamma, out):
+    """out[j] = log k(x_min, sv_j) = −γ‖x_min − sv_j‖²."""
+    sv_dot_products(x_min, sv_t, n_sv, out)
+    for j in range(n_sv):
+        dist = sq_min + sv_sq[j] - 2.0 * out[j]
+        out[j] = -gamma * (dist if dist > 0.0 else 0.0)
+
+
+@nb.njit(nogil=True, cache=True)
+def _best_binary_partner(coef, n_sv, i_min, log_kappa, solver, eps, h_table, wd_table):
+    """(partner slot or −1, h, WD in coefficient units²) of the best same-sign partner."""
+    a_min = coef[i_min, 0]
+    best_j = -1
+    best_wd = np.inf
+    best_h = 0.0
+    for j in range(n_sv):
+        if j == i_min or coef[j, 0] * a_min <= 0.0:
+            continue
+        total = a_min + coef[j, 0]
+        m = a_min / total
+        h, wd_norm = candidate_h_wd(m, log_kappa[j], np.exp(log_kappa[j]), solver, eps,
+                                    h_table, wd_table)
+        wd = total * total * wd_norm
+        if wd < best_wd:
+            best_wd = wd
+            best_j = j
+            best_h = h
+    return best_j, best_h, best_wd
+
+
+@nb.njit(nogil=True, cache=True)
+def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_table,
+                   ref_solver, diag, x_min, scratch):
     """One merging budget-maintenance step on a binary model (Glasmachers & Qaadan, Alg. 1).
 
-    Takes the SV with the smallest |coef| as x_min (ties within ``TIE_RTOL`` relative: the
-    lowest slot), evaluates every other SV with a
-    coefficient of the same sign as partner (h by :func:`golden_section_h`), and merges
+    Takes the SV with the smallest |coef| as x_min (:func:`smallest_coefficient_slot`),
+    evaluates every other SV with a coefficient of the same sign as partner, and merges
     the pair with the smallest weight degradation.  If no SV shares x_min's sign, x_min is
     removed instead (WD = α_min²).
 
@@ -122,62 +158,146 @@ def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, eps, x_min, scratch):
     ----------
     sv_t : (d, capacity) float64, SVs as columns; modified in place
     sv_sq : (capacity,) float64, cached squared norms; modified in place
-    coef : (capacity,) float64, coefficients (any common scale); modified in place
+    coef : (capacity, 1) float64, coefficients (any common scale); modified in place
     n_sv : int, live SVs before the step
     gamma : float, RBF γ
-    eps : float, GSS tolerance
+    solver : int, one of the ``SOLVER_*`` codes; eps : GSS tolerance for ``SOLVER_GSS``
+    h_table, wd_table : (G, G) float64 lookup tables (:mod:`solvers.lookup`; any 2×2 array
+        when no lookup solver is used)
+    ref_solver : int, −1, or a solver code to compare against side by side: its partner
+        choice and WD are computed (not applied) and accumulated in ``diag``
+    diag : (N_DIAG,) float64 accumulators (``D_*`` indices)
     x_min, scratch : (d,) and (capacity,) float64 work arrays
 
     Returns
     -------
-    (n_sv_new, wd, merged) : new SV count, weight degradation in coefficient units²,
-    and 1 if a merge happened (0 for the removal fallback).
+    (n_sv_new, wd, merged) : new SV count, weight degradation actually incurred (coefficient
+    units²), and 1 if a merge happened (0 for the removal fallback).
     """
-    a_abs = abs(coef[0])
-    for j in range(1, n_sv):
-        if abs(coef[j]) < a_abs:
-            a_abs = abs(coef[j])
-    # Unmerged SVs of a Pegasos model all carry the same |α| up to rounding; ties within
-    # TIE_RTOL go to the lowest slot, so the choice does not hinge on rounding noise.
-    i_min = 0
-    while abs(coef[i_min]) > a_abs * (1.0 + TIE_RTOL):
-        i_min += 1
-    a_min = coef[i_min]
-    d = sv_t.shape[0]
-    for k in range(d):
+    i_min = smallest_coefficient_slot(coef, n_sv)
+    a_min = coef[i_min, 0]
+    for k in range(sv_t.shape[0]):
         x_min[k] = sv_t[k, i_min]
-    sq_min = sv_sq[i_min]
-    sv_dot_products(x_min, sv_t, n_sv, scratch)
-
-    best_j = -1
-    best_wd = np.inf
-    best_h = 0.0
-    best_g = 0.0
-    for j in range(n_sv):
-        if j == i_min or coef[j] * a_min <= 0.0:
-            continue
-        dist = sq_min + sv_sq[j] - 2.0 * scratch[j]
-        if dist < 0.0:
-            dist = 0.0
-        log_kappa = -gamma * dist
-        total = a_min + coef[j]
-        m = a_min / total
-        h, g = golden_section_h(m, log_kappa, eps)
-        wd = total * total * weight_degradation(m, np.exp(log_kappa), g)
-        if wd < best_wd:
-            best_wd = wd
-            best_j = j
-            best_h = h
-            best_g = g
+    _log_kappas(x_min, sv_sq[i_min], sv_t, sv_sq, n_sv, gamma, scratch)
+    best_j, h, _ = _best_binary_partner(coef, n_sv, i_min, scratch, solver, eps, h_table, wd_table)
     if best_j < 0:
         return remove_sv(sv_t, sv_sq, coef, n_sv, i_min), a_min * a_min, 0
 
-    h = best_h
+    total = a_min + coef[best_j, 0]
+    m = a_min / total
+    log_kappa = scratch[best_j]
+    if h < 0.0:  # lookup-WD: h only for the chosen pair
+        h = interpolate(h_table, m, np.exp(log_kappa))
+    g = merge_gain(h, m, log_kappa)
+    wd = total * total * weight_degradation(m, np.exp(log_kappa), g)
+    if ref_solver >= 0:
+        ref_j, _, ref_wd = _best_binary_partner(coef, n_sv, i_min, scratch, ref_solver, eps,
+                                                h_table, wd_table)
+        diag[D_EVENTS] += 1.0
+        diag[D_SAME_PARTNER] += 1.0 if ref_j == best_j else 0.0
+        diag[D_WD] += wd
+        diag[D_WD_REF] += ref_wd
+        if ref_wd > 0.0:
+            diag[D_WD_RATIO] += wd / ref_wd
+            diag[D_RATIO_EVENTS] += 1.0
+
     z_sq = 0.0
-    for k in range(d):
+    for k in range(sv_t.shape[0]):
         zk = h * x_min[k] + (1.0 - h) * sv_t[k, best_j]
         sv_t[k, best_j] = zk
         z_sq += zk * zk
     sv_sq[best_j] = z_sq
-    coef[best_j] = (a_min + coef[best_j]) * best_g
-    return remove_sv(sv_t, sv_sq, coef, n_sv, i_min), best_wd, 1
+    coef[best_j, 0] = total * g
+    return remove_sv(sv_t, sv_sq, coef, n_sv, i_min), wd, 1
+
+
+# ---------------------------------------------------------------------------- multi-class
+@nb.njit(nogil=True, cache=True)
+def multiclass_merge_gain(h, a_p, a_q, log_kappa):
+    """Σ_c α_z⁽ᶜ⁾(h)² with α_z⁽ᶜ⁾ = α_p⁽ᶜ⁾κ^((1−h)²) + α_q⁽ᶜ⁾κ^(h²) (z = h·x_p + (1−h)·x_q)."""
+    kp = np.exp((1.0 - h) * (1.0 - h) * log_kappa)
+    kq = np.exp(h * h * log_kappa)
+    total = 0.0
+    for c in range(a_p.shape[0]):
+        a_z = a_p[c] * kp + a_q[c] * kq
+        total += a_z * a_z
+    return total
+
+
+@nb.njit(nogil=True, cache=True)
+def golden_section_multiclass(a_p, a_q, log_kappa, eps):
+    """Maximise :func:`multiclass_merge_gain` over h ∈ [0, 1]; returns (h, gain)."""
+    lo = 0.0
+    hi = 1.0
+    c = hi - INV_PHI * (hi - lo)
+    d = lo + INV_PHI * (hi - lo)
+    fc = multiclass_merge_gain(c, a_p, a_q, log_kappa)
+    fd = multiclass_merge_gain(d, a_p, a_q, log_kappa)
+    while hi - lo > eps:
+        if fc > fd:
+            hi = d
+            d = c
+            fd = fc
+            c = hi - INV_PHI * (hi - lo)
+            fc = multiclass_merge_gain(c, a_p, a_q, log_kappa)
+        else:
+            lo = c
+            c = d
+            fc = fd
+            d = lo + INV_PHI * (hi - lo)
+            fd = multiclass_merge_gain(d, a_p, a_q, log_kappa)
+    h = 0.5 * (lo + hi)
+    return h, multiclass_merge_gain(h, a_p, a_q, log_kappa)
+
+
+@nb.njit(nogil=True, cache=True)
+def merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, eps, x_min, scratch):
+    """Merging for the multi-class (Crammer–Singer) model, Wang et al. (2012) §5–6.
+
+    x_p is the SV with the smallest ‖α_p‖² = Σ_c α_p⁽ᶜ⁾²; every other SV is a candidate
+    partner q.  For each, h maximises Σ_c α_z⁽ᶜ⁾(h)², which is exactly minimising the
+    multi-class weight degradation
+
+        WD = Σ_c ‖α_p⁽ᶜ⁾φ(x_p) + α_q⁽ᶜ⁾φ(x_q) − α_z⁽ᶜ⁾φ(z)‖²
+           = Σ_c (α_p⁽ᶜ⁾² + α_q⁽ᶜ⁾² + 2α_p⁽ᶜ⁾α_q⁽ᶜ⁾κ) − Σ_c α_z⁽ᶜ⁾².
+
+    (The paper's eq. 18 maximises Σ_c [m⁽ᶜ⁾κ^((1−h)²) + (1−m⁽ᶜ⁾)κ^(h²)] with per-class
+    shares m⁽ᶜ⁾, which is undefined when α_p⁽ᶜ⁾ + α_q⁽ᶜ⁾ = 0 and is not the WD; for one
+    class both agree.)  ``coef`` is (capacity, K); returns ``(n_sv_new, wd)``.
+    """
+    p = smallest_coefficient_slot(coef, n_sv)
+    n_classes = coef.shape[1]
+    for k in range(sv_t.shape[0]):
+        x_min[k] = sv_t[k, p]
+    _log_kappas(x_min, sv_sq[p], sv_t, sv_sq, n_sv, gamma, scratch)
+    a_p = coef[p]
+    best_q = -1
+    best_wd = np.inf
+    best_h = 0.0
+    for q in range(n_sv):
+        if q == p:
+            continue
+        a_q = coef[q]
+        kappa = np.exp(scratch[q])
+        norm2 = 0.0
+        for c in range(n_classes):
+            norm2 += a_p[c] * a_p[c] + a_q[c] * a_q[c] + 2.0 * a_p[c] * a_q[c] * kappa
+        h, gain = golden_section_multiclass(a_p, a_q, scratch[q], eps)
+        wd = norm2 - gain
+        if wd < best_wd:
+            best_wd = wd if wd > 0.0 else 0.0
+            best_q = q
+            best_h = h
+    h = best_h
+    log_kappa = scratch[best_q]
+    kp = np.exp((1.0 - h) * (1.0 - h) * log_kappa)
+    kq = np.exp(h * h * log_kappa)
+    for c in range(n_classes):
+        coef[best_q, c] = coef[p, c] * kp + coef[best_q, c] * kq
+    z_sq = 0.0
+    for k in range(sv_t.shape[0]):
+        zk = h * x_min[k] + (1.0 - h) * sv_t[k, best_q]
+        sv_t[k, best_q] = zk
+        z_sq += zk * zk
+    sv_sq[best_q] = z_sq
+    return remove_sv(sv_t, sv_sq, coef, n_sv, p), best_wd

@@ -3,13 +3,16 @@
 import numpy as np
 import pytest
 
-from solvers.merging import (
-    GSS_PRECISE_EPS,
-    GSS_STANDARD_EPS,
-    golden_section_h,
-    merge_smallest,
-    weight_degradation,
-)
+from solvers.gss import GSS_PRECISE_EPS, GSS_STANDARD_EPS, golden_section_h, weight_degradation
+from solvers.merging import N_DIAG, SOLVER_GSS, merge_smallest
+
+NO_TABLE = np.zeros((2, 2))
+
+
+def merge(sv_t, sv_sq, coef, n, gamma, eps=GSS_STANDARD_EPS):
+    """merge_smallest with GSS-standard and no diagnostics; coef is (capacity, 1)."""
+    return merge_smallest(sv_t, sv_sq, coef, n, gamma, SOLVER_GSS, eps, NO_TABLE, NO_TABLE, -1,
+                          np.zeros(N_DIAG), np.zeros(sv_t.shape[0]), np.zeros(sv_t.shape[1]))
 
 
 def rbf(a, b, gamma):
@@ -85,10 +88,9 @@ def test_merge_smallest_picks_min_wd_partner_and_updates_state():
     coef = np.array([0.9, -0.5, 0.05, 1.2, 0.7, -0.3])
     sv_t = np.zeros((d, n + 1)); sv_t[:, :n] = sv.T
     sv_sq = np.zeros(n + 1); sv_sq[:n] = (sv**2).sum(1)
-    c = np.zeros(n + 1); c[:n] = coef
+    c = np.zeros((n + 1, 1)); c[:n, 0] = coef
     w_before = (sv.copy(), coef.copy())
-    n_new, wd, merged = merge_smallest(sv_t, sv_sq, c, n, gamma, GSS_STANDARD_EPS,
-                                       np.zeros(d), np.zeros(n + 1))
+    n_new, wd, merged = merge(sv_t, sv_sq, c, n, gamma)
     assert (n_new, merged) == (n - 1, 1)
     # brute force over all same-sign partners of x_min = SV 2
     best = min(
@@ -97,7 +99,7 @@ def test_merge_smallest_picks_min_wd_partner_and_updates_state():
     )
     assert wd == pytest.approx(best[0], rel=2e-3, abs=1e-9)
     # RKHS distance between the old and the new expansion equals the reported WD
-    new_sv, new_coef = sv_t[:, :n_new].T, c[:n_new]
+    new_sv, new_coef = sv_t[:, :n_new].T, c[:n_new, 0]
     def gram(A, B):
         return rbf(A[:, None, :], B[None, :, :], gamma)
     old_sv, old_coef = w_before
@@ -110,8 +112,8 @@ def test_merge_smallest_picks_min_wd_partner_and_updates_state():
 def test_merge_falls_back_to_removal_without_same_sign_partner():
     sv_t = np.array([[0.0, 1.0, 2.0, 0.0]])
     sv_sq = np.array([0.0, 1.0, 4.0, 0.0])
-    coef = np.array([0.1, -1.0, -2.0, 0.0])
-    n_new, wd, merged = merge_smallest(sv_t, sv_sq, coef, 3, 1.0, 0.01, np.zeros(1), np.zeros(4))
+    coef = np.array([[0.1], [-1.0], [-2.0], [0.0]])
+    n_new, wd, merged = merge(sv_t, sv_sq, coef, 3, 1.0)
     assert (n_new, merged) == (2, 0)
     assert wd == pytest.approx(0.01)
-    assert sorted(coef[:2]) == [-2.0, -1.0]
+    assert sorted(coef[:2, 0]) == [-2.0, -1.0]

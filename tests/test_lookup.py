@@ -1,0 +1,65 @@
+"""Lookup tables of the merge (Glasmachers & Qaadan 2018, §3) against direct evaluation."""
+
+import time
+
+import numpy as np
+import pytest
+
+from solvers.gss import GSS_PRECISE_EPS, golden_section_h, merge_gain, weight_degradation
+from solvers.lookup import GRID, build_tables, interpolate, merge_tables
+
+
+def test_tables_are_built_fast_and_cached():
+    build_tables(8)  # compile
+    started = time.perf_counter()
+    H, W = build_tables(GRID)
+    assert time.perf_counter() - started < 5.0  # the issue asks for well under a second; CI is noisy
+    assert H.shape == W.shape == (GRID, GRID)
+    assert merge_tables() is merge_tables()
+
+
+@pytest.mark.parametrize("i, j", [(0, 0), (17, 399), (200, 3), (399, 250), (123, 321), (57, 88)])
+def test_table_entries_equal_gss_precise(i, j):
+    H, W = merge_tables()
+    m, kappa = i / (GRID - 1), max(j / (GRID - 1), 1e-300)
+    h, g = golden_section_h(m, np.log(kappa), GSS_PRECISE_EPS)
+    if m <= 0.5:  # rows above 1/2 hold the branch continuation (module docstring)
+        assert W[i, j] == pytest.approx(weight_degradation(m, kappa, g), abs=1e-12)
+        if j < GRID - 1:  # κ = 1: the limit h = m
+            assert H[i, j] == pytest.approx(h, abs=1e-12)
+    else:
+        assert W[i, j] >= weight_degradation(m, kappa, g) - 1e-12
+
+
+def test_h_table_special_rows_and_column():
+    H, W = merge_tables()
+    m = np.arange(GRID) / (GRID - 1)
+    np.testing.assert_allclose(H[:, -1], m)  # κ = 1 limit
+    # m just above 1/2 continues the m < 1/2 branch (z near the heavier point) for small κ
+    assert H[GRID // 2, 10] < 0.5 and H[GRID // 2 - 1, 10] < 0.5
+
+
+def test_interpolated_wd_is_close_to_direct_evaluation():
+    H, W = merge_tables()
+    rng = np.random.default_rng(0)
+    errors_wd, errors_h_wd = [], []
+    for m, kappa in zip(rng.uniform(0, 0.5, 2000), rng.uniform(0.01, 1, 2000)):
+        h, g = golden_section_h(m, np.log(kappa), GSS_PRECISE_EPS)
+        exact = weight_degradation(m, kappa, g)
+        errors_wd.append(abs(interpolate(W, m, kappa) - exact))
+        h_lookup = interpolate(H, m, kappa)
+        wd_at_lookup_h = weight_degradation(m, kappa, merge_gain(h_lookup, m, np.log(kappa)))
+        errors_h_wd.append(wd_at_lookup_h - exact)
+    # WD/S² lies in [0, 0.5]; bilinear interpolation on a 400² grid is accurate to ~1e-5
+    assert np.max(errors_wd) < 2e-5
+    assert np.median(errors_wd) < 1e-6
+    # WD at the looked-up h is never better than the optimum and always very close to it
+    assert min(errors_h_wd) > -1e-12
+    assert max(errors_h_wd) < 1e-5
+
+
+def test_interpolation_is_exact_on_grid_points_and_linear_between():
+    table = np.add.outer(np.arange(4.0), 10 * np.arange(4.0))  # bilinear function
+    assert interpolate(table, 1 / 3, 2 / 3) == pytest.approx(1 + 20)
+    assert interpolate(table, 0.5, 0.25) == pytest.approx(1.5 + 7.5)
+    assert interpolate(table, 1.0, 1.0) == pytest.approx(33.0)
