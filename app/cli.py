@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-body-bytes", type=int, help="largest accepted request body (default 64 MiB)")
     serve.add_argument("--default-model", help="name of the model created at start (default 'default')")
     serve.add_argument("--n-features", dest="n_features", type=int, help="input dimension of the default model")
-    serve.add_argument("--classes", help="labels of the default model, comma separated (default -1,1)")
+    serve.add_argument("--classes", help="labels of the default model, comma separated; write --classes=-1,1 (default -1,1)")
     serve.add_argument("--log-level", default=None, help="debug, info, warning, ...")
     _add_hyper(serve, "of models created without them, e.g. the default model")
 
@@ -73,10 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- serve
 
 
-def serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from app.main import create_app
+def settings_from_args(args: argparse.Namespace):
+    """:class:`app.settings.Settings` from the environment, overridden by ``serve`` options."""
     from app.settings import Settings
 
     overrides: dict[str, Any] = {}
@@ -93,7 +91,15 @@ def serve(args: argparse.Namespace) -> int:
             overrides[setting] = value
     if args.classes:
         overrides["default_classes"] = [_label(c.strip()) for c in args.classes.split(",")]
-    settings = Settings(**overrides)
+    return Settings(**overrides)
+
+
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.main import create_app
+
+    settings = settings_from_args(args)
     uvicorn.run(
         create_app(settings), host=settings.host, port=settings.port, workers=1,
         log_level=settings.log_level.lower(), timeout_graceful_shutdown=30,

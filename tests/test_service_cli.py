@@ -1,0 +1,51 @@
+"""``svmstream`` command line: option parsing (the processes themselves run in test_e2e_service.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from app.cli import _bodies, build_parser, load_libsvm, main, settings_from_args
+from tests.conftest import write_libsvm
+
+
+def test_serve_options_override_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("SVMSTREAM_DEFAULT_GAMMA", "0.25")
+    monkeypatch.setenv("SVMSTREAM_PORT", "9001")
+    args = build_parser().parse_args(
+        ["serve", "--port", "9100", "--snapshot-dir", str(tmp_path), "--budget", "64", "--C", "32",
+         "--lambda", "0.001", "--n-samples", "1000", "--classes=0,1", "--snapshot-interval", "0.5"]
+    )
+    s = settings_from_args(args)
+    assert s.port == 9100 and s.snapshot_dir == Path(tmp_path) and s.snapshot_interval_s == 0.5
+    assert (s.default_budget, s.default_gamma, s.default_c, s.default_lambda, s.default_n_samples) == (
+        64, 0.25, 32.0, 0.001, 1000)
+    assert s.default_classes == [0, 1]
+
+
+def test_replay_bodies_follow_file_order_dense_and_sparse(tmp_path):
+    import orjson
+
+    X = np.array([[0.5, 0.0, -1.0], [0.0, 0.0, 2.0], [1.0, 1.0, 0.0]])
+    y = np.array([1, -1, 1])
+    path = write_libsvm(tmp_path / "f.bz2", X, y)
+    Xs, ys = load_libsvm(str(path))
+    for dense in (True, False):
+        bodies = list(_bodies("m", Xs, ys.astype(np.int64), 2, dense, passes=2))
+        assert [n for n, _ in bodies] == [2, 1, 2, 1]
+        objs = [orjson.loads(b) for _, b in bodies]
+        assert [o["y"] for o in objs] == [[1, -1], [1], [1, -1], [1]]
+        rows = objs[0]["X"] + objs[1]["X"]
+        if dense:
+            assert rows == X.tolist()
+        else:
+            assert rows == [{"0": 0.5, "2": -1.0}, {"2": 2.0}, {"0": 1.0, "1": 1.0}]
+
+
+def test_replay_errors_are_one_line(tmp_path, capsys):
+    assert main(["replay", str(tmp_path / "missing.txt"), "--url", "http://127.0.0.1:9"]) == 1
+    assert "No such file" in capsys.readouterr().err
+    path = write_libsvm(tmp_path / "f", np.eye(2), np.array([1, -1]))
+    assert main(["replay", str(path), "--url", "http://127.0.0.1:9", "--no-progress"]) == 2
+    assert "cannot talk to http://127.0.0.1:9" in capsys.readouterr().err
