@@ -91,6 +91,23 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     #: bumped whenever the saved layout changes
     STATE_VERSION = 2
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def __sklearn_is_fitted__(self):
+        # the parameter ``lambda_`` ends in "_", which sklearn's default test would take
+        # for a fitted attribute
+        return hasattr(self, "classes_")
+
+    def __setstate__(self, state):
+        # unpickled arrays may be read-only (e.g. memory-mapped); the learner writes in place
+        super().__setstate__(state)
+        for key, value in vars(self).items():
+            if isinstance(value, np.ndarray) and not value.flags.writeable:
+                setattr(self, key, value.copy())
+
     # ------------------------------------------------------------------ labels
     def _encode_labels(self, y):
         """Labels → float64: ±1 for binary models, class index for multi-class models.
@@ -115,7 +132,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         classes = np.unique(np.asarray(classes))
         if classes.shape[0] < 2:
             raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes, got {classes.tolist()}"
+                f"{type(self).__name__} needs samples of at least 2 classes; "
+                f"got {classes.shape[0]} class: {classes.tolist()}"
             )
         self.classes_ = classes
         self.n_features_in_ = int(n_features)
