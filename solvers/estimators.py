@@ -227,6 +227,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "classes_")
         X = self._validate_X(X, reset=False)
         out = np.empty((X.shape[0], self._coef.shape[1]), dtype=np.float64)
+        row_buf = np.empty_like(self._row_buf)  # own scratch: concurrent predictions are safe
         chunk_rows = max(1, DENSE_CHUNK_ELEMENTS // max(1, X.shape[1]))
         order = np.arange(X.shape[0], dtype=np.int64)
         done = 0
@@ -235,7 +236,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             bsgd.rbf_decision_batch(
                 X_part, self._sv_t, self._sv_sq, self._coef, self._bias,
                 self.n_support_vectors_, float(self.gamma), float(self._reals[bsgd.R_SCALE]),
-                part, self._row_buf,
+                part, row_buf,
             )
             done += local_order.shape[0]
         return out[:, 0] if out.shape[1] == 1 else out

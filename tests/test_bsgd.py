@@ -154,3 +154,15 @@ def test_invalid_parameters_are_rejected(cancer, params):
     X, y = cancer
     with pytest.raises(ValueError):
         BudgetedSGDClassifier(**params).fit(X, y)
+
+
+def test_concurrent_predictions_are_consistent(cancer):
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y = cancer
+    est = BudgetedSGDClassifier(budget=60, gamma=1.0, C=10.0, random_state=0).fit(X, y)
+    expected = est.decision_function(X)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: est.decision_function(X), range(16)))
+    for result in results:
+        np.testing.assert_array_equal(result, expected)
