@@ -24,7 +24,10 @@ arguments in [-708, 0] (kernel arguments are always <= 0 for the RBF kernel).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
+import threading
 from dataclasses import dataclass
 
 import numba
@@ -32,6 +35,37 @@ import numpy as np
 import scipy.sparse as sp
 
 KERNEL_IDS = {"rbf": 0, "poly": 1, "linear": 2}
+
+_BLAS_STATE = threading.local()
+
+
+@contextlib.contextmanager
+def single_thread_blas():
+    """Limit BLAS to one thread for the duration (re-entrant, per thread).
+
+    The block products here are small (tens of rows per chunk) and interleaved with numba
+    loops; a multi-threaded BLAS spins its threads between calls and slows both down on a
+    busy machine.
+    """
+    depth = getattr(_BLAS_STATE, "depth", 0)
+    if depth:
+        _BLAS_STATE.depth = depth + 1
+        try:
+            yield
+        finally:
+            _BLAS_STATE.depth -= 1
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+        ctx = threadpool_limits(1, user_api="blas")
+    except Exception:  # pragma: no cover - threadpoolctl ships with scikit-learn
+        ctx = contextlib.nullcontext()
+    _BLAS_STATE.depth = 1
+    try:
+        with ctx:
+            yield
+    finally:
+        _BLAS_STATE.depth = 0
 
 _FAST = {"contract", "arcp", "nsz", "reassoc"}
 
@@ -60,6 +94,7 @@ class KernelSpec:
     gamma: float = 1.0
     coef0: float = 0.0
     degree: int = 3
+    offset: float = 0.0
 
     def __post_init__(self):
         if self.kind not in KERNEL_IDS:
@@ -68,15 +103,18 @@ class KernelSpec:
             raise ValueError(f"gamma must be a positive finite number, got {self.gamma!r}")
         if int(self.degree) < 1:
             raise ValueError(f"degree must be >= 1, got {self.degree!r}")
+        if not (self.offset >= 0 and math.isfinite(self.offset)):
+            raise ValueError(f"offset must be a finite number >= 0, got {self.offset!r}")
 
     @property
-    def params(self) -> tuple[int, float, float, int]:
-        """``(kernel_id, gamma, coef0, degree)`` as passed to the numba routines."""
-        return KERNEL_IDS[self.kind], float(self.gamma), float(self.coef0), int(self.degree)
+    def params(self) -> tuple[int, float, float, int, float]:
+        """``(kernel_id, gamma, coef0, degree, offset)`` as passed to the numba routines."""
+        return (KERNEL_IDS[self.kind], float(self.gamma), float(self.coef0), int(self.degree),
+                float(self.offset))
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "gamma": float(self.gamma), "coef0": float(self.coef0),
-                "degree": int(self.degree)}
+                "degree": int(self.degree), "offset": float(self.offset)}
 
 
 class KernelData:
@@ -154,12 +192,23 @@ class KernelData:
 
     def diag(self, spec: KernelSpec) -> np.ndarray:
         """k(x_i, x_i) for every row, shape (n_samples,), float64."""
-        kid, gamma, coef0, degree = spec.params
+        kid, gamma, coef0, degree, offset = spec.params
         if kid == 0:
-            return np.ones(self.n_samples)
+            return np.full(self.n_samples, 1.0 + offset)
         if kid == 1:
-            return (gamma * self.sqnorm + coef0) ** degree
-        return self.sqnorm.copy()
+            return (gamma * self.sqnorm + coef0) ** degree + offset
+        return self.sqnorm + offset
+
+
+def with_single_thread_blas(fn):
+    """Decorator: run ``fn`` inside :func:`single_thread_blas`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with single_thread_blas():
+            return fn(*args, **kwargs)
+
+    return wrapper
 
 
 # --------------------------------------------------------------------------- numba core
@@ -185,7 +234,7 @@ def exp_inplace(x, m):
 
 
 @numba.njit(nogil=True, cache=True)
-def _finish_row(buf, start, stop, sqi, sqrows, kid, gamma, coef0, degree):
+def _finish_row(buf, start, stop, sqi, sqrows, kid, gamma, coef0, degree, offset):
     """buf[start:stop] holds <x_i, x_q>; turn it into k(x_i, x_q)."""
     if kid == 0:
         for q in range(start, stop):
@@ -199,6 +248,9 @@ def _finish_row(buf, start, stop, sqi, sqrows, kid, gamma, coef0, degree):
             for _ in range(degree):
                 r *= b
             buf[q] = r
+    if offset != 0.0:
+        for q in range(start, stop):
+            buf[q] += offset
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FAST)
@@ -227,7 +279,8 @@ def _dots_sparse(i, rows, start, stop, data, indices, indptr, scatter, buf):
 
 @numba.njit(nogil=True, cache=True)
 def kernel_column_into(i_pos, i_orig, start, stop, is_sparse, Xw, sqw, perm,
-                       data, indices, indptr, scatter, kid, gamma, coef0, degree, buf):
+                       data, indices, indptr, scatter, kid, gamma, coef0, degree, offset,
+                       buf):
     """buf[q] = k(x_i, x_{row q}) for q in [start, stop).
 
     Dense: rows are ``Xw[q]`` (working copy in position order) and ``x_i = Xw[i_pos]``.
@@ -241,11 +294,11 @@ def kernel_column_into(i_pos, i_orig, start, stop, is_sparse, Xw, sqw, perm,
         _dots_sparse(i_orig, perm, start, stop, data, indices, indptr, scatter, buf)
     else:
         _dots_dense(Xw[i_pos], Xw, start, stop, buf)
-    _finish_row(buf, start, stop, sqw[i_pos], sqw, kid, gamma, coef0, degree)
+    _finish_row(buf, start, stop, sqw[i_pos], sqw, kid, gamma, coef0, degree, offset)
 
 
 @numba.njit(nogil=True, cache=True)
-def finish_block(M, sqa, sqb, kid, gamma, coef0, degree):
+def finish_block(M, sqa, sqb, kid, gamma, coef0, degree, offset):
     """In place: M[a, b] = <x_a, z_b>  ->  k(x_a, z_b).  M is C-contiguous float64."""
     na, nb = M.shape
     if kid == 0:
@@ -263,6 +316,10 @@ def finish_block(M, sqa, sqb, kid, gamma, coef0, degree):
                 for _ in range(degree):
                     r *= v
                 M[a, b] = r
+    if offset != 0.0:
+        for a in range(na):
+            for b in range(nb):
+                M[a, b] += offset
 
 
 # --------------------------------------------------------------------------- block helpers
@@ -298,14 +355,14 @@ def kernel_block(A: KernelData, B: KernelData, spec: KernelSpec, rows=None, cols
         M = np.ascontiguousarray(M, dtype=np.float64)
     else:
         M = np.ascontiguousarray(Xa @ Xb.T)
-    kid, gamma, coef0, degree = spec.params
     if M.size:
-        finish_block(M, np.ascontiguousarray(sqa), np.ascontiguousarray(sqb), kid, gamma, coef0, degree)
+        finish_block(M, np.ascontiguousarray(sqa), np.ascontiguousarray(sqb), *spec.params)
     return M
 
 
+@with_single_thread_blas
 def kernel_matvec(A: KernelData, B: KernelData, spec: KernelSpec, coef, rows=None, cols=None,
-                  chunk_mb: float = 64.0) -> np.ndarray:
+                  chunk_mb: float = 4.0) -> np.ndarray:
     """``K(A[rows], B[cols]) @ coef`` computed in row chunks of at most ``chunk_mb`` MB.
 
     Parameters

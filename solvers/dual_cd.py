@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-from .dcsvm_kernels import KernelData, KernelSpec, kernel_column_into, kernel_matvec
+from .dcsvm_kernels import (KernelData, KernelSpec, kernel_column_into, kernel_matvec,
+                            with_single_thread_blas)
 
 __all__ = ["Cancelled", "DualCDResult", "solve_dual", "dual_objective"]
 
@@ -112,7 +113,7 @@ def _cache_reset(ist, slot_len, key_slot, slot_key, slot_valid, lru_prev, lru_ne
 
 @numba.njit(nogil=True, cache=True)
 def _get_column(i, ist, perm, y, Xw, sqw, data, indices, indptr, scatter, kid, gamma, coef0,
-                degree, buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack, work):
+                degree, offset, buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack, work):
     """Return the slot holding Q[perm[0:L], perm[i]] (float32, position order)."""
     L = ist[_L]
     sl = ist[_SLOT_LEN]
@@ -140,7 +141,7 @@ def _get_column(i, ist, perm, y, Xw, sqw, data, indices, indptr, scatter, kid, g
         _lru_push_front(s, ist, lru_prev, lru_next)
         start = 0
     kernel_column_into(i, key, start, L, Xw.shape[0] == 0, Xw, sqw, perm, data, indices,
-                       indptr, scatter, kid, gamma, coef0, degree, work)
+                       indptr, scatter, kid, gamma, coef0, degree, offset, work)
     base = s * sl
     yi = y[i]
     for q in range(start, L):
@@ -272,7 +273,7 @@ def _select(L, alpha, G, Cb):
 
 @numba.njit(nogil=True, cache=True)
 def _cd_run(ist, fst, perm, alpha, G, Cb, qd, y, Xw, sqw, data, indices, indptr, scatter,
-            kid, gamma, coef0, degree, buf, key_slot, slot_key, slot_valid, lru_prev, lru_next,
+            kid, gamma, coef0, degree, offset, buf, key_slot, slot_key, slot_valid, lru_prev, lru_next,
             free_stack, work, eps, max_steps, shrinking):
     """Run at most ``max_steps`` greedy CD steps on the active prefix.
 
@@ -291,7 +292,7 @@ def _cd_run(ist, fst, perm, alpha, G, Cb, qd, y, Xw, sqw, data, indices, indptr,
             break
         i = best
         s = _get_column(i, ist, perm, y, Xw, sqw, data, indices, indptr, scatter, kid, gamma,
-                        coef0, degree, buf, key_slot, slot_key, slot_valid, lru_prev, lru_next,
+                        coef0, degree, offset, buf, key_slot, slot_key, slot_valid, lru_prev, lru_next,
                         free_stack, work)
         a = alpha[i]
         na = a - G[i] / max(qd[i], 1e-12)
@@ -397,6 +398,7 @@ def exact_gradient(kd: KernelData, y, spec: KernelSpec, alpha, rows=None) -> np.
     return y[rows_idx] * f - 1.0
 
 
+@with_single_thread_blas
 def solve_dual(kd: KernelData, y, spec: KernelSpec, C, alpha0=None, *, eps: float = 1e-3,
                cache_mb: float = 200.0, shrinking: bool = True, max_iter: int | None = None,
                progress=None, should_stop=None, report_interval: float = 0.5,
@@ -467,7 +469,7 @@ def solve_dual(kd: KernelData, y, spec: KernelSpec, C, alpha0=None, *, eps: floa
 
     warm = bool(np.any(alpha > 0))
     G = exact_gradient(kd, y, spec, alpha) if warm else -np.ones(n)
-    kid, gamma, coef0, degree = spec.params
+    kid, gamma, coef0, degree, offset = spec.params
     qd = kd.diag(spec)
 
     # working arrays in position order
@@ -528,7 +530,8 @@ def solve_dual(kd: KernelData, y, spec: KernelSpec, C, alpha0=None, *, eps: floa
             break
         ts = time.perf_counter()
         status = _cd_run(ist, fst, perm, alpha, G, Cb, qd, yw, Xw, sqw, kd.data, kd.indices,
-                         kd.indptr, scatter, kid, gamma, coef0, degree, *cache_args, work,
+                         kd.indptr, scatter, kid, gamma, coef0, degree, offset, *cache_args,
+                         work,
                          eps_now, min(steps, remaining), shrinking)
         dt = time.perf_counter() - ts
         if status == BUDGET:

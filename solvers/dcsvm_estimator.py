@@ -1,0 +1,407 @@
+"""scikit-learn estimator for DC-SVM (Hsieh, Si & Dhillon, ICML 2014).
+
+:class:`DCSVMClassifier` trains kernel SVMs by the multilevel divide-and-conquer solver of
+:mod:`solvers.dcsvm`: binary problems directly, multi-class problems one-vs-rest (one
+binary DC-SVM per class).  It serves either
+
+* the **exact** model (``early_level=None``): the solution of the whole problem to ``tol``,
+  ``f(x) = sum_j alpha_j y_j k'(x, x_j)``, or
+* the **early-prediction** model of level ``early_level`` (eq. 11 of the paper): training
+  stops after that level and a test point uses the model of its nearest cluster.
+
+The kernel is ``k'(x, z) = k(x, z) + bias**2``: the bias-free dual of the paper's eq. (1)
+with a constant feature ``bias`` appended to every point (LIBLINEAR's ``-B``), i.e. a
+regularised intercept ``b = bias**2 sum_j alpha_j y_j`` (reported as ``intercept_``).
+``bias=0`` gives the paper's problem without intercept.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .dcsvm import EarlyModel, available_cores, dcsvm_fit, make_process_pool, DEFAULT_START_METHOD
+from .dcsvm_kernels import KernelData, KernelSpec, kernel_matvec
+from .kernel_kmeans import KernelClusters
+from .persistence import register_estimator
+
+__all__ = ["DCSVMClassifier"]
+
+
+def _kd_arrays(prefix: str, kd: KernelData) -> dict:
+    if kd.is_sparse:
+        return {f"{prefix}_data": kd.data.copy(), f"{prefix}_indices": kd.indices.copy(),
+                f"{prefix}_indptr": kd.indptr.copy()}
+    return {f"{prefix}_dense": kd.dense.copy()}
+
+
+def _kd_from(prefix: str, arrays: dict, n_features: int) -> KernelData:
+    if f"{prefix}_dense" in arrays:
+        return KernelData(np.asarray(arrays[f"{prefix}_dense"], dtype=np.float64))
+    data = np.asarray(arrays[f"{prefix}_data"])
+    indptr = np.asarray(arrays[f"{prefix}_indptr"])
+    X = sp.csr_matrix((data, np.asarray(arrays[f"{prefix}_indices"]), indptr),
+                      shape=(indptr.shape[0] - 1, n_features))
+    return KernelData(X)
+
+
+@register_estimator
+class DCSVMClassifier(ClassifierMixin, BaseEstimator):
+    """Kernel SVM trained by multilevel DC-SVM (Hsieh, Si & Dhillon 2014, Algorithm 1).
+
+    Parameters
+    ----------
+    C : float, default=1.0
+        Box constraint of the dual variables (> 0).
+    kernel : {"rbf", "poly", "linear"}, default="rbf"
+    gamma : "scale", "auto" or float, default="scale"
+        Kernel coefficient; "scale" = 1 / (n_features * X.var()), "auto" = 1 / n_features
+        (as in :class:`sklearn.svm.SVC`).
+    degree : int, default=3
+        Degree of the polynomial kernel.
+    coef0 : float, default=0.0
+        Constant of the polynomial kernel.
+    bias : float, default=1.0
+        Constant feature appended to every point (kernel offset ``bias**2``); 0 = no
+        intercept (the paper's eq. 1 exactly).
+    k : int, default=4
+        Clusters per level grow by this factor (level l has ``k**l`` clusters).
+    n_levels : int, default=4
+        Number of levels l_max (4 -> 256, 64, 16, 4 clusters).
+    n_sample : int, default=1000
+        Points sampled for kernel k-means at every level.
+    tol : float, default=1e-3
+        Stop when the maximal projected-gradient violation is below ``tol``.
+    level_tol : float, optional
+        Tolerance of the level sub-problems (default ``tol``).
+    cache_size : float, default=200.0
+        Kernel-column cache in MB (shared out among worker processes).
+    shrinking : bool, default=True
+    refine : bool, default=True
+        Solve on the level-1 support vectors before the global problem.
+    early_level : int, optional
+        If given, stop after this level and predict with its early-prediction model.
+    max_iter : int, optional
+        Coordinate updates per solve (default ``max(10**7, 100 n)``).
+    n_jobs : int, optional
+        Worker processes for the sub-problems (None = available cores; 1 = in-process).
+        Data sets smaller than 5,000 points are always solved in-process.
+    random_state : int, RandomState instance or None
+        Seeds the k-means samples and initialisations.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    kernel_spec_ : KernelSpec
+        The kernel used (with ``gamma`` resolved and ``offset = bias**2``).
+    support_ : ndarray of shape (n_sv,), int64
+        Training indices of the support vectors (exact model).
+    support_vectors_ : ndarray or CSR matrix of shape (n_sv, n_features)
+        Exact model only.
+    dual_coef_ : ndarray of shape (n_problems, n_sv), float64
+        ``alpha_j y_j`` per binary problem (1 problem for 2 classes, else one per class).
+    intercept_ : ndarray of shape (n_problems,), float64
+        ``bias**2 * sum_j alpha_j y_j`` (already part of the kernel expansion).
+    early_models_ : list of EarlyModel or None
+        Early-prediction models (one per problem) when ``early_level`` is set.
+    dual_objective_ : ndarray of shape (n_problems,)
+        Dual objective of each problem (exact model: global problem; early model: sum of
+        the level's sub-problem objectives).
+    n_iter_ : ndarray of shape (n_problems,), int64
+        Coordinate updates over all stages, per problem.
+    fit_history_ : list of list of dict
+        Per problem, one record per DC-SVM stage (seconds, SVs, objective ...).
+
+    Notes
+    -----
+    ``fit`` accepts the keyword arguments ``progress``, ``should_stop`` and ``executor``
+    of :func:`solvers.dcsvm.dcsvm_fit` (for a job runner).
+    """
+
+    def __init__(self, C=1.0, kernel="rbf", gamma="scale", degree=3, coef0=0.0, bias=1.0,
+                 k=4, n_levels=4, n_sample=1000, tol=1e-3, level_tol=None, cache_size=200.0,
+                 shrinking=True, refine=True, early_level=None, max_iter=None, n_jobs=None,
+                 random_state=None):
+        self.C = C
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.bias = bias
+        self.k = k
+        self.n_levels = n_levels
+        self.n_sample = n_sample
+        self.tol = tol
+        self.level_tol = level_tol
+        self.cache_size = cache_size
+        self.shrinking = shrinking
+        self.refine = refine
+        self.early_level = early_level
+        self.max_iter = max_iter
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    # ------------------------------------------------------------------ validation
+    def _validate_params(self):
+        if not (isinstance(self.C, numbers.Real) and self.C > 0):
+            raise ValueError(f"C must be a positive number, got {self.C!r}")
+        if self.kernel not in ("rbf", "poly", "linear"):
+            raise ValueError(f"kernel must be 'rbf', 'poly' or 'linear', got {self.kernel!r}")
+        if not (isinstance(self.gamma, str) and self.gamma in ("scale", "auto")) and not (
+                isinstance(self.gamma, numbers.Real) and self.gamma > 0):
+            raise ValueError(f"gamma must be 'scale', 'auto' or a positive number, got {self.gamma!r}")
+        if not (isinstance(self.bias, numbers.Real) and self.bias >= 0):
+            raise ValueError(f"bias must be a number >= 0, got {self.bias!r}")
+        if not (isinstance(self.tol, numbers.Real) and self.tol > 0):
+            raise ValueError(f"tol must be > 0, got {self.tol!r}")
+        if not (isinstance(self.k, numbers.Integral) and self.k >= 2):
+            raise ValueError(f"k must be an integer >= 2, got {self.k!r}")
+        if not (isinstance(self.n_levels, numbers.Integral) and self.n_levels >= 0):
+            raise ValueError(f"n_levels must be an integer >= 0, got {self.n_levels!r}")
+        if self.early_level is not None and not (
+                isinstance(self.early_level, numbers.Integral) and 1 <= self.early_level <= self.n_levels):
+            raise ValueError(f"early_level must be None or in [1, n_levels], got {self.early_level!r}")
+        if not (isinstance(self.cache_size, numbers.Real) and self.cache_size > 0):
+            raise ValueError(f"cache_size must be > 0 (MB), got {self.cache_size!r}")
+
+    def _resolve_gamma(self, X) -> float:
+        if isinstance(self.gamma, str):
+            if self.gamma == "auto":
+                return 1.0 / X.shape[1]
+            if sp.issparse(X):
+                mean = X.mean()
+                var = X.multiply(X).mean() - mean * mean
+            else:
+                var = X.var()
+            return 1.0 / (X.shape[1] * var) if var > 0 else 1.0
+        return float(self.gamma)
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y, *, progress=None, should_stop=None, executor=None):
+        """Train one DC-SVM per binary problem.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+        y : array-like of shape (n_samples,)
+        progress, should_stop : callables, optional
+            See :func:`solvers.dcsvm.dcsvm_fit`; progress dicts also carry ``problem`` and
+            ``n_problems``.
+        executor : concurrent.futures.Executor, optional
+            Runs level sub-problems; default a process pool (see ``n_jobs``).
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            On invalid parameters or data, or fewer than two classes.
+        solvers.dual_cd.Cancelled
+            When ``should_stop()`` returned True.
+        """
+        self._validate_params()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
+        check_classification_targets(y)
+        classes, y_idx = np.unique(y, return_inverse=True)
+        if classes.shape[0] < 2:
+            raise ValueError(f"DCSVMClassifier needs samples of at least 2 classes; got "
+                             f"{classes.shape[0]} class")
+        self.classes_ = classes
+        gamma = self._resolve_gamma(X)
+        spec = KernelSpec(self.kernel, gamma, float(self.coef0), int(self.degree),
+                          float(self.bias) ** 2)
+        kd = KernelData(X)
+        n = kd.n_samples
+        problems = [1] if classes.shape[0] == 2 else list(range(classes.shape[0]))
+        seed = np.random.RandomState(self.random_state) if not isinstance(
+            self.random_state, np.random.RandomState) else self.random_state
+        seeds = seed.randint(0, 2**31 - 1, size=len(problems))
+
+        own_pool, stop_flag = None, None
+        workers = available_cores() if self.n_jobs is None else int(self.n_jobs)
+        if executor is None and workers > 1 and n >= 5000 and self.n_levels > 0:
+            own_pool, stop_flag = make_process_pool(workers, DEFAULT_START_METHOD)
+            executor = own_pool
+        results = []
+        try:
+            for p, cls in enumerate(problems):
+                yb = np.where(y_idx == cls, 1.0, -1.0)
+                prog = None if progress is None else (
+                    lambda d, p=p: progress({**d, "problem": p, "n_problems": len(problems)}))
+                res = dcsvm_fit(
+                    kd, yb, spec, float(self.C), k=int(self.k), n_levels=int(self.n_levels),
+                    n_sample=int(self.n_sample), eps=float(self.tol),
+                    level_eps=None if self.level_tol is None else float(self.level_tol),
+                    cache_mb=float(self.cache_size), shrinking=bool(self.shrinking),
+                    refine=bool(self.refine),
+                    early_levels=() if self.early_level is None else (int(self.early_level),),
+                    stop_level=self.early_level, max_iter=self.max_iter, executor=executor,
+                    stop_flag=stop_flag, n_jobs=1 if executor is None else None,
+                    random_state=int(seeds[p]), progress=prog, should_stop=should_stop)
+                results.append((res, yb))
+        finally:
+            if own_pool is not None:
+                own_pool.shutdown(wait=True, cancel_futures=True)
+
+        self.kernel_spec_ = spec
+        self.dual_objective_ = np.array([r.objective for r, _ in results])
+        self.fit_history_ = [r.history for r, _ in results]
+        self.n_iter_ = np.array([max(1, sum(int(h.get("iterations", 0)) for h in r.history))
+                                 for r, _ in results], dtype=np.int64)
+        self._sparse_fit = bool(kd.is_sparse)
+        if self.early_level is not None:
+            self.early_models_ = [r.early[int(self.early_level)] for r, _ in results]
+            self.intercept_ = np.array([spec.offset * m.coef.sum() for m in self.early_models_])
+            self.support_ = np.zeros(0, dtype=np.int64)
+            self.dual_coef_ = np.zeros((len(problems), 0))
+            self.support_vectors_ = None
+        else:
+            self.early_models_ = None
+            alphas = np.stack([r.alpha for r, _ in results])
+            ys = np.stack([yb for _, yb in results])
+            support = np.flatnonzero(np.any(alphas > 0, axis=0))
+            self.support_ = support.astype(np.int64)
+            self.dual_coef_ = np.ascontiguousarray((alphas * ys)[:, support])
+            self.intercept_ = spec.offset * self.dual_coef_.sum(axis=1)
+            self.support_vectors_ = X[support]
+            self._sv_kd = kd.take(support)
+        return self
+
+    # ------------------------------------------------------------------ predict
+    def decision_function(self, X):
+        """Decision values.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples,) for two classes (positive = ``classes_[1]``), else
+        (n_samples, n_classes) one-vs-rest scores; float64.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        kd = KernelData(X)
+        if self.early_models_ is not None:
+            scores = np.stack([m.decision_function(kd, self.kernel_spec_)
+                               for m in self.early_models_], axis=1)
+        else:
+            scores = kernel_matvec(kd, self._sv_kd, self.kernel_spec_, self.dual_coef_.T)
+            if scores.ndim == 1:
+                scores = scores[:, None]
+        return scores[:, 0] if self.classes_.shape[0] == 2 else scores
+
+    def predict(self, X):
+        """Predicted class labels, shape (n_samples,)."""
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(np.int64)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    # ------------------------------------------------------------------ persistence
+    def get_state(self):
+        """Plain arrays + JSON metadata for :mod:`solvers.persistence` (no pickling).
+
+        Returns
+        -------
+        arrays : dict of str -> ndarray (copies, numeric dtypes)
+        meta : dict (JSON-serialisable), ``meta["estimator"] == "DCSVMClassifier"``
+        """
+        check_is_fitted(self)
+        params = {k: v for k, v in self.get_params().items()
+                  if v is None or isinstance(v, (bool, int, float, str))}
+        classes = self.classes_
+        if classes.dtype.kind in "iub":
+            cls_list = [int(c) for c in classes]
+        elif classes.dtype.kind == "f":
+            cls_list = [float(c) for c in classes]
+        else:
+            cls_list = [str(c) for c in classes]
+        meta = {"estimator": type(self).__name__, "params": params, "classes": cls_list,
+                "classes_kind": classes.dtype.kind, "n_features_in": int(self.n_features_in_),
+                "kernel": self.kernel_spec_.to_dict(),
+                "mode": "early" if self.early_models_ is not None else "exact",
+                "dual_objective": [float(v) for v in self.dual_objective_],
+                "n_iter": [int(v) for v in self.n_iter_]}
+        arrays = {"intercept": self.intercept_.copy()}
+        if self.early_models_ is None:
+            arrays.update(_kd_arrays("sv", self._sv_kd))
+            arrays["dual_coef"] = self.dual_coef_.copy()
+            arrays["support"] = self.support_.copy()
+        else:
+            meta["early_level"] = int(self.early_models_[0].level)
+            meta["n_problems"] = len(self.early_models_)
+            for p, m in enumerate(self.early_models_):
+                arrays.update(_kd_arrays(f"e{p}_samples", m.clusters.samples))
+                arrays[f"e{p}_sample_labels"] = m.clusters.sample_labels.copy()
+                arrays[f"e{p}_sizes"] = m.clusters.sizes.copy()
+                arrays[f"e{p}_S"] = m.clusters.S.copy()
+                arrays.update(_kd_arrays(f"e{p}_sv", m.sv))
+                arrays[f"e{p}_coef"] = m.coef.copy()
+                arrays[f"e{p}_sv_ptr"] = m.sv_ptr.copy()
+        return arrays, meta
+
+    @classmethod
+    def from_state(cls, arrays, meta):
+        """Rebuild a fitted estimator from :meth:`get_state` output.
+
+        Raises
+        ------
+        ValueError
+            If ``meta`` names another estimator or lacks required fields.
+        """
+        if meta.get("estimator") != cls.__name__:
+            raise ValueError(f"state is for {meta.get('estimator')!r}, not {cls.__name__}")
+        est = cls(**meta["params"])
+        kind = meta["classes_kind"]
+        dtype = {"i": np.int64, "u": np.uint64, "b": np.bool_, "f": np.float64}.get(kind, None)
+        est.classes_ = np.array(meta["classes"], dtype=dtype if dtype else None)
+        if dtype is None and kind == "O":
+            est.classes_ = np.array(meta["classes"], dtype=object)
+        nf = int(meta["n_features_in"])
+        est.n_features_in_ = nf
+        est.kernel_spec_ = KernelSpec(**meta["kernel"])
+        est.dual_objective_ = np.asarray(meta["dual_objective"], dtype=np.float64)
+        est.fit_history_ = []
+        est.n_iter_ = np.asarray(meta.get("n_iter", [1]), dtype=np.int64)
+        est.intercept_ = np.asarray(arrays["intercept"], dtype=np.float64).copy()
+        if meta["mode"] == "exact":
+            est.early_models_ = None
+            est._sv_kd = _kd_from("sv", arrays, nf)
+            est._sparse_fit = est._sv_kd.is_sparse
+            est.support_vectors_ = est._sv_kd.matrix()
+            est.dual_coef_ = np.asarray(arrays["dual_coef"], dtype=np.float64).copy()
+            est.support_ = np.asarray(arrays["support"], dtype=np.int64).copy()
+        else:
+            models = []
+            for p in range(int(meta["n_problems"])):
+                clusters = KernelClusters(
+                    samples=_kd_from(f"e{p}_samples", arrays, nf),
+                    sample_labels=np.asarray(arrays[f"e{p}_sample_labels"], dtype=np.int64).copy(),
+                    sizes=np.asarray(arrays[f"e{p}_sizes"], dtype=np.float64).copy(),
+                    S=np.asarray(arrays[f"e{p}_S"], dtype=np.float64).copy())
+                models.append(EarlyModel(
+                    level=int(meta["early_level"]), clusters=clusters,
+                    sv=_kd_from(f"e{p}_sv", arrays, nf),
+                    coef=np.asarray(arrays[f"e{p}_coef"], dtype=np.float64).copy(),
+                    sv_ptr=np.asarray(arrays[f"e{p}_sv_ptr"], dtype=np.int64).copy()))
+            est.early_models_ = models
+            est._sparse_fit = models[0].sv.is_sparse
+            est.support_ = np.zeros(0, dtype=np.int64)
+            est.dual_coef_ = np.zeros((len(models), 0))
+            est.support_vectors_ = None
+        return est
