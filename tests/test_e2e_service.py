@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import time
 
 import httpx
 import numpy as np
+import pytest
 
-from tests.conftest import PYTHON, REPO, subprocess_env, two_moons_like, write_libsvm
+from tests.conftest import PYTHON, REPO, ServerProcess, subprocess_env, two_moons_like, write_libsvm
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """One server for the tests that do not restart it (body limit 3 MB)."""
+    root = tmp_path_factory.mktemp("shared")
+    server = ServerProcess(root / "snap", root / "server.log", args=("--max-body-bytes", str(3_000_000)))
+    try:
+        yield server.wait_ready()
+    finally:
+        if server.proc.poll() is None:
+            server.terminate()
 
 BC_MODEL = {"budget": 40, "gamma": 0.03, "C": 10.0, "n_samples": 569, "classes": ["benign", "malignant"],
             "random_state": 1}
@@ -125,11 +139,11 @@ def test_sigkill_mid_replay_then_restart_keeps_learning(start_server, tmp_path):
         assert np.mean(np.asarray(pred["labels"]) == y) > 0.85
 
 
-def test_replay_cli_with_test_file(start_server, tmp_path):
+def test_replay_cli_with_test_file(shared_server, tmp_path):
     X, y = two_moons_like(3000, d=6, seed=5)
     train = write_libsvm(tmp_path / "train.bz2", X[:2000], y[:2000])
     test = write_libsvm(tmp_path / "test", X[2000:], y[2000:])
-    server = start_server()
+    server = shared_server
     out = subprocess.run(
         [PYTHON, "-m", "app.cli", "replay", str(train), "--url", server.url, "--model", "m", "--batch", "250",
          "--passes", "2", "--test", str(test), "--budget", "80", "--gamma", "1", "--C", "10", "--json",
@@ -149,22 +163,62 @@ def test_replay_cli_with_test_file(start_server, tmp_path):
     assert abs(np.mean(np.asarray(pred["labels"]) == y[2000:]) - result["test_accuracy"]) < 1e-12
 
 
-def test_oversized_bodies_get_413_over_a_real_socket(start_server):
-    server = start_server(args=("--max-body-bytes", "20000"))
+def test_oversized_bodies_get_413_over_a_real_socket(shared_server):
+    server = shared_server
     X, y = two_moons_like(50, d=4)
     with server.client() as c:
-        assert c.post("/learn", json={"X": X.tolist(), "y": y.tolist()}).status_code == 200
-        info = c.get("/models/default").json()
-        big = json.dumps({"X": two_moons_like(2000, d=4)[0].tolist(), "y": [1] * 2000}).encode()
-        assert len(big) > 20000
+        assert c.put("/models/limits", json={}).status_code == 201
+        assert c.post("/learn", json={"model": "limits", "X": X.tolist(), "y": y.tolist()}).status_code == 200
+        info = c.get("/models/limits").json()
+        big = json.dumps({"model": "limits", "X": two_moons_like(60_000, d=4)[0].tolist(), "y": [1] * 60_000}).encode()
+        assert len(big) > 3_000_000
         r = c.post("/learn", content=big, headers={"content-type": "application/json"})
-        assert r.status_code == 413 and "MAX_BODY_BYTES=20000" in r.json()["detail"]
+        assert r.status_code == 413 and "MAX_BODY_BYTES=3000000" in r.json()["detail"]
 
         def chunks():  # no Content-Length: Transfer-Encoding: chunked
-            for start in range(0, len(big), 4096):
-                yield big[start:start + 4096]
+            for start in range(0, len(big), 65536):
+                yield big[start:start + 65536]
 
         r = c.post("/learn", content=chunks(), headers={"content-type": "application/json"})
-        assert r.status_code == 413 and "MAX_BODY_BYTES=20000" in r.json()["detail"]
+        assert r.status_code == 413 and "MAX_BODY_BYTES=3000000" in r.json()["detail"]
     with server.client() as c:  # a fresh connection: the server is still fine
-        assert c.get("/models/default").json() == info
+        assert c.get("/models/limits").json() == info
+
+
+def test_server_keeps_answering_while_a_batch_is_learned(shared_server):
+    """/predict and /health are answered from the published view while a long batch is
+    applied: learning runs off the event loop and never blocks it."""
+    X, y = two_moons_like(25_000, d=10, seed=9)
+    with shared_server.client() as c:
+        assert c.put("/models/busy", json={"budget": 300, "gamma": 0.5, "C": 1.0}).status_code == 201
+        assert c.post("/learn", json={"model": "busy", "X": X[:500].tolist(), "y": y[:500].tolist()}).status_code == 200
+    body = json.dumps({"model": "busy", "X": np.round(X, 4).tolist(), "y": y.tolist()}).encode()
+    assert len(body) < 3_000_000
+    done = threading.Event()
+    result = {}
+
+    def learn():
+        with shared_server.client() as c:
+            result["start"] = time.monotonic()
+            result["learn"] = c.post("/learn", content=body, headers={"content-type": "application/json"})
+            result["end"] = time.monotonic()
+        done.set()
+
+    answered_during = []  # (time, version) of answers received while the batch was in flight
+    thread = threading.Thread(target=learn)
+    with shared_server.client() as c:
+        thread.start()
+        while not done.is_set():
+            r = c.post("/predict", json={"model": "busy", "X": X[:20].tolist()})
+            assert r.status_code == 200
+            if not done.is_set():
+                answered_during.append((time.monotonic(), r.json()["version"]))
+            assert c.get("/health").status_code == 200
+        thread.join()
+        assert result["learn"].status_code == 200 and result["learn"].json()["version"] == 2
+        assert c.post("/predict", json={"model": "busy", "X": X[:20].tolist()}).json()["version"] == 2
+    # answers kept coming during the whole batch (its second half is pure solver work,
+    # the body was parsed long before), all from the view published before it
+    late = result["start"] + 0.6 * (result["end"] - result["start"])
+    assert {v for _, v in answered_during} <= {1}
+    assert sum(t > late for t, _ in answered_during) >= 3, (answered_during, result["start"], result["end"])
