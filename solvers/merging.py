@@ -78,9 +78,13 @@ def candidate_h_wd(m, log_kappa, kappa, solver, eps, h_table, wd_table):
 
 @nb.njit(nogil=True, cache=True)
 def smallest_coefficient_slot(coef, n_sv):
-    """Slot of the SV with the smallest ‖α_j‖² (over classes); ties within TIE_RTOL go to the
-    lowest slot, so the choice does not hinge on rounding noise (unmerged Pegasos SVs all
-    carry the same |α| in exact arithmetic)."""
+    """Slot of the SV with the smallest ‖α_j‖² (over classes).
+
+    Unmerged Pegasos SVs all carry the same |α| in exact arithmetic, so the minimum is
+    usually a tie decided by rounding noise.  Ties within TIE_RTOL go to the **highest**
+    slot: a newly added SV sits in the last slot, so an incoming example that ties is the one
+    merged into the model (over 45 seeds on ijcnn1 this gave a higher median one-pass accuracy
+    and fewer bad runs than the lowest slot)."""
     best = np.inf
     for j in range(n_sv):
         total = 0.0
@@ -89,7 +93,7 @@ def smallest_coefficient_slot(coef, n_sv):
         if total < best:
             best = total
     limit = best * (1.0 + TIE_RTOL) ** 2
-    for j in range(n_sv):
+    for j in range(n_sv - 1, -1, -1):
         total = 0.0
         for c in range(coef.shape[1]):
             total += coef[j, c] * coef[j, c]
