@@ -4,5 +4,6 @@ Nothing in this package imports web or service code.
 """
 
 from .estimators import BudgetedSGDClassifier  # noqa: E402
+from .bsca_estimator import BudgetedSCAClassifier  # noqa: E402
 
-__all__ = ["BudgetedSGDClassifier"]
+__all__ = ["BudgetedSGDClassifier", "BudgetedSCAClassifier"]

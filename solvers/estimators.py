@@ -177,10 +177,11 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         return self.last_margins_
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X, y):
+    def fit(self, X, y, callback=None):
         """Train from scratch for ``epochs`` shuffled passes.
 
         X : (n, d) array-like or scipy sparse; y : (n,) labels, at least two classes.
+        ``callback(estimator, epoch)``, if given, is called after each epoch (monitoring).
         Raises ValueError on invalid parameters, non-finite input or mismatched lengths.
         """
         self._check_params()
@@ -189,12 +190,14 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         X = X if sp.issparse(X) else np.ascontiguousarray(X)
         self._init_state(X.shape[1], np.unique(y), X.shape[0])
         labels = self._encode_labels(y)
-        self._fit_epochs(X, labels)
+        self._fit_epochs(X, labels, callback)
         return self
 
-    def _fit_epochs(self, X, labels):
-        for _ in range(int(self.epochs)):
+    def _fit_epochs(self, X, labels, callback=None):
+        for epoch in range(int(self.epochs)):
             self._learn(X, labels, self.rng_.permutation(X.shape[0]).astype(np.int64))
+            if callback is not None:
+                callback(self, epoch + 1)
 
     def partial_fit(self, X, y, classes=None):
         """Apply one learning step per row of X, in order.

@@ -1,0 +1,92 @@
+"""Budgeted stochastic coordinate ascent (BSCA) on the SVM dual.
+
+Source: Qaadan, Schüler & Glasmachers (2019), "Dual SVM training on a budget", ICPRAM,
+Algorithm 2.
+
+The dual of the bias-free SVM is ``max_α Σα_i − ½ Σ α_i α_j y_i y_j k(x_i, x_j)`` subject
+to ``0 ≤ α_i ≤ C``.  Its weight vector ``w = Σ α_i y_i φ(x_i)`` is represented by a
+budgeted model ``M = {(β_j, x̃_j)}`` with at most B entries.  One iteration on coordinate i:
+
+    f̃(x_i) = Σ_j β_j k(x_i, x̃_j)
+    δ = [α_i + (1 − y_i·f̃(x_i)) / Q_ii]_0^C − α_i,     Q_ii = k(x_i, x_i) = 1 (RBF)
+    if δ ≠ 0:  α_i += δ;  add (δ·y_i, x_i) to M;  if |M| > B: budget maintenance
+
+*Dataset mode* keeps α (one per training point) and draws i uniformly at random; an epoch
+is n iterations.  *Streaming mode* treats every arriving example as a fresh coordinate
+with α = 0 that is never revisited, so one step is ``δ = [(1 − y·f̃(x))/k(x,x)]_0^C``.
+
+The state arrays are those of :mod:`solvers.bsgd` (``scale`` stays 1: coordinate ascent
+never shrinks the model), so the same budget maintenance applies.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from .bsgd import C_MAINTENANCE, C_MERGES, C_N_SV, C_STEPS, C_VIOLATIONS, R_MERGE_SECONDS, R_WD_SUM, _clock, _maintain
+from .kernels import rbf_row, squared_norm
+
+
+@nb.njit(nogil=True, cache=True)
+def bsca_steps(X, y, order, alpha, stream, C, sv_t, sv_sq, coef, counters, reals,
+               k_inv, gamma, budget, maintenance, merge_solver, gss_eps, h_table, wd_table,
+               ref_solver, diag, profile, margins_out, x_buf, row_buf):
+    """Apply one BSCA iteration per entry of ``order`` (Algorithm 2).
+
+    Parameters
+    ----------
+    X : (n, d) float64, C-contiguous
+    y : (n,) float64 in {−1, +1}
+    order : (m,) int64 — coordinates to visit, in this order (dataset mode: drawn uniformly
+        at random by the caller; streaming mode: each row once)
+    alpha : (n,) float64 dual variables (dataset mode; ignored in streaming mode)
+    stream : bool — streaming mode (fresh coordinate with α = 0 per example)
+    C : float — box constraint, C = 1/(nλ)
+    sv_t, sv_sq, coef (capacity, 1), counters, reals, k_inv : model state as in
+        :mod:`solvers.bsgd` (``counters[C_STEPS]`` counts iterations)
+    gamma, budget, maintenance, merge_solver, gss_eps, h_table, wd_table, ref_solver, diag,
+        profile : as in :func:`solvers.bsgd.bsgd_steps`
+    margins_out : (m,) float64 — f̃(x_i) before each iteration
+    x_buf : (d,) float64; row_buf : (capacity,) float64 — scratch
+    """
+    n_sv = counters[C_N_SV]
+    d = X.shape[1]
+    for r in range(order.shape[0]):
+        i = order[r]
+        x = X[i]
+        x_sq = squared_norm(x)
+        rbf_row(x, x_sq, sv_t, sv_sq, n_sv, gamma, row_buf)
+        f = 0.0
+        for j in range(n_sv):
+            f += coef[j, 0] * row_buf[j]
+        margins_out[r] = f
+        counters[C_STEPS] += 1
+        a_old = 0.0 if stream else alpha[i]
+        a_new = a_old + (1.0 - y[i] * f)  # Q_ii = k(x_i, x_i) = 1 for the Gaussian kernel
+        if a_new < 0.0:
+            a_new = 0.0
+        elif a_new > C:
+            a_new = C
+        delta = a_new - a_old
+        if delta == 0.0:
+            continue
+        if not stream:
+            alpha[i] = a_new
+        counters[C_VIOLATIONS] += 1
+        for k in range(d):
+            sv_t[k, n_sv] = x[k]
+        sv_sq[n_sv] = x_sq
+        coef[n_sv, 0] = delta * y[i]
+        n_sv += 1
+        if n_sv > budget:
+            started = _clock() if profile else 0.0
+            n_sv, wd, merged = _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, merge_solver,
+                                         gss_eps, h_table, wd_table, ref_solver, diag, k_inv,
+                                         x_buf, row_buf)
+            if profile:
+                reals[R_MERGE_SECONDS] += _clock() - started
+            counters[C_MAINTENANCE] += 1
+            counters[C_MERGES] += merged
+            reals[R_WD_SUM] += wd
+    counters[C_N_SV] = n_sv

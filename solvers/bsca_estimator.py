@@ -1,0 +1,286 @@
+"""scikit-learn estimator for budgeted stochastic coordinate ascent (BSCA)."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import bsgd
+from .bsca import bsca_steps
+from .estimators import BudgetedKernelModel, _choice, _positive
+from .gss import GSS_STANDARD_EPS
+from .lookup import merge_tables
+from .merging import MERGE_SOLVERS
+from .persistence import register_estimator
+
+_NO_TABLE = np.zeros((2, 2))
+
+
+@register_estimator
+class BudgetedSCAClassifier(BudgetedKernelModel):
+    """Budgeted stochastic coordinate ascent (BSCA) kernel SVM.
+
+    Source: Qaadan, Schüler & Glasmachers (2019), "Dual SVM training on a budget",
+    Algorithm 2 (see :mod:`solvers.bsca`).  Budget maintenance as in the BSGD family
+    (merging by default, every strategy and merge solver of :class:`BudgetedSGDClassifier`).
+
+    * :meth:`fit` — dataset mode: dual variables α ∈ [0, C]ⁿ, each iteration picks a
+      coordinate uniformly at random, ``epochs`` epochs of n iterations.
+    * :meth:`partial_fit` — streaming mode: every example is a fresh coordinate with α = 0
+      that is never revisited (δ = [(1 − y·f̃(x))/k(x,x)]₀^C).
+    * Multi-class: one-vs-rest over binary BSCA models, each with its own budget.
+
+    Parameters
+    ----------
+    budget : int >= 2; gamma : float > 0 (k(x,x') = exp(−γ‖x−x'‖²))
+    C : float > 0 — box constraint; with ``lambda_`` given, C = 1/(n·λ) instead
+    lambda_ : float > 0 or None; n_samples : int or None (n in C = 1/(nλ))
+    epochs : int >= 1 — epochs of n random coordinate iterations in :meth:`fit`
+    maintenance, merge_solver, gss_eps, compare_merge_solver, profile : as in
+        :class:`BudgetedSGDClassifier`
+    random_state : int or None — seed of the coordinate draws
+
+    Attributes
+    ----------
+    classes_, n_features_in_, support_vectors_, dual_coef_ (binary only), statistics()
+    C_eff_ : float — the box constraint in use
+    dual_alpha_ : (n,) float64 — α after :meth:`fit` (dataset mode, binary only)
+    estimators_ : list of binary BudgetedSCAClassifier — multi-class (one-vs-rest) only
+    """
+
+    def __init__(self, budget=500, gamma=1.0, C=1.0, lambda_=None, n_samples=None, epochs=1,
+                 maintenance="merge", merge_solver="gss", gss_eps=GSS_STANDARD_EPS,
+                 compare_merge_solver=None, profile=False, random_state=None):
+        self.budget = budget
+        self.gamma = gamma
+        self.C = C
+        self.lambda_ = lambda_
+        self.n_samples = n_samples
+        self.epochs = epochs
+        self.maintenance = maintenance
+        self.merge_solver = merge_solver
+        self.gss_eps = gss_eps
+        self.compare_merge_solver = compare_merge_solver
+        self.profile = profile
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ parameters
+    def _check_params(self):
+        _positive("gamma", self.gamma)
+        _positive("C", self.C)
+        _positive("epochs", self.epochs, numbers.Integral)
+        _positive("lambda_", self.lambda_, allow_none=True)
+        _positive("n_samples", self.n_samples, numbers.Integral, allow_none=True)
+        if not isinstance(self.budget, numbers.Integral) or self.budget < 2:
+            raise ValueError(f"budget must be an integer >= 2, got {self.budget!r}")
+        if not 0.0 < self.gss_eps < 1.0:
+            raise ValueError(f"gss_eps must be in (0, 1), got {self.gss_eps!r}")
+        _choice("maintenance", self.maintenance, bsgd.MAINTENANCE)
+        _choice("merge_solver", self.merge_solver, MERGE_SOLVERS)
+        if self.compare_merge_solver is not None:
+            _choice("compare_merge_solver", self.compare_merge_solver, MERGE_SOLVERS)
+        if self.maintenance == "project":
+            raise ValueError("maintenance='project' is not available yet")
+
+    def _resolve_lambda(self, n_rows):
+        n = self.n_samples if self.n_samples is not None else n_rows
+        self.C_eff_ = float(self.C) if self.lambda_ is None else 1.0 / (float(self.lambda_) * n)
+        return 1.0 / (self.C_eff_ * n)
+
+    def _tables(self):
+        if {self.merge_solver, self.compare_merge_solver} & {"lookup-h", "lookup-wd"}:
+            return merge_tables()
+        return _NO_TABLE, _NO_TABLE
+
+    # ------------------------------------------------------------------ one-vs-rest
+    def _is_ovr(self):
+        return hasattr(self, "estimators_")
+
+    def _make_binary(self, k):
+        params = self.get_params()
+        if self.random_state is not None:
+            params["random_state"] = int(self.random_state) + k
+        return type(self)(**params)
+
+    # ------------------------------------------------------------------ the step
+    def _steps(self, X, signs, order, alpha, stream, margins):
+        h_table, wd_table = self._tables()
+        ref = -1 if self.compare_merge_solver is None else MERGE_SOLVERS[self.compare_merge_solver]
+        bsca_steps(X, signs, order, alpha, stream, self.C_eff_, self._sv_t, self._sv_sq, self._coef,
+                   self._counters, self._reals, self._k_inv, float(self.gamma), int(self.budget),
+                   bsgd.MAINTENANCE[self.maintenance], MERGE_SOLVERS[self.merge_solver],
+                   float(self.gss_eps), h_table, wd_table, ref, self.merge_diagnostics_,
+                   bool(self.profile), margins, self._x_buf, self._row_buf)
+
+    def _apply(self, X, labels, order, margins):
+        """Streaming mode over X[order] (used by partial_fit through ``_learn``)."""
+        self._steps(X, labels, order, np.zeros(0), True, margins[:, 0])
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y, callback=None):
+        """Dataset-mode BSCA for ``epochs`` epochs of n uniformly drawn coordinates.
+
+        X : (n, d) array-like or scipy sparse; y : (n,) labels (≥ 2 classes; more than two:
+        one-vs-rest).  ``callback(estimator, epoch)`` is called after each epoch.
+        Raises ValueError on invalid parameters or input.
+        """
+        self._check_params()
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=True)
+        check_classification_targets(y)
+        classes = np.unique(y)
+        if classes.shape[0] > 2:
+            self._fit_ovr(X, y, classes, callback)
+            return self
+        X = X if sp.issparse(X) else np.ascontiguousarray(X)
+        self._init_state(X.shape[1], classes, X.shape[0])
+        signs = self._encode_labels(y)
+        n = X.shape[0]
+        self.dual_alpha_ = np.zeros(n, dtype=np.float64)
+        if sp.issparse(X):
+            X = np.ascontiguousarray(X.toarray())  # coordinates are revisited at random
+        for epoch in range(int(self.epochs)):
+            order = self.rng_.integers(0, n, n).astype(np.int64)
+            self._steps(X, signs, order, self.dual_alpha_, False, np.empty(n))
+            if callback is not None:
+                callback(self, epoch + 1)
+        return self
+
+    def _fit_ovr(self, X, y, classes, callback):
+        self.classes_ = classes
+        self.n_features_in_ = X.shape[1]
+        self.estimators_ = []
+        for k, label in enumerate(classes):
+            binary = self._make_binary(k)
+            binary.fit(X, np.where(y == label, 1.0, -1.0))
+            self.estimators_.append(binary)
+        self.C_eff_ = self.estimators_[0].C_eff_
+        self.lambda_eff_ = self.estimators_[0].lambda_eff_
+        if callback is not None:
+            callback(self, int(self.epochs))
+
+    def partial_fit(self, X, y, classes=None):
+        """Streaming-mode BSCA: one step per row of X, in order (fresh coordinates).
+
+        ``classes`` is required on the first call.  Raises ValueError on bad input; the
+        model is unchanged in that case."""
+        first = not hasattr(self, "classes_")
+        if first and classes is not None and np.unique(classes).shape[0] > 2:
+            self._check_params()
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=True)
+            self.classes_ = np.unique(classes)
+            self.n_features_in_ = X.shape[1]
+            self.estimators_ = [self._make_binary(k) for k in range(self.classes_.shape[0])]
+        if self._is_ovr():
+            if not first:
+                X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=False)
+            index = self._encode_labels(y)  # validates every label before any model changes
+            for k, binary in enumerate(self.estimators_):
+                binary.partial_fit(X, np.where(index == k, 1.0, -1.0), classes=[-1.0, 1.0])
+            self.C_eff_ = self.estimators_[0].C_eff_
+            self.lambda_eff_ = self.estimators_[0].lambda_eff_
+            return self
+        return super().partial_fit(X, y, classes)
+
+    # ------------------------------------------------------------------ prediction
+    def decision_function(self, X):
+        """(n,) float64 for binary models; (n, n_classes) one-vs-rest scores otherwise."""
+        check_is_fitted(self, "classes_")
+        if self._is_ovr():
+            X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+            return np.column_stack([b.decision_function(X) for b in self.estimators_])
+        return super().decision_function(X)
+
+    # ------------------------------------------------------------------ monitoring
+    def objectives(self, X, y):
+        """Primal and dual objectives of the current budgeted model on (X, y) — O(n·B + B²).
+
+        Returns a dict with ``primal`` = λ/2‖w̃‖² + mean hinge loss (λ-form),
+        ``primal_C`` = ½‖w̃‖² + C·Σ hinge, and — after :meth:`fit` (dataset mode) —
+        ``dual`` = Σα − ½‖w̃‖², the dual objective with ‖w(α)‖² replaced by the budgeted
+        model's ‖w̃‖² (the exact ‖w(α)‖² would cost O(n²)).  Binary models only.
+        """
+        check_is_fitted(self, "classes_")
+        if self._is_ovr():
+            raise ValueError("objectives are defined per binary model; use estimators_[k]")
+        signs = self._encode_labels(np.asarray(y))
+        margins = signs * self.decision_function(X)
+        hinge = np.maximum(0.0, 1.0 - margins)
+        norm2 = bsgd.squared_model_norm(self._sv_t, self._sv_sq, self._coef, self.n_support_vectors_,
+                                        float(self.gamma), np.empty_like(self._x_buf),
+                                        np.empty_like(self._row_buf))
+        out = {"norm2": norm2, "primal": 0.5 * self.lambda_eff_ * norm2 + hinge.mean(),
+               "primal_C": 0.5 * norm2 + self.C_eff_ * hinge.sum()}
+        if hasattr(self, "dual_alpha_"):
+            out["dual"] = float(self.dual_alpha_.sum() - 0.5 * norm2)
+        return out
+
+    def statistics(self):
+        if self._is_ovr():
+            parts = [b.statistics() for b in self.estimators_]
+            total = {k: sum(p[k] for p in parts) for k in parts[0]}
+            total["budget"] = int(self.budget)
+            steps = max(total["steps"], 1)
+            total["merging_frequency"] = total["maintenance_events"] / steps
+            total["per_class"] = parts
+            return total
+        return super().statistics()
+
+    # ------------------------------------------------------------------ counters for OvR
+    @property
+    def n_support_vectors_(self):
+        if self._is_ovr():
+            return sum(b.n_support_vectors_ for b in self.estimators_)
+        return super().n_support_vectors_
+
+    # ------------------------------------------------------------------ persistence
+    def get_state(self):
+        """``(arrays, meta)``; one-vs-rest models store each binary model under a prefix."""
+        check_is_fitted(self, "classes_")
+        if not self._is_ovr():
+            arrays, meta = super().get_state()
+            meta["C_eff"] = self.C_eff_
+            return arrays, meta
+        arrays = {"classes": self.classes_.copy()}
+        metas = []
+        for k, binary in enumerate(self.estimators_):
+            if not hasattr(binary, "classes_"):
+                metas.append(None)
+                continue
+            sub_arrays, sub_meta = binary.get_state()
+            arrays.update({f"ovr{k}__{name}": value for name, value in sub_arrays.items()})
+            metas.append(sub_meta)
+        meta = {"estimator": type(self).__name__, "state_version": self.STATE_VERSION,
+                "params": self.get_params(), "n_features_in": self.n_features_in_, "ovr": metas}
+        return arrays, meta
+
+    @classmethod
+    def from_state(cls, arrays, meta):
+        if "ovr" not in meta:
+            est = super().from_state(arrays, meta)
+            est.C_eff_ = float(meta["C_eff"])
+            return est
+        est = cls(**meta["params"])
+        est.classes_ = arrays["classes"]
+        est.n_features_in_ = meta["n_features_in"]
+        est.estimators_ = []
+        for k, sub_meta in enumerate(meta["ovr"]):
+            if sub_meta is None:
+                est.estimators_.append(est._make_binary(k))
+                continue
+            prefix = f"ovr{k}__"
+            sub = {name[len(prefix):]: value for name, value in arrays.items() if name.startswith(prefix)}
+            est.estimators_.append(cls.from_state(sub, sub_meta))
+        fitted = [b for b in est.estimators_ if hasattr(b, "C_eff_")]
+        if fitted:
+            est.C_eff_ = fitted[0].C_eff_
+            est.lambda_eff_ = fitted[0].lambda_eff_
+        return est
+
+    def _init_state(self, n_features, classes, n_rows):
+        super()._init_state(n_features, classes, n_rows)
+        if self._coef.shape[1] != 1:
+            raise ValueError("BudgetedSCAClassifier models are binary; use fit for one-vs-rest")
