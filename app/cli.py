@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--batch", type=int, default=1000, help="examples per request (default 1000)")
     replay.add_argument("--passes", type=int, default=1, help="passes over the file, in file order (default 1)")
     replay.add_argument("--test", help="LIBSVM test file scored through /predict afterwards")
+    replay.add_argument("--shuffle", dest="shuffle_seed", type=int, metavar="SEED",
+                        help="send the rows in a random order (new permutation per pass, fixed by SEED)")
     replay.add_argument("--format", choices=("auto", "dense", "sparse"), default="auto",
                         help="request rows as dense lists or sparse maps (auto: dense if >= 25%% non-zeros)")
     replay.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -136,13 +138,20 @@ def load_libsvm(path: str, n_features: int | None = None):
     return X.tocsr(), y
 
 
-def _bodies(model: str, X, y: np.ndarray | None, batch: int, dense: bool, passes: int = 1):
-    """Yield ``(n_rows, body_bytes)`` for consecutive row slices, in file order."""
+def _bodies(model: str, X, y: np.ndarray | None, batch: int, dense: bool, passes: int = 1,
+            shuffle_seed: int | None = None):
+    """Yield ``(n_rows, body_bytes)`` for consecutive row slices: in file order, or, with
+    ``shuffle_seed``, in a new permutation per pass drawn from ``default_rng(shuffle_seed)``."""
     import orjson
 
     opt = orjson.OPT_SERIALIZE_NUMPY
     n = X.shape[0]
+    rng = np.random.default_rng(shuffle_seed) if shuffle_seed is not None else None
+    X_all, y_all = X, y
     for _ in range(passes):
+        if rng is not None:
+            perm = rng.permutation(n)
+            X, y = X_all[perm], (None if y_all is None else y_all[perm])
         for start in range(0, n, batch):
             stop = min(start + batch, n)
             part = X[start:stop]
@@ -171,14 +180,17 @@ def run_replay(
     fmt: str = "auto",
     progress: bool = True,
     out=sys.stderr,
+    shuffle_seed: int | None = None,
 ) -> dict[str, Any]:
     """Replay a LIBSVM file into a running service; optionally score a test file.
 
     The model is (re)created with ``PUT /models/{model}`` when ``hyper`` has any value or
     the model does not exist, with ``n_samples`` = rows of ``file`` (unless ``lambda`` or
     ``n_samples`` is given), ``n_features`` = the file's dimension and ``classes`` = its
-    two labels.  Batches are sent in file order with one request in flight while the next
-    body is being prepared.
+    two labels.  Batches are sent in file order (or, with ``shuffle_seed``, in a
+    permutation per pass drawn from ``numpy.random.default_rng(shuffle_seed)``) with one
+    request in flight while the next body is being prepared, so the order of application
+    is deterministic.
 
     Returns
     -------
@@ -230,7 +242,7 @@ def run_replay(
         t0 = time.perf_counter()
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-send") as pool:
             pending = None
-            for rows, body_bytes in _bodies(model, X, y_json, batch, dense, passes):
+            for rows, body_bytes in _bodies(model, X, y_json, batch, dense, passes, shuffle_seed):
                 # the next body is ready: wait for the request in flight, then send it
                 if pending is not None:
                     k, fut = pending
@@ -250,6 +262,7 @@ def run_replay(
         info = _check(client.get(f"/models/{model}"))
         result: dict[str, Any] = {
             "file": file, "model_name": model, "examples": sent, "passes": passes, "batch": batch,
+            "order": "file" if shuffle_seed is None else f"shuffled (seed {shuffle_seed})",
             "format": "dense" if dense else "sparse", "seconds": seconds,
             "examples_per_s": sent / seconds if seconds > 0 else float("inf"),
             "model": info, "last_response": last,
@@ -279,7 +292,7 @@ def replay(args: argparse.Namespace) -> int:
     try:
         result = run_replay(
             args.file, args.url, model=args.model, batch=args.batch, passes=args.passes, test=args.test,
-            hyper=hyper, fmt=args.format, progress=not args.no_progress,
+            hyper=hyper, fmt=args.format, progress=not args.no_progress, shuffle_seed=args.shuffle_seed,
         )
     except ReplayError as exc:
         print(f"error: {exc}", file=sys.stderr)

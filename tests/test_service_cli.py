@@ -49,3 +49,24 @@ def test_replay_errors_are_one_line(tmp_path, capsys):
     path = write_libsvm(tmp_path / "f", np.eye(2), np.array([1, -1]))
     assert main(["replay", str(path), "--url", "http://127.0.0.1:9", "--no-progress"]) == 2
     assert "cannot talk to http://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_replay_shuffle_sends_each_row_once_per_pass_in_a_seeded_order(tmp_path):
+    import orjson
+
+    X = np.arange(1, 31, dtype=np.float64).reshape(10, 3)
+    y = np.array([1, -1] * 5)
+    Xs, ys = load_libsvm(str(write_libsvm(tmp_path / "f", X, y)))
+
+    def order(seed):
+        bodies = list(_bodies("m", Xs, ys.astype(np.int64), 4, True, passes=2, shuffle_seed=seed))
+        return [row[0] for _, b in bodies for row in orjson.loads(b)["X"]]
+
+    first = order(7)
+    assert first == order(7)  # deterministic
+    assert sorted(first[:10]) == sorted(first[10:]) == sorted(X[:, 0].tolist())  # each row once per pass
+    assert first[:10] != X[:, 0].tolist() and first[:10] != first[10:]  # shuffled, new order per pass
+    bodies = list(_bodies("m", Xs, ys.astype(np.int64), 4, True, shuffle_seed=7))
+    for _, b in bodies:  # labels travel with their rows
+        obj = orjson.loads(b)
+        assert [int(row[0] - 1) // 3 % 2 for row in obj["X"]] == [(1 - v) // 2 for v in obj["y"]]
