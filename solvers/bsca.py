@@ -48,7 +48,7 @@ def bsca_steps(X, y, order, alpha, stream, C, sv_t, sv_sq, coef, counters, reals
     gamma, budget, maintenance, merge_solver, gss_eps, h_table, wd_table, ref_solver, diag,
         profile : as in :func:`solvers.bsgd.bsgd_steps`
     margins_out : (m,) float64 — f̃(x_i) before each iteration
-    x_buf : (d,) float64; row_buf : (capacity,) float64 — scratch
+    x_buf : (d,) float64; row_buf : (2·capacity,) float64 — scratch
     """
     n_sv = counters[C_N_SV]
     d = X.shape[1]

@@ -155,7 +155,7 @@ def bsgd_steps(X, labels, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv
         of the merge solver against ``ref_solver`` (−1: off), see ``merge_smallest``
     profile : bool, accumulate the wall time of maintenance in ``reals[R_MERGE_SECONDS]``
     margins_out : (m, K) float64, receives f(x) before each step
-    f_buf : (K,) float64; x_buf : (d,) float64; row_buf : (B+1,) float64 — scratch
+    f_buf : (K,) float64; x_buf : (d,) float64; row_buf : (2·(B+1),) float64 — scratch
     """
     n_sv = counters[C_N_SV]
     t = counters[C_STEPS]

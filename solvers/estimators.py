@@ -149,7 +149,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self._reals[bsgd.R_SCALE] = 1.0
         self._k_inv = np.zeros((cap, cap) if self.maintenance == "project" else (1, 1))
         self._x_buf = np.zeros(self.n_features_in_, dtype=np.float64)
-        self._row_buf = np.zeros(cap, dtype=np.float64)
+        self._row_buf = np.zeros(2 * cap, dtype=np.float64)  # kernel row; merging uses both halves
         self._f_buf = np.zeros(n_cols, dtype=np.float64)
         self.merge_diagnostics_ = np.zeros(N_DIAG, dtype=np.float64)
         self.rng_ = np.random.default_rng(self.random_state)

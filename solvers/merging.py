@@ -39,7 +39,7 @@ from .gss import (  # noqa: F401  (re-exported: the merge vocabulary lives here)
     merge_gain,
     weight_degradation,
 )
-from .kernels import sv_dot_products
+from .kernels import exp_inplace, sv_dot_products
 from .lookup import interpolate
 
 #: Relative tolerance under which two |α| count as equal when choosing x_min.
@@ -118,16 +118,23 @@ def remove_sv(sv_t, sv_sq, coef, n_sv, j):
 
 
 @nb.njit(nogil=True, cache=True)
-def _log_kappas(x_min, sq_min, sv_t, sv_sq, n_sv, gamma, out):
-    """out[j] = log k(x_min, sv_j) = −γ‖x_min − sv_j‖²."""
-    sv_dot_products(x_min, sv_t, n_sv, out)
+def _log_kappas(x_min, sq_min, sv_t, sv_sq, n_sv, gamma, work):
+    """Fill ``work[:cap]`` with log k(x_min, sv_j) = −γ‖x_min − sv_j‖² and ``work[cap:]``
+    with k(x_min, sv_j) (vectorised exp); ``work`` is (2·capacity,).  Returns both views."""
+    cap = work.shape[0] // 2
+    log_kappa = work[:cap]
+    kappa = work[cap:]
+    sv_dot_products(x_min, sv_t, n_sv, log_kappa)
     for j in range(n_sv):
-        dist = sq_min + sv_sq[j] - 2.0 * out[j]
-        out[j] = -gamma * (dist if dist > 0.0 else 0.0)
+        dist = sq_min + sv_sq[j] - 2.0 * log_kappa[j]
+        log_kappa[j] = -gamma * (dist if dist > 0.0 else 0.0)
+        kappa[j] = log_kappa[j]
+    exp_inplace(kappa, n_sv)
+    return log_kappa, kappa
 
 
 @nb.njit(nogil=True, cache=True)
-def _best_binary_partner(coef, n_sv, i_min, log_kappa, solver, eps, h_table, wd_table):
+def _best_binary_partner(coef, n_sv, i_min, log_kappa, kappa, solver, eps, h_table, wd_table):
     """(partner slot or −1, h, WD in coefficient units²) of the best same-sign partner."""
     a_min = coef[i_min, 0]
     best_j = -1
@@ -138,8 +145,7 @@ def _best_binary_partner(coef, n_sv, i_min, log_kappa, solver, eps, h_table, wd_
             continue
         total = a_min + coef[j, 0]
         m = a_min / total
-        h, wd_norm = candidate_h_wd(m, log_kappa[j], np.exp(log_kappa[j]), solver, eps,
-                                    h_table, wd_table)
+        h, wd_norm = candidate_h_wd(m, log_kappa[j], kappa[j], solver, eps, h_table, wd_table)
         wd = total * total * wd_norm
         if wd < best_wd:
             best_wd = wd
@@ -150,7 +156,7 @@ def _best_binary_partner(coef, n_sv, i_min, log_kappa, solver, eps, h_table, wd_
 
 @nb.njit(nogil=True, cache=True)
 def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_table,
-                   ref_solver, diag, x_min, scratch):
+                   ref_solver, diag, x_min, work):
     """One merging budget-maintenance step on a binary model (Glasmachers & Qaadan, Alg. 1).
 
     Takes the SV with the smallest |coef| as x_min (:func:`smallest_coefficient_slot`),
@@ -171,7 +177,7 @@ def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_tabl
     ref_solver : int, −1, or a solver code to compare against side by side: its partner
         choice and WD are computed (not applied) and accumulated in ``diag``
     diag : (N_DIAG,) float64 accumulators (``D_*`` indices)
-    x_min, scratch : (d,) and (capacity,) float64 work arrays
+    x_min, work : (d,) and (2·capacity,) float64 work arrays
 
     Returns
     -------
@@ -182,21 +188,22 @@ def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_tabl
     a_min = coef[i_min, 0]
     for k in range(sv_t.shape[0]):
         x_min[k] = sv_t[k, i_min]
-    _log_kappas(x_min, sv_sq[i_min], sv_t, sv_sq, n_sv, gamma, scratch)
-    best_j, h, _ = _best_binary_partner(coef, n_sv, i_min, scratch, solver, eps, h_table, wd_table)
+    log_kappas, kappas = _log_kappas(x_min, sv_sq[i_min], sv_t, sv_sq, n_sv, gamma, work)
+    best_j, h, _ = _best_binary_partner(coef, n_sv, i_min, log_kappas, kappas, solver, eps,
+                                        h_table, wd_table)
     if best_j < 0:
         return remove_sv(sv_t, sv_sq, coef, n_sv, i_min), a_min * a_min, 0
 
     total = a_min + coef[best_j, 0]
     m = a_min / total
-    log_kappa = scratch[best_j]
+    log_kappa = log_kappas[best_j]
     if h < 0.0:  # lookup-WD: h only for the chosen pair
-        h = interpolate(h_table, m, np.exp(log_kappa))
+        h = interpolate(h_table, m, kappas[best_j])
     g = merge_gain(h, m, log_kappa)
-    wd = total * total * weight_degradation(m, np.exp(log_kappa), g)
+    wd = total * total * weight_degradation(m, kappas[best_j], g)
     if ref_solver >= 0:
-        ref_j, _, ref_wd = _best_binary_partner(coef, n_sv, i_min, scratch, ref_solver, eps,
-                                                h_table, wd_table)
+        ref_j, _, ref_wd = _best_binary_partner(coef, n_sv, i_min, log_kappas, kappas, ref_solver,
+                                                eps, h_table, wd_table)
         diag[D_EVENTS] += 1.0
         diag[D_SAME_PARTNER] += 1.0 if ref_j == best_j else 0.0
         diag[D_WD] += wd
@@ -255,7 +262,7 @@ def golden_section_multiclass(a_p, a_q, log_kappa, eps):
 
 
 @nb.njit(nogil=True, cache=True)
-def merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, eps, x_min, scratch):
+def merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, eps, x_min, work):
     """Merging for the multi-class (Crammer–Singer) model, Wang et al. (2012) §5–6.
 
     x_p is the SV with the smallest ‖α_p‖² = Σ_c α_p⁽ᶜ⁾²; every other SV is a candidate
@@ -267,13 +274,14 @@ def merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, eps, x_min, scratc
 
     (The paper's eq. 18 maximises Σ_c [m⁽ᶜ⁾κ^((1−h)²) + (1−m⁽ᶜ⁾)κ^(h²)] with per-class
     shares m⁽ᶜ⁾, which is undefined when α_p⁽ᶜ⁾ + α_q⁽ᶜ⁾ = 0 and is not the WD; for one
-    class both agree.)  ``coef`` is (capacity, K); returns ``(n_sv_new, wd)``.
+    class both agree.)  ``coef`` is (capacity, K); ``work`` is (2·capacity,) float64;
+    returns ``(n_sv_new, wd)``.
     """
     p = smallest_coefficient_slot(coef, n_sv)
     n_classes = coef.shape[1]
     for k in range(sv_t.shape[0]):
         x_min[k] = sv_t[k, p]
-    _log_kappas(x_min, sv_sq[p], sv_t, sv_sq, n_sv, gamma, scratch)
+    log_kappas, kappas = _log_kappas(x_min, sv_sq[p], sv_t, sv_sq, n_sv, gamma, work)
     a_p = coef[p]
     best_q = -1
     best_wd = np.inf
@@ -282,18 +290,18 @@ def merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, eps, x_min, scratc
         if q == p:
             continue
         a_q = coef[q]
-        kappa = np.exp(scratch[q])
+        kappa = kappas[q]
         norm2 = 0.0
         for c in range(n_classes):
             norm2 += a_p[c] * a_p[c] + a_q[c] * a_q[c] + 2.0 * a_p[c] * a_q[c] * kappa
-        h, gain = golden_section_multiclass(a_p, a_q, scratch[q], eps)
+        h, gain = golden_section_multiclass(a_p, a_q, log_kappas[q], eps)
         wd = norm2 - gain
         if wd < best_wd:
             best_wd = wd if wd > 0.0 else 0.0
             best_q = q
             best_h = h
     h = best_h
-    log_kappa = scratch[best_q]
+    log_kappa = log_kappas[best_q]
     kp = np.exp((1.0 - h) * (1.0 - h) * log_kappa)
     kq = np.exp(h * h * log_kappa)
     for c in range(n_classes):

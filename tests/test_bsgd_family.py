@@ -30,7 +30,7 @@ def test_multiclass_merge_minimises_the_exact_weight_degradation():
     sv_t = np.zeros((d, n + 1)); sv_t[:, :n] = sv.T
     sv_sq = np.zeros(n + 1); sv_sq[:n] = (sv**2).sum(1)
     c = np.zeros((n + 1, k)); c[:n] = coef
-    n_new, wd = merge_smallest_multiclass(sv_t, sv_sq, c, n, gamma, 1e-10, np.zeros(d), np.zeros(n + 1))
+    n_new, wd = merge_smallest_multiclass(sv_t, sv_sq, c, n, gamma, 1e-10, np.zeros(d), np.zeros(2 * (n + 1)))
     assert n_new == n - 1
     # brute force over partners q and a fine grid of h
     hs = np.linspace(0, 1, 4001)

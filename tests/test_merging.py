@@ -12,7 +12,7 @@ NO_TABLE = np.zeros((2, 2))
 def merge(sv_t, sv_sq, coef, n, gamma, eps=GSS_STANDARD_EPS):
     """merge_smallest with GSS-standard and no diagnostics; coef is (capacity, 1)."""
     return merge_smallest(sv_t, sv_sq, coef, n, gamma, SOLVER_GSS, eps, NO_TABLE, NO_TABLE, -1,
-                          np.zeros(N_DIAG), np.zeros(sv_t.shape[0]), np.zeros(sv_t.shape[1]))
+                          np.zeros(N_DIAG), np.zeros(sv_t.shape[0]), np.zeros(2 * sv_t.shape[1]))
 
 
 def rbf(a, b, gamma):
