@@ -190,7 +190,7 @@ def test_server_keeps_answering_while_a_batch_is_learned(shared_server):
     applied: learning runs off the event loop and never blocks it."""
     X, y = two_moons_like(25_000, d=10, seed=9)
     with shared_server.client() as c:
-        assert c.put("/models/busy", json={"budget": 300, "gamma": 0.5, "C": 1.0}).status_code == 201
+        assert c.put("/models/busy", json={"budget": 800, "gamma": 0.5, "C": 1.0}).status_code == 201
         assert c.post("/learn", json={"model": "busy", "X": X[:500].tolist(), "y": y[:500].tolist()}).status_code == 200
     body = json.dumps({"model": "busy", "X": np.round(X, 4).tolist(), "y": y.tolist()}).encode()
     assert len(body) < 3_000_000
@@ -217,8 +217,10 @@ def test_server_keeps_answering_while_a_batch_is_learned(shared_server):
         thread.join()
         assert result["learn"].status_code == 200 and result["learn"].json()["version"] == 2
         assert c.post("/predict", json={"model": "busy", "X": X[:20].tolist()}).json()["version"] == 2
-    # answers kept coming during the whole batch (its second half is pure solver work,
-    # the body was parsed long before), all from the view published before it
+    # answers kept coming from the view published before the batch during the whole
+    # batch (its second half is pure solver work, the body was parsed long before); the
+    # new view (version 2) may show up just before the learn response arrives
+    versions = [v for _, v in answered_during]
+    assert set(versions) <= {1, 2} and versions == sorted(versions)
     late = result["start"] + 0.6 * (result["end"] - result["start"])
-    assert {v for _, v in answered_during} <= {1}
-    assert sum(t > late for t, _ in answered_during) >= 3, (answered_during, result["start"], result["end"])
+    assert sum(t > late and v == 1 for t, v in answered_during) >= 3, (answered_during, result)
