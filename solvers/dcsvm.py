@@ -50,7 +50,10 @@ from .kernel_kmeans import KernelClusters, assign_clusters, two_step_kernel_kmea
 __all__ = ["EarlyModel", "DCSVMResult", "SerialExecutor", "dcsvm_fit", "make_process_pool",
            "Cancelled"]
 
-DEFAULT_START_METHOD = "forkserver"
+# "fork" starts workers in milliseconds with the parent's imported modules and loaded numba
+# code (safe here: the solver starts no threads of its own; OpenBLAS handles fork).  Use
+# "forkserver" or "spawn" from a parent that runs other threads (e.g. a web server).
+DEFAULT_START_METHOD = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
 
 
 # --------------------------------------------------------------------------- executors
@@ -95,9 +98,10 @@ def make_process_pool(n_workers: int | None = None, start_method: str = DEFAULT_
                       warm: bool = True):
     """A process pool for DC-SVM sub-problems plus its shared stop flag.
 
-    Workers use the ``start_method`` context ("forkserver" by default: workers fork from a
-    clean server process that has imported this module, so numba's on-disk cache is loaded
-    once and no threads of the parent are inherited).
+    Workers use the ``start_method`` context: "fork" (default on Linux; workers inherit the
+    loaded numba code), "forkserver" (workers fork from a clean server process that has
+    imported this module, so numba's on-disk cache is loaded once and no threads of the
+    parent are inherited) or "spawn".
 
     The caller's ``__main__`` module must be importable without side effects (the usual
     ``if __name__ == "__main__":`` guard), as for any spawn/forkserver pool.  With ``warm``
@@ -133,6 +137,7 @@ def _warm_up():
 
 
 # --------------------------------------------------------------------------- sub-problems
+@with_single_thread_blas  # once per batch: threadpoolctl costs milliseconds per entry
 def _solve_batch(problems, spec, eps, cache_mb, shrinking, max_iter, should_stop=None):
     """Solve a list of sub-problems ``(kd, y, C, alpha0)`` one after the other.
 
