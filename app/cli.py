@@ -297,7 +297,7 @@ def replay(args: argparse.Namespace) -> int:
     except ReplayError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    except OSError as exc:  # missing or unreadable file
+    except (OSError, ValueError) as exc:  # missing/unreadable file, or a test file wider than the model
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # httpx transport errors: server down or gone mid-replay
