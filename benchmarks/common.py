@@ -51,14 +51,21 @@ def write_results(name: str, payload: dict, table_rows: list[dict], title: str, 
     """Write ``benchmarks/results/<name>.json`` and ``<name>.md`` (a Markdown table)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=float) + "\n")
-    columns = list(table_rows[0]) if table_rows else []
     lines = [f"# {title}", "", f"Machine: {json.dumps(payload.get('machine', {}))}", ""]
     if notes:
         lines += [notes, ""]
-    lines.append("| " + " | ".join(columns) + " |")
-    lines.append("|" + "---|" * len(columns))
-    for row in table_rows:
-        lines.append("| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |")
+    groups: dict = {}
+    for row in table_rows:  # one table per value of the "part" column, if any
+        groups.setdefault(row.get("part"), []).append(row)
+    for part, rows in groups.items():
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        if part is not None:
+            lines += [f"## Part {part}", ""]
+        lines.append("| " + " | ".join(columns) + " |")
+        lines.append("|" + "---|" * len(columns))
+        for row in rows:
+            lines.append("| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |")
+        lines.append("")
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
