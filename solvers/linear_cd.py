@@ -115,34 +115,15 @@ def _below(rng, m):
     return k
 
 
-# The row helpers index with unsigned integers (numba then skips the negative-index
-# wrap-around branch, ~1.7x faster on long sparse rows) and allow re-association of the
-# sum (SIMD / several accumulators).  They are small and get inlined by LLVM; the fastmath
-# flags stay local to their instructions, so the sweeps keep IEEE semantics for inf/nan.
+# Fast-math flags of the sweep kernels: re-association lets LLVM vectorise the sparse dot
+# products (several accumulators); no "nnan"/"ninf", so the +-inf shrinking thresholds keep
+# their IEEE meaning.
+_FM = {"reassoc", "contract", "nsz", "arcp"}
 
-
-@numba.njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
-def _row_dot(w, i, is_sparse, data, indices, indptr, dense):
-    """<w, x_i> for row ``i`` of a CSR or dense matrix."""
-    s = 0.0
-    if is_sparse:
-        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-            s += w[np.uint64(indices[k])] * data[k]
-    else:
-        for j in range(np.uint64(dense.shape[1])):
-            s += w[j] * dense[np.uint64(i), j]
-    return s
-
-
-@numba.njit(nogil=True, cache=True, fastmath={"contract"})
-def _row_axpy(a, i, w, is_sparse, data, indices, indptr, dense):
-    """w += a * x_i for row ``i`` of a CSR or dense matrix."""
-    if is_sparse:
-        for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-            w[np.uint64(indices[k])] += a * data[k]
-    else:
-        for j in range(np.uint64(dense.shape[1])):
-            w[j] += a * dense[np.uint64(i), j]
+# The row loops (dot product <w, x_i> and axpy w += a x_i) are written out inside each
+# kernel: as separate njit functions, inlined or not, they cost ~2x on short rows (every
+# array argument is reference-counted per call).  Indices are cast to unsigned integers so
+# that numba skips its negative-index wrap-around branch (~1.7x faster on long rows).
 
 
 @numba.njit(nogil=True, cache=True)
@@ -161,12 +142,19 @@ def _row_sq_norms(is_sparse, data, indices, indptr, dense, n):
     return out
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, fastmath=_FM)
 def _margins(w, is_sparse, data, indices, indptr, dense, n):
     """<w, x_i> for every row, shape (n,) float64."""
     out = np.empty(n, dtype=np.float64)
     for i in range(n):
-        out[i] = _row_dot(w, i, is_sparse, data, indices, indptr, dense)
+        dot = 0.0
+        if is_sparse:
+            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                dot += w[np.uint64(indices[k])] * data[k]
+        else:
+            for j in range(dense.shape[1]):
+                dot += w[j] * dense[i, j]
+        out[i] = dot
     return out
 
 
@@ -185,7 +173,7 @@ def _csr_decision(data, indices, indptr, coef):
     return out
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, fastmath=_FM)
 def _uniform_run(
     is_sparse, data, indices, indptr, dense, y, qd, C, tol,
     alpha, w, index, bounds, counts, rng, max_sweeps, min_steps,
@@ -204,6 +192,7 @@ def _uniform_run(
     last sweep.
     """
     n = y.shape[0]
+    d = dense.shape[1]
     active = counts[0]
     v_min_old = bounds[0]
     v_max_old = bounds[1]
@@ -224,7 +213,14 @@ def _uniform_run(
         while s < active:
             i = index[s]
             yi = y[i]
-            g = 1.0 - yi * _row_dot(w, i, is_sparse, data, indices, indptr, dense)
+            dot = 0.0
+            if is_sparse:
+                for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                    dot += w[np.uint64(indices[k])] * data[k]
+            else:
+                for j in range(np.uint64(d)):
+                    dot += w[j] * dense[i, j]
+            g = 1.0 - yi * dot
             steps += 1
             a = alpha[i]
             if a == 0.0:
@@ -260,7 +256,13 @@ def _uniform_run(
                 else:  # empty row: the dual is linear in alpha_i
                     a_new = C if g > 0.0 else 0.0
                 alpha[i] = a_new
-                _row_axpy((a_new - a) * yi, i, w, is_sparse, data, indices, indptr, dense)
+                step = (a_new - a) * yi
+                if is_sparse:
+                    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                        w[np.uint64(indices[k])] += step * data[k]
+                else:
+                    for j in range(np.uint64(d)):
+                        w[j] += step * dense[i, j]
                 updates += 1
             s += 1
         sweeps += 1
@@ -323,7 +325,7 @@ def _avsf_schedule(p, rng, schedule):
     return m
 
 
-@numba.njit(nogil=True, cache=True)
+@numba.njit(nogil=True, cache=True, fastmath=_FM)
 def _avsf_sweep(
     is_sparse, data, indices, indptr, dense, y, qd, C, tol,
     alpha, w, p, schedule, fstate, counts, rng, p_min, p_max, c_rate,
@@ -337,6 +339,7 @@ def _avsf_sweep(
     Returns the projected-gradient spread v_max - v_min over this sweep's steps.
     """
     n = y.shape[0]
+    d = dense.shape[1]
     ell = _avsf_schedule(p, rng, schedule)
     first = counts[0] == 1
     eta = 1.0 / n  # fading-average weight for Delta_ref (one sweep ~ memory length)
@@ -349,7 +352,14 @@ def _avsf_sweep(
     for t in range(ell):
         i = schedule[t]
         yi = y[i]
-        g = 1.0 - yi * _row_dot(w, i, is_sparse, data, indices, indptr, dense)
+        dot = 0.0
+        if is_sparse:
+            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                dot += w[np.uint64(indices[k])] * data[k]
+        else:
+            for j in range(np.uint64(d)):
+                dot += w[j] * dense[i, j]
+        g = 1.0 - yi * dot
         a = alpha[i]
         if a == 0.0:
             pg = g if g > 0.0 else 0.0
@@ -379,7 +389,13 @@ def _avsf_sweep(
                 a_new = 0.0
             alpha[i] = a_new
             mu = a_new - a
-            _row_axpy(mu * yi, i, w, is_sparse, data, indices, indptr, dense)
+            step = mu * yi
+            if is_sparse:
+                for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                    w[np.uint64(indices[k])] += step * data[k]
+            else:
+                for j in range(np.uint64(d)):
+                    w[j] += step * dense[i, j]
             updates += 1
         delta = mu * (g - 0.5 * mu * q)  # gain of the step in the dual objective
         if first:
@@ -604,6 +620,7 @@ def dual_cd(
     *,
     progress: Callable[[dict], Any] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    max_steps: int | None = None,
     record_history: bool = False,
     p_min: float = AVSF_P_MIN,
     p_max: float = AVSF_P_MAX,
@@ -643,6 +660,10 @@ def dual_cd(
         sweeps until at least ``n_samples`` steps are done, so the check happens at least
         once per full sweep's worth of work (and the Python round trip, ~10 us, does not
         dominate sweeps over a few active variables).
+    max_steps : int, optional
+        Step budget: no further kernel call starts once ``n_steps >= max_steps`` (the last
+        call may overshoot by at most one outer iteration or ``n_samples`` steps); the run
+        then ends with ``converged=False`` like a ``max_iter`` stop.
     record_history : bool
         Store the progress dicts in ``result.history``.
     p_min, p_max, c_rate : float
@@ -700,7 +721,7 @@ def dual_cd(
     spread = np.inf
     history: list = []
     max_iter = int(max_iter)
-    while n_iter < max_iter:
+    while n_iter < max_iter and (max_steps is None or n_steps < max_steps):
         if should_stop is not None and should_stop():
             raise Cancelled(
                 f"cancelled after {n_iter} outer iterations", n_iter=n_iter, n_steps=n_steps
