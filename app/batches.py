@@ -223,16 +223,14 @@ def _parse_sparse(rows: list[Any], check_bools: bool = True) -> sp.csr_matrix:
     def row_of(pos: int) -> int:
         return int(np.searchsorted(indptr_arr, pos, side="right") - 1)
 
-    idx = None
-    try:
-        idx = np.asarray([int(k) if isinstance(k, int) else _key_to_int(k) for k in keys], dtype=np.int64)
-    except _BadKey as exc:
-        pos = exc.pos_hint(keys)
+    idx = _keys_to_indices(keys)
+    if idx is None:  # find the first bad key for the message
+        pos = next(p for p, k in enumerate(keys) if not _is_index_key(k))
         i = row_of(pos)
         raise BatchError(
             f"X[{i}]: feature key {keys[pos]!r} is not a non-negative integer (0-based index)",
             field=f"X[{i}]", index=i,
-        ) from None
+        )
     try:
         data = np.asarray(values)
     except (ValueError, TypeError):
@@ -258,21 +256,23 @@ def _parse_sparse(rows: list[Any], check_bools: bool = True) -> sp.csr_matrix:
     return X
 
 
-class _BadKey(ValueError):
-    def pos_hint(self, keys: list[Any]) -> int:
-        for pos, k in enumerate(keys):
-            if not isinstance(k, int):
-                try:
-                    _key_to_int(k)
-                except _BadKey:
-                    return pos
-        return 0
+def _is_index_key(key: Any) -> bool:
+    try:
+        return not isinstance(key, bool) and int(key) >= 0
+    except (TypeError, ValueError):
+        return False
 
 
-def _key_to_int(key: Any) -> int:
-    if isinstance(key, str) and key.isascii() and key.isdigit():
-        return int(key)
-    raise _BadKey(key)
+def _keys_to_indices(keys: list[Any]) -> np.ndarray | None:
+    """``int(key)`` for every JSON object key; None if any key is not a non-negative
+    integer.  (Like ``int``, this accepts surrounding blanks and a ``+`` sign.)"""
+    try:
+        idx = np.fromiter(map(int, keys), dtype=np.int64, count=len(keys))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if idx.size and idx.min() < 0:
+        return None
+    return idx
 
 
 def parse_features(rows: Any, n_features: int | None = None, check_bools: bool = True) -> np.ndarray | sp.csr_matrix:
@@ -335,6 +335,22 @@ def _fit_width(X, d: int, whose: str):
     return X
 
 
+DENSIFY_MAX_FEATURES = 1024
+DENSIFY_MAX_ELEMENTS = 1 << 22
+
+
+def densify_if_small(X):
+    """A sparse batch of a low-dimensional model as a dense C-contiguous float64 array.
+
+    Done when ``d <= 1024`` and ``n * d <= 4M`` elements (32 MB): the solver's dense path
+    is faster there (a9a, d=123: about 1.5x), while wide sparse data (text, d in the
+    thousands) stays CSR.
+    """
+    if sp.issparse(X) and X.shape[1] <= DENSIFY_MAX_FEATURES and X.shape[0] * X.shape[1] <= DENSIFY_MAX_ELEMENTS:
+        return np.ascontiguousarray(X.toarray(), dtype=np.float64)
+    return X
+
+
 def conform(X, n_features: int | None, declared: int | None = None, model: str = "model"):
     """Check a parsed batch against the model's input dimension.
 
@@ -350,6 +366,7 @@ def conform(X, n_features: int | None, declared: int | None = None, model: str =
     Returns
     -------
     ndarray of shape (n, d) or CSR matrix of shape (n, d)
+        Small sparse batches come back dense (:func:`densify_if_small`).
 
     Raises
     ------
@@ -357,13 +374,13 @@ def conform(X, n_features: int | None, declared: int | None = None, model: str =
         Wrong dense width, sparse index ``>= d``, or a declared dimension that differs.
     """
     if n_features is None:
-        return X
+        return densify_if_small(X)
     if declared is not None and declared != n_features:
         raise BatchError(
             f"n_features: the request declares {declared} features, model {model!r} has {n_features}",
             field="n_features",
         )
-    return _fit_width(X, n_features, f"model {model!r}")
+    return densify_if_small(_fit_width(X, n_features, f"model {model!r}"))
 
 
 # ------------------------------------------------------------------------------- labels

@@ -24,9 +24,17 @@ def test_sparse_and_mixed_rows_equal_the_dense_matrix():
     X = parse_features(rows)
     assert sp.issparse(X) and X.has_sorted_indices
     np.testing.assert_array_equal(X.toarray()[:, :4], dense[:, : X.shape[1]] if X.shape[1] < 4 else dense)
-    widened = conform(X, 6)
-    assert widened.shape == (3, 6)
-    np.testing.assert_array_equal(widened.toarray()[:, :4], dense)
+    widened = conform(X, 6)  # small: comes back dense
+    assert isinstance(widened, np.ndarray) and widened.shape == (3, 6) and widened.flags.c_contiguous
+    np.testing.assert_array_equal(widened[:, :4], dense)
+    np.testing.assert_array_equal(widened[:, 4:], 0.0)
+
+
+def test_only_small_sparse_batches_are_densified():
+    wide = parse_features([{"0": 1.0}, {"5": 2.0}], n_features=2000)
+    assert sp.issparse(conform(wide, 2000)) and conform(wide, 2000).shape == (2, 2000)
+    narrow = conform(parse_features([{"0": 1.0}, {"5": 2.0}]), 10)
+    assert isinstance(narrow, np.ndarray) and narrow.shape == (2, 10) and narrow[1, 5] == 2.0
 
 
 def test_declared_n_features_widens_sparse_and_checks_dense():

@@ -24,7 +24,7 @@ def _registry(tmp_path, keep: int = 3) -> Registry:
 
 def _learn(reg: Registry, name: str, X, y, batch: int = 100, **kw):
     view = None
-    for start in range(0, len(X), batch):
+    for start in range(0, X.shape[0], batch):
         view = reg.learn(name, X[start:start + batch], y[start:start + batch], **kw).result()
     return view
 
@@ -274,4 +274,23 @@ def test_concurrent_predictions_on_one_view_are_correct(tmp_path, data):
         t.join()
     for k in range(16):
         np.testing.assert_array_equal(results[k], expected[k])
+    reg.close()
+
+
+def test_wide_sparse_batches_learn_like_dense_ones(tmp_path):
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(4)
+    dense = np.where(rng.random((400, 1500)) < 0.01, rng.normal(size=(400, 1500)), 0.0)
+    y = (dense[:, :750].sum(axis=1) > dense[:, 750:].sum(axis=1)).astype(np.int64)
+    reg = _registry(tmp_path)
+    cfg = ModelConfig(budget=50, gamma=0.2, C=10.0, n_samples=400, random_state=1, n_features=1500)
+    reg.create("dense", cfg)
+    reg.create("sparse", cfg)
+    _learn(reg, "dense", dense, y)
+    _learn(reg, "sparse", sp.csr_matrix(dense), y)  # d > 1024: stays CSR all the way
+    a = reg.predict("dense", dense)[1]
+    b = reg.predict("sparse", sp.csr_matrix(dense))[1]
+    np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    assert reg.get("sparse").view.stats == reg.get("dense").view.stats
     reg.close()
