@@ -15,6 +15,10 @@ from app.schemas import ErrorResponse, LearnRequest, LearnResponse
 
 router = APIRouter(tags=["learn"])
 
+INLINE_PARSE_BYTES = 512 * 1024
+"""Bodies up to this size are parsed on the event loop (a few ms at most); larger ones in
+a worker thread so that the loop keeps serving."""
+
 
 def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
     obj = decode_body(body)
@@ -39,7 +43,10 @@ async def learn(request: Request) -> OrjsonResponse:
     """
     settings = settings_of(request)
     body = await read_body(request, settings.max_body_bytes)
-    name, n, future = await run_in_threadpool(_parse_and_submit, registry_of(request), body, settings.default_model)
+    if len(body) <= INLINE_PARSE_BYTES:  # ~2 ms for 1,000 x 22: cheaper than a thread hop
+        name, n, future = _parse_and_submit(registry_of(request), body, settings.default_model)
+    else:
+        name, n, future = await run_in_threadpool(_parse_and_submit, registry_of(request), body, settings.default_model)
     try:
         view = await asyncio.wrap_future(future)
     except Exception as exc:  # solver failure: the learner rolled the model back (logged there)
