@@ -120,19 +120,17 @@ class ModelView:
     stats: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
     published_at: float = field(default_factory=time.time)
-    _predict_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def decision_function(self, X) -> np.ndarray:
         """Decision values, shape (n,), float64.  Raises :class:`ModelNotFitted`.
 
-        Calls on one view are serialised: the estimator's ``decision_function`` reuses a
-        scratch buffer held by the estimator, so it is not safe to run it concurrently
-        on the same object.
+        Safe to call from several threads at once on one view (the estimator's
+        ``decision_function`` only reads the model; checked by
+        ``tests/test_service_registry.py::test_concurrent_predictions_on_one_view_are_correct``).
         """
         if self.estimator is None:
             raise ModelNotFitted(f"model {self.name!r} has not learned from any example yet")
-        with self._predict_lock:
-            return np.asarray(self.estimator.decision_function(X), dtype=np.float64)
+        return np.asarray(self.estimator.decision_function(X), dtype=np.float64)
 
     def labels_from_decision(self, decision: np.ndarray) -> list[Any]:
         """Predicted JSON labels: ``classes[1]`` where decision > 0, else ``classes[0]``
