@@ -32,14 +32,23 @@ Appending an SV with kernel column ``k`` and ``c = k_self·(1 + ε)``: ``u = M k
     M ← [[M + u uᵀ/s, −u/s], [−uᵀ/s, 1/s]]                             (O(n²)).
 
 With ε > 0 the projection is the ridge solution: Δα minimises
-``WD(Δα) + ε·Σ_j k(x_j, x_j)·Δα_j²``; the reported WD is the true (un-regularised) RKHS
-distance of the update actually applied.
+``WD(Δα) + ε·Σ_j k(x_j, x_j)·Δα_j²``; the reported WD is the (un-regularised) RKHS
+distance of that update, ``‖α_p‖²·(k_pp − k_pᵀu − ε‖u‖²)``.
+
+Rounding drift.  On a nearly singular K (duplicate or tightly clustered SVs) the
+incremental updates drift away from the true inverse, and with ε = 1e-8 they were measured
+to reach NaN within a few thousand steps.  :func:`project_smallest` therefore checks every
+step that the Schur complement of ``p`` computed from ``M`` (``1/M[p, p]``) and from the
+fresh kernel column (``k_pp(1 + ε) − k_pᵀu``) agree to ``CONSISTENCY_ATOL`` and otherwise
+rebuilds ``k_inv`` from scratch (:func:`kinv_rebuild`, O(n³)); the default ε = 1e-6 makes
+rebuilds rare (``docs/projection.md`` has the measurements).
 
 Slot convention (:func:`solvers.merging.remove_sv`, used here): a new SV goes to slot
 ``n``; deleting slot ``p`` moves the last live SV (slot ``n − 1``) into slot ``p``.  The
 functions here apply that same move to ``k_inv`` as to ``sv_t``, ``sv_sq`` and ``coef``.
 
-All functions are numba ``njit(nogil=True, cache=True)``, allocate nothing, and take 2-D
+All functions are numba ``njit(nogil=True, cache=True)``, allocate nothing (except the
+rare :func:`kinv_rebuild`), and take 2-D
 coefficients ``coef`` of shape (capacity, K); a binary model passes
 ``coef.reshape(-1, 1)`` (a view, so updates land in the 1-D array).
 """
@@ -412,10 +421,12 @@ def append_sv(sv_t, sv_sq, coef, n_sv, x, coef_new, k_vec, k_inv, jitter, work):
     Raises
     ------
     ValueError
-        If the state has no free slot.
+        If the state has no free slot or ``coef_new`` has the wrong length.
     """
     if n_sv >= sv_t.shape[1]:
         raise ValueError("no free SV slot")
+    if coef_new.shape[0] != coef.shape[1]:
+        raise ValueError("coef_new needs one coefficient per class")
     for k in range(sv_t.shape[0]):
         sv_t[k, n_sv] = x[k]
     sv_sq[n_sv] = squared_norm(x)

@@ -379,7 +379,7 @@ def test_corrupted_inverse_is_rebuilt_and_result_is_exact():
     ref = np.linalg.inv(st.K() + st.jitter * np.eye(st.n))
     assert rel_err(st.k_inv[: st.n, : st.n], ref) < 1e-9
     # NaN (e.g. a broken downdate) is caught as well
-    st.append(np.zeros(5), 1e-3)
+    st.append(np.zeros(5), [1e-3, 0.0])
     st.k_inv[3, st.n - 1] = st.k_inv[st.n - 1, 3] = np.nan  # in the projected column
     st.n, wd = run_projection(st, expect_rebuild=True)
     assert np.isfinite(wd) and np.all(np.isfinite(st.k_inv[: st.n, : st.n]))
@@ -429,6 +429,9 @@ def test_errors():
         remove_smallest(st.sv_t, st.sv_sq, st.coef, 0, st.k_inv, True, st.work)
     with pytest.raises(ValueError):
         append_sv(st.sv_t, st.sv_sq, st.coef, 3, np.zeros(5), np.zeros(1), st.k_buf, st.k_inv,
+                  0.0, st.work)
+    with pytest.raises(ValueError):  # one coefficient per class
+        append_sv(st.sv_t, st.sv_sq, st.coef, 2, np.zeros(5), np.zeros(2), st.k_buf, st.k_inv,
                   0.0, st.work)
 
 
