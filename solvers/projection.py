@@ -95,8 +95,9 @@ def kinv_append(k_inv, n, k_vec, k_self, jitter, work):
     Returns
     -------
     s : float, the Schur complement ``k_self·(1 + ε) − kᵀ M k`` actually used (after the
-        floor ``max(ε, MIN_SCHUR)·k_self/2``); a value at the floor flags a new SV that is
-        numerically in the span of the others.
+        floor ``max(ε, MIN_SCHUR)·k_self/2``).  In exact arithmetic ``s >= ε·k_self``, so
+        a value at the floor means ``M`` has drifted (or ε = 0 and the new SV lies in the
+        span of the others); :func:`project_smallest` detects and repairs a drifted ``M``.
 
     Raises
     ------
@@ -166,7 +167,9 @@ def kinv_remove(k_inv, n, p, work):
     -----
     Schur-complement downdate ``M[−p, −p] − M[−p, p] M[p, −p] / M[p, p]`` (the inverse of a
     principal submatrix from the inverse of the whole), O(n²); then the same slot move as
-    :func:`solvers.merging.remove_sv`.
+    :func:`solvers.merging.remove_sv`.  A numerically broken inverse with ``M[p, p] <= 0``
+    turns the remaining block into NaN (no exception); the consistency check of
+    :func:`project_smallest` then rebuilds it.
     """
     if p < 0 or p >= n:
         raise ValueError("slot p is not live")
