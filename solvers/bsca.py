@@ -24,7 +24,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .bsgd import C_MAINTENANCE, C_MERGES, C_N_SV, C_STEPS, C_VIOLATIONS, R_MERGE_SECONDS, R_WD_SUM, _clock, _maintain
+from .bsgd import C_N_SV, C_STEPS, C_VIOLATIONS, add_support_vector, maintain_budget
 from .kernels import rbf_row, squared_norm
 
 
@@ -51,7 +51,7 @@ def bsca_steps(X, y, order, alpha, stream, C, sv_t, sv_sq, coef, counters, reals
     x_buf : (d,) float64; row_buf : (2·capacity,) float64 — scratch
     """
     n_sv = counters[C_N_SV]
-    d = X.shape[1]
+    weight = np.zeros(1)
     for r in range(order.shape[0]):
         i = order[r]
         x = X[i]
@@ -74,19 +74,10 @@ def bsca_steps(X, y, order, alpha, stream, C, sv_t, sv_sq, coef, counters, reals
         if not stream:
             alpha[i] = a_new
         counters[C_VIOLATIONS] += 1
-        for k in range(d):
-            sv_t[k, n_sv] = x[k]
-        sv_sq[n_sv] = x_sq
-        coef[n_sv, 0] = delta * y[i]
-        n_sv += 1
+        weight[0] = delta * y[i]
+        n_sv = add_support_vector(x, x_sq, weight, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf)
         if n_sv > budget:
-            started = _clock() if profile else 0.0
-            n_sv, wd, merged = _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, merge_solver,
-                                         gss_eps, h_table, wd_table, ref_solver, diag, k_inv,
-                                         x_buf, row_buf)
-            if profile:
-                reals[R_MERGE_SECONDS] += _clock() - started
-            counters[C_MAINTENANCE] += 1
-            counters[C_MERGES] += merged
-            reals[R_WD_SUM] += wd
+            n_sv = maintain_budget(sv_t, sv_sq, coef, n_sv, gamma, maintenance, merge_solver, gss_eps,
+                                   h_table, wd_table, ref_solver, diag, k_inv, counters, reals, 1.0,
+                                   profile, x_buf, row_buf)
     counters[C_N_SV] = n_sv

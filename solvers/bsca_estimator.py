@@ -83,8 +83,6 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         _choice("merge_solver", self.merge_solver, MERGE_SOLVERS)
         if self.compare_merge_solver is not None:
             _choice("compare_merge_solver", self.compare_merge_solver, MERGE_SOLVERS)
-        if self.maintenance == "project":
-            raise ValueError("maintenance='project' is not available yet")
 
     def _resolve_lambda(self, n_rows):
         n = self.n_samples if self.n_samples is not None else n_rows

@@ -41,7 +41,8 @@ import numba as nb
 import numpy as np
 
 from .kernels import rbf_row, squared_norm
-from .merging import merge_smallest, merge_smallest_multiclass, remove_sv, smallest_coefficient_slot
+from .merging import merge_smallest, merge_smallest_multiclass
+from .projection import DEFAULT_JITTER, kinv_append, kinv_rebuild, project_smallest, remove_smallest
 
 # counters[...]
 C_N_SV = 0
@@ -70,6 +71,9 @@ MAINT_PROJECT = 2
 MAINTENANCE = {"merge": MAINT_MERGE, "remove": MAINT_REMOVE, "project": MAINT_PROJECT}
 
 RESCALE_BELOW = 1e-6
+#: projection: the maintained K⁻¹ is rebuilt from scratch every this many × B maintenance
+#: events, bounding the rounding drift of the O(B²) incremental updates (docs/projection.md)
+KINV_REBUILD_EVERY_B = 10
 
 # _clock() enters object mode only for the clock read (profiling); numba warns about it once.
 warnings.filterwarnings("ignore", message="Code running in object mode won't allow parallel")
@@ -119,18 +123,59 @@ def squared_model_norm(sv_t, sv_sq, coef, n_sv, gamma, x_buf, row_buf):
 @nb.njit(nogil=True, cache=True)
 def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table, wd_table,
               ref_solver, diag, k_inv, x_buf, row_buf):
-    """Bring the model back to B SVs; returns (n_sv, wd in raw units², merged flag)."""
+    """Bring the model back to B SVs; returns (n_sv, wd in raw units², merged flag).
+
+    ``row_buf`` is (2·capacity,) scratch; ``k_inv`` is the maintained inverse kernel matrix
+    (projection only)."""
+    cap = row_buf.shape[0] // 2
     if maintenance == MAINT_REMOVE:
-        p = smallest_coefficient_slot(coef, n_sv)
-        wd = 0.0
-        for c in range(coef.shape[1]):
-            wd += coef[p, c] * coef[p, c]
-        return remove_sv(sv_t, sv_sq, coef, n_sv, p), wd, 0
+        n_new, wd = remove_smallest(sv_t, sv_sq, coef, n_sv, k_inv, False, row_buf)
+        return n_new, wd, 0
+    if maintenance == MAINT_PROJECT:
+        n_new, wd, _ = project_smallest(sv_t, sv_sq, coef, n_sv, gamma, k_inv, DEFAULT_JITTER,
+                                        x_buf, row_buf[:cap], row_buf[cap:])
+        return n_new, wd, 0
     if coef.shape[1] == 1:
         return merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_table,
                               ref_solver, diag, x_buf, row_buf)
     n_new, wd = merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, eps, x_buf, row_buf)
     return n_new, wd, 1
+
+
+@nb.njit(nogil=True, cache=True)
+def add_support_vector(x, x_sq, weights, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf):
+    """Append x with raw coefficients ``weights`` (K,) at slot ``n_sv``; returns n_sv + 1.
+
+    With projection the maintained K⁻¹ is extended in O(n²) using the kernel row
+    k(x, sv_j) that ``row_buf[:n_sv]`` still holds from the margin computation."""
+    if maintenance == MAINT_PROJECT:
+        cap = row_buf.shape[0] // 2
+        kinv_append(k_inv, n_sv, row_buf[:cap], 1.0, DEFAULT_JITTER, row_buf[cap:])
+    for k in range(x.shape[0]):
+        sv_t[k, n_sv] = x[k]
+    sv_sq[n_sv] = x_sq
+    for c in range(coef.shape[1]):
+        coef[n_sv, c] = weights[c]
+    return n_sv + 1
+
+
+@nb.njit(nogil=True, cache=True)
+def maintain_budget(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table, wd_table,
+                    ref_solver, diag, k_inv, counters, reals, scale, profile, x_buf, row_buf):
+    """Budget maintenance with its bookkeeping (counters, Σ WD, timing, periodic K⁻¹ rebuild);
+    returns the new SV count.  Shared by the BSGD and BSCA steps."""
+    started = _clock() if profile else 0.0
+    n_sv, wd, merged = _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps,
+                                 h_table, wd_table, ref_solver, diag, k_inv, x_buf, row_buf)
+    counters[C_MAINTENANCE] += 1
+    counters[C_MERGES] += merged
+    reals[R_WD_SUM] += wd * scale * scale
+    if maintenance == MAINT_PROJECT and counters[C_MAINTENANCE] % (KINV_REBUILD_EVERY_B * n_sv) == 0:
+        cap = row_buf.shape[0] // 2
+        kinv_rebuild(k_inv, sv_t, sv_sq, n_sv, gamma, DEFAULT_JITTER, x_buf, row_buf[:cap])
+    if profile:
+        reals[R_MERGE_SECONDS] += _clock() - started
+    return n_sv
 
 
 @nb.njit(nogil=True, cache=True)
@@ -202,36 +247,28 @@ def bsgd_steps(X, labels, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv
             scale *= shrink
         if violated:
             counters[C_VIOLATIONS] += 1
-            for k in range(d):
-                sv_t[k, n_sv] = x[k]
-            sv_sq[n_sv] = x_sq
             for c in range(n_classes):
-                coef[n_sv, c] = 0.0
-            coef[n_sv, plus] = eta * sign / scale
+                f_buf[c] = 0.0
+            f_buf[plus] = eta * sign / scale
             if minus >= 0:
-                coef[n_sv, minus] = -eta / scale
+                f_buf[minus] = -eta / scale
+            n_sv = add_support_vector(x, x_sq, f_buf, sv_t, sv_sq, coef, n_sv, maintenance, k_inv,
+                                      row_buf)
             if use_bias:
                 bias[plus] += eta * sign
                 if minus >= 0:
                     bias[minus] -= eta
             if schedule == SCHED_PERCEPTRON:
-                # ‖w + ηφ(x)‖² with k(x, x) = 1; f excludes the bias
+                # ‖w + ηφ(x)‖² with k(x, x) = 1; margins_out holds f including the bias
                 if n_classes == 1:
-                    reals[R_NORM2] += 2.0 * eta * sign * (f_buf[0] - bias[0]) + eta * eta
+                    reals[R_NORM2] += 2.0 * eta * sign * (margins_out[r, 0] - bias[0]) + eta * eta
                 else:
-                    reals[R_NORM2] += (2.0 * eta * (f_buf[plus] - f_buf[minus] - bias[plus] + bias[minus])
-                                       + 2.0 * eta * eta)
-            n_sv += 1
+                    reals[R_NORM2] += (2.0 * eta * (margins_out[r, plus] - margins_out[r, minus]
+                                                    - bias[plus] + bias[minus]) + 2.0 * eta * eta)
             if n_sv > budget:
-                started = _clock() if profile else 0.0
-                n_sv, wd, merged = _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance,
-                                             merge_solver, gss_eps, h_table, wd_table,
-                                             ref_solver, diag, k_inv, x_buf, row_buf)
-                if profile:
-                    reals[R_MERGE_SECONDS] += _clock() - started
-                counters[C_MAINTENANCE] += 1
-                counters[C_MERGES] += merged
-                reals[R_WD_SUM] += wd * scale * scale
+                n_sv = maintain_budget(sv_t, sv_sq, coef, n_sv, gamma, maintenance, merge_solver,
+                                       gss_eps, h_table, wd_table, ref_solver, diag, k_inv,
+                                       counters, reals, scale, profile, x_buf, row_buf)
                 if schedule == SCHED_PERCEPTRON:
                     reals[R_NORM2] = scale * scale * squared_model_norm(
                         sv_t, sv_sq, coef, n_sv, gamma, x_buf, row_buf)

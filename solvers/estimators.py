@@ -467,8 +467,6 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         _choice("schedule", self.schedule, bsgd.SCHEDULES)
         if self.compare_merge_solver is not None:
             _choice("compare_merge_solver", self.compare_merge_solver, MERGE_SOLVERS)
-        if self.maintenance == "project":
-            raise ValueError("maintenance='project' is not available yet")
 
     def _tables(self):
         names = {self.merge_solver, self.compare_merge_solver}

@@ -132,3 +132,33 @@ def test_profiling_measures_maintenance_time(cancer):
     stats = est.statistics()
     assert stats["merging_frequency"] == pytest.approx(est.n_maintenance_ / est.t_)
     assert stats["average_weight_degradation"] > 0
+
+
+@pytest.mark.parametrize("cls_name", ["BudgetedSGDClassifier", "BudgetedSCAClassifier"])
+def test_projection_maintenance_keeps_the_inverse_and_learns(cancer, cls_name):
+    import solvers
+    from solvers.persistence import decode_state, encode_state, estimator_from_state
+    from solvers.projection import DEFAULT_JITTER
+
+    Xtr, Xte, ytr, yte = cancer
+    cls = getattr(solvers, cls_name)
+    est = cls(budget=8, gamma=4.0, C=10.0, maintenance="project", random_state=0)
+    est.partial_fit(Xtr[:250], ytr[:250], classes=np.unique(ytr))
+    assert est.n_maintenance_ > 5 and est.n_support_vectors_ == 8
+    sv = est.support_vectors_
+    K = rbf(sv[:, None, :], sv[None, :, :], 4.0) + DEFAULT_JITTER * np.eye(8)
+    np.testing.assert_allclose(est._k_inv[:8, :8], np.linalg.inv(K), rtol=1e-6, atol=1e-6)
+    clone = estimator_from_state(*decode_state(encode_state(*est.get_state())))
+    est.partial_fit(Xtr[250:], ytr[250:])
+    clone.partial_fit(Xtr[250:], ytr[250:])
+    np.testing.assert_array_equal(est.decision_function(Xte), clone.decision_function(Xte))
+    assert est.score(Xte, yte) > 0.9
+
+
+def test_projection_degrades_less_than_removal(cancer):
+    Xtr, _, ytr, _ = cancer
+    kw = dict(budget=10, gamma=1.0, C=10.0, epochs=2, random_state=0)
+    projected = BudgetedSGDClassifier(maintenance="project", **kw).fit(Xtr, ytr)
+    removed = BudgetedSGDClassifier(maintenance="remove", **kw).fit(Xtr, ytr)
+    avg = lambda e: e.weight_degradation_total_ / e.n_maintenance_  # noqa: E731
+    assert avg(projected) < 0.5 * avg(removed)
