@@ -144,10 +144,19 @@ def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table,
 
 @nb.njit(nogil=True, cache=True)
 def add_support_vector(x, x_sq, weights, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf):
-    """Append x with raw coefficients ``weights`` (K,) at slot ``n_sv``; returns n_sv + 1.
+    """Add ``weights`` (K,) · φ(x) to the model; returns the new SV count.
 
-    With projection the maintained K⁻¹ is extended in O(n²) using the kernel row
-    k(x, sv_j) that ``row_buf[:n_sv]`` still holds from the margin computation."""
+    ``row_buf[:n_sv]`` must hold k(x, sv_j) from the margin computation.  If the model
+    already holds x itself (k(x, sv_j) = 1 exactly: the distance of identical vectors is
+    computed as exactly 0), the weights are added to that SV — the same function, with no
+    approximation and no budget maintenance (BSCA revisits training points, BSGD sees
+    them again in later epochs).  Otherwise x is appended at slot ``n_sv``; with projection
+    the maintained K⁻¹ is extended in O(n²) using the kernel row."""
+    for j in range(n_sv):
+        if row_buf[j] == 1.0:
+            for c in range(coef.shape[1]):
+                coef[j, c] += weights[c]
+            return n_sv
     if maintenance == MAINT_PROJECT:
         cap = row_buf.shape[0] // 2
         kinv_append(k_inv, n_sv, row_buf[:cap], 1.0, DEFAULT_JITTER, row_buf[cap:])

@@ -23,16 +23,22 @@ def rbf(a, b, gamma):
 
 
 def reference_bsca(X, y, order, C, gamma):
-    """Algorithm 2 without budget pressure, written directly (no maintenance needed)."""
+    """Algorithm 2 without budget pressure, written directly (no maintenance needed).
+
+    Adding (δ·y_i, x_i) to a model that already holds x_i adds to that entry's β."""
     alpha = np.zeros(len(y))
-    svs, betas = [], []
+    svs, betas, slot = [], [], {}
     for i in order:
         f = sum(b * rbf(s, X[i], gamma) for s, b in zip(svs, betas))
         new = np.clip(alpha[i] + (1 - y[i] * f) / 1.0, 0, C)
         delta = new - alpha[i]
         if delta != 0:
             alpha[i] = new
-            svs.append(X[i]); betas.append(delta * y[i])
+            if i in slot:
+                betas[slot[i]] += delta * y[i]
+            else:
+                slot[i] = len(svs)
+                svs.append(X[i]); betas.append(delta * y[i])
     return alpha, np.array(svs), np.array(betas)
 
 

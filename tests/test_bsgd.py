@@ -166,3 +166,14 @@ def test_concurrent_predictions_are_consistent(cancer):
         results = list(pool.map(lambda _: est.decision_function(X), range(16)))
     for result in results:
         np.testing.assert_array_equal(result, expected)
+
+
+def test_a_repeated_point_adds_to_its_own_support_vector():
+    X = np.array([[0.2, 0.4], [0.9, 0.1], [0.2, 0.4]])
+    y = np.array([1, -1, 1])
+    est = BudgetedSGDClassifier(budget=10, gamma=1.0, lambda_=0.5).partial_fit(X, y, classes=[-1, 1])
+    assert est.n_violations_ == 3 and est.n_support_vectors_ == 2
+    # same function as the textbook expansion with the point twice: α = η_t·y after shrinking
+    ref_sv, ref_alpha = reference_pegasos(X, y, 1.0, 0.5)
+    K = np.exp(-((X[:, None, :] - ref_sv[None, :, :]) ** 2).sum(-1))
+    np.testing.assert_allclose(est.decision_function(X), K @ ref_alpha, rtol=1e-12)
