@@ -134,9 +134,38 @@ def _log_kappas(x_min, sq_min, sv_t, sv_sq, n_sv, gamma, work):
 
 
 @nb.njit(nogil=True, cache=True)
+def _best_partner_lookup_wd(coef, n_sv, i_min, kappa, wd_table):
+    """The lookup-WD partner search as one branch-light loop (the hot path of merging):
+    WD/S² by bilinear interpolation of the table at (m, κ_j) for every same-sign SV."""
+    a_min = coef[i_min, 0]
+    last = wd_table.shape[0] - 1
+    best_j = -1
+    best_wd = np.inf
+    for j in range(n_sv):
+        a_j = coef[j, 0]
+        same_sign = a_j * a_min > 0.0
+        total = a_min + a_j if same_sign else 1.0  # keeps m finite; the candidate is skipped
+        u = (a_min / total) * last
+        v = kappa[j] * last
+        iu = min(max(int(u), 0), last - 1)
+        iv = min(max(int(v), 0), last - 1)
+        fu = u - iu
+        fv = v - iv
+        w = ((1.0 - fu) * ((1.0 - fv) * wd_table[iu, iv] + fv * wd_table[iu, iv + 1])
+             + fu * ((1.0 - fv) * wd_table[iu + 1, iv] + fv * wd_table[iu + 1, iv + 1]))
+        wd = total * total * w
+        if wd < best_wd and same_sign and j != i_min:
+            best_wd = wd
+            best_j = j
+    return best_j, -1.0, best_wd
+
+
+@nb.njit(nogil=True, cache=True)
 def _best_binary_partner(coef, n_sv, i_min, log_kappa, kappa, solver, eps, h_table, wd_table):
     """(partner slot or −1, h, WD in coefficient units²) of the best same-sign partner."""
     a_min = coef[i_min, 0]
+    if solver == SOLVER_LOOKUP_WD:
+        return _best_partner_lookup_wd(coef, n_sv, i_min, kappa, wd_table)
     best_j = -1
     best_wd = np.inf
     best_h = 0.0
