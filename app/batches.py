@@ -448,6 +448,52 @@ class LabelCodec:
             out[i] = k
         return out
 
+    def encode_each(self, labels: Sequence[Any]) -> tuple[np.ndarray, list[tuple[int, str]]]:
+        """Encode labels one by one, collecting every unknown one instead of stopping.
+
+        Returns
+        -------
+        idx : ndarray of shape (n,), int64
+            Class indices (meaningless at the rejected positions).
+        rejected : list of (int, str)
+            ``(position, "y: unknown label ...; model classes are [...]")``.
+        """
+        n = len(labels)
+        out = np.zeros(n, dtype=np.int64)
+        rejected: list[tuple[int, str]] = []
+        if self.numeric:
+            numbers = [isinstance(v, (int, float)) and not isinstance(v, bool) for v in labels]
+            if all(numbers):
+                arr = np.asarray(labels, dtype=np.float64)
+                idx = np.searchsorted(self._values, arr)
+                np.minimum(idx, len(self.classes) - 1, out=idx)
+                ok = self._values[idx] == arr
+                out[:] = idx
+                bad = np.flatnonzero(~ok).tolist()
+            else:
+                bad = []
+                for i, v in enumerate(labels):
+                    if not numbers[i]:
+                        bad.append(i)
+                        continue
+                    k = int(np.searchsorted(self._values, float(v)))
+                    if k < len(self.classes) and self._values[k] == float(v):
+                        out[i] = k
+                    else:
+                        bad.append(i)
+        else:
+            index = self._index
+            bad = []
+            for i, v in enumerate(labels):
+                k = index.get(v) if isinstance(v, str) else None
+                if k is None:
+                    bad.append(i)
+                else:
+                    out[i] = k
+        for i in bad:
+            rejected.append((i, f"y: unknown label {_describe(labels[i])}; model classes are {json.dumps(self.classes)}"))
+        return out, rejected
+
     def _unknown(self, i: int, v: Any) -> BatchError:
         return BatchError(
             f"y[{i}]: unknown label {_describe(v)}; model classes are {json.dumps(self.classes)}",
@@ -494,3 +540,290 @@ def parse_examples(obj: Mapping[str, Any], codec: LabelCodec | None, check_bools
             raise BatchError(f"y: has {len(labels)} labels for {X.shape[0]} examples in X", field="y")
         y = codec.encode(labels)
     return Batch(X=X, y=y, n_features=declared)
+
+
+# ------------------------------------------------------------------------ stream entries
+
+STREAM_FIELDS = frozenset({"y", "x", "xb", "id"})
+_STREAM_FIELDS_B = frozenset(f.encode() for f in STREAM_FIELDS) | STREAM_FIELDS
+
+
+@dataclass(frozen=True)
+class EntryBatch:
+    """Stream entries validated one by one.
+
+    Attributes
+    ----------
+    X : ndarray of shape (g, d), float64, CSR matrix of shape (g, d), or None
+        Features of the ``g`` good entries, in entry order (None if there is none).
+    y : ndarray of shape (g,), int64, or None
+        Their class indices.
+    good : ndarray of shape (g,), int64
+        Positions of the good entries in the input sequence (increasing).
+    rejected : list of (int, str)
+        ``(position, reason)`` of every bad entry; the reason starts with the field
+        (``"x[3]: nan is not a finite number"``).
+    """
+
+    X: np.ndarray | sp.csr_matrix | None
+    y: np.ndarray | None
+    good: np.ndarray
+    rejected: list[tuple[int, str]]
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def parse_stream_label(raw: Any) -> Any:
+    """The label of a stream entry's ``y`` field (bytes or str).
+
+    JSON scalars are decoded (``b"1"`` -> 1, ``b"-1.0"`` -> -1.0, ``b'"cat"'`` -> "cat");
+    anything that is not JSON is taken as a string label (``b"cat"`` -> "cat").
+
+    Raises
+    ------
+    BatchError
+        If the value decodes to JSON that is not a number or a string, or is not UTF-8.
+    """
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            value = raw.decode("utf-8") if isinstance(raw, (bytes, bytearray)) else str(raw)
+        except UnicodeDecodeError:
+            raise BatchError("y: label is not valid UTF-8", field="y") from None
+        return value.strip()
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise BatchError(f"y: expected a number or a string label, got {_describe(value)}", field="y")
+    return value
+
+
+def _decode_x(raw: Any) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        try:  # the standard parser also reads NaN/Infinity, so that they are named below
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise BatchError(f"x: invalid JSON: {exc}", field="x") from None
+
+
+def _sparse_row(row: dict, d: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(indices int64, values float64)`` of one ``{index: value}`` row, sorted by index."""
+    keys = list(row.keys())
+    idx = _keys_to_indices(keys)
+    if idx is None:
+        bad = next(k for k in keys if not _is_index_key(k))
+        raise BatchError(f"x: feature key {bad!r} is not a non-negative integer (0-based index)", field="x")
+    values = list(row.values())
+    for k, v in zip(keys, values):
+        if not _is_number(v):
+            raise BatchError(f"x[{k}]: expected a number, got {_describe(v)}", field=f"x[{k}]")
+    data = np.asarray(values, dtype=np.float64)
+    bad = ~np.isfinite(data)
+    if bad.any():
+        pos = int(np.flatnonzero(bad)[0])
+        raise BatchError(f"x[{keys[pos]}]: {float(data[pos])!r} is not a finite number", field=f"x[{keys[pos]}]")
+    if d is not None and idx.size and int(idx.max()) >= d:
+        raise BatchError(
+            f"x: feature index {int(idx.max())} is out of range: the model expects {d} features (indices 0..{d - 1})",
+            field="x",
+        )
+    order = np.argsort(idx, kind="stable")
+    return idx[order], data[order]
+
+
+def parse_stream_entries(entries: Sequence[Mapping[Any, Any]], codec: LabelCodec,
+                         n_features: int | None, model: str = "model") -> EntryBatch:
+    """Validate Redis stream entries **one by one** (a bad entry never rejects the others).
+
+    Entry format (field values are bytes as Redis returns them, or str):
+
+    * ``y`` -- the label: a JSON number or string, or plain text (a string label);
+    * ``x`` -- JSON: a dense list of d numbers or a sparse ``{"index": value}`` object with
+      0-based integer keys; **or** ``xb`` -- little-endian float32 bytes, dense, 4·d bytes;
+    * ``id`` -- optional, the producer's own reference (not used by the learner).
+
+    No other field is allowed.  The checks and messages are those of the HTTP path
+    (:func:`parse_features`, :meth:`LabelCodec.encode`) applied per entry, with the field
+    names of the entry (``x``, ``xb``, ``y``).
+
+    Parameters
+    ----------
+    entries : sequence of mappings
+        The entries' fields, in stream order.
+    codec : LabelCodec
+        Label set of the model.
+    n_features : int or None
+        The model's d; None while it is not fixed (then the first good dense entry fixes
+        it for this batch, or, for an all-sparse batch, the largest index + 1).
+    model : str
+        Model name for messages.
+
+    Returns
+    -------
+    EntryBatch
+        The good entries as arrays, in order; the bad ones with their reasons.
+    """
+    n = len(entries)
+    rejected: dict[int, str] = {}
+    labels: list[Any] = [None] * n
+    kinds = np.zeros(n, dtype=np.int8)  # 0 rejected, 1 dense list, 2 float32 bytes, 3 sparse
+    rows: list[Any] = [None] * n
+    d = n_features
+    whose = f"model {model!r}" if d is not None else "the batch's first example"
+
+    for i, fields in enumerate(entries):
+        try:
+            if not fields.keys() <= _STREAM_FIELDS_B:
+                unknown = sorted(_text(k) for k in fields if k not in _STREAM_FIELDS_B)
+                raise BatchError(f"entry: unknown field {unknown[0]!r}; allowed fields are {sorted(STREAM_FIELDS)}",
+                                 field=unknown[0])
+            get = fields.get
+            y_raw = get(b"y")
+            if y_raw is None:
+                y_raw = get("y")
+                if y_raw is None:
+                    raise BatchError("y: field required", field="y")
+            x_raw = get(b"x")
+            xb_raw = get(b"xb")
+            if x_raw is None and xb_raw is None:
+                x_raw = get("x")
+                xb_raw = get("xb")
+            if x_raw is not None and xb_raw is not None:
+                raise BatchError("entry: give the features as 'x' or as 'xb', not both", field="xb")
+            if x_raw is None and xb_raw is None:
+                raise BatchError("x: field required (features as JSON 'x' or float32 bytes 'xb')", field="x")
+            label = parse_stream_label(y_raw)
+            if xb_raw is not None:
+                if isinstance(xb_raw, str):
+                    xb_raw = xb_raw.encode("latin-1", "replace")
+                size = len(xb_raw)
+                if size == 0 or size % 4:
+                    raise BatchError(f"xb: has {size} bytes, expected 4 per feature (little-endian float32)", field="xb")
+                width = size // 4
+                if d is None:
+                    d = width
+                elif width != d:
+                    raise BatchError(f"xb: has {width} features, {whose} expects {d}", field="xb")
+                kinds[i] = 2
+                rows[i] = xb_raw
+            else:
+                value = _decode_x(x_raw)
+                if isinstance(value, list):
+                    if not value:
+                        raise BatchError("x: an example needs at least one feature", field="x")
+                    if d is None:
+                        d = len(value)
+                    elif len(value) != d:
+                        raise BatchError(f"x: has {len(value)} features, {whose} expects {d}", field="x")
+                    if (b"true" in x_raw or b"false" in x_raw) if isinstance(x_raw, bytes) else True:
+                        for j, v in enumerate(value):
+                            if not _is_number(v):
+                                raise BatchError(f"x[{j}]: expected a number, got {_describe(v)}", field=f"x[{j}]")
+                    kinds[i] = 1
+                elif isinstance(value, dict):
+                    kinds[i] = 3
+                else:
+                    raise BatchError(f"x: expected a list of numbers or an {{index: value}} object, got {_describe(value)}",
+                                     field="x")
+                rows[i] = value
+            labels[i] = label
+        except BatchError as exc:
+            rejected[i] = exc.message
+            kinds[i] = 0
+
+    # dense JSON rows: one conversion, then per-row finiteness
+    dense_pos = np.flatnonzero(kinds == 1)
+    dense = np.empty((0, d or 0))
+    if dense_pos.size:
+        try:
+            dense = np.asarray([rows[i] for i in dense_pos])
+        except (ValueError, TypeError):
+            dense = None
+        if dense is not None and dense.ndim == 2 and dense.dtype.kind in "iuf":
+            dense = dense.astype(np.float64, copy=False)
+        else:  # strings, nulls, nested lists: find them row by row
+            good_rows = []
+            for i in dense_pos:
+                bad = next((j for j, v in enumerate(rows[i]) if not _is_number(v)), None)
+                if bad is None:
+                    good_rows.append(rows[i])
+                else:
+                    rejected[int(i)] = f"x[{bad}]: expected a number, got {_describe(rows[i][bad])}"
+                    kinds[i] = 0
+            dense_pos = np.flatnonzero(kinds == 1)
+            dense = np.array(good_rows, dtype=np.float64).reshape(len(good_rows), d or 0)
+    # float32 bytes rows: one buffer
+    xb_pos = np.flatnonzero(kinds == 2)
+    xb = np.frombuffer(b"".join(rows[i] for i in xb_pos), dtype="<f4").reshape(xb_pos.size, d or 0) \
+        if xb_pos.size else np.empty((0, d or 0), dtype=np.float32)
+    for pos, arr, field in ((dense_pos, dense, "x"), (xb_pos, xb, "xb")):
+        if pos.size:
+            finite = np.isfinite(arr)
+            if not finite.all():
+                for r in np.flatnonzero(~finite.all(axis=1)):
+                    j = int(np.flatnonzero(~finite[r])[0])
+                    rejected[int(pos[r])] = f"{field}[{j}]: {float(arr[r, j])!r} is not a finite number"
+                    kinds[pos[r]] = 0
+    # sparse rows, one by one
+    sparse: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for i in np.flatnonzero(kinds == 3):
+        try:
+            sparse[int(i)] = _sparse_row(rows[i], d)
+        except BatchError as exc:
+            rejected[int(i)] = exc.message
+            kinds[i] = 0
+    # labels of the entries still good
+    cand = np.flatnonzero(kinds > 0)
+    y = None
+    if cand.size:
+        idx, bad = codec.encode_each([labels[i] for i in cand])
+        for k, message in bad:
+            rejected[int(cand[k])] = message
+            kinds[cand[k]] = 0
+        keep = np.ones(cand.size, dtype=bool)
+        keep[[k for k, _ in bad]] = False
+        y = idx[keep]
+    good = np.flatnonzero(kinds > 0).astype(np.int64)
+    if good.size == 0:
+        return EntryBatch(None, None, good, sorted(rejected.items()))
+    if d is None:  # an all-sparse batch of a model without d yet
+        d = max((int(ix[-1]) + 1 for ix, _ in (sparse[int(i)] for i in good) if ix.size), default=1)
+    row_of = np.full(n, -1, dtype=np.int64)
+    row_of[good] = np.arange(good.size)
+    if not sparse or d <= DENSIFY_MAX_FEATURES and good.size * d <= DENSIFY_MAX_ELEMENTS:
+        X = np.empty((good.size, d), dtype=np.float64)
+        sel = kinds[dense_pos] == 1
+        X[row_of[dense_pos[sel]]] = dense[sel]
+        sel = kinds[xb_pos] == 2
+        X[row_of[xb_pos[sel]]] = xb[sel]
+        if sparse:
+            for i in good:
+                if kinds[i] == 3:
+                    ix, val = sparse[int(i)]
+                    r = row_of[i]
+                    X[r] = 0.0
+                    X[r, ix] = val
+        return EntryBatch(X, y, good, sorted(rejected.items()))
+    # wide sparse: one CSR matrix
+    dense_rows = {int(i): r for i, r in zip(dense_pos, dense)}
+    dense_rows.update({int(i): r.astype(np.float64) for i, r in zip(xb_pos, xb)})
+    indptr = [0]
+    all_idx: list[np.ndarray] = []
+    all_val: list[np.ndarray] = []
+    for i in good:
+        i = int(i)
+        if kinds[i] == 3:
+            ix, val = sparse[i]
+        else:
+            row = dense_rows[i]
+            ix = np.flatnonzero(row)
+            val = row[ix]
+        all_idx.append(ix)
+        all_val.append(val)
+        indptr.append(indptr[-1] + ix.size)
+    X = sp.csr_matrix((np.concatenate(all_val), np.concatenate(all_idx), np.asarray(indptr, dtype=np.int64)),
+                      shape=(good.size, d))
+    return EntryBatch(X, y, good, sorted(rejected.items()))

@@ -1,9 +1,12 @@
 """The FastAPI application: :func:`create_app` and its lifespan.
 
 Start-up: restore every model from its newest valid snapshot, create the default model
-if it is missing, start the periodic snapshotter.  Shut-down (SIGTERM/SIGINT through
-uvicorn, after in-flight requests finish): stop the snapshotter, let every learner
-apply its queued batches, write a final snapshot of each changed model.
+if it is missing, start the periodic snapshotter and, with ``REDIS_URL`` set, one stream
+consumer per streamed model (:mod:`app.stream`).  Shut-down (SIGTERM/SIGINT through
+uvicorn, after in-flight requests finish): stop the stream consumers (their batches in
+flight are applied), stop the snapshotter, let every learner apply its queued batches,
+write a final snapshot of each changed model, then acknowledge the stream entries those
+snapshots cover.
 
 State lives in this process's memory: run uvicorn with ONE worker.
 
@@ -20,10 +23,12 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 
+from app.auth import Unauthorized
 from app.batches import BatchError
 from app.http import OrjsonResponse, error_response
+from app.metrics import build_registry
 from app.registry import LearnerBusy, ModelClosed, ModelNotFitted, ModelNotFound, Registry
-from app.routes import health, learn, models, predict
+from app.routes import health, learn, metrics, models, predict
 from app.settings import Settings
 from app.snapshots import SnapshotStore, run_snapshotter
 
@@ -60,6 +65,17 @@ def warm_up() -> None:
         copy_estimator(est).decision_function(rows)
 
 
+def _redacted(url: str) -> str:
+    """The URL without its password (for logs)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the service.
 
@@ -93,15 +109,32 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.registry = registry
         app.state.started_at = time.time()
         task = asyncio.create_task(run_snapshotter(registry, settings.snapshot_interval_s))
-        log.info("svmstream ready: models %s, snapshots in %s", registry.names(), settings.snapshot_dir)
+        streams = None
+        stream_task = None
+        if settings.redis_url:
+            from app.stream import StreamManager, run_stream_manager
+
+            streams = StreamManager(registry, settings)
+            app.state.streams = streams
+            stream_task = asyncio.create_task(run_stream_manager(streams))
+        log.info("svmstream ready: models %s, snapshots in %s, streams %s", registry.names(), settings.snapshot_dir,
+                 "from " + _redacted(settings.redis_url) if streams else "off (SVMSTREAM_REDIS_URL unset)")
         try:
             yield
         finally:
+            if stream_task is not None:
+                stream_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await stream_task
+                await asyncio.to_thread(streams.stop)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             await asyncio.to_thread(registry.close)
             written = await asyncio.to_thread(registry.snapshot_changed)
+            if streams is not None:
+                acked = await asyncio.to_thread(streams.flush)
+                log.info("stream entries acknowledged at shutdown: %d", acked)
             log.info("svmstream stopped; final snapshots: %s", written or "none needed")
 
     app = FastAPI(
@@ -113,6 +146,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.started_at = time.time()
+    app.state.streams = None
+    app.state.prometheus, app.state.request_metrics = build_registry(lambda: getattr(app.state, "registry", None))
+
+    @app.exception_handler(Unauthorized)
+    async def _unauthorized(request: Request, exc: Unauthorized):
+        response = error_response(exc)
+        response.headers["WWW-Authenticate"] = "Bearer"
+        return response
 
     @app.exception_handler(BatchError)
     async def _batch_error(request: Request, exc: BatchError):
@@ -129,6 +170,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(ModelClosed, _simple(409))
     app.add_exception_handler(LearnerBusy, _simple(429))
 
-    for module in (learn, predict, models, health):
+    for module in (learn, predict, models, health, metrics):
         app.include_router(module.router)
     return app

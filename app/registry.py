@@ -28,6 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from app.batches import BatchError, LabelCodec, conform
+from app.metrics import PrequentialWindow, RateMeter, correct_predictions
 from app.schemas import MODEL_NAME_PATTERN, ModelConfig
 from app.settings import Settings
 from app.snapshots import SnapshotStore
@@ -57,33 +58,71 @@ class ModelClosed(RuntimeError):
 def make_estimator(config: ModelConfig):
     """A fresh, unfitted estimator for ``config``.
 
+    ``algorithm="bsgd"`` builds :class:`solvers.BudgetedSGDClassifier`, ``"bsca"``
+    :class:`solvers.BudgetedSCAClassifier` (streaming mode through ``partial_fit``; the
+    BSGD-only fields ``schedule``, ``eta``, ``radius``, ``fit_intercept`` are not passed).
     The estimator always sees the labels as class indices ``0..K-1``; the service maps
     them to the model's JSON labels (:class:`app.batches.LabelCodec`).
+
+    Raises
+    ------
+    ValueError
+        On an unknown algorithm.
     """
+    common = dict(
+        budget=config.budget,
+        gamma=config.gamma,
+        C=config.C if config.C is not None else 1.0,
+        lambda_=config.lambda_,
+        n_samples=config.n_samples,
+        maintenance=config.maintenance,
+        merge_solver=config.merge_solver,
+        random_state=config.random_state,
+    )
     if config.algorithm == "bsgd":
         from solvers import BudgetedSGDClassifier
 
         return BudgetedSGDClassifier(
-            budget=config.budget,
-            gamma=config.gamma,
-            C=config.C if config.C is not None else 1.0,
-            lambda_=config.lambda_,
-            n_samples=config.n_samples,
-            random_state=config.random_state,
+            **common, schedule=config.schedule, eta=config.eta, radius=config.radius,
+            fit_intercept=config.fit_intercept,
         )
+    if config.algorithm == "bsca":
+        from solvers import BudgetedSCAClassifier
+
+        return BudgetedSCAClassifier(**common)
     raise ValueError(f"unknown algorithm {config.algorithm!r}")  # pragma: no cover
+
+
+def check_config(config: ModelConfig) -> None:
+    """Let the estimator validate the hyperparameters before a model is created.
+
+    Raises
+    ------
+    ValueError
+        With the estimator's message, e.g. ``budget must be an integer >= 2, got 1``.
+    """
+    est = make_estimator(config)
+    check = getattr(est, "_check_params", None)
+    if check is not None:
+        check()
 
 
 def _stats(est) -> dict[str, Any]:
     if est is None:
-        return {"n_support_vectors": 0, "t": 0, "n_merges": 0, "n_seen": 0, "lambda_eff": None}
+        return {"n_support_vectors": 0, "t": 0, "n_merges": 0, "n_seen": 0, "lambda_eff": None,
+                "merging_frequency": 0.0, "average_weight_degradation": 0.0, "statistics": {}}
     lam = getattr(est, "lambda_eff_", None)
+    statistics = est.statistics() if hasattr(est, "statistics") else {}
+    statistics = {k: v for k, v in statistics.items() if k != "per_class"}
     return {
         "n_support_vectors": int(getattr(est, "n_support_vectors_", 0)),
-        "t": int(getattr(est, "t_", 0)),
-        "n_merges": int(getattr(est, "n_merges_", 0)),
-        "n_seen": int(getattr(est, "n_seen_", 0)),
+        "t": int(statistics.get("steps", getattr(est, "t_", 0))),
+        "n_merges": int(statistics.get("merges", getattr(est, "n_merges_", 0))),
+        "n_seen": int(statistics.get("examples_seen", getattr(est, "n_seen_", 0))),
         "lambda_eff": None if lam is None else float(lam),
+        "merging_frequency": float(statistics.get("merging_frequency", 0.0)),
+        "average_weight_degradation": float(statistics.get("average_weight_degradation", 0.0)),
+        "statistics": statistics,
     }
 
 
@@ -151,6 +190,8 @@ class ModelHandle:
         n_features: int | None = None,
         extra: dict[str, Any] | None = None,
         max_pending: int = 8,
+        metrics_window: int = 10_000,
+        rate_window_s: float = 10.0,
     ):
         self.name = name
         self.config = config
@@ -166,6 +207,12 @@ class ModelHandle:
             name=name, config=config, codec=self.codec, estimator=estimator, version=version,
             n_features=self._n_features, stats=_stats(estimator), extra=dict(extra or {}),
         )
+        # learning metrics, written by the learner thread
+        self.prequential = PrequentialWindow(metrics_window)
+        self.rate = RateMeter(rate_window_s)
+        self.created_at = time.time()
+        # set by a stream consumer: () -> dict of stream figures for info() and /metrics
+        self.stream_status: Callable[[], dict[str, Any]] | None = None
         # snapshot bookkeeping (written by Registry.snapshot under its lock)
         self.saved_version = -1
         self.last_snapshot_time: float | None = None
@@ -215,6 +262,10 @@ class ModelHandle:
             est = self._est if self._est is not None else make_estimator(self.config)
             est.partial_fit(X, y, classes=np.arange(len(self.codec.classes)))
             self._est = est
+            margins = getattr(est, "last_margins_", None)
+            if margins is not None and len(margins) == len(y):
+                self.prequential.add(correct_predictions(margins, y))
+            self.rate.add(len(y))
             old = self.view
             view = ModelView(
                 name=self.name, config=self.config, codec=self.codec, estimator=copy_estimator(est),
@@ -238,9 +289,32 @@ class ModelHandle:
             self._closed = True
         self._executor.shutdown(wait=wait)
 
+    def metrics(self) -> dict[str, Any]:
+        """Learning figures that change only when the model or its stream does (so that
+        two reads of an idle model are equal): examples applied, examples/s over the
+        window ending at the last applied batch, its unix time, prequential accuracy, and
+        the stream consumer's status.  The live, time-dependent figures (current rate,
+        snapshot age) are in ``/metrics``."""
+        view = self.view
+        out: dict[str, Any] = {
+            "examples_applied": view.stats["n_seen"],
+            "applied_per_s": self.rate.rate_at_last(),
+            "last_applied_at": view.published_at if view.version else None,
+            "prequential_accuracy": self.prequential.accuracy(),
+            "prequential_window": self.prequential.count(),
+            "prequential_window_size": self.prequential.size,
+        }
+        if self.stream_status is not None:
+            try:
+                out["stream"] = self.stream_status()
+            except Exception:  # never let a status read break GET /models
+                log.exception("model %r: stream status failed", self.name)
+        return out
+
     def info(self) -> dict[str, Any]:
         """JSON-ready description (``GET /models/{name}``)."""
         view = self.view
+        stats = {k: v for k, v in view.stats.items() if k != "statistics"}
         return {
             "name": self.name,
             "algorithm": self.config.algorithm,
@@ -248,12 +322,14 @@ class ModelHandle:
             "config": self.config.to_json(),
             "n_features": self._n_features,
             "fitted": view.estimator is not None,
-            **view.stats,
+            **stats,
             "version": view.version,
             "pending_batches": self._pending,
             "last_snapshot_time": self.last_snapshot_time,
             "last_snapshot_path": self.last_snapshot_path,
             "extra": view.extra,
+            "statistics": view.stats.get("statistics", {}),
+            "metrics": self.metrics(),
         }
 
 
@@ -306,6 +382,10 @@ class Registry:
         merged.update({k: v for k, v in fields.items() if v is not None})
         return ModelConfig.model_validate(merged)
 
+    def check_config(self, config: ModelConfig) -> None:
+        """See :func:`check_config` (raises ValueError)."""
+        check_config(config)
+
     def create(self, name: str, config: ModelConfig, *, snapshot: bool = True, **state: Any) -> tuple[ModelHandle, bool]:
         """Create (or replace) model ``name``; returns ``(handle, replaced)``.
 
@@ -320,7 +400,9 @@ class Registry:
         """
         if not _NAME_RE.match(name):
             raise ValueError(f"invalid model name {name!r}: use 1-64 characters [A-Za-z0-9_.-], starting alphanumeric")
-        handle = ModelHandle(name, config, max_pending=self.settings.max_pending_batches, **state)
+        handle = ModelHandle(name, config, max_pending=self.settings.max_pending_batches,
+                             metrics_window=self.settings.metrics_window,
+                             rate_window_s=self.settings.rate_window_s, **state)
         with self._lock:
             old = self._models.get(name)
             self._models[name] = handle

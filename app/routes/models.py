@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from app.auth import require_read, require_write
 from app.batches import BatchError, decode_body
 from app.http import OrjsonResponse, read_body
 from app.routes.deps import registry_of, settings_of
@@ -21,13 +22,14 @@ def validation_error(exc: ValidationError) -> BatchError:
     return BatchError(f"{field}: {err.get('msg', 'invalid value')}", field=field)
 
 
-@router.get("")
+@router.get("", dependencies=[Depends(require_read)])
 async def list_models(request: Request) -> OrjsonResponse:
     """``{"models": [ModelInfo, ...]}``."""
     return OrjsonResponse({"models": [h.info() for h in registry_of(request).handles()]})
 
 
-@router.get("/{name}", response_model=ModelInfo, responses={404: {"model": ErrorResponse}})
+@router.get("/{name}", response_model=ModelInfo, responses={404: {"model": ErrorResponse}},
+            dependencies=[Depends(require_read)])
 async def get_model(name: str, request: Request) -> OrjsonResponse:
     """Configuration and statistics: n_support_vectors, t (steps), n_merges, n_seen,
     version (batches applied), last snapshot time."""
@@ -38,7 +40,9 @@ async def get_model(name: str, request: Request) -> OrjsonResponse:
     "/{name}",
     response_model=ModelInfo,
     status_code=201,
-    responses={200: {"model": ModelInfo, "description": "replaced an existing model"}, 422: {"model": ErrorResponse}},
+    responses={200: {"model": ModelInfo, "description": "replaced an existing model"}, 401: {"model": ErrorResponse},
+               422: {"model": ErrorResponse}},
+    dependencies=[Depends(require_write)],
     openapi_extra={"requestBody": {"content": {"application/json": {"schema": ModelCreate.model_json_schema(by_alias=True)}}}},
 )
 async def put_model(name: str, request: Request) -> OrjsonResponse:
@@ -56,13 +60,18 @@ async def put_model(name: str, request: Request) -> OrjsonResponse:
     except ValidationError as exc:
         raise validation_error(exc) from None
     try:
+        registry.check_config(config)
+    except ValueError as exc:
+        raise BatchError(f"config: {exc}", field="config") from None
+    try:
         handle, replaced = await run_in_threadpool(registry.create, name, config)
     except ValueError as exc:
         raise BatchError(f"name: {exc}", field="name") from None
     return OrjsonResponse(handle.info(), status_code=200 if replaced else 201)
 
 
-@router.delete("/{name}", responses={404: {"model": ErrorResponse}})
+@router.delete("/{name}", responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
+               dependencies=[Depends(require_write)])
 async def delete_model(name: str, request: Request) -> OrjsonResponse:
     """Delete the model and its snapshot files."""
     await run_in_threadpool(registry_of(request).delete, name)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+import time
+
+from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
+from app.auth import require_read
 from app.batches import decode_body, may_contain_bools, parse_examples
 from app.http import OrjsonResponse, read_body
 from app.registry import Registry
 from app.routes.deps import registry_of, settings_of
 from app.schemas import ErrorResponse, PredictRequest, PredictResponse
 
-router = APIRouter(tags=["predict"])
+router = APIRouter(tags=["predict"], dependencies=[Depends(require_read)])
 
 
 def _predict(registry: Registry, body: bytes, default_model: str) -> dict:
@@ -36,7 +39,9 @@ async def predict(request: Request) -> OrjsonResponse:
 
     ``labels[i]`` is ``classes[1]`` when ``decision[i] > 0`` else ``classes[0]``.
     """
+    started = time.perf_counter()
     settings = settings_of(request)
     body = await read_body(request, settings.max_body_bytes)
     result = await run_in_threadpool(_predict, registry_of(request), body, settings.default_model)
+    request.app.state.request_metrics.observe("predict", result["model"], time.perf_counter() - started)
     return OrjsonResponse(result)

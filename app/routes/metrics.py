@@ -1,0 +1,26 @@
+"""``GET /metrics``: Prometheus text exposition (prometheus-client).
+
+Per model (label ``model``): examples applied and applied/s, prequential accuracy over
+the sliding window, support vectors, merges, merging frequency, average weight
+degradation, version, queued batches, snapshot age; for streamed models stream length,
+lag (entries and seconds), pending entries, dead letters, connection state; and the
+learn/predict latency histograms ``svmstream_request_latency_seconds``.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.concurrency import run_in_threadpool
+
+from app.auth import require_read
+
+router = APIRouter(tags=["metrics"], dependencies=[Depends(require_read)])
+
+
+@router.get("/metrics", response_class=Response)
+async def metrics(request: Request) -> Response:
+    """Prometheus text format 0.0.4."""
+    body = await run_in_threadpool(generate_latest, request.app.state.prometheus)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
