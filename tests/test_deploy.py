@@ -1,0 +1,136 @@
+"""docker/Dockerfile and docker-compose.yml cannot be run here (no Docker): check that
+everything they reference exists in the code -- settings names, CLI commands, ports,
+paths, files -- so that they cannot silently drift from the service."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from app.cli import build_parser
+from app.settings import Settings
+
+yaml = pytest.importorskip("yaml")
+
+REPO = Path(__file__).resolve().parents[1]
+COMPOSE = REPO / "docker-compose.yml"
+DOCKERFILE = REPO / "docker" / "Dockerfile"
+FIELDS = set(Settings.model_fields)
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    """``(INSTRUCTION, arguments)`` with line continuations joined and comments dropped."""
+    out, current = [], ""
+    for line in DOCKERFILE.read_text().splitlines():
+        stripped = line.strip()
+        if not current and (not stripped or stripped.startswith("#")):
+            continue
+        current += " " + stripped.rstrip("\\").strip()
+        if not stripped.endswith("\\"):
+            keyword, _, args = current.strip().partition(" ")
+            out.append((keyword.upper(), args.strip()))
+            current = ""
+    return out
+
+
+def dockerfile_env() -> dict[str, str]:
+    env = {}
+    for keyword, args in dockerfile_instructions():
+        if keyword == "ENV":
+            for token in shlex.split(args):
+                key, _, value = token.partition("=")
+                env[key] = value
+    return env
+
+
+def setting_of(env_name: str) -> str:
+    assert env_name.startswith("SVMSTREAM_"), env_name
+    return env_name[len("SVMSTREAM_"):].lower()
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def test_cli_commands_of_compose_and_dockerfile_parse(compose):
+    parser = build_parser()
+    commands = [compose["services"]["producer"]["command"], compose["services"]["svmstream"]["healthcheck"]["test"][1:]]
+    for keyword, args in dockerfile_instructions():
+        if keyword in ("CMD", "ENTRYPOINT"):
+            commands.append(json.loads(args))
+        if keyword == "HEALTHCHECK":
+            commands.append(json.loads(args.split("CMD", 1)[1]))
+    for command in commands:
+        assert command[0] == "svmstream", command
+        parser.parse_args(command[1:])  # exits (SystemExit) on an unknown option
+    pyproject = (REPO / "pyproject.toml").read_text()
+    assert re.search(r'^svmstream = "app\.cli:main"', pyproject, re.M)
+
+
+def test_every_svmstream_env_name_is_a_setting(compose):
+    names = set(dockerfile_env())
+    for service in compose["services"].values():
+        names |= set(service.get("environment", {}))
+    names = {n for n in names if n.startswith("SVMSTREAM_")}
+    assert names, "no SVMSTREAM_* variables found"
+    for name in names:
+        assert setting_of(name) in FIELDS, f"{name} is not a field of app.settings.Settings"
+    # and they validate
+    env = {setting_of(k): v for k, v in compose["services"]["svmstream"]["environment"].items()
+           if k.startswith("SVMSTREAM_") and "${" not in str(v)}
+    Settings(**env)
+
+
+def test_ports_paths_and_redis_wiring_agree(compose):
+    env = dockerfile_env()
+    svc = compose["services"]["svmstream"]
+    port = svc["environment"]["SVMSTREAM_PORT"]
+    assert port == env["SVMSTREAM_PORT"]
+    assert any(p.split(":")[-1] == port for p in svc["ports"])
+    assert any(k == "EXPOSE" and a == port for k, a in dockerfile_instructions())
+    # the snapshot volume is where the service writes
+    snap = svc["environment"]["SVMSTREAM_SNAPSHOT_DIR"]
+    assert snap == env["SVMSTREAM_SNAPSHOT_DIR"]
+    assert any(v.split(":")[1] == snap for v in svc["volumes"])
+    assert any(k == "VOLUME" and json.loads(a) == [snap] for k, a in dockerfile_instructions())
+    # Redis: the URL names the redis service; AOF on; health-gated start
+    redis_svc = compose["services"]["redis"]
+    assert svc["environment"]["SVMSTREAM_REDIS_URL"].startswith("redis://redis:6379")
+    assert svc["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert "healthcheck" in redis_svc and "--appendonly" in redis_svc["command"]
+    assert redis_svc["command"][redis_svc["command"].index("--appendonly") + 1] == "yes"
+    assert any(v.split(":")[1] == "/data" for v in redis_svc["volumes"])
+    assert "API_TOKEN" in str(svc["environment"]["SVMSTREAM_API_TOKEN"])
+    # the producer talks to the same Redis and service, and only runs with its profile
+    producer = compose["services"]["producer"]
+    assert producer["profiles"] == ["producer"]
+    args = build_parser().parse_args(producer["command"][1:])
+    assert args.redis_url == svc["environment"]["SVMSTREAM_REDIS_URL"]
+    assert args.url == f"http://svmstream:{port}"
+    mount = next(v for v in producer["volumes"] if "SVMSTREAM_DATA" in v)
+    assert args.file.startswith(mount.split(":")[-2] + "/")
+    for volume in ("redis-data", "snapshots"):
+        assert volume in compose["volumes"]
+
+
+def test_dockerfile_is_slim_non_root_with_a_writable_numba_cache():
+    instructions = dockerfile_instructions()
+    env = dockerfile_env()
+    assert re.match(r"python:3\.1[1-9][\w.-]*-slim", dict(instructions)["FROM"])
+    users = [a for k, a in instructions if k == "USER"]
+    assert users and users[-1] not in ("root", "0")
+    cache = env["NUMBA_CACHE_DIR"]
+    run = " ".join(a for k, a in instructions if k == "RUN")
+    assert "mkdir -p" in run and cache in run
+    owned = re.search(rf"chown -R {users[-1]}\S* (.+?)(?:&&|$)", run).group(1).split()
+    assert any(cache.startswith(path) for path in owned), (cache, owned)
+    for keyword, args in instructions:
+        if keyword == "COPY":
+            for source in shlex.split(args)[:-1]:
+                assert (REPO / source).exists(), f"COPY source {source} missing"
+    assert (REPO / "docker" / "Dockerfile.dockerignore").exists()
