@@ -350,6 +350,8 @@ def kernel_block(A: KernelData, B: KernelData, spec: KernelSpec, rows=None, cols
     Xa, sqa = _rows_matrix(A, rows)
     Xb, sqb = _rows_matrix(B, cols)
     if sp.issparse(Xa) or sp.issparse(Xb):
+        if sp.issparse(Xb) and Xb.shape[0] * Xb.shape[1] * 8 <= 64 * 2**20:
+            Xb = Xb.toarray()  # sparse @ dense is much faster than sparse @ sparse here
         M = Xa @ Xb.T
         M = M.toarray() if sp.issparse(M) else np.asarray(M)
         M = np.ascontiguousarray(M, dtype=np.float64)
