@@ -134,8 +134,9 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
             ``label`` (the positive class, as a string).
         should_stop : callable() -> bool, optional
             Checked before every kernel call (at least once per ``n_samples`` coordinate
-            steps); returning true raises :class:`solvers.linear_cd.Cancelled` and leaves
-            the estimator unfitted.
+            steps); returning true raises :class:`solvers.linear_cd.Cancelled`; the
+            estimator's fitted attributes are then those it had before (none if it was
+            never fitted).
 
         Returns
         -------
