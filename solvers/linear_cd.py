@@ -108,7 +108,7 @@ def _uniform01(rng):
 
 @numba.njit(nogil=True, cache=True, inline="always")
 def _below(rng, m):
-    """Uniform integer in [0, m) (m < 2**53; bias below 2**-40 for m < 2**13 ... 2**31)."""
+    """Integer in [0, m) from one 53-bit uniform (relative bias below m / 2**53)."""
     k = np.int64(_uniform01(rng) * m)
     if k >= m:  # guard against rounding up
         k = m - 1
