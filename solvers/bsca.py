@@ -75,7 +75,8 @@ def bsca_steps(X, y, order, alpha, stream, C, sv_t, sv_sq, coef, counters, reals
             alpha[i] = a_new
         counters[C_VIOLATIONS] += 1
         weight[0] = delta * y[i]
-        n_sv = add_support_vector(x, x_sq, weight, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf)
+        n_sv = add_support_vector(x, x_sq, weight, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf,
+                                  profile, reals)
         if n_sv > budget:
             n_sv = maintain_budget(sv_t, sv_sq, coef, n_sv, gamma, maintenance, merge_solver, gss_eps,
                                    h_table, wd_table, ref_solver, diag, k_inv, counters, reals, 1.0,

@@ -143,7 +143,8 @@ def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table,
 
 
 @nb.njit(nogil=True, cache=True)
-def add_support_vector(x, x_sq, weights, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf):
+def add_support_vector(x, x_sq, weights, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf,
+                       profile, reals):
     """Add ``weights`` (K,) · φ(x) to the model; returns the new SV count.
 
     ``row_buf[:n_sv]`` must hold k(x, sv_j) from the margin computation.  If the model
@@ -151,15 +152,19 @@ def add_support_vector(x, x_sq, weights, sv_t, sv_sq, coef, n_sv, maintenance, k
     computed as exactly 0), the weights are added to that SV — the same function, with no
     approximation and no budget maintenance (BSCA revisits training points, BSGD sees
     them again in later epochs).  Otherwise x is appended at slot ``n_sv``; with projection
-    the maintained K⁻¹ is extended in O(n²) using the kernel row."""
+    the maintained K⁻¹ is extended in O(n²) using the kernel row; that update is part of
+    projection's maintenance cost and is timed as such when ``profile`` is set."""
     for j in range(n_sv):
         if row_buf[j] == 1.0:
             for c in range(coef.shape[1]):
                 coef[j, c] += weights[c]
             return n_sv
     if maintenance == MAINT_PROJECT:
+        started = _clock() if profile else 0.0
         cap = row_buf.shape[0] // 2
         kinv_append(k_inv, n_sv, row_buf[:cap], 1.0, DEFAULT_JITTER, row_buf[cap:])
+        if profile:
+            reals[R_MERGE_SECONDS] += _clock() - started
     for k in range(x.shape[0]):
         sv_t[k, n_sv] = x[k]
     sv_sq[n_sv] = x_sq
@@ -262,7 +267,7 @@ def bsgd_steps(X, labels, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv
             if minus >= 0:
                 f_buf[minus] = -eta / scale
             n_sv = add_support_vector(x, x_sq, f_buf, sv_t, sv_sq, coef, n_sv, maintenance, k_inv,
-                                      row_buf)
+                                      row_buf, profile, reals)
             if use_bias:
                 bias[plus] += eta * sign
                 if minus >= 0:

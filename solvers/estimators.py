@@ -282,7 +282,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     @property
     def maintenance_seconds_(self):
-        """Wall time spent in budget maintenance (only measured with ``profile=True``)."""
+        """Wall time spent in budget maintenance (only measured with ``profile=True``); for
+        projection it includes the O(B²) update of K⁻¹ when an SV is added."""
         return float(self._reals[bsgd.R_MERGE_SECONDS])
 
     @property
