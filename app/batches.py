@@ -651,8 +651,9 @@ def parse_stream_entries(entries: Sequence[Mapping[Any, Any]], codec: LabelCodec
 
     Parameters
     ----------
-    entries : sequence of mappings
-        The entries' fields, in stream order.
+    entries : sequence of mappings or of flat lists
+        The entries' fields, in stream order: ``{field: value}`` or Redis' raw
+        ``[field, value, field, value, ...]``.
     codec : LabelCodec
         Label set of the model.
     n_features : int or None
@@ -676,6 +677,8 @@ def parse_stream_entries(entries: Sequence[Mapping[Any, Any]], codec: LabelCodec
 
     for i, fields in enumerate(entries):
         try:
+            if type(fields) is list:  # a raw reply: [field, value, field, value, ...]
+                fields = dict(zip(fields[::2], fields[1::2]))
             if not fields.keys() <= _STREAM_FIELDS_B:
                 unknown = sorted(_text(k) for k in fields if k not in _STREAM_FIELDS_B)
                 raise BatchError(f"entry: unknown field {unknown[0]!r}; allowed fields are {sorted(STREAM_FIELDS)}",

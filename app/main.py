@@ -28,7 +28,8 @@ from app.batches import BatchError
 from app.http import OrjsonResponse, error_response
 from app.metrics import build_registry
 from app.registry import LearnerBusy, ModelClosed, ModelNotFitted, ModelNotFound, Registry
-from app.routes import health, learn, metrics, models, predict
+from app.jobs import JobRunner
+from app.routes import health, jobs, learn, metrics, models, predict, uploads
 from app.settings import Settings
 from app.snapshots import SnapshotStore, run_snapshotter
 
@@ -107,6 +108,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             registry.create(settings.default_model, config, snapshot=False)
             log.info("model %r: created with defaults %s", settings.default_model, config.to_json())
         app.state.registry = registry
+        app.state.jobs = JobRunner(settings, registry)  # batch jobs (docs/jobs.md); workers start per job
         app.state.started_at = time.time()
         task = asyncio.create_task(run_snapshotter(registry, settings.snapshot_interval_s))
         streams = None
@@ -122,6 +124,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
+            await asyncio.to_thread(app.state.jobs.stop)  # cancel running jobs (kill after the grace period)
             if stream_task is not None:
                 stream_task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -170,6 +173,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(ModelClosed, _simple(409))
     app.add_exception_handler(LearnerBusy, _simple(429))
 
-    for module in (learn, predict, models, health, metrics):
+    for module in (learn, predict, models, health, metrics, jobs, uploads):
         app.include_router(module.router)
     return app

@@ -29,7 +29,7 @@ import numpy as np
 
 from app.batches import BatchError, LabelCodec, conform
 from app.metrics import PrequentialWindow, RateMeter, correct_predictions
-from app.schemas import MODEL_NAME_PATTERN, ModelConfig
+from app.schemas import BATCH_ALGORITHMS, MODEL_NAME_PATTERN, ModelConfig
 from app.settings import Settings
 from app.snapshots import SnapshotStore
 from solvers.persistence import estimator_from_state
@@ -173,7 +173,10 @@ class ModelView:
 
     def labels_from_decision(self, decision: np.ndarray) -> list[Any]:
         """Predicted JSON labels: ``classes[1]`` where decision > 0, else ``classes[0]``
-        (the scikit-learn binary convention used by ``predict``)."""
+        (the scikit-learn binary convention used by ``predict``); for a multi-class model
+        (decision of shape (n, K), batch-trained one-vs-rest) the class of the largest score."""
+        if decision.ndim == 2:
+            return self.codec.decode(np.argmax(decision, axis=1).astype(np.int64))
         return self.codec.decode((decision > 0).astype(np.int64))
 
 
@@ -239,6 +242,9 @@ class ModelHandle:
             Dimension mismatch (the first accepted batch fixes ``d``).
         LearnerBusy, ModelClosed
         """
+        if self.config.algorithm in BATCH_ALGORITHMS:
+            raise BatchError(f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); it does "
+                             "not learn online (train a new one with POST /jobs)", field="model", status=409)
         if y.shape != (X.shape[0],):
             raise BatchError(f"y: has {y.shape[0]} labels for {X.shape[0]} examples in X", field="y")
         with self._lock:

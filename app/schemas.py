@@ -23,6 +23,10 @@ MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 Algorithm = Literal["bsgd", "bsca"]
 """``bsgd``: :class:`solvers.BudgetedSGDClassifier`; ``bsca``: :class:`solvers.BudgetedSCAClassifier`
 (streaming mode; ``schedule``, ``eta``, ``radius`` and ``fit_intercept`` do not apply to it)."""
+BatchAlgorithm = Literal["dcsvm", "avsf", "liblinear-cd"]
+"""Models trained by a batch job (``POST /jobs``, :mod:`app.jobs`); they serve predictions
+but do not learn online.  Not accepted by ``PUT /models``."""
+BATCH_ALGORITHMS = ("dcsvm", "avsf", "liblinear-cd")
 Maintenance = Literal["merge", "remove", "project"]
 MergeSolver = Literal["gss", "gss-precise", "lookup-h", "lookup-wd"]
 Schedule = Literal["pegasos", "norma", "perceptron"]
@@ -69,7 +73,7 @@ class ModelConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False, frozen=True)
 
-    algorithm: Algorithm = "bsgd"
+    algorithm: Algorithm | BatchAlgorithm = "bsgd"
     budget: int = Field(500, ge=1, description="maximum number of support vectors B")
     gamma: float = Field(1.0, gt=0, description="RBF kernel width: k(x,x') = exp(-gamma ||x-x'||^2)")
     C: float | None = Field(1.0, gt=0, description="SVM C; lambda = 1/(C n) unless lambda is given")
@@ -89,6 +93,8 @@ class ModelConfig(BaseModel):
     @classmethod
     def _check_classes(cls, value: list[Any], info: ValidationInfo) -> list[Any]:
         value = normalise_classes(value)
+        if info.data.get("algorithm") in BATCH_ALGORITHMS and len(value) >= 2:
+            return value  # batch-trained models may be multi-class (one-vs-rest)
         if len(value) != 2:
             algorithm = info.data.get("algorithm", "bsgd")
             raise ValueError(f"a {algorithm!r} model is binary: give exactly 2 classes, got {len(value)}")

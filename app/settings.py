@@ -99,6 +99,33 @@ class Settings(BaseSettings):
     stream_info_interval_s: float = Field(1.0, gt=0)
     """How often the consumer refreshes lag/pending (XINFO) for the metrics."""
 
+    # ---------------------------------------------------------------- batch jobs (docs/jobs.md)
+    data_dir: Path | None = None
+    """Directory whose files ``POST /jobs`` may name as ``data``/``test``; unset: server-side
+    paths are refused and only uploads (``POST /uploads``) can be trained on."""
+    jobs_dir: Path = Path("./jobs")
+    """Uploaded files (``uploads/``) and job results in transit (``results/``)."""
+    max_upload_bytes: int = Field(1024 * MIB, ge=1)
+    """Largest accepted ``POST /uploads`` body (413 beyond)."""
+    max_concurrent_jobs: int = Field(1, ge=1)
+    """Worker processes running jobs at once; further jobs wait in a FIFO queue."""
+    max_queued_jobs: int = Field(100, ge=0)
+    job_start_method: str = Field("forkserver", pattern="^(forkserver|spawn)$")
+    """How worker processes start (never ``fork``: the server has threads)."""
+    job_cancel_grace_s: float = Field(1.0, gt=0)
+    """After a cancel, seconds the worker gets to stop by itself before it is killed."""
+    job_history: int = Field(200, ge=1)
+    """Finished jobs kept in memory (``GET /jobs``)."""
+    job_dcsvm_n_jobs: int | None = Field(None, ge=1)
+    """Default ``n_jobs`` of DC-SVM jobs (pool processes of the worker); None: all cores."""
+
+    @field_validator("data_dir", "job_dcsvm_n_jobs", mode="before")
+    @classmethod
+    def _empty_job_setting_is_none(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
+            return None
+        return value
+
     @field_validator("default_lambda", "default_n_samples", "default_n_features",
                      "default_random_state", "default_c", "default_radius", "redis_url", "api_token",
                      mode="before")

@@ -122,10 +122,27 @@ def make_client(url: str, *, timeout: float = 10.0):
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    return redis.Redis.from_url(
+    client = redis.Redis.from_url(
         url, socket_timeout=timeout, socket_connect_timeout=3.0,
-        retry=Retry(NoBackoff(), 0), health_check_interval=0,
+        retry=Retry(NoBackoff(), 0), health_check_interval=0, protocol=2,
     )
+    # raw XREADGROUP replies ([[key, [[id, [field, value, ...]], ...]]]): the entries are
+    # validated from the flat field lists, without building a dict per entry first
+    client.set_response_callback("XREADGROUP", _raw_reply)
+    return client
+
+
+def _raw_reply(response, **options):
+    return response
+
+
+def fields_dict(fields) -> dict:
+    """An entry's fields as a dict (from redis-py's dict or a raw flat list)."""
+    if fields is None:
+        return {}
+    if isinstance(fields, dict):
+        return fields
+    return dict(zip(fields[::2], fields[1::2]))
 
 
 @dataclass
@@ -266,7 +283,10 @@ class StreamConsumer:
                 if lowest is not None:
                     bound = min(bound, parse_id(lowest))
             bound = min(bound, next_id(parse_id(group["last-delivered-id"])))
-        client.xtrim(self.key, minid=format_id(bound), approximate=not self.settings.stream_trim_exact)
+        if self.settings.stream_trim_exact:
+            client.xtrim(self.key, minid=format_id(bound), approximate=False)
+        else:  # LIMIT 0: no cap on the entries removed per call (the default cap is 100 nodes)
+            client.xtrim(self.key, minid=format_id(bound), approximate=True, limit=0)
 
     def flush(self, timeout: float = 5.0) -> int:
         """Acknowledge what the final snapshot covers (called once the thread has stopped).
@@ -510,15 +530,15 @@ class StreamConsumer:
         """Skip what the model already has, dead-letter bad entries, apply the rest."""
         last = self.last_id
         skip_ids: list[bytes] = []
-        fresh: list[tuple[bytes, dict]] = []
+        fresh: list[tuple[bytes, Any]] = []
         gone: list[bytes] = []
-        max_seen: StreamId | None = None
-        for eid, fields in entries:
-            sid = parse_id(eid)
-            max_seen = sid
-            if last is not None and sid <= last:
-                skip_ids.append(eid)
-            elif not fields:  # pending entry whose content was deleted from the stream
+        first = 0
+        if last is not None and parse_id(entries[0][0]) <= last:  # IDs increase within a read
+            while first < len(entries) and parse_id(entries[first][0]) <= last:
+                skip_ids.append(entries[first][0])
+                first += 1
+        for eid, fields in entries[first:] if first else entries:
+            if not fields:  # pending entry whose content was deleted from the stream
                 gone.append(eid)
             else:
                 fresh.append((eid, fields))
@@ -533,7 +553,7 @@ class StreamConsumer:
             return
         batch = self._parse(fresh)
         if batch.rejected:
-            self._dead_letter(client, [(fresh[i][0], fresh[i][1], reason) for i, reason in batch.rejected])
+            self._dead_letter(client, [(fresh[i][0], fields_dict(fresh[i][1]), reason) for i, reason in batch.rejected])
         if batch.good.size == 0:
             return
         good = [fresh[i] for i in batch.good.tolist()]
@@ -579,7 +599,7 @@ class StreamConsumer:
             block = False
         if self._failed and client is not None:
             failed = self._failed
-            self._dead_letter(client, [(eid, f, reason) for item, reason in failed for eid, f in item.entries])
+            self._dead_letter(client, [(eid, fields_dict(f), reason) for item, reason in failed for eid, f in item.entries])
             self._failed = []
 
     def _finish_inflight(self, client) -> None:

@@ -1,0 +1,89 @@
+"""``/jobs``: batch training jobs (DC-SVM, AVSF, LIBLINEAR dual CD) in worker processes.
+
+See :mod:`app.jobs` and ``docs/jobs.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from app.auth import require_read, require_write
+from app.batches import decode_body
+from app.http import OrjsonResponse, read_body
+from app.jobs import JobRunner
+from app.routes.deps import settings_of
+from app.routes.models import validation_error
+from app.schemas import ErrorResponse
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+
+class JobCreate(BaseModel):
+    """Body of ``POST /jobs``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    algorithm: Literal["dcsvm", "avsf", "liblinear-cd"] = Field(
+        description="dcsvm: DCSVMClassifier (kernel SVM); avsf / liblinear-cd: LinearDualCDClassifier with "
+                    "adaptive / uniform coordinate selection")
+    data: str = Field(description="training data: an upload id (POST /uploads) or a path in the server's data "
+                                  "directory (SVMSTREAM_DATA_DIR); LIBSVM or CSV, .bz2/.gz allowed")
+    test: str | None = Field(None, description="optional test data (same forms): the result reports its accuracy")
+    params: dict[str, Any] = Field(default_factory=dict,
+                                   description="solver hyperparameters, e.g. {\"C\": 32, \"gamma\": 2} (dcsvm) or "
+                                               "{\"C\": 1, \"tol\": 0.001} (avsf)")
+    model: str = Field(description="name of the model the result is registered as")
+    early_level: int | None = Field(None, ge=1, description="dcsvm: serve the early-prediction model of this level")
+    replace: bool = Field(False, description="replace an existing model of that name")
+
+
+def runner_of(request: Request) -> JobRunner:
+    return request.app.state.jobs
+
+
+@router.post("", status_code=201, dependencies=[Depends(require_write)],
+             responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
+                        409: {"model": ErrorResponse}, 422: {"model": ErrorResponse}, 503: {"model": ErrorResponse}},
+             openapi_extra={"requestBody": {"required": True,
+                                            "content": {"application/json": {"schema": JobCreate.model_json_schema()}}}})
+async def create_job(request: Request) -> OrjsonResponse:
+    """Queue a training job; answers 201 with the job record (state ``queued`` or ``running``)."""
+    body = await read_body(request, settings_of(request).max_body_bytes)
+    try:
+        spec = JobCreate.model_validate(decode_body(body))
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    runner = runner_of(request)
+    job = await run_in_threadpool(runner.submit, spec.algorithm, spec.data, spec.model, test=spec.test,
+                                  params=spec.params, early_level=spec.early_level, replace=spec.replace)
+    return OrjsonResponse(runner.to_json(job), status_code=201)
+
+
+@router.get("", dependencies=[Depends(require_read)])
+async def list_jobs(request: Request) -> OrjsonResponse:
+    """``{"jobs": [job, ...]}``, newest first."""
+    runner = runner_of(request)
+    return OrjsonResponse({"jobs": [runner.to_json(job) for job in runner.list()]})
+
+
+@router.get("/{job_id}", dependencies=[Depends(require_read)], responses={404: {"model": ErrorResponse}})
+async def get_job(job_id: str, request: Request) -> OrjsonResponse:
+    """State (queued/running/succeeded/failed/cancelled), progress (stage, level, objective,
+    max_violation, elapsed), timeline, result or error."""
+    runner = runner_of(request)
+    return OrjsonResponse(runner.to_json(runner.get(job_id)))
+
+
+@router.delete("/{job_id}", dependencies=[Depends(require_write)],
+               responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 409: {"model": ErrorResponse}})
+async def cancel_job(job_id: str, request: Request) -> OrjsonResponse:
+    """Cancel a queued or running job; answers once the worker has stopped (it is killed
+    ``SVMSTREAM_JOB_CANCEL_GRACE_S`` after the request at the latest).  409 if it had
+    already finished."""
+    runner = runner_of(request)
+    job = await run_in_threadpool(runner.cancel, job_id)
+    return OrjsonResponse(runner.to_json(job))
