@@ -253,7 +253,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="3 kills, 200k-example memory run")
     parser.add_argument("--kills", type=int, default=None)
     parser.add_argument("--memory-examples", type=int, default=None)
-    parser.add_argument("--memory-rate", type=float, default=20_000.0, help="producer rate in part E (examples/s)")
+    parser.add_argument("--memory-rate", type=float, default=12_000.0, help="producer rate in part E (examples/s)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fsync", default="everysec", choices=("everysec", "always", "no"),
                         help="Redis appendfsync of all runs (default everysec, as docker-compose.yml)")

@@ -245,7 +245,7 @@ def test_acks_wait_for_the_snapshot_and_restart_skips_applied_pending_entries(re
     produce(r, key, good_entries(X[3000:], y[3000:]))
     # restart from the snapshot (2000 examples): re-reads the 1000 pending, applies them again
     with streaming(settings, name) as (registry2, manager2):
-        assert n_seen(registry2, name) in (2000, 4000)
+        assert n_seen(registry2, name) >= 2000  # restored from the snapshot, then re-applying
         wait_for(lambda: n_seen(registry2, name) == 4000, what="all applied after restart")
         decision = registry2.get(name).view.decision_function(probe)
         assert manager2.consumers[name].skipped == 0
