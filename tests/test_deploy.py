@@ -134,3 +134,10 @@ def test_dockerfile_is_slim_non_root_with_a_writable_numba_cache():
             for source in shlex.split(args)[:-1]:
                 assert (REPO / source).exists(), f"COPY source {source} missing"
     assert (REPO / "docker" / "Dockerfile.dockerignore").exists()
+
+
+def test_healthcheck_exits_1_when_nothing_answers():
+    from app.cli import main
+    from tests.conftest import free_port
+
+    assert main(["healthcheck", "--url", f"http://127.0.0.1:{free_port()}", "--timeout", "1"]) == 1

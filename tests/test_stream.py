@@ -376,3 +376,27 @@ def test_sigkill_the_service_while_it_consumes_then_restart_equals_an_uninterrup
     np.testing.assert_allclose(decision, reference_decision(X, y, probe)[0], rtol=0, atol=1e-9)
     assert r.xpending(key, f"svmstream:{name}")["pending"] == 0
     assert r.xlen(f"svmstream:{name}:dead") == 0
+
+
+def test_replay_produces_the_file_in_order_in_each_format(redis_server, tmp_path):
+    from app.cli import load_libsvm, run_stream_replay
+    from tests.conftest import write_libsvm
+
+    X, y = two_moons_like(1500, d=D, seed=12)
+    X[X < -1.0] = 0.0  # some zeros, so that the sparse form differs
+    path = write_libsvm(tmp_path / "data.bz2", X, y)
+    Xf, yf = load_libsvm(str(path))
+    r = redis_server.client()
+    codec = LabelCodec([-1, 1])
+    for fmt in ("xb", "dense", "sparse"):
+        name = unique(f"replay-{fmt}")
+        result = run_stream_replay(str(path), redis_server.url, model=name, batch=400, fmt=fmt, progress=False)
+        entries = r.xrange(f"svmstream:{name}:examples")
+        assert result["examples"] == len(entries) == 1500
+        assert [e[0].decode() for e in (entries[0], entries[-1])] == [result["first_id"], result["last_id"]]
+        batch = parse_stream_entries([f for _, f in entries], codec, Xf.shape[1])
+        assert not batch.rejected
+        expected = Xf.toarray().astype(np.float32) if fmt == "xb" else Xf.toarray()
+        np.testing.assert_array_equal(batch.X, expected)
+        np.testing.assert_array_equal(batch.y, (yf == 1).astype(np.int64))
+        assert (b"xb" in entries[0][1]) == (fmt == "xb")
