@@ -95,12 +95,14 @@ def test_shrinking_cache_and_sparse_give_the_same_optimum():
     X, y = _data(300)
     spec = KernelSpec("rbf", gamma=0.4, offset=1.0)
     base = solve_dual(KernelData(X), y, spec, 4.0, eps=1e-7)
-    for kw in ({"shrinking": False}, {"cache_mb": 0.002}, {"cache_mb": 500.0}):
+    for kw in ({"shrinking": False}, {"cache_mb": 0.002}, {"cache_mb": 500.0},
+               {"pairs": False}, {"pairs": False, "shrinking": False}):
         r = solve_dual(KernelData(X), y, spec, 4.0, eps=1e-7, **kw)
         assert r.objective == pytest.approx(base.objective, rel=1e-10)
     rs = solve_dual(KernelData(sp.csr_matrix(X)), y, spec, 4.0, eps=1e-7)
     assert rs.objective == pytest.approx(base.objective, rel=1e-10)
     assert base.stats["cache_hits"] > 0
+    assert base.stats["pair_steps"] > 0
 
 
 def test_warm_start_and_per_sample_bounds():
