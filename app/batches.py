@@ -599,6 +599,16 @@ def parse_stream_label(raw: Any) -> Any:
     return value
 
 
+_UNSEEN = object()
+
+
+def _label_or_error(raw: Any) -> Any:
+    try:
+        return parse_stream_label(raw)
+    except BatchError as exc:
+        return exc
+
+
 def _decode_x(raw: Any) -> Any:
     try:
         return orjson.loads(raw)
@@ -675,9 +685,31 @@ def parse_stream_entries(entries: Sequence[Mapping[Any, Any]], codec: LabelCodec
     d = n_features
     whose = f"model {model!r}" if d is not None else "the batch's first example"
 
+    label_cache: dict[Any, Any] = {}  # raw y -> label (or its BatchError): labels repeat
+
     for i, fields in enumerate(entries):
         try:
             if type(fields) is list:  # a raw reply: [field, value, field, value, ...]
+                if len(fields) == 4 and fields[0] == b"y" and fields[2] == b"xb":  # the common case, fast
+                    y_raw = fields[1]
+                    label = label_cache.get(y_raw, _UNSEEN)
+                    if label is _UNSEEN:
+                        label = label_cache[y_raw] = _label_or_error(y_raw)
+                    if label.__class__ is BatchError:
+                        raise label
+                    xb_raw = fields[3]
+                    size = len(xb_raw)
+                    if size == 0 or size % 4:
+                        raise BatchError(f"xb: has {size} bytes, expected 4 per feature (little-endian float32)",
+                                         field="xb")
+                    if d is None:
+                        d = size // 4
+                    elif size != 4 * d:
+                        raise BatchError(f"xb: has {size // 4} features, {whose} expects {d}", field="xb")
+                    kinds[i] = 2
+                    rows[i] = xb_raw
+                    labels[i] = label
+                    continue
                 fields = dict(zip(fields[::2], fields[1::2]))
             if not fields.keys() <= _STREAM_FIELDS_B:
                 unknown = sorted(_text(k) for k in fields if k not in _STREAM_FIELDS_B)
@@ -698,7 +730,11 @@ def parse_stream_entries(entries: Sequence[Mapping[Any, Any]], codec: LabelCodec
                 raise BatchError("entry: give the features as 'x' or as 'xb', not both", field="xb")
             if x_raw is None and xb_raw is None:
                 raise BatchError("x: field required (features as JSON 'x' or float32 bytes 'xb')", field="x")
-            label = parse_stream_label(y_raw)
+            label = label_cache.get(y_raw, _UNSEEN)
+            if label is _UNSEEN:
+                label = label_cache[y_raw] = _label_or_error(y_raw)
+            if label.__class__ is BatchError:
+                raise label
             if xb_raw is not None:
                 if isinstance(xb_raw, str):
                     xb_raw = xb_raw.encode("latin-1", "replace")

@@ -148,6 +148,32 @@ def test_entries_are_validated_one_by_one_with_reasons():
     np.testing.assert_array_equal(batch.y, [1, 0, 0, 1])
 
 
+def test_raw_flat_field_lists_validate_like_dicts():
+    """Redis' raw replies ([field, value, ...]) take a fast path for ``y`` + ``xb`` entries."""
+    codec = LabelCodec([-1, 1])
+    rng = np.random.default_rng(2)
+    dicts = []
+    for i in range(300):
+        kind = i % 10
+        if kind == 3:
+            dicts.append({b"y": b"7", b"xb": xb(rng.normal(size=3))})           # unknown label
+        elif kind == 5:
+            dicts.append({b"y": b"1", b"xb": xb(rng.normal(size=2))})           # wrong dimension
+        elif kind == 7:
+            dicts.append({b"y": b"1", b"xb": xb([1.0, np.nan, 0.0])})           # NaN
+        elif kind == 9:
+            dicts.append({b"y": b"-1", b"x": orjson.dumps(rng.normal(size=3).tolist())})  # JSON, not fast path
+        else:
+            dicts.append({b"y": b"1" if i % 2 else b"-1", b"xb": xb(rng.normal(size=3))})
+    flat = [[k for kv in d.items() for k in kv] for d in dicts]
+    a = parse_stream_entries(dicts, codec, 3)
+    b = parse_stream_entries(flat, codec, 3)
+    assert a.rejected == b.rejected and len(a.rejected) == 90
+    np.testing.assert_array_equal(a.good, b.good)
+    np.testing.assert_array_equal(a.X, b.X)
+    np.testing.assert_array_equal(a.y, b.y)
+
+
 def test_first_good_entry_fixes_the_dimension_and_wide_sparse_stays_csr():
     codec = LabelCodec(["a", "b"])
     batch = parse_stream_entries([{b"y": b"a", b"x": b"[1, 2, 3]"}, {b"y": b"b", b"x": b"[1, 2]"},
