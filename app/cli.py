@@ -1,4 +1,5 @@
-"""Command line: ``svmstream serve``, ``svmstream replay`` and ``svmstream healthcheck``.
+"""Command line: ``svmstream serve``, ``svmstream replay``, ``svmstream healthcheck`` and
+``svmstream train`` (batch solvers, :mod:`app.train_cli`).
 
 ``svmstream serve`` runs the service with uvicorn (one worker: models live in memory).
 ``svmstream replay FILE --url URL`` streams a LIBSVM file (``.bz2``/``.gz`` too) into
@@ -100,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     health.add_argument("--url", default=None,
                         help="service URL (default http://127.0.0.1:$SVMSTREAM_PORT, port 8000)")
     health.add_argument("--timeout", type=float, default=5.0)
+
+    from app.train_cli import add_train_parser
+
+    add_train_parser(sub)  # svmstream train (app/train_cli.py, docs/jobs.md)
     return parser
 
 
@@ -578,6 +583,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve(args)
     if args.command == "healthcheck":
         return healthcheck(args)
+    if args.command == "train":
+        from app.train_cli import train
+
+        return train(args)
     return replay(args)
 
 

@@ -26,7 +26,7 @@ Process model
   exception's message.
 * Cancel: a :class:`multiprocessing.Event` read by the solver's ``should_stop`` callback
   (DC-SVM polls it about every 0.1 s, the linear solvers before every kernel call); if the
-  worker has not exited :attr:`Settings.job_cancel_grace_s` (1 s) after the request, its
+  worker has not exited :attr:`Settings.job_cancel_grace_s` (0.5 s) after the request, its
   process group is killed (SIGKILL).
 * At most :attr:`Settings.max_concurrent_jobs` (default 1) workers run at once; further
   jobs wait in a FIFO queue.
@@ -525,6 +525,8 @@ class _Reporter:
     def progress(self, report: dict) -> None:
         key = (report.get("problem"), report.get("stage"), report.get("level"))
         now = time.monotonic()
+        if key != self._key:
+            self.flush()  # the last figures of the previous stage first
         if key != self._key or now - self._last >= PROGRESS_INTERVAL_S or report.get("stage") == "done":
             self._key, self._last, self._pending = key, now, None
             self.send({"type": "progress", "progress": report, "time": time.time()})
@@ -985,8 +987,9 @@ class JobRunner:
         """One timeline entry per (problem, stage, level); the latest figures overwrite."""
         key = (report.get("problem"), report.get("stage"), report.get("level"))
         t = round((at or time.time()) - (job.started_at or job.created_at), 3)
-        entry = {k: report[k] for k in ("problem", "stage", "level", "n_clusters", "objective", "max_violation",
-                                        "subproblems_done", "subproblems", "iteration", "iterations", "n_steps")
+        entry = {k: report[k] for k in ("problem", "n_problems", "stage", "level", "n_clusters", "objective",
+                                        "max_violation", "subproblems_done", "subproblems", "iteration",
+                                        "iterations", "n_steps", "selection")
                  if report.get(k) is not None}
         last = job.timeline[-1] if job.timeline else None
         if last is not None and (last.get("problem"), last.get("stage"), last.get("level")) == key:
@@ -1051,6 +1054,10 @@ class JobRunner:
                     break
                 if msg.get("type") in ("result", "cancelled", "error"):
                     outcome = msg
+                    with self._lock:
+                        if msg["type"] == "cancelled" and job.cancel is not None:
+                            # when the solver raised Cancelled (wall clock of the worker)
+                            job.cancel["solver_stopped_after_s"] = round(msg["time"] - job.cancel["requested_at"], 4)
                 else:
                     self._on_message(job, msg)
             proc.join(timeout=grace + 5.0)

@@ -112,8 +112,10 @@ class Settings(BaseSettings):
     max_queued_jobs: int = Field(100, ge=0)
     job_start_method: str = Field("forkserver", pattern="^(forkserver|spawn)$")
     """How worker processes start (never ``fork``: the server has threads)."""
-    job_cancel_grace_s: float = Field(1.0, gt=0)
-    """After a cancel, seconds the worker gets to stop by itself before it is killed."""
+    job_cancel_grace_s: float = Field(0.5, gt=0)
+    """After a cancel, seconds the worker gets to stop by itself before its process group is
+    killed (0.5: with the ~0.2 s a kill and reap take on a loaded machine, a cancelled job is
+    gone within a second either way)."""
     job_history: int = Field(200, ge=1)
     """Finished jobs kept in memory (``GET /jobs``)."""
     job_dcsvm_n_jobs: int | None = Field(None, ge=1)

@@ -67,11 +67,10 @@ async def upload(request: Request, filename: str | None = None, format: str | No
     limit = settings_of(request).max_upload_bytes
     declared = request.headers.get("content-length")
     if declared is not None:
-        try:
-            if int(declared) > limit:
-                raise _too_large(limit)
-        except ValueError:
-            raise BatchError("body: invalid Content-Length header", field="body", status=400) from None
+        if not declared.strip().isdigit():
+            raise BatchError("body: invalid Content-Length header", field="body", status=400)
+        if int(declared) > limit:
+            raise _too_large(limit)
     store = uploads_of(request)
     upload_id = store.new_id()
     temp = store.temp_path(upload_id)
