@@ -170,9 +170,9 @@ class ProgressDisplay:
     left on screen as a log of that step.
     """
 
-    def __init__(self, enabled: bool = True, out=sys.stderr):
+    def __init__(self, enabled: bool = True, out=None):
         self.enabled = enabled
-        self.out = out
+        self.out = out if out is not None else sys.stderr
         self.bar = None
         self.key: tuple | None = None
         self._stage: str | None = None
@@ -244,7 +244,7 @@ class ProgressDisplay:
 # =============================================================================== local
 
 
-def train_local(args: argparse.Namespace, params: dict[str, Any], out=sys.stdout) -> dict[str, Any]:
+def train_local(args: argparse.Namespace, params: dict[str, Any]) -> dict[str, Any]:
     """Train in this process; returns the result dict of :func:`app.jobs.run_training`
     (plus ``saved_to``)."""
     from app.jobs import run_training
@@ -277,9 +277,11 @@ def _check(response) -> Any:
     return response.json()
 
 
-def upload_file(client, path: str, progress: bool = True, out=sys.stderr) -> dict[str, Any]:
+def upload_file(client, path: str, progress: bool = True, out=None) -> dict[str, Any]:
     """Stream a local file into ``POST /uploads``; returns the server's answer (``id`` ...)."""
     from tqdm import tqdm
+
+    out = out if out is not None else sys.stderr
 
     size = os.path.getsize(path)
     bar = tqdm(total=size, unit="B", unit_scale=True, desc=f"upload {Path(path).name}", file=out,
@@ -301,7 +303,7 @@ def upload_file(client, path: str, progress: bool = True, out=sys.stderr) -> dic
         bar.close()
 
 
-def train_on_server(args: argparse.Namespace, params: dict[str, Any], out=sys.stderr) -> dict[str, Any]:
+def train_on_server(args: argparse.Namespace, params: dict[str, Any], out=None) -> dict[str, Any]:
     """Submit the job to ``args.server``, follow its progress, return the final job record.
 
     Raises
@@ -311,6 +313,7 @@ def train_on_server(args: argparse.Namespace, params: dict[str, Any], out=sys.st
     """
     import httpx
 
+    out = out if out is not None else sys.stderr
     token = args.token or os.environ.get("SVMSTREAM_API_TOKEN") or None
     headers = {"authorization": f"Bearer {token}"} if token else {}
     display = ProgressDisplay(enabled=not args.no_progress, out=out)

@@ -287,12 +287,15 @@ def test_refused_jobs_and_uploads(env):
     assert not [p for p in (env.root / "jobs" / "uploads").iterdir() if p.name.startswith(".")]  # no temp left
 
 
-def test_train_cli_submits_to_the_server(env, tmp_path):
+def test_train_cli_submits_to_the_server(env, tmp_path, capsys):
+    import json
+
+    from app.cli import main
+
     X, y, Xt, yt = _digits()
     train = write_libsvm(tmp_path / "d.libsvm", X[:600], y[:600] % 2)
     test = write_libsvm(tmp_path / "d.t.libsvm", Xt, yt % 2)
-    import json
-
+    # the console entry point in its own process: files uploaded (POST /uploads), one JSON line
     cmd = [PYTHON, "-m", "app.cli", "train", "--algorithm", "liblinear-cd", str(train), "--test", str(test),
            "--C", "1", "--server", env.server.url, "--model", "cli-upload", "--json", "--no-progress"]
     out = subprocess.run(cmd, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=120)
@@ -301,19 +304,18 @@ def test_train_cli_submits_to_the_server(env, tmp_path):
     assert res["model"] == "cli-upload" and 0.8 < res["test_accuracy"] <= 1.0
     labels, _ = predict_labels(env.client, "cli-upload", Xt)
     assert float(np.mean(labels == yt % 2)) == pytest.approx(res["test_accuracy"], abs=1e-12)
-    # --server-path: files named in the server's data directory, progress display on
-    cmd = [PYTHON, "-m", "app.cli", "train", "--algorithm", "dcsvm", "moons.bz2", "--test", "moons.t",
-           "--early-level", "3", "--C", "10", "--gamma", "1", "--server", env.server.url, "--server-path",
-           "--model", "cli-path"]
-    out = subprocess.run(cmd, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert "test accuracy on moons.t:" in out.stdout and "served as model 'cli-path'" in out.stdout
-    # the progress display: one bar per level, levels finished between two polls included
-    assert re.search(r"level 4 \(\d+ clusters\).*\n(.*\n)*.*level 3 \(64 clusters\): 100%", out.stderr), out.stderr
+    # --server-path: files named in the server's data directory; progress display on
+    argv = ["train", "--algorithm", "dcsvm", "moons.bz2", "--test", "moons.t", "--early-level", "3", "--C", "10",
+            "--gamma", "1", "--server", env.server.url, "--server-path", "--model", "cli-path"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "test accuracy on moons.t:" in captured.out and "served as model 'cli-path'" in captured.out
+    # one bar per level, levels finished between two polls included
+    assert re.search(r"level 4 \(\d+ clusters\).*\n(.*\n)*.*level 3 \(64 clusters\): 100%", captured.err), captured.err
     # a refused request is one error line and exit status 1
-    cmd[cmd.index("--early-level") + 1] = "9"
-    out = subprocess.run(cmd, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=120)
-    assert out.returncode == 1 and "early_level" in out.stderr
+    argv[argv.index("--early-level") + 1] = "9"
+    assert main(argv) == 1
+    assert "early_level" in capsys.readouterr().err
 
 
 def test_batch_models_survive_a_restart(env):
