@@ -594,6 +594,7 @@ class StreamConsumer:
                 self._failed.append((item, f"learning failed: {type(exc).__name__}: {exc}"))
                 item.ids = []
                 continue
+            item.entries = []  # applied: the fields are no longer needed for dead-lettering
             self.applied += item.n
             self._since_snapshot += item.n
             block = False

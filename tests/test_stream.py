@@ -364,7 +364,7 @@ def test_sigkill_the_service_while_it_consumes_then_restart_equals_an_uninterrup
 
     r = redis_server.client()
     name = unique("kill")
-    n = 15_000
+    n = 12_000
     X, y = two_moons_like(n, d=D, seed=11)
     key = f"svmstream:{name}:examples"
     produce(r, key, good_entries(X, y))
@@ -372,7 +372,7 @@ def test_sigkill_the_service_while_it_consumes_then_restart_equals_an_uninterrup
         "SVMSTREAM_REDIS_URL": redis_server.url, "SVMSTREAM_DEFAULT_MODEL": name,
         "SVMSTREAM_DEFAULT_BUDGET": str(CONFIG["budget"]), "SVMSTREAM_DEFAULT_GAMMA": "1.0",
         "SVMSTREAM_DEFAULT_C": "10", "SVMSTREAM_DEFAULT_N_SAMPLES": str(CONFIG["n_samples"]),
-        "SVMSTREAM_STREAM_COUNT": "50", "SVMSTREAM_STREAM_BLOCK_MS": "100", "SVMSTREAM_STREAM_LEASE_S": "0.6",
+        "SVMSTREAM_STREAM_COUNT": "100", "SVMSTREAM_STREAM_BLOCK_MS": "100", "SVMSTREAM_WARM_UP": "false", "SVMSTREAM_STREAM_LEASE_S": "0.6",
         "SVMSTREAM_STREAM_SNAPSHOT_EVERY": "1200", "SVMSTREAM_SNAPSHOT_INTERVAL_S": "0.25",
     }
     snap = tmp_path / "snap"
