@@ -55,6 +55,11 @@ class ModelClosed(RuntimeError):
     """The model was deleted or replaced while the request was in flight (HTTP 409)."""
 
 
+class BatchModelReadOnly(ModelClosed):
+    """``learn`` on a model trained by a batch job (HTTP 409).  A :class:`ModelClosed` so
+    that a stream consumer of such a model stops instead of retrying the batch."""
+
+
 def make_estimator(config: ModelConfig):
     """A fresh, unfitted estimator for ``config``.
 
@@ -240,11 +245,11 @@ class ModelHandle:
         ------
         BatchError
             Dimension mismatch (the first accepted batch fixes ``d``).
-        LearnerBusy, ModelClosed
+        LearnerBusy, ModelClosed (also BatchModelReadOnly for a batch-trained model)
         """
         if self.config.algorithm in BATCH_ALGORITHMS:
-            raise BatchError(f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); it does "
-                             "not learn online (train a new one with POST /jobs)", field="model", status=409)
+            raise BatchModelReadOnly(f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); "
+                                     "it does not learn online (train a new one with POST /jobs)")
         if y.shape != (X.shape[0],):
             raise BatchError(f"y: has {y.shape[0]} labels for {X.shape[0]} examples in X", field="y")
         with self._lock:
