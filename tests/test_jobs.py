@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import httpx

@@ -12,7 +12,6 @@ import io
 import json
 import os
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
