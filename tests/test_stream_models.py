@@ -73,6 +73,7 @@ def test_bsca_model_learns_predicts_snapshots_and_restores_over_http(tmp_path):
 
 @pytest.mark.parametrize("options", [
     {"maintenance": "remove"},
+    {"maintenance": "project"},
     {"merge_solver": "lookup-wd"},
     {"merge_solver": "lookup-h", "fit_intercept": True},
     {"schedule": "norma", "eta": 0.5},
