@@ -64,6 +64,10 @@ def warm_up() -> None:
         est = make_estimator(ModelConfig(budget=2, gamma=1.0, C=1.0, random_state=0))
         est.partial_fit(rows, y, classes=np.arange(2))
         copy_estimator(est).decision_function(rows)
+    # the lookup-table merge solvers build their (H, WD) tables once per process (~0.5 s):
+    # do it now rather than in the first batch of a lookup-wd model; and BSCA's step
+    for config in (ModelConfig(budget=2, merge_solver="lookup-wd"), ModelConfig(algorithm="bsca", budget=2)):
+        make_estimator(config).partial_fit(X, y, classes=np.arange(2))
 
 
 def _redacted(url: str) -> str:
