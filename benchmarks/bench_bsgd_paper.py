@@ -196,7 +196,8 @@ def main():
         rows += part_a(args.quick)
     payload = {"machine": machine(), "quick": args.quick, "rows": rows}
     table = [{k: v for k, v in r.items() if k != "test_acc_%_seeds"} for r in rows]
-    write_results("bsgd_paper" + ("_quick" if args.quick else ""), payload, table,
+    name = "bsgd_paper" + ("_quick" if args.quick else "") + ("" if args.parts == "ABC" else f"_part{args.parts}")
+    write_results(name, payload, table,
                   "BSGD family: paper reproduction (Wang et al. 2012; Glasmachers & Qaadan 2018)")
 
 
