@@ -216,8 +216,12 @@ class StreamConsumer:
         self._stop.set()
 
     def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
+        """Wait for the thread, then for a snapshot it requested (so that the final
+        acknowledgement sees every snapshot listener call)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in (self._thread, self._snapshotter):
+            if thread is not None:
+                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     @property
     def alive(self) -> bool:
