@@ -502,12 +502,14 @@ class Registry:
             handle.saved_version = view.version
             handle.last_snapshot_time = saved_at
             handle.last_snapshot_path = str(path)
+            # listeners run under the lock: whoever then finds the view saved knows they ran
+            # (they must be quick and must not call snapshot())
+            for listener in list(self.snapshot_listeners):
+                try:
+                    listener(handle, view, str(path))
+                except Exception:
+                    log.exception("snapshot listener failed")
         log.info("model %r: snapshot %s (version %d, %d examples seen)", handle.name, path, view.version, view.stats["n_seen"])
-        for listener in list(self.snapshot_listeners):
-            try:
-                listener(handle, view, str(path))
-            except Exception:
-                log.exception("snapshot listener failed")
         return str(path)
 
     def snapshot_changed(self) -> list[str]:
