@@ -141,3 +141,19 @@ def test_healthcheck_exits_1_when_nothing_answers():
     from tests.conftest import free_port
 
     assert main(["healthcheck", "--url", f"http://127.0.0.1:{free_port()}", "--timeout", "1"]) == 1
+
+
+def test_build_time_warm_up_runs_outside_the_source_tree():
+    """numba caches by source path: the warm-up must import the installed package, as the
+    service does, not the copy in the build directory."""
+    workdir = None
+    for keyword, args in dockerfile_instructions():
+        if keyword == "WORKDIR":
+            workdir = args
+        if keyword == "RUN" and "warm_up" in args:
+            break
+    else:
+        raise AssertionError("no build-time warm-up")
+    copies = [shlex.split(a)[-1] for k, a in dockerfile_instructions() if k == "COPY"]
+    build_dirs = {next(a for k, a in dockerfile_instructions() if k == "WORKDIR")}
+    assert workdir not in build_dirs and all(not c.startswith(workdir) for c in copies if c.startswith("/"))
