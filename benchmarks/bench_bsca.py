@@ -87,7 +87,7 @@ def main():
                 row["target_%"] = TARGET_SINGLE_PASS[name]
             summary.append(row)
     payload = {"machine": machine(), "merge_solver": args.merge_solver, "rows": all_rows, "summary": summary}
-    write_results("bsca", payload, summary,
+    write_results("bsca" if args.merge_solver == "gss" else f"bsca_{args.merge_solver}", payload, summary,
                   f"BSCA vs BSGD, B = 500, C = 32, medians over {args.seeds} seeds (merge solver {args.merge_solver})")
 
 
