@@ -39,6 +39,7 @@ import socket
 import threading
 import time
 import uuid
+import weakref
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -203,6 +204,8 @@ class StreamConsumer:
         self.acked = 0
         self.reconnects = 0
         self.last_error: str | None = None
+        #: the consumer stopped because its (still current) model refused to learn
+        self.refused = False
         handle.stream_status = self.status
 
     # ------------------------------------------------------------------ lifecycle
@@ -377,8 +380,10 @@ class StreamConsumer:
             except Stopped:
                 self._finish_inflight(client)
                 break
-            except (ModelClosed, ModelNotFound):
-                log.info("model %r was deleted or replaced: its stream consumer stops", self.name)
+            except (ModelClosed, ModelNotFound) as exc:
+                self.refused = self._is_current()
+                log.info("model %r: %s; its stream consumer stops", self.name,
+                         exc if self.refused else "deleted or replaced")
                 self._finish_inflight(client)
                 try:
                     client.eval(_RELEASE, 1, self.lease_key, self.token)
@@ -523,8 +528,15 @@ class StreamConsumer:
         except Exception:
             log.exception("model %r: snapshot requested by the stream consumer failed", self.name)
 
+    def _is_current(self) -> bool:
+        """Whether the handle is still the registry's live model of that name."""
+        try:
+            return not self.handle.closed and self.registry.get(self.name) is self.handle
+        except ModelNotFound:
+            return False
+
     def _check_model(self) -> None:
-        if self.handle.closed or self.name not in self.registry or self.registry.get(self.name) is not self.handle:
+        if not self._is_current():
             raise ModelClosed(self.name)
 
     def _housekeeping(self, client) -> None:
@@ -650,6 +662,7 @@ class StreamManager:
         self.settings = settings
         self.consumers: dict[str, StreamConsumer] = {}
         self._retired: list[StreamConsumer] = []
+        self._refused: "weakref.WeakSet[ModelHandle]" = weakref.WeakSet()
         self._lock = threading.Lock()
         registry.snapshot_listeners.append(self._on_snapshot)
 
@@ -659,10 +672,20 @@ class StreamManager:
             consumer.on_snapshot(view)
 
     def reconcile(self) -> None:
-        """Start consumers for new/replaced streamed models, stop those of deleted ones."""
+        """Start consumers for new/replaced streamed models, stop those of deleted ones.
+
+        Models trained by batch jobs (``BATCH_ALGORITHMS``) do not learn online and get no
+        consumer; a consumer that stopped because its model refused to learn is not restarted
+        for the same model."""
+        from app.schemas import BATCH_ALGORITHMS
+
         with self._lock:
-            wanted = {h.name: h for h in self.registry.handles() if self.settings.streamed(h.name)}
+            wanted = {h.name: h for h in self.registry.handles()
+                      if self.settings.streamed(h.name) and h.config.algorithm not in BATCH_ALGORITHMS
+                      and h not in self._refused}
             for name, consumer in list(self.consumers.items()):
+                if consumer.refused:  # the model itself refused to learn: do not try again
+                    self._refused.add(consumer.handle)
                 if wanted.get(name) is not consumer.handle or not consumer.alive:
                     if consumer.alive:
                         consumer.stop()

@@ -116,3 +116,31 @@ def test_bsca_model_learns_from_its_stream(redis_server, tmp_path):
         wait_for(lambda: registry.get(name).view.stats["n_seen"] == 600, what="bsca stream applied")
         decision = registry.get(name).view.decision_function(PROBE)
     np.testing.assert_allclose(decision, _direct(BSCA, X.astype(np.float32).astype(np.float64)), rtol=0, atol=1e-12)
+
+
+def test_a_model_that_refuses_to_learn_gets_no_consumer_restart_loop(redis_server, tmp_path, monkeypatch):
+    """A consumer whose (current) model refuses its batches stops for good; a replaced
+    model gets a fresh consumer."""
+    from app.registry import ModelClosed, ModelHandle
+
+    r = redis_server.client()
+    name = unique("refuse")
+    settings = stream_settings(tmp_path, redis_server.url)
+    produce(r, settings.stream_keys(name)[0], good_entries(X[:100], Y[:100]))
+
+    def refuse(self, *args, **kwargs):
+        raise ModelClosed(f"model {self.name!r} does not learn online")
+
+    with monkeypatch.context() as m:
+        m.setattr(ModelHandle, "submit", refuse)
+        with streaming(settings, name) as (registry, manager):
+            first = manager.consumers[name]
+            wait_for(lambda: not first.alive, what="the consumer stopped")
+            assert first.refused
+            for _ in range(3):
+                manager.reconcile()
+            assert name not in manager.consumers  # not restarted for the same model
+            m.undo()
+            registry.create(name, registry.resolve_config(dict(BSCA)), snapshot=False)  # replaced
+            manager.reconcile()
+            wait_for(lambda: registry.get(name).view.stats["n_seen"] == 100, what="the new model learned")
