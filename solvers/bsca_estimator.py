@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 import scipy.sparse as sp
@@ -11,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import bsgd
 from .bsca import bsca_steps
-from .estimators import BudgetedKernelModel, _choice, _positive
+from .estimators import BudgetedKernelModel
 from .gss import GSS_STANDARD_EPS
 from .lookup import merge_tables
 from .merging import MERGE_SOLVERS
@@ -70,19 +69,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
 
     # ------------------------------------------------------------------ parameters
     def _check_params(self):
-        _positive("gamma", self.gamma)
-        _positive("C", self.C)
-        _positive("epochs", self.epochs, numbers.Integral)
-        _positive("lambda_", self.lambda_, allow_none=True)
-        _positive("n_samples", self.n_samples, numbers.Integral, allow_none=True)
-        if not isinstance(self.budget, numbers.Integral) or self.budget < 2:
-            raise ValueError(f"budget must be an integer >= 2, got {self.budget!r}")
-        if not 0.0 < self.gss_eps < 1.0:
-            raise ValueError(f"gss_eps must be in (0, 1), got {self.gss_eps!r}")
-        _choice("maintenance", self.maintenance, bsgd.MAINTENANCE)
-        _choice("merge_solver", self.merge_solver, MERGE_SOLVERS)
-        if self.compare_merge_solver is not None:
-            _choice("compare_merge_solver", self.compare_merge_solver, MERGE_SOLVERS)
+        self._check_budget_params()
 
     def _resolve_lambda(self, n_rows):
         n = self.n_samples if self.n_samples is not None else n_rows

@@ -220,7 +220,6 @@ def bsgd_steps(X, labels, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv
     t = counters[C_STEPS]
     scale = reals[R_SCALE]
     n_classes = coef.shape[1]
-    d = X.shape[1]
     for r in range(order.shape[0]):
         x = X[order[r]]
         label = labels[order[r]]

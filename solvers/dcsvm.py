@@ -35,7 +35,6 @@ Interface for a job runner
 from __future__ import annotations
 
 import concurrent.futures as cf
-import math
 import multiprocessing as mp
 import os
 import time

@@ -35,7 +35,6 @@ runner gets ``progress(dict)`` reports and can cancel through ``should_stop()`` 
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 

@@ -157,6 +157,22 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     def _resolve_lambda(self, n_rows):
         return resolve_lambda(self.lambda_, self.C, self.n_samples, n_rows)
 
+    def _check_budget_params(self):
+        """Validate the parameters every budgeted model has; raises ValueError."""
+        _positive("gamma", self.gamma)
+        _positive("C", self.C)
+        _positive("epochs", self.epochs, numbers.Integral)
+        _positive("lambda_", self.lambda_, allow_none=True)
+        _positive("n_samples", self.n_samples, numbers.Integral, allow_none=True)
+        if not isinstance(self.budget, numbers.Integral) or self.budget < 2:
+            raise ValueError(f"budget must be an integer >= 2, got {self.budget!r}")
+        if not 0.0 < self.gss_eps < 1.0:
+            raise ValueError(f"gss_eps must be in (0, 1), got {self.gss_eps!r}")
+        _choice("maintenance", self.maintenance, bsgd.MAINTENANCE)
+        _choice("merge_solver", self.merge_solver, MERGE_SOLVERS)
+        if self.compare_merge_solver is not None:
+            _choice("compare_merge_solver", self.compare_merge_solver, MERGE_SOLVERS)
+
     def _validate_X(self, X, reset):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=reset)
         return X if sp.issparse(X) else np.ascontiguousarray(X)
@@ -452,22 +468,10 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         self.random_state = random_state
 
     def _check_params(self):
-        _positive("gamma", self.gamma)
-        _positive("C", self.C)
+        self._check_budget_params()
         _positive("eta", self.eta)
-        _positive("epochs", self.epochs, numbers.Integral)
-        _positive("lambda_", self.lambda_, allow_none=True)
-        _positive("n_samples", self.n_samples, numbers.Integral, allow_none=True)
         _positive("radius", self.radius, allow_none=True)
-        if not isinstance(self.budget, numbers.Integral) or self.budget < 2:
-            raise ValueError(f"budget must be an integer >= 2, got {self.budget!r}")
-        if not 0.0 < self.gss_eps < 1.0:
-            raise ValueError(f"gss_eps must be in (0, 1), got {self.gss_eps!r}")
-        _choice("maintenance", self.maintenance, bsgd.MAINTENANCE)
-        _choice("merge_solver", self.merge_solver, MERGE_SOLVERS)
         _choice("schedule", self.schedule, bsgd.SCHEDULES)
-        if self.compare_merge_solver is not None:
-            _choice("compare_merge_solver", self.compare_merge_solver, MERGE_SOLVERS)
 
     def _tables(self):
         names = {self.merge_solver, self.compare_merge_solver}
