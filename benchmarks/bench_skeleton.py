@@ -1,7 +1,7 @@
 """Walking-skeleton benchmark (issue 2): BSGD with merging on ijcnn1, B=500, γ=2, C=32.
 
 * solver only: one pass, 3 shuffling seeds (+ file order): train seconds, examples/s,
-  test accuracy on ijcnn1.t;
+  test accuracy on ijcnn1.t — with GSS-standard merging, and with lookup-WD (issue 4);
 * through HTTP: ``svmstream replay`` (batch 1,000, one pass) against a fresh real server,
   in file order and shuffled; test accuracy via ``/predict``;
 * memory: the server's RSS after 1 and after 20 replayed passes.
@@ -26,18 +26,18 @@ PARAMS = dict(budget=500, gamma=2.0, C=32.0)
 SHARK_SECONDS = 2.81  # Shark KernelBudgetedSGDTrainer, same setting, measured on this machine type (MANIFEST)
 
 
-def solver_runs(X, y, Xt, yt, seeds):
-    BudgetedSGDClassifier(**PARAMS).fit(X[:2000], y[:2000])  # compile outside the timing
+def solver_runs(X, y, Xt, yt, seeds, merge_solver="gss"):
+    BudgetedSGDClassifier(merge_solver=merge_solver, **PARAMS).fit(X[:2000], y[:2000])  # compile
     rows = []
     for seed in seeds:
-        est = BudgetedSGDClassifier(random_state=seed, **PARAMS)
+        est = BudgetedSGDClassifier(random_state=seed, merge_solver=merge_solver, **PARAMS)
         started = time.perf_counter()
         if seed is None:
             est.set_params(n_samples=X.shape[0]).partial_fit(X, y, classes=[-1.0, 1.0])
         else:
             est.fit(X, y)
         seconds = time.perf_counter() - started
-        rows.append({"run": "solver", "order": "file" if seed is None else f"shuffled seed {seed}",
+        rows.append({"run": f"solver ({merge_solver})", "order": "file" if seed is None else f"shuffled seed {seed}",
                      "train_s": seconds, "examples_per_s": X.shape[0] / seconds,
                      "test_accuracy_%": 100 * float(np.mean(est.predict(Xt) == yt)),
                      "merges": est.n_merges_, "n_sv": est.n_support_vectors_})
@@ -79,10 +79,14 @@ def main():
     X, y, Xt, yt = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2")
     rows = solver_runs(X, y, Xt, yt, [0, 1, 2, None])
     shuffled = [r for r in rows if r["order"] != "file"]
+    lookup = solver_runs(X, y, Xt, yt, [0, 1, 2], merge_solver="lookup-wd")
     summary = {
         "solver_median_accuracy_%_3_seeds": float(np.median([r["test_accuracy_%"] for r in shuffled])),
         "solver_median_examples_per_s": float(np.median([r["examples_per_s"] for r in shuffled])),
+        "lookup_wd_median_accuracy_%_3_seeds": float(np.median([r["test_accuracy_%"] for r in lookup])),
+        "lookup_wd_median_examples_per_s": float(np.median([r["examples_per_s"] for r in lookup])),
     }
+    rows += lookup
     summary["speedup_vs_shark_2.81s"] = SHARK_SECONDS / (X.shape[0] / summary["solver_median_examples_per_s"])
     http_rows, memory = replay_runs(args.quick)
     rows += http_rows
