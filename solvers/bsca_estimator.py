@@ -12,12 +12,8 @@ from . import bsgd
 from .bsca import bsca_steps
 from .estimators import BudgetedKernelModel
 from .gss import GSS_STANDARD_EPS
-from .lookup import merge_tables
 from .merging import MERGE_SOLVERS
 from .persistence import register_estimator
-
-_NO_TABLE = np.zeros((2, 2))
-
 
 @register_estimator
 class BudgetedSCAClassifier(BudgetedKernelModel):
@@ -76,11 +72,6 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         self.C_eff_ = float(self.C) if self.lambda_ is None else 1.0 / (float(self.lambda_) * n)
         return 1.0 / (self.C_eff_ * n)
 
-    def _tables(self):
-        if {self.merge_solver, self.compare_merge_solver} & {"lookup-h", "lookup-wd"}:
-            return merge_tables()
-        return _NO_TABLE, _NO_TABLE
-
     # ------------------------------------------------------------------ one-vs-rest
     def _is_ovr(self):
         return hasattr(self, "estimators_")
@@ -94,7 +85,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     # ------------------------------------------------------------------ the step
     def _steps(self, X, signs, order, alpha, stream, margins):
         h_table, wd_table = self._tables()
-        ref = -1 if self.compare_merge_solver is None else MERGE_SOLVERS[self.compare_merge_solver]
+        ref = self._compare_solver_code()
         bsca_steps(X, signs, order, alpha, stream, self.C_eff_, self._sv_t, self._sv_sq, self._coef,
                    self._counters, self._reals, self._k_inv, float(self.gamma), int(self.budget),
                    bsgd.MAINTENANCE[self.maintenance], MERGE_SOLVERS[self.merge_solver],

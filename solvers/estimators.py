@@ -157,6 +157,16 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     def _resolve_lambda(self, n_rows):
         return resolve_lambda(self.lambda_, self.C, self.n_samples, n_rows)
 
+    def _tables(self):
+        """The merge lookup tables ``(H, W)`` if a lookup solver is in use, else 2×2 dummies."""
+        if {self.merge_solver, self.compare_merge_solver} & {"lookup-h", "lookup-wd"}:
+            return merge_tables()
+        return _NO_TABLE, _NO_TABLE
+
+    def _compare_solver_code(self):
+        """Merge-solver code of ``compare_merge_solver`` (−1: no side-by-side comparison)."""
+        return -1 if self.compare_merge_solver is None else MERGE_SOLVERS[self.compare_merge_solver]
+
     def _check_budget_params(self):
         """Validate the parameters every budgeted model has; raises ValueError."""
         _positive("gamma", self.gamma)
@@ -473,16 +483,10 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         _positive("radius", self.radius, allow_none=True)
         _choice("schedule", self.schedule, bsgd.SCHEDULES)
 
-    def _tables(self):
-        names = {self.merge_solver, self.compare_merge_solver}
-        if names & {"lookup-h", "lookup-wd"}:
-            return merge_tables()
-        return _NO_TABLE, _NO_TABLE
-
     def _apply(self, X, labels, order, margins):
         h_table, wd_table = self._tables()
         radius = self.radius if self.radius is not None else 1.0 / np.sqrt(self.lambda_eff_)
-        ref = -1 if self.compare_merge_solver is None else MERGE_SOLVERS[self.compare_merge_solver]
+        ref = self._compare_solver_code()
         bsgd.bsgd_steps(
             X, labels, order, self._sv_t, self._sv_sq, self._coef, self._bias, self._counters,
             self._reals, self._k_inv, float(self.gamma), self.lambda_eff_, float(self.eta),

@@ -118,6 +118,17 @@ def remove_sv(sv_t, sv_sq, coef, n_sv, j):
 
 
 @nb.njit(nogil=True, cache=True)
+def place_merged_point(sv_t, sv_sq, x_min, j, h):
+    """Overwrite SV ``j`` (the partner) with z = h·x_min + (1 − h)·sv_j and cache ‖z‖²."""
+    z_sq = 0.0
+    for k in range(sv_t.shape[0]):
+        zk = h * x_min[k] + (1.0 - h) * sv_t[k, j]
+        sv_t[k, j] = zk
+        z_sq += zk * zk
+    sv_sq[j] = z_sq
+
+
+@nb.njit(nogil=True, cache=True)
 def _log_kappas(x_min, sq_min, sv_t, sv_sq, n_sv, gamma, work):
     """Fill ``work[:cap]`` with log k(x_min, sv_j) = −γ‖x_min − sv_j‖² and ``work[cap:]``
     with k(x_min, sv_j) (vectorised exp); ``work`` is (2·capacity,).  Returns both views."""
@@ -241,12 +252,7 @@ def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_tabl
             diag[D_WD_RATIO] += wd / ref_wd
             diag[D_RATIO_EVENTS] += 1.0
 
-    z_sq = 0.0
-    for k in range(sv_t.shape[0]):
-        zk = h * x_min[k] + (1.0 - h) * sv_t[k, best_j]
-        sv_t[k, best_j] = zk
-        z_sq += zk * zk
-    sv_sq[best_j] = z_sq
+    place_merged_point(sv_t, sv_sq, x_min, best_j, h)
     coef[best_j, 0] = total * g
     return remove_sv(sv_t, sv_sq, coef, n_sv, i_min), wd, 1
 
@@ -335,10 +341,5 @@ def merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, eps, x_min, work):
     kq = np.exp(h * h * log_kappa)
     for c in range(n_classes):
         coef[best_q, c] = coef[p, c] * kp + coef[best_q, c] * kq
-    z_sq = 0.0
-    for k in range(sv_t.shape[0]):
-        zk = h * x_min[k] + (1.0 - h) * sv_t[k, best_q]
-        sv_t[k, best_q] = zk
-        z_sq += zk * zk
-    sv_sq[best_q] = z_sq
+    place_merged_point(sv_t, sv_sq, x_min, best_q, h)
     return remove_sv(sv_t, sv_sq, coef, n_sv, p), best_wd
