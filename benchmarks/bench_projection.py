@@ -123,7 +123,7 @@ def drive_merge(stream, coefs, sv_t, sv_sq, coef, n, x_buf, row, tables, diag, m
     for i in range(stream.shape[0]):
         _insert(stream, coefs, i, sv_t, sv_sq, coef, n, row)
         n, wd, _ = merge_smallest(sv_t, sv_sq, coef, n + 1, GAMMA, SOLVER_GSS, GSS_STANDARD_EPS,
-                                  tables, tables, -1, diag, x_buf, merge_work)
+                                  tables, tables, -1, diag, x_buf, merge_work, False)
         wd_sum += wd
     return n, wd_sum
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .bsgd import C_N_SV, C_STEPS, C_VIOLATIONS, add_support_vector, maintain_budget
-from .kernels import rbf_row, squared_norm
+from .bsgd import C_N_SV, C_STEPS, C_VIOLATIONS, MAINT_MERGE, add_support_vector, maintain_budget
+from .kernels import rbf_row_and_log, squared_norm
 
 
 @nb.njit(nogil=True, cache=True)
@@ -56,7 +56,7 @@ def bsca_steps(X, y, order, alpha, stream, C, sv_t, sv_sq, coef, counters, reals
         i = order[r]
         x = X[i]
         x_sq = squared_norm(x)
-        rbf_row(x, x_sq, sv_t, sv_sq, n_sv, gamma, row_buf)
+        rbf_row_and_log(x, x_sq, sv_t, sv_sq, n_sv, gamma, row_buf, row_buf[row_buf.shape[0] // 2:])
         f = 0.0
         for j in range(n_sv):
             f += coef[j, 0] * row_buf[j]
@@ -80,5 +80,5 @@ def bsca_steps(X, y, order, alpha, stream, C, sv_t, sv_sq, coef, counters, reals
         if n_sv > budget:
             n_sv = maintain_budget(sv_t, sv_sq, coef, n_sv, gamma, maintenance, merge_solver, gss_eps,
                                    h_table, wd_table, ref_solver, diag, k_inv, counters, reals, 1.0,
-                                   profile, x_buf, row_buf)
+                                   profile, x_buf, row_buf, maintenance == MAINT_MERGE)
     counters[C_N_SV] = n_sv

@@ -15,6 +15,9 @@ from .gss import GSS_STANDARD_EPS
 from .merging import MERGE_SOLVERS
 from .persistence import register_estimator
 
+#: How :meth:`BudgetedSCAClassifier.fit` picks the coordinates of an epoch.
+SAMPLINGS = ("permutation", "uniform")
+
 @register_estimator
 class BudgetedSCAClassifier(BudgetedKernelModel):
     """Budgeted stochastic coordinate ascent (BSCA) kernel SVM.
@@ -23,8 +26,8 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     Algorithm 2 (see :mod:`solvers.bsca`).  Budget maintenance as in the BSGD family
     (merging by default, every strategy and merge solver of :class:`BudgetedSGDClassifier`).
 
-    * :meth:`fit` — dataset mode: dual variables α ∈ [0, C]ⁿ, each iteration picks a
-      coordinate uniformly at random, ``epochs`` epochs of n iterations.
+    * :meth:`fit` — dataset mode: dual variables α ∈ [0, C]ⁿ, ``epochs`` epochs of n
+      iterations; ``sampling`` chooses how an epoch picks its coordinates.
     * :meth:`partial_fit` — streaming mode: every example is a fresh coordinate with α = 0
       that is never revisited (δ = [(1 − y·f̃(x))/k(x,x)]₀^C).
     * Multi-class: one-vs-rest over binary BSCA models, each with its own budget.
@@ -35,6 +38,12 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     C : float > 0 — box constraint; with ``lambda_`` given, C = 1/(n·λ) instead
     lambda_ : float > 0 or None; n_samples : int or None (n in C = 1/(nλ))
     epochs : int >= 1 — epochs of n random coordinate iterations in :meth:`fit`
+    sampling : ``"permutation"`` (default) — every epoch visits each coordinate once, in a
+        fresh random order, so one epoch is one pass over the data (the paper's "single
+        pass"); ``"uniform"`` — n independent uniform draws with replacement per epoch
+        (Algorithm 2 read literally; about 37% of the points are not seen in an epoch).
+        On a9a (C = 32, B = 500) one epoch gives a median of 83.4% with permutations and
+        77.6% with uniform draws (5 seeds; ``docs/algorithms.md``).
     maintenance, merge_solver, gss_eps, compare_merge_solver, profile : as in
         :class:`BudgetedSGDClassifier`
     random_state : int or None — seed of the coordinate draws
@@ -49,7 +58,8 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
 
     def __init__(self, budget=500, gamma=1.0, C=1.0, lambda_=None, n_samples=None, epochs=1,
                  maintenance="merge", merge_solver="gss", gss_eps=GSS_STANDARD_EPS,
-                 compare_merge_solver=None, profile=False, random_state=None):
+                 compare_merge_solver=None, profile=False, random_state=None,
+                 sampling="permutation"):
         self.budget = budget
         self.gamma = gamma
         self.C = C
@@ -62,10 +72,13 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         self.compare_merge_solver = compare_merge_solver
         self.profile = profile
         self.random_state = random_state
+        self.sampling = sampling
 
     # ------------------------------------------------------------------ parameters
     def _check_params(self):
         self._check_budget_params()
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
 
     def _resolve_lambda(self, n_rows):
         n = self.n_samples if self.n_samples is not None else n_rows
@@ -98,7 +111,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y, callback=None):
-        """Dataset-mode BSCA for ``epochs`` epochs of n uniformly drawn coordinates.
+        """Dataset-mode BSCA for ``epochs`` epochs of n coordinates (see ``sampling``).
 
         X : (n, d) array-like or scipy sparse; y : (n,) labels (≥ 2 classes; more than two:
         one-vs-rest).  ``callback(estimator, epoch)`` is called after each epoch.
@@ -119,7 +132,10 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         if sp.issparse(X):
             X = np.ascontiguousarray(X.toarray())  # coordinates are revisited at random
         for epoch in range(int(self.epochs)):
-            order = self.rng_.integers(0, n, n).astype(np.int64)
+            if self.sampling == "permutation":
+                order = self.rng_.permutation(n).astype(np.int64)
+            else:
+                order = self.rng_.integers(0, n, n).astype(np.int64)
             self._steps(X, signs, order, self.dual_alpha_, False, np.empty(n))
             if callback is not None:
                 callback(self, epoch + 1)

@@ -40,7 +40,7 @@ import warnings
 import numba as nb
 import numpy as np
 
-from .kernels import rbf_row, squared_norm
+from .kernels import rbf_row, rbf_row_and_log, squared_norm
 from .merging import merge_smallest, merge_smallest_multiclass
 from .projection import DEFAULT_JITTER, kinv_append, kinv_rebuild, project_smallest, remove_smallest
 
@@ -122,11 +122,11 @@ def squared_model_norm(sv_t, sv_sq, coef, n_sv, gamma, x_buf, row_buf):
 
 @nb.njit(nogil=True, cache=True)
 def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table, wd_table,
-              ref_solver, diag, k_inv, x_buf, row_buf):
+              ref_solver, diag, k_inv, x_buf, row_buf, known_row):
     """Bring the model back to B SVs; returns (n_sv, wd in raw units², merged flag).
 
     ``row_buf`` is (2·capacity,) scratch; ``k_inv`` is the maintained inverse kernel matrix
-    (projection only)."""
+    (projection only); ``known_row``: see :func:`solvers.merging.merge_smallest`."""
     cap = row_buf.shape[0] // 2
     if maintenance == MAINT_REMOVE:
         n_new, wd = remove_smallest(sv_t, sv_sq, coef, n_sv, k_inv, False, row_buf)
@@ -137,7 +137,7 @@ def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table,
         return n_new, wd, 0
     if coef.shape[1] == 1:
         return merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_table,
-                              ref_solver, diag, x_buf, row_buf)
+                              ref_solver, diag, x_buf, row_buf, known_row)
     n_new, wd = merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, eps, x_buf, row_buf)
     return n_new, wd, 1
 
@@ -175,12 +175,14 @@ def add_support_vector(x, x_sq, weights, sv_t, sv_sq, coef, n_sv, maintenance, k
 
 @nb.njit(nogil=True, cache=True)
 def maintain_budget(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table, wd_table,
-                    ref_solver, diag, k_inv, counters, reals, scale, profile, x_buf, row_buf):
+                    ref_solver, diag, k_inv, counters, reals, scale, profile, x_buf, row_buf,
+                    known_row):
     """Budget maintenance with its bookkeeping (counters, Σ WD, timing, periodic K⁻¹ rebuild);
     returns the new SV count.  Shared by the BSGD and BSCA steps."""
     started = _clock() if profile else 0.0
     n_sv, wd, merged = _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps,
-                                 h_table, wd_table, ref_solver, diag, k_inv, x_buf, row_buf)
+                                 h_table, wd_table, ref_solver, diag, k_inv, x_buf, row_buf,
+                                 known_row)
     counters[C_MAINTENANCE] += 1
     counters[C_MERGES] += merged
     reals[R_WD_SUM] += wd * scale * scale
@@ -224,7 +226,7 @@ def bsgd_steps(X, labels, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv
         x = X[order[r]]
         label = labels[order[r]]
         x_sq = squared_norm(x)
-        rbf_row(x, x_sq, sv_t, sv_sq, n_sv, gamma, row_buf)
+        rbf_row_and_log(x, x_sq, sv_t, sv_sq, n_sv, gamma, row_buf, row_buf[row_buf.shape[0] // 2:])
         for c in range(n_classes):
             acc = 0.0
             for j in range(n_sv):
@@ -281,7 +283,8 @@ def bsgd_steps(X, labels, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv
             if n_sv > budget:
                 n_sv = maintain_budget(sv_t, sv_sq, coef, n_sv, gamma, maintenance, merge_solver,
                                        gss_eps, h_table, wd_table, ref_solver, diag, k_inv,
-                                       counters, reals, scale, profile, x_buf, row_buf)
+                                       counters, reals, scale, profile, x_buf, row_buf,
+                                       maintenance == MAINT_MERGE)
                 if schedule == SCHED_PERCEPTRON:
                     reals[R_NORM2] = scale * scale * squared_model_norm(
                         sv_t, sv_sq, coef, n_sv, gamma, x_buf, row_buf)

@@ -92,6 +92,23 @@ def rbf_row(x, x_sq, sv_t, sv_sq, n_sv, gamma, out):
 
 
 @nb.njit(nogil=True, cache=True)
+def rbf_row_and_log(x, x_sq, sv_t, sv_sq, n_sv, gamma, out, log_out):
+    """:func:`rbf_row` that also keeps ``log_out[j] = −γ‖x − sv_j‖²`` (= log k(x, sv_j)).
+
+    The training steps use it for the margin: if x is added as an SV and then is the one
+    merged away, the merge reuses both rows instead of recomputing them
+    (:func:`solvers.merging.merge_smallest`, ``known_row``).  ``log_out`` is (>= n_sv,) float64.
+    """
+    sv_dot_products(x, sv_t, n_sv, out)
+    for j in range(n_sv):
+        dist = x_sq + sv_sq[j] - 2.0 * out[j]
+        value = -gamma * (dist if dist > 0.0 else 0.0)
+        out[j] = value
+        log_out[j] = value
+    exp_inplace(out, n_sv)
+
+
+@nb.njit(nogil=True, cache=True)
 def rbf_decision(x, x_sq, sv_t, sv_sq, coef, n_sv, gamma, scale, row):
     """``scale · Σ_j coef[j] · k(x, sv_j)``; ``row`` (>= n_sv,) is scratch and ends holding k(x, sv_j)."""
     rbf_row(x, x_sq, sv_t, sv_sq, n_sv, gamma, row)

@@ -130,11 +130,13 @@ def place_merged_point(sv_t, sv_sq, x_min, j, h):
 
 @nb.njit(nogil=True, cache=True)
 def _log_kappas(x_min, sq_min, sv_t, sv_sq, n_sv, gamma, work):
-    """Fill ``work[:cap]`` with log k(x_min, sv_j) = −γ‖x_min − sv_j‖² and ``work[cap:]``
-    with k(x_min, sv_j) (vectorised exp); ``work`` is (2·capacity,).  Returns both views."""
+    """Fill ``work[:cap]`` with k(x_min, sv_j) (vectorised exp) and ``work[cap:]`` with
+    log k(x_min, sv_j) = −γ‖x_min − sv_j‖²; ``work`` is (2·capacity,).  Returns
+    ``(log_kappa, kappa)`` views.  (The layout matches :func:`solvers.kernels.rbf_row_and_log`
+    called with ``work[:cap], work[cap:]``.)"""
     cap = work.shape[0] // 2
-    log_kappa = work[:cap]
-    kappa = work[cap:]
+    kappa = work[:cap]
+    log_kappa = work[cap:]
     sv_dot_products(x_min, sv_t, n_sv, log_kappa)
     for j in range(n_sv):
         dist = sq_min + sv_sq[j] - 2.0 * log_kappa[j]
@@ -196,7 +198,7 @@ def _best_binary_partner(coef, n_sv, i_min, log_kappa, kappa, solver, eps, h_tab
 
 @nb.njit(nogil=True, cache=True)
 def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_table,
-                   ref_solver, diag, x_min, work):
+                   ref_solver, diag, x_min, work, known_row):
     """One merging budget-maintenance step on a binary model (Glasmachers & Qaadan, Alg. 1).
 
     Takes the SV with the smallest |coef| as x_min (:func:`smallest_coefficient_slot`),
@@ -218,6 +220,10 @@ def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_tabl
         choice and WD are computed (not applied) and accumulated in ``diag``
     diag : (N_DIAG,) float64 accumulators (``D_*`` indices)
     x_min, work : (d,) and (2·capacity,) float64 work arrays
+    known_row : bool — ``work[:n_sv−1]`` holds k(sv_last, sv_j) and ``work[cap:cap+n_sv−1]``
+        log k(sv_last, sv_j) for the SV in the last slot (the training steps leave the new
+        SV's margin row there, :func:`solvers.kernels.rbf_row_and_log`).  If that SV is
+        x_min, the O(B·d) kernel row is not recomputed; the result is bit-identical.
 
     Returns
     -------
@@ -228,7 +234,14 @@ def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_tabl
     a_min = coef[i_min, 0]
     for k in range(sv_t.shape[0]):
         x_min[k] = sv_t[k, i_min]
-    log_kappas, kappas = _log_kappas(x_min, sv_sq[i_min], sv_t, sv_sq, n_sv, gamma, work)
+    if known_row and i_min == n_sv - 1:
+        cap = work.shape[0] // 2
+        kappas = work[:cap]
+        log_kappas = work[cap:]
+        kappas[i_min] = 1.0
+        log_kappas[i_min] = 0.0
+    else:
+        log_kappas, kappas = _log_kappas(x_min, sv_sq[i_min], sv_t, sv_sq, n_sv, gamma, work)
     best_j, h, _ = _best_binary_partner(coef, n_sv, i_min, log_kappas, kappas, solver, eps,
                                         h_table, wd_table)
     if best_j < 0:

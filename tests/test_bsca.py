@@ -42,12 +42,17 @@ def reference_bsca(X, y, order, C, gamma):
     return alpha, np.array(svs), np.array(betas)
 
 
-def test_dataset_mode_matches_algorithm_2(cancer):
+@pytest.mark.parametrize("sampling", ["uniform", "permutation"])
+def test_dataset_mode_matches_algorithm_2(cancer, sampling):
     X, _, y, _ = cancer
     X, y = X[:120], y[:120]
-    est = BudgetedSCAClassifier(budget=10_000, gamma=2.0, C=3.0, epochs=2, random_state=7).fit(X, y)
+    est = BudgetedSCAClassifier(budget=10_000, gamma=2.0, C=3.0, epochs=2, random_state=7,
+                                sampling=sampling).fit(X, y)
     rng = np.random.default_rng(7)
-    order = np.concatenate([rng.integers(0, 120, 120), rng.integers(0, 120, 120)])
+    if sampling == "uniform":  # n draws with replacement per epoch
+        order = np.concatenate([rng.integers(0, 120, 120), rng.integers(0, 120, 120)])
+    else:  # each coordinate once per epoch
+        order = np.concatenate([rng.permutation(120), rng.permutation(120)])
     alpha, svs, betas = reference_bsca(X, y, order, 3.0, 2.0)
     np.testing.assert_allclose(est.dual_alpha_, alpha, rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(est.support_vectors_, svs)
@@ -64,6 +69,24 @@ def test_streaming_mode_is_one_fresh_coordinate_per_example(cancer):
     _, svs, betas = reference_bsca(X[:60], y[:60], range(60), 0.7, 2.0)
     np.testing.assert_allclose(est.dual_coef_, betas, rtol=1e-10)
     assert np.all(np.abs(est.dual_coef_) <= 0.7 + 1e-12)
+
+
+def test_first_permutation_epoch_is_the_stream_in_that_order(cancer):
+    """With every α_i = 0 at its first visit, one permutation epoch is streaming mode over
+    the permuted data (the budget is reached, so maintenance is compared too)."""
+    X, _, y, _ = cancer
+    fitted = BudgetedSCAClassifier(budget=30, gamma=2.0, C=2.0, random_state=3).fit(X, y)
+    order = np.random.default_rng(3).permutation(len(y))
+    streamed = BudgetedSCAClassifier(budget=30, gamma=2.0, C=2.0).partial_fit(X[order], y[order], classes=[-1, 1])
+    assert fitted.statistics()["maintenance_events"] > 0
+    np.testing.assert_array_equal(fitted.support_vectors_, streamed.support_vectors_)
+    np.testing.assert_array_equal(fitted.dual_coef_, streamed.dual_coef_)
+
+
+def test_unknown_sampling_is_rejected(cancer):
+    X, _, y, _ = cancer
+    with pytest.raises(ValueError, match="sampling"):
+        BudgetedSCAClassifier(sampling="cyclic").fit(X, y)
 
 
 def test_budget_and_dual_objective_rises_per_epoch(cancer):

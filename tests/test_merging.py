@@ -12,7 +12,7 @@ NO_TABLE = np.zeros((2, 2))
 def merge(sv_t, sv_sq, coef, n, gamma, eps=GSS_STANDARD_EPS):
     """merge_smallest with GSS-standard and no diagnostics; coef is (capacity, 1)."""
     return merge_smallest(sv_t, sv_sq, coef, n, gamma, SOLVER_GSS, eps, NO_TABLE, NO_TABLE, -1,
-                          np.zeros(N_DIAG), np.zeros(sv_t.shape[0]), np.zeros(2 * sv_t.shape[1]))
+                          np.zeros(N_DIAG), np.zeros(sv_t.shape[0]), np.zeros(2 * sv_t.shape[1]), False)
 
 
 def rbf(a, b, gamma):
@@ -117,3 +117,48 @@ def test_merge_falls_back_to_removal_without_same_sign_partner():
     assert (n_new, merged) == (2, 0)
     assert wd == pytest.approx(0.01)
     assert sorted(coef[:2, 0]) == [-2.0, -1.0]
+
+
+@pytest.mark.parametrize("solver_name", ["gss", "lookup-wd"])
+@pytest.mark.parametrize("newest_is_smallest", [True, False])
+def test_reusing_the_margin_row_gives_the_same_merge(solver_name, newest_is_smallest):
+    """merge_smallest(known_row=True) reuses the new SV's kernel row from the margin
+    computation (rbf_row_and_log) when that SV is x_min; the result must be bit-identical
+    to recomputing the row, and the row must be ignored when x_min is another SV."""
+    from solvers.kernels import rbf_row_and_log
+    from solvers.lookup import merge_tables
+    from solvers.merging import MERGE_SOLVERS
+
+    rng = np.random.default_rng(7)
+    d, cap, gamma = 5, 12, 0.7
+    sv_t = np.zeros((d, cap))
+    sv_sq = np.zeros(cap)
+    coef = np.zeros((cap, 1))
+    n_old = cap - 1
+    sv_t[:, :n_old] = rng.normal(size=(d, n_old))
+    sv_sq[:n_old] = (sv_t[:, :n_old] ** 2).sum(axis=0)
+    coef[:n_old, 0] = rng.uniform(0.5, 2.0, n_old) * rng.choice([-1.0, 1.0], n_old)
+    x = rng.normal(size=d)
+    work = np.full(2 * cap, np.nan)
+    rbf_row_and_log(x, float(x @ x), sv_t, sv_sq, n_old, gamma, work, work[cap:])
+    np.testing.assert_allclose(work[:n_old], rbf(x, sv_t[:, :n_old].T, gamma), rtol=1e-12)
+    np.testing.assert_allclose(work[cap:cap + n_old], np.log(rbf(x, sv_t[:, :n_old].T, gamma)), rtol=1e-12)
+    # append x as the newest SV, as add_support_vector does
+    sv_t[:, n_old] = x
+    sv_sq[n_old] = float(x @ x)
+    coef[n_old, 0] = 0.01 if newest_is_smallest else 5.0
+    h_table, wd_table = merge_tables()
+    solver = MERGE_SOLVERS[solver_name]
+    results = []
+    for known in (True, False):
+        state = [sv_t.copy(), sv_sq.copy(), coef.copy()]
+        scratch = work.copy()
+        n_new, wd, merged = merge_smallest(*state, cap, gamma, solver, GSS_STANDARD_EPS, h_table, wd_table, -1,
+                                           np.zeros(N_DIAG), np.zeros(d), scratch, known)
+        results.append((state, n_new, wd, merged))
+    (a, n_a, wd_a, m_a), (b, n_b, wd_b, m_b) = results
+    assert (n_a, wd_a, m_a) == (n_b, wd_b, m_b) and n_a == n_old
+    for left, right in zip(a, b):
+        assert np.array_equal(left, right)
+    # the merged-away SV is x itself exactly when it had the smallest coefficient
+    assert any(np.array_equal(a[0][:, j], x) for j in range(n_a)) != newest_is_smallest
