@@ -16,10 +16,12 @@ Training with Adaptive Variable Selection Frequencies" (arXiv:1302.5608):
   Algorithm 3): sweeps in random order over an active set, shrinking with the previous
   sweep's extreme projected gradients, stop when the projected-gradient spread of a sweep
   over *all* variables is below ``tol``.
-* ``"avsf"``: the paper's Algorithms 3-5: each outer iteration visits a randomly rounded,
-  shuffled schedule in which variable ``i`` appears about ``n p_i / sum(p)`` times; after
-  every step the preference ``p_i`` is multiplied by ``exp(c (Delta / Delta_ref - 1))`` and
-  clipped to ``[p_min, p_max]``; no shrinking.
+* ``"avsf-paper"``: the paper's Algorithms 3-5: each outer iteration visits a randomly
+  rounded, shuffled schedule in which variable ``i`` appears about ``n p_i / sum(p)``
+  times; after every step the preference ``p_i`` is multiplied by
+  ``exp(c (Delta / Delta_ref - 1))`` and clipped to ``[p_min, p_max]``; no shrinking.
+* ``"avsf"`` (recommended): the same selection frequencies, restricted to an active set
+  that LIBLINEAR's shrinking rule maintains (a documented departure from the paper).
 
 Layout: the per-example loops are numba kernels (``nogil``, cached) working on
 preallocated arrays; :func:`dual_cd` is the Python driver that owns the state and calls a
@@ -62,7 +64,7 @@ AVSF_P_MIN = 1.0 / 20.0
 AVSF_P_MAX = 20.0
 AVSF_C = 1.0 / 5.0
 
-_SELECTIONS = ("uniform", "avsf")
+_SELECTIONS = ("uniform", "avsf", "avsf-paper")
 _EMPTY_F = np.empty(0, dtype=np.float64)
 _EMPTY_I32 = np.empty(0, dtype=np.int32)
 _EMPTY_I64 = np.zeros(1, dtype=np.int64)
@@ -199,8 +201,9 @@ def _uniform_run(
     State (updated in place): ``alpha`` (n,), ``w`` (d,), ``index`` (n,) int64 permutation
     whose first ``counts[0]`` entries are the active set, ``bounds = [v_min_old, v_max_old]``
     (shrinking thresholds in the ``g = 1 - y <w, x>`` convention), ``rng`` (1,) uint64.
-    ``counts`` int64 (5,) = [active_size, converged flag, steps, updates, sweeps]; the last
-    three are overwritten with this call's totals.  Returns the spread v_max - v_min of the
+    ``counts`` int64 (6,) = [active_size, converged flag, steps, updates, sweeps, full
+    re-checks started (cumulative)]; steps, updates and sweeps are overwritten with this
+    call's totals.  Returns the spread v_max - v_min of the
     last sweep.
     """
     n = y.shape[0]
@@ -287,6 +290,7 @@ def _uniform_run(
                 converged = 1
                 break
             # re-check the full set before stopping
+            counts[5] += 1
             active = n
             v_min_old = -np.inf
             v_max_old = np.inf
@@ -306,26 +310,51 @@ def _uniform_run(
 
 
 @numba.njit(nogil=True, cache=True)
-def _avsf_schedule(p, rng, schedule):
-    """Algorithm 4: randomly rounded schedule of variable indices, shuffled.
+def _avsf_schedule(p, index, active, rng, schedule, systematic):
+    """Algorithm 4: randomly rounded schedule of the active variable indices, shuffled.
 
-    Index ``i`` appears ``floor(s_i)`` or ``floor(s_i) + 1`` times, the latter with
-    probability ``s_i - floor(s_i)``, where ``s_i = n p_i / sum(p)``; the list is then
-    shuffled.  ``schedule`` has capacity ``2 n``; returns the length ``ell``.
+    Over the active set ``A = index[:active]``, index ``i`` appears ``floor(s_i)`` or
+    ``floor(s_i) + 1`` times, the latter with probability ``s_i - floor(s_i)``, where
+    ``s_i = |A| p_i / sum_{j in A} p_j``, in a uniformly random order.
+
+    ``systematic=False``: independent rounding per index (one uniform each), then a
+    Fisher-Yates shuffle; the length varies around ``|A|``.  ``systematic=True``:
+    systematic rounding (one uniform offset ``u`` for the whole list; index ``i`` gets
+    ``floor(u + S_i) - floor(u + S_{i-1})`` entries with ``S_i`` the running sum of shares,
+    which has the same marginal distribution) and an inside-out shuffle while the list is
+    written; the length is exactly ``|A|`` (up to float round-off) and it costs one random
+    number per entry instead of about two.  ``schedule`` int64 has capacity ``2 n + 1``;
+    returns the length ``ell``.
     """
-    n = p.shape[0]
     psum = 0.0
-    for i in range(n):
-        psum += p[i]
-    scale = n / psum
+    for s in range(active):
+        psum += p[index[s]]
+    scale = active / psum
     m = 0
-    for i in range(n):
+    cap = schedule.shape[0]
+    if systematic:
+        acc = _uniform01(rng)
+        for s in range(active):
+            i = index[s]
+            acc += p[i] * scale
+            k = np.int64(acc)  # acc >= 0: truncation is floor
+            acc -= k
+            if m + k > cap:  # float guard
+                k = cap - m
+            for _ in range(k):
+                j = _below(rng, m + 1)  # inside-out Fisher-Yates
+                schedule[m] = schedule[j]
+                schedule[j] = i
+                m += 1
+        return m
+    for s in range(active):
+        i = index[s]
         share = p[i] * scale
         k = np.int64(math.floor(share))
         if _uniform01(rng) < share - k:
             k += 1
-        if m + k > schedule.shape[0]:  # cannot happen for sum(share) = n; float guard
-            k = schedule.shape[0] - m
+        if m + k > cap:  # cannot happen for sum(share) = |A|; float guard
+            k = cap - m
         for _ in range(k):
             schedule[m] = i
             m += 1
@@ -338,117 +367,203 @@ def _avsf_schedule(p, rng, schedule):
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FM)
-def _avsf_sweep(
+def _avsf_run(
     is_sparse, data, indices, indptr, dense, y, qd, C, tol,
-    alpha, w, p, schedule, fstate, counts, rng, p_min, p_max, c_rate,
+    alpha, w, p, p_saved, index, inactive, schedule, fstate, bounds, counts, rng,
+    p_min, p_max, c_rate, shrinking, restore, systematic, max_sweeps, min_steps,
 ):
-    """One outer iteration of AVSF (paper's Algorithm 3 with Algorithms 4 and 5).
+    """Outer iterations of AVSF (Algorithm 3 with Algorithms 4 and 5), optionally with
+    LIBLINEAR-style shrinking and with the preferences kept across failed stopping checks.
 
-    State (in place): ``alpha`` (n,), ``w`` (d,), preferences ``p`` (n,), ``schedule``
-    (2n,) int64 work space, ``fstate = [Delta_ref, first-sweep gain sum]`` float64,
-    ``counts`` int64 (5,) = [first-sweep flag, canstop flag, converged flag, steps,
-    updates] (steps/updates overwritten with this sweep's numbers), ``rng`` (1,) uint64.
-    Returns the projected-gradient spread v_max - v_min over this sweep's steps.
+    With ``shrinking = restore = False`` this is the paper's algorithm: every outer
+    iteration builds a schedule over all variables from the preferences ``p``, visits it,
+    updates ``p_i`` after every step, and after a schedule with spread < ``tol`` either
+    stops (if that schedule was uniform, ``canstop``) or resets ``p = 1``.
+
+    ``shrinking``: a variable at a bound whose gradient lies beyond the previous outer
+    iteration's extreme projected gradients (``bounds``, the same rule as ``_uniform_run``)
+    leaves the active set ``index[:active]`` until the next full check; its remaining
+    visits in the current schedule are skipped and cost no step.
+    ``restore``: the preferences in force when a full check was started are saved in
+    ``p_saved`` and put back if that check sweep fails (instead of restarting from 1).
+
+    Runs outer iterations until the stopping rule holds, ``max_sweeps`` are done, or at
+    least ``min_steps`` steps were done in this call.  State (in place): ``alpha`` (n,),
+    ``w`` (d,), ``p`` / ``p_saved`` (n,), ``index`` (n,) int64 permutation with the active
+    set first, ``inactive`` (n,) uint8 shrunk flags, ``schedule`` (2n+1,) int64 work
+    space, ``fstate = [Delta_ref]``, ``bounds = [v_min_old, v_max_old]``, ``rng`` (1,)
+    uint64, ``counts`` int64 (10,) = [first-sweep flag, canstop, converged, steps,
+    updates, sweeps, active size, p_saved valid, full checks started (cumulative),
+    preference restores (cumulative)]; steps/updates/sweeps are this call's totals.
+    Returns the projected-gradient spread v_max - v_min of the last outer iteration.
     """
     n = y.shape[0]
     d = dense.shape[1]
-    ell = _avsf_schedule(p, rng, schedule)
-    first = counts[0] == 1
-    eta = 1.0 / n  # fading-average weight for Delta_ref (one sweep ~ memory length)
+    active = counts[6]
+    v_min_old = bounds[0]
+    v_max_old = bounds[1]
     shrink_factor = math.exp(-c_rate)
     delta_ref = fstate[0]
-    gain_sum = 0.0
-    v_min = np.inf
-    v_max = -np.inf
+    steps = 0
     updates = 0
-    for t in range(ell):
-        i = schedule[t]
-        yi = y[i]
-        dot = 0.0
-        if is_sparse:
-            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                dot += w[np.uint64(indices[k])] * data[k]
-        else:
-            for j in range(np.uint64(d)):
-                dot += w[j] * dense[i, j]
-        g = 1.0 - yi * dot
-        a = alpha[i]
-        if a == 0.0:
-            pg = g if g > 0.0 else 0.0
-        elif a == C:
-            pg = g if g < 0.0 else 0.0
-        else:
-            pg = g
-        if pg > v_max:
-            v_max = pg
-        if pg < v_min:
-            v_min = pg
-        q = qd[i]
-        mu = 0.0
-        if q > 0.0:
-            mu = g / q
-            if mu < -a:
-                mu = -a
-            elif mu > C - a:
-                mu = C - a
-        elif g > 0.0:  # empty row: dual linear in alpha_i, go to the bound
-            mu = C - a
-        if mu != 0.0:
-            a_new = a + mu
-            if a_new > C:  # clamp float round-off so alpha_i == C is exact at the bound
-                a_new = C
-            elif a_new < 0.0:
-                a_new = 0.0
-            alpha[i] = a_new
-            mu = a_new - a
-            step = mu * yi
+    sweeps = 0
+    converged = 0
+    spread = np.inf
+    while sweeps < max_sweeps:
+        ell = _avsf_schedule(p, index, active, rng, schedule, systematic)
+        first = counts[0] == 1
+        # fading-average weight: a memory of about one outer iteration (= 1/n without
+        # shrinking, as in the paper)
+        eta = 1.0 / active
+        gain_sum = 0.0
+        visited = 0
+        n_shrunk = 0
+        v_min = np.inf
+        v_max = -np.inf
+        for t in range(ell):
+            i = schedule[t]
+            if inactive[i]:  # shrunk at an earlier visit in this schedule: no step
+                continue
+            yi = y[i]
+            dot = 0.0
             if is_sparse:
                 for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                    w[np.uint64(indices[k])] += step * data[k]
+                    dot += w[np.uint64(indices[k])] * data[k]
             else:
                 for j in range(np.uint64(d)):
-                    w[j] += step * dense[i, j]
-            updates += 1
-        delta = mu * (g - 0.5 * mu * q)  # gain of the step in the dual objective
-        if first:
-            gain_sum += delta
-        elif delta_ref > 0.0:
-            # Algorithm 5: multiplicative preference update, clipped to [p_min, p_max].
-            if delta == 0.0:
-                pi = p[i] * shrink_factor  # exp(-c), the common case of a zero step
+                    dot += w[j] * dense[i, j]
+            g = 1.0 - yi * dot
+            steps += 1
+            a = alpha[i]
+            if a == 0.0:
+                if g < v_min_old:  # shrink (thresholds stay -inf/+inf without shrinking)
+                    inactive[i] = 1
+                    n_shrunk += 1
+                    continue
+                pg = g if g > 0.0 else 0.0
+            elif a == C:
+                if g > v_max_old:
+                    inactive[i] = 1
+                    n_shrunk += 1
+                    continue
+                pg = g if g < 0.0 else 0.0
             else:
-                e = c_rate * (delta / delta_ref - 1.0)
-                if e > 50.0:
-                    e = 50.0
-                pi = p[i] * math.exp(e)
-            if pi < p_min:
-                pi = p_min
-            elif pi > p_max:
-                pi = p_max
-            p[i] = pi
-            delta_ref = (1.0 - eta) * delta_ref + eta * delta
-        else:
-            delta_ref = (1.0 - eta) * delta_ref + eta * delta
-    if first:
-        delta_ref = gain_sum / ell if ell > 0 else 0.0
-        counts[0] = 0
-    fstate[0] = delta_ref
-    if ell == 0:
-        v_min = 0.0
-        v_max = 0.0
-    spread = v_max - v_min
-    counts[2] = 0
-    if spread < tol:
-        if counts[1] == 1:  # this sweep's schedule was uniform: every variable was checked
-            counts[2] = 1
-        else:  # reset preferences; the next schedule visits every variable exactly once
+                pg = g
+            visited += 1
+            if pg > v_max:
+                v_max = pg
+            if pg < v_min:
+                v_min = pg
+            q = qd[i]
+            mu = 0.0
+            if q > 0.0:
+                mu = g / q
+                if mu < -a:
+                    mu = -a
+                elif mu > C - a:
+                    mu = C - a
+            elif g > 0.0:  # empty row: dual linear in alpha_i, go to the bound
+                mu = C - a
+            if mu != 0.0:
+                a_new = a + mu
+                if a_new > C:  # clamp float round-off so alpha_i == C is exact at the bound
+                    a_new = C
+                elif a_new < 0.0:
+                    a_new = 0.0
+                alpha[i] = a_new
+                mu = a_new - a
+                step = mu * yi
+                if is_sparse:
+                    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
+                        w[np.uint64(indices[k])] += step * data[k]
+                else:
+                    for j in range(np.uint64(d)):
+                        w[j] += step * dense[i, j]
+                updates += 1
+            delta = mu * (g - 0.5 * mu * q)  # gain of the step in the dual objective
+            if first:
+                gain_sum += delta
+            elif delta_ref > 0.0:
+                # Algorithm 5: multiplicative preference update, clipped to [p_min, p_max].
+                if delta == 0.0:
+                    pi = p[i] * shrink_factor  # exp(-c), the common case of a zero step
+                else:
+                    e = c_rate * (delta / delta_ref - 1.0)
+                    if e > 50.0:
+                        e = 50.0
+                    pi = p[i] * math.exp(e)
+                if pi < p_min:
+                    pi = p_min
+                elif pi > p_max:
+                    pi = p_max
+                p[i] = pi
+                delta_ref = (1.0 - eta) * delta_ref + eta * delta
+            else:
+                delta_ref = (1.0 - eta) * delta_ref + eta * delta
+        sweeps += 1
+        if n_shrunk > 0:  # move the shrunk variables behind the active set
+            s = 0
+            while s < active:
+                i = index[s]
+                if inactive[i]:
+                    active -= 1
+                    index[s] = index[active]
+                    index[active] = i
+                else:
+                    s += 1
+        if first:
+            delta_ref = gain_sum / visited if visited > 0 else 0.0
+            counts[0] = 0
+        if visited == 0:  # nothing measured (all shrunk): force a full check
+            v_min = 0.0
+            v_max = 0.0
+        spread = v_max - v_min
+        if spread < tol:
+            if counts[1] == 1 and active == n:
+                # this schedule was uniform over all variables: every one was checked
+                converged = 1
+                break
+            # next outer iteration: one uniform sweep over all variables (canstop)
+            if restore and counts[1] == 0:
+                for i in range(n):
+                    p_saved[i] = p[i]
+                counts[7] = 1
             for i in range(n):
                 p[i] = 1.0
             counts[1] = 1
-    else:
-        counts[1] = 0
-    counts[3] = ell
+            counts[8] += 1
+            if active < n:
+                for s in range(active, n):
+                    inactive[index[s]] = 0
+                active = n
+            v_min_old = -np.inf
+            v_max_old = np.inf
+        else:
+            if counts[1] == 1 and counts[7] == 1:
+                # the check failed: continue with the adapted preferences
+                for i in range(n):
+                    pi = p_saved[i] * p[i]
+                    if pi < p_min:
+                        pi = p_min
+                    elif pi > p_max:
+                        pi = p_max
+                    p[i] = pi
+                counts[7] = 0
+                counts[9] += 1
+            counts[1] = 0
+            if shrinking:
+                v_min_old = v_min if v_min < 0.0 else -np.inf
+                v_max_old = v_max if v_max > 0.0 else np.inf
+        if steps >= min_steps:
+            break
+    fstate[0] = delta_ref
+    bounds[0] = v_min_old
+    bounds[1] = v_max_old
+    counts[2] = converged
+    counts[3] = steps
     counts[4] = updates
+    counts[5] = sweeps
+    counts[6] = active
     return spread
 
 
@@ -499,6 +614,13 @@ class DualCDResult:
         ``D(alpha)``.
     final_violation : float
         Projected-gradient spread ``v_max - v_min`` of the last sweep.
+    n_checks : int
+        Full stopping checks started: for ``"uniform"`` re-activations of the whole set
+        after a shrunk sweep met the tolerance, for AVSF uniform sweeps over all variables
+        (preferences set to 1, the ``canstop`` re-check).
+    n_restores : int
+        AVSF with ``restore`` only: failed checks after which the saved preferences were
+        put back.
     history : list of dict
         Per outer iteration, only when ``record_history=True``.
     """
@@ -513,6 +635,8 @@ class DualCDResult:
     primal: float
     dual: float
     final_violation: float
+    n_checks: int = 0
+    n_restores: int = 0
     history: list = field(default_factory=list)
 
 
@@ -637,13 +761,19 @@ def dual_cd(
     p_min: float = AVSF_P_MIN,
     p_max: float = AVSF_P_MAX,
     c_rate: float = AVSF_C,
+    avsf_shrinking: bool | None = None,
+    avsf_restore: bool | None = None,
+    avsf_systematic: bool | None = None,
 ) -> DualCDResult:
     """Train a bias-free linear hinge-loss SVM by dual coordinate descent.
 
     ``selection="uniform"`` is the paper's Algorithm 2 (LIBLINEAR's dual CD with shrinking,
-    Hsieh et al. 2008, Algorithm 3); ``selection="avsf"`` is Algorithm 3 of Glasmachers &
-    Dogan (arXiv:1302.5608) with the schedule of Algorithm 4 and the preference update of
-    Algorithm 5.  The numba kernel runs one outer iteration per call and releases the GIL.
+    Hsieh et al. 2008, Algorithm 3); ``selection="avsf-paper"`` is Algorithm 3 of
+    Glasmachers & Dogan (arXiv:1302.5608) with the schedule of Algorithm 4 and the
+    preference update of Algorithm 5, as published; ``selection="avsf"`` (the recommended
+    variant) is the same with LIBLINEAR's shrinking of variables stuck at a bound
+    (``docs/avsf.md`` documents the departure and its measured effect).  The numba kernels release the
+    GIL.
 
     Parameters
     ----------
@@ -656,9 +786,9 @@ def dual_cd(
     tol : float > 0
         Stopping tolerance ``epsilon`` on the projected-gradient spread ``v_max - v_min``.
     max_iter : int >= 1
-        Maximum number of outer iterations (sweeps for ``"uniform"``, schedules for
-        ``"avsf"``, each about ``n_samples`` steps).
-    selection : {"uniform", "avsf"}
+        Maximum number of outer iterations (sweeps over the active set for ``"uniform"``,
+        schedules of about one step per active variable for the AVSF variants).
+    selection : {"uniform", "avsf", "avsf-paper"}
     seed : int
         Seed of the solver's own xorshift64* generator (the run is reproducible).
     progress : callable(dict), optional
@@ -667,11 +797,11 @@ def dual_cd(
         ``elapsed`` (seconds), ``selection``.
     should_stop : callable() -> bool, optional
         Checked before every kernel call; if it returns true, :class:`Cancelled` is raised.
-        A kernel call is one outer iteration for ``"avsf"`` and for ``"uniform"`` while the
-        active set is full; once shrinking has made sweeps small, one call runs consecutive
-        sweeps until at least ``n_samples`` steps are done, so the check happens at least
-        once per full sweep's worth of work (and the Python round trip, ~10 us, does not
-        dominate sweeps over a few active variables).
+        A kernel call is one outer iteration for ``"avsf-paper"``, and for ``"uniform"`` /
+        ``"avsf"`` while the active set is full; once shrinking has made sweeps small, one
+        call runs consecutive sweeps until at least ``n_samples`` steps are done, so the
+        check happens at least once per full sweep's worth of work (and the Python round
+        trip, ~10 us, does not dominate sweeps over a few active variables).
     max_steps : int, optional
         Step budget: no further kernel call starts once ``n_steps >= max_steps`` (the last
         call may overshoot by at most one outer iteration or ``n_samples`` steps); the run
@@ -680,6 +810,12 @@ def dual_cd(
         Store the progress dicts in ``result.history``.
     p_min, p_max, c_rate : float
         AVSF preference bounds and change rate (defaults 1/20, 20, 1/5 from the paper).
+    avsf_shrinking, avsf_restore, avsf_systematic : bool, optional
+        Ablation switches of the AVSF kernel (ignored for ``"uniform"``): LIBLINEAR-style
+        shrinking (default: on for ``"avsf"``, off for ``"avsf-paper"``); keeping the
+        adapted preferences after a failed full stopping check (default off: measured
+        to cost steps, see ``docs/avsf.md``); systematic instead of independent rounding
+        in Algorithm 4 (default off: no measurable gain).
 
     Returns
     -------
@@ -721,14 +857,25 @@ def dual_cd(
     if selection == "uniform":
         index = np.arange(n, dtype=np.int64)
         bounds = np.array([-np.inf, np.inf])
-        counts = np.array([n, 0, 0, 0, 0], dtype=np.int64)
+        counts = np.array([n, 0, 0, 0, 0, 0], dtype=np.int64)
     else:
+        paper = selection == "avsf-paper"
+        shrinking = (not paper) if avsf_shrinking is None else bool(avsf_shrinking)
+        restore = False if avsf_restore is None else bool(avsf_restore)
+        systematic = False if avsf_systematic is None else bool(avsf_systematic)
         p = np.ones(n, dtype=np.float64)
+        p_saved = np.ones(n, dtype=np.float64)
+        index = np.arange(n, dtype=np.int64)
+        inactive = np.zeros(n, dtype=np.uint8)
         schedule = np.empty(2 * n + 1, dtype=np.int64)
-        fstate = np.zeros(2, dtype=np.float64)
-        counts = np.array([1, 1, 0, 0, 0], dtype=np.int64)
+        fstate = np.zeros(1, dtype=np.float64)
+        bounds = np.array([-np.inf, np.inf])
+        counts = np.array([1, 1, 0, 0, 0, 0, n, 0, 0, 0], dtype=np.int64)
+        # one outer iteration per call without shrinking (each is ~n steps anyway)
+        avsf_min_steps = min_steps if shrinking else 1
 
     n_iter = n_steps = n_updates = 0
+    n_checks = n_restores = 0
     converged = False
     spread = np.inf
     history: list = []
@@ -747,15 +894,19 @@ def dual_cd(
             n_updates += int(counts[3])
             n_iter += int(counts[4])
             converged = bool(counts[1])
+            n_checks = int(counts[5])
         else:
-            spread = _avsf_sweep(
+            spread = _avsf_run(
                 is_sparse, data, indices, indptr, dense, y, qd, C, tol,
-                alpha, w, p, schedule, fstate, counts, rng, p_min, p_max, c_rate,
+                alpha, w, p, p_saved, index, inactive, schedule, fstate, bounds, counts, rng,
+                p_min, p_max, c_rate, shrinking, restore, systematic, max_iter - n_iter,
+                avsf_min_steps,
             )
             n_steps += int(counts[3])
             n_updates += int(counts[4])
+            n_iter += int(counts[5])
             converged = bool(counts[2])
-            n_iter += 1
+            n_checks, n_restores = int(counts[8]), int(counts[9])
         if progress is not None or record_history:
             info = {
                 "selection": selection,
@@ -785,5 +936,7 @@ def dual_cd(
         primal=primal,
         dual=dual,
         final_violation=float(spread),
+        n_checks=n_checks,
+        n_restores=n_restores,
         history=history,
     )

@@ -31,14 +31,17 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
     Solves ``min_w 1/2 ||w||^2 + C sum_i max(0, 1 - y_i <w, x_i>)`` through its box-
     constrained dual, with either LIBLINEAR's uniform sweeps with shrinking
     (``selection="uniform"``; Hsieh et al., ICML 2008, Algorithm 3 = Algorithm 2 of
-    Glasmachers & Dogan) or adaptive variable selection frequencies (``selection="avsf"``;
-    Glasmachers & Dogan, "Accelerated Linear SVM Training with Adaptive Variable Selection
-    Frequencies", arXiv:1302.5608, Algorithms 3-5).  More than two classes are handled
+    Glasmachers & Dogan) or adaptive variable selection frequencies (Glasmachers & Dogan,
+    "Accelerated Linear SVM Training with Adaptive Variable Selection Frequencies",
+    arXiv:1302.5608, Algorithms 3-5): ``selection="avsf-paper"`` as published,
+    ``selection="avsf"`` combined with LIBLINEAR's shrinking of variables stuck at a bound
+    (fewer steps than both at C >= 10 in ``benchmarks/results/linear.md``; see
+    ``docs/avsf.md``).  More than two classes are handled
     one-vs-rest (one binary problem per class, in the order of ``classes_``).
 
     Parameters
     ----------
-    selection : {"uniform", "avsf"}, default="uniform"
+    selection : {"uniform", "avsf", "avsf-paper"}, default="uniform"
         Coordinate selection rule.
     C : float, default=1.0
         Regularisation parameter (upper bound of the dual variables), > 0.

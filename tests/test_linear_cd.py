@@ -46,7 +46,7 @@ def _kkt_spread(X, y, w, alpha, C):
 # ----------------------------------------------------------------------------- solver
 
 
-@pytest.mark.parametrize("selection", ["uniform", "avsf"])
+@pytest.mark.parametrize("selection", ["uniform", "avsf", "avsf-paper"])
 @pytest.mark.parametrize("C", [0.05, 1.0, 20.0])
 def test_solution_satisfies_kkt_and_duality(selection, C):
     X, y = _problem()
@@ -71,7 +71,9 @@ def test_both_selections_and_liblinear_agree():
     C = 2.0
     a = dual_cd(X, y, C=C, tol=1e-7, max_iter=10**6, selection="uniform", seed=1)
     b = dual_cd(X, y, C=C, tol=1e-7, max_iter=10**6, selection="avsf", seed=2)
+    c = dual_cd(X, y, C=C, tol=1e-7, max_iter=10**6, selection="avsf-paper", seed=3)
     assert a.dual == pytest.approx(b.dual, rel=1e-7)
+    assert a.dual == pytest.approx(c.dual, rel=1e-7)
     # independent implementation: scikit-learn's bundled LIBLINEAR, same problem (no bias)
     ref = LinearSVC(loss="hinge", dual=True, fit_intercept=False, C=C, tol=1e-8,
                     max_iter=10**6, random_state=0).fit(X, y)
@@ -79,9 +81,10 @@ def test_both_selections_and_liblinear_agree():
     ref_primal = 0.5 * w @ w + C * np.maximum(0.0, 1.0 - y * (X @ w)).sum()
     assert a.primal == pytest.approx(ref_primal, rel=1e-5)
     assert b.primal == pytest.approx(ref_primal, rel=1e-5)
+    assert c.primal == pytest.approx(ref_primal, rel=1e-5)
 
 
-@pytest.mark.parametrize("selection", ["uniform", "avsf"])
+@pytest.mark.parametrize("selection", ["uniform", "avsf", "avsf-paper"])
 def test_sparse_and_dense_give_identical_runs(selection):
     X, y = _problem(density=0.3, seed=5)
     X[7] = 0.0  # an empty row (Q_ii = 0) must not break anything
@@ -160,40 +163,80 @@ def test_uniform_sweep_matches_reference_implementation():
     assert min_active < n // 2  # shrinking was exercised
 
 
-def test_avsf_sweep_matches_reference_implementation():
-    """Algorithms 3-5 re-implemented in plain Python, driven by the kernel's random stream."""
-    X, y = _problem(n=30, d=5, seed=12)
+PROBLEM_SEED = 12
+
+
+def _ref_schedule(p, index, active, rng, systematic):
+    """Algorithm 4 in plain Python, drawing from the kernel's random stream."""
+    act = [int(i) for i in index[:active]]
+    share = {i: active * p[i] / sum(p[j] for j in act) for i in act}
+    sched = []
+    if systematic:
+        acc = L._uniform01(rng)
+        for i in act:
+            acc += share[i]
+            k = int(acc)
+            acc -= k
+            for _ in range(k):  # inside-out Fisher-Yates
+                j = L._below(rng, len(sched) + 1)
+                sched.append(sched[j] if j < len(sched) else i)
+                sched[j] = i
+        return sched
+    for i in act:
+        k = math.floor(share[i])
+        if L._uniform01(rng) < share[i] - k:
+            k += 1
+        sched += [i] * k
+    for s in range(len(sched)):
+        j = s + L._below(rng, len(sched) - s)
+        sched[s], sched[j] = sched[j], sched[s]
+    return sched
+
+
+@pytest.mark.parametrize(
+    "shrinking, restore, systematic",
+    [(False, False, False), (True, False, True), (True, True, False), (False, True, True)],
+    ids=["paper", "avsf", "shrink+restore", "restore+systematic"],
+)
+def test_avsf_run_matches_reference_implementation(shrinking, restore, systematic):
+    """Algorithms 3-5 (and the documented shrinking / restore / systematic-rounding
+    variants) re-implemented in plain Python, driven by the kernel's random stream, one
+    outer iteration at a time."""
+    X, y = _problem(n=30, d=5, seed=PROBLEM_SEED)
     C, tol = 2.0, 1e-3
     p_min, p_max, c = L.AVSF_P_MIN, L.AVSF_P_MAX, L.AVSF_C
     n = X.shape[0]
     inp = as_cd_input(X)
     qd = (X * X).sum(axis=1)
-    alpha, w, p = np.zeros(n), np.zeros(X.shape[1]), np.ones(n)
+    alpha, w, p, p_saved = np.zeros(n), np.zeros(X.shape[1]), np.ones(n), np.ones(n)
+    index, inactive = np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.uint8)
     schedule = np.empty(2 * n + 1, dtype=np.int64)
-    fstate = np.zeros(2)
-    counts = np.array([1, 1, 0, 0, 0], dtype=np.int64)
+    fstate, bounds = np.zeros(1), np.array([-np.inf, np.inf])
+    counts = np.array([1, 1, 0, 0, 0, 0, n, 0, 0, 0], dtype=np.int64)
     rng = L._seed_state(8)
     r_alpha, r_w, r_p, r_rng = alpha.copy(), w.copy(), p.copy(), rng.copy()
-    r_ref, first, canstop = 0.0, True, True
-    for _sweep in range(30):
-        L._avsf_sweep(*inp.arrays, y, qd, C, tol, alpha, w, p, schedule, fstate, counts, rng,
-                      p_min, p_max, c)
-        # Algorithm 4
-        share = n * r_p / r_p.sum()
-        sched = []
-        for i in range(n):
-            k = math.floor(share[i])
-            if L._uniform01(r_rng) < share[i] - k:
-                k += 1
-            sched += [i] * k
-        for s in range(len(sched)):
-            j = s + L._below(r_rng, len(sched) - s)
-            sched[s], sched[j] = sched[j], sched[s]
-        # Algorithm 3 inner loop with Algorithm 5
-        vmin, vmax, gain_sum = np.inf, -np.inf, 0.0
+    r_index = index.copy()
+    r_ref, first, canstop, r_saved = 0.0, True, True, None
+    vmin_old, vmax_old = -np.inf, np.inf
+    r_active, min_active, checks = n, n, 0
+    for _sweep in range(60):
+        L._avsf_run(*inp.arrays, y, qd, C, tol, alpha, w, p, p_saved, index, inactive,
+                    schedule, fstate, bounds, counts, rng, p_min, p_max, c,
+                    shrinking, restore, systematic, 1, 1)
+        sched = _ref_schedule(r_p, r_index, r_active, r_rng, systematic)
+        # Algorithm 3 inner loop with Algorithm 5 (and shrinking)
+        vmin, vmax, gain_sum, steps, visited, shrunk = np.inf, -np.inf, 0.0, 0, 0, set()
+        eta = 1.0 / r_active
         for i in sched:
+            if i in shrunk:
+                continue  # shrunk earlier in this schedule: no step
             g = 1.0 - y[i] * (X[i] @ r_w)
+            steps += 1
             a = r_alpha[i]
+            if (a == 0.0 and g < vmin_old) or (a == C and g > vmax_old):
+                shrunk.add(i)
+                continue
+            visited += 1
             pg = max(g, 0.0) if a == 0.0 else (min(g, 0.0) if a == C else g)
             vmax, vmin = max(vmax, pg), min(vmin, pg)
             mu = min(max(g / qd[i], -a), C - a)
@@ -203,50 +246,93 @@ def test_avsf_sweep_matches_reference_implementation():
             if first:
                 gain_sum += delta
             else:
-                r_p[i] = min(max(r_p[i] * math.exp(c * (delta / r_ref - 1.0)), p_min), p_max)
-                r_ref = (1 - 1 / n) * r_ref + delta / n
+                e = min(c * (delta / r_ref - 1.0), 50.0)  # the kernel caps the exponent
+                r_p[i] = min(max(r_p[i] * math.exp(e), p_min), p_max)
+                r_ref = (1 - eta) * r_ref + eta * delta
+        act = [i for i in r_index[:r_active] if i not in shrunk]
+        r_index = np.array(act + [i for i in r_index if i not in act], dtype=np.int64)
+        r_active = len(act)
+        min_active = min(min_active, r_active)
         if first:
-            r_ref, first = gain_sum / len(sched), False
-        if vmax - vmin < tol:
-            if canstop:
-                break
-            r_p[:] = 1.0
-            canstop = True
+            r_ref, first = gain_sum / visited, False
+        spread = vmax - vmin if visited else 0.0
+        done = False
+        if spread < tol:
+            if canstop and r_active == n:
+                done = True
+            else:
+                if restore and not canstop:
+                    r_saved = r_p.copy()
+                r_p[:] = 1.0
+                canstop, checks = True, checks + 1
+                r_active, vmin_old, vmax_old = n, -np.inf, np.inf
         else:
+            if canstop and r_saved is not None:
+                r_p = np.clip(r_saved * r_p, p_min, p_max)
+                r_saved = None
             canstop = False
-        assert counts[3] == len(sched)
+            if shrinking:
+                vmin_old = vmin if vmin < 0 else -np.inf
+                vmax_old = vmax if vmax > 0 else np.inf
+        assert counts[3] == steps and counts[6] == r_active and counts[8] == checks
+        # shrinking thresholds: equal up to round-off (a variable visited twice in a row
+        # has g = +-1e-16 on its second visit, so a threshold can be +-2.2e-16 in one
+        # summation order and +-inf in the other); continue from the kernel's values
+        for ker, ref in zip(bounds, (vmin_old, vmax_old)):
+            assert ker == ref or abs(ker - ref) < 1e-12 or min(abs(ker), abs(ref)) < 1e-12
+        vmin_old, vmax_old = bounds
+        assert bool(counts[2]) == done
         np.testing.assert_array_equal(schedule[: len(sched)], sched)
+        assert sorted(index[: r_active]) == sorted(r_index[: r_active])
         np.testing.assert_allclose(alpha, r_alpha, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(w, r_w, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(p, r_p, rtol=1e-9)
         assert fstate[0] == pytest.approx(r_ref, rel=1e-9)
+        if done:
+            break
+        # the kernel's active-set order is the reference's up to the compaction order
+        r_index = index.copy()
     assert p.min() >= p_min and p.max() <= p_max
-    assert p.max() > p.min()  # the preferences did adapt
+    assert p.max() > p.min() or done  # the preferences did adapt
+    if shrinking:
+        assert min_active < n  # shrinking was exercised
 
 
 def test_avsf_schedule_is_randomly_rounded_and_shuffled():
-    rng = L._seed_state(1)
-    p = np.array([0.05, 0.05, 1.0, 3.3, 20.0, 7.1, 0.5, 1.0])
+    p = np.array([0.05, 0.05, 1.0, 3.3, 20.0, 7.1, 0.5, 1.0, 2.0, 0.3])
     n = p.size
-    share = n * p / p.sum()
-    schedule = np.empty(2 * n + 1, dtype=np.int64)
-    totals = np.zeros(n)
-    draws = 4000
-    for _ in range(draws):
-        m = L._avsf_schedule(p, rng, schedule)
-        cnt = np.bincount(schedule[:m], minlength=n)
-        assert np.all((cnt == np.floor(share)) | (cnt == np.floor(share) + 1))
-        totals += cnt
-    # expected count of index i is exactly its share n p_i / sum(p)
-    np.testing.assert_allclose(totals / draws, share, atol=0.03)
-    # uniform preferences give every index exactly once, in a shuffled order
-    m = L._avsf_schedule(np.ones(50), rng, np.empty(101, dtype=np.int64))
-    assert m == 50
+    for systematic in (False, True):
+        rng = L._seed_state(1)
+        index = np.array([9, 2, 5, 0, 7, 1, 4, 3, 6, 8], dtype=np.int64)  # active: first 8
+        active = 8
+        act = index[:active]
+        share = np.zeros(n)
+        share[act] = active * p[act] / p[act].sum()
+        schedule = np.empty(2 * n + 1, dtype=np.int64)
+        totals = np.zeros(n)
+        first_pos = np.zeros(n)
+        draws = 4000
+        for _ in range(draws):
+            m = L._avsf_schedule(p, index, active, rng, schedule, systematic)
+            cnt = np.bincount(schedule[:m], minlength=n)
+            assert np.all((cnt == np.floor(share)) | (cnt == np.floor(share) + 1))
+            if systematic:
+                assert m == active
+            totals += cnt
+            first_pos[schedule[0]] += 1
+        # expected count of index i is exactly its share |A| p_i / sum_A(p)
+        np.testing.assert_allclose(totals / draws, share, atol=0.03)
+        # shuffled: the first entry is index i with probability share_i / |A|
+        np.testing.assert_allclose(first_pos / draws, share / active, atol=0.03)
+        # uniform preferences give every active index exactly once
+        m = L._avsf_schedule(np.ones(50), np.arange(50, dtype=np.int64), 50, rng,
+                             np.empty(101, dtype=np.int64), systematic)
+        assert m == 50
 
 
 def test_first_sweeps_visit_every_variable_once():
     X, y = _problem(n=80, seed=2)
-    for selection in ("uniform", "avsf"):
+    for selection in ("uniform", "avsf", "avsf-paper"):
         res = dual_cd(X, y, C=1.0, tol=1e-3, max_iter=1, selection=selection, seed=0)
         assert res.n_iter == 1 and res.n_steps == 80 and not res.converged
 
@@ -254,13 +340,19 @@ def test_first_sweeps_visit_every_variable_once():
 def test_progress_and_cancellation():
     X, y = _problem(n=150, seed=3)
     seen = []
-    res = dual_cd(X, y, C=10.0, tol=1e-5, max_iter=10**5, selection="avsf", seed=0,
+    res = dual_cd(X, y, C=10.0, tol=1e-5, max_iter=10**5, selection="avsf-paper", seed=0,
                   progress=seen.append)
-    assert len(seen) == res.n_iter
+    assert len(seen) == res.n_iter  # one outer iteration per kernel call without shrinking
     assert [s["iteration"] for s in seen] == list(range(1, res.n_iter + 1))
     assert all(b["n_steps"] > a["n_steps"] for a, b in zip(seen, seen[1:]))
     assert seen[-1]["dual"] == pytest.approx(res.dual, rel=1e-12)
     assert {"violation", "elapsed", "n_updates", "selection"} <= set(seen[-1])
+    # with shrinking, one call may run several small sweeps (at least n steps per call)
+    seen = []
+    res = dual_cd(X, y, C=10.0, tol=1e-5, max_iter=10**5, selection="avsf", seed=0,
+                  progress=seen.append)
+    assert seen[-1]["iteration"] == res.n_iter and seen[-1]["n_steps"] == res.n_steps
+    assert all(b["n_steps"] - a["n_steps"] >= 150 for a, b in zip(seen, seen[1:-1]))
 
     calls = []
 
@@ -294,7 +386,8 @@ def test_decision_values_sparse_equals_dense():
 
 
 @parametrize_with_checks(
-    [LinearDualCDClassifier(selection="uniform"), LinearDualCDClassifier(selection="avsf")]
+    [LinearDualCDClassifier(selection="uniform"), LinearDualCDClassifier(selection="avsf"),
+     LinearDualCDClassifier(selection="avsf-paper")]
 )
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
