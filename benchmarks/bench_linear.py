@@ -10,7 +10,9 @@ reuters_lasvm, ijcnn1 and sector (one-vs-rest, the binary problems of its first 
 each against all 6,412 training rows).  Solvers, all for the bias-free hinge-loss SVM:
 
 * ``uniform``: :func:`solvers.linear_cd.dual_cd` with ``selection="uniform"`` (Algorithm 2);
-* ``avsf``: the same with ``selection="avsf"`` (Algorithms 3-5);
+* ``avsf``: the same with ``selection="avsf"`` (Algorithms 3-5 over an active set kept by
+  LIBLINEAR's shrinking rule, the recommended variant, see ``docs/avsf.md``);
+* ``avsf-paper``: ``selection="avsf-paper"`` (Algorithms 3-5 as published, no shrinking);
 * ``sklearn``: scikit-learn ``LinearSVC(loss="hinge", dual=True, fit_intercept=False)``, i.e.
   the classic LIBLINEAR dual CD (the same Algorithm 2) in compiled code, with ``max_iter``
   equal to our baseline's iteration count when that hit the cap (equal work) and generous
@@ -126,6 +128,7 @@ def run_ours(inp, y, C, eps, selection):
         "primal": r.primal,
         "capped": not r.converged,
         "violation": r.final_violation,
+        "checks": r.n_checks,
         # (steps, dual) after every kernel call, for the steps-to-target figures
         "_trace": (np.array([h["n_steps"] for h in r.history]),
                    np.array([h["dual"] for h in r.history])),
@@ -231,7 +234,7 @@ def bench(quick: bool) -> dict:
     t_start = time.perf_counter()
     # compile / load the numba kernels outside the timings
     tiny = np.random.default_rng(0).normal(size=(20, 3))
-    for sel in ("uniform", "avsf"):
+    for sel in ("uniform", "avsf", "avsf-paper"):
         dual_cd(sp.csr_matrix(tiny), np.sign(tiny[:, 0]), max_iter=3, selection=sel)
     for name, fname, nf, classes in datasets:
         X, X32, problems = load(name, fname, nf, classes)
@@ -240,22 +243,24 @@ def bench(quick: bool) -> dict:
               f"nnz {X.nnz}, {len(problems)} binary problem(s)", flush=True)
         for C in cs:
             for eps in EPSILONS:
-                per = {"uniform": [], "avsf": [], "sklearn": [], "liblinear": []}
+                per = {"uniform": [], "avsf": [], "sklearn": [], "liblinear": [],
+                       "avsf_paper": []}
                 for _label, y in problems:
                     u = run_ours(inp, y, C, eps, "uniform")
                     a = run_ours(inp, y, C, eps, "avsf")
+                    ap = run_ours(inp, y, C, eps, "avsf-paper")
                     mi = u["iterations"] if u["capped"] else max(10 * u["iterations"], 1000)
                     s = run_sklearn(X32, y, C, eps, mi)
                     ll = run_liblinear(X, y, C, eps)
-                    best_p = max(r["dual"] for r in (u, a, s, ll))
+                    best_p = max(r["dual"] for r in (u, a, s, ll, ap))
                     common = min(u["dual"], a["dual"])  # reached by both of ours
-                    for r in (u, a):
+                    for r in (u, a, ap):
                         # steps until within TARGET_GAP of the best dual of all four
                         r[f"steps_to_{TARGET_GAP:g}"] = _steps_to(
                             r["_trace"], best_p - TARGET_GAP * abs(best_p))
                         # steps until the lower of the two final duals of ours
                         r["steps_to_common"] = _steps_to(r["_trace"], common)
-                    for key, r in zip(per, (u, a, s, ll)):
+                    for key, r in zip(per, (u, a, s, ll, ap)):
                         per[key].append(r)
                 res = {k: _sum_runs(v) for k, v in per.items()}
                 best = max(r["dual"] for r in res.values())
@@ -268,11 +273,13 @@ def bench(quick: bool) -> dict:
                 row["per_problem_dual"] = {k: [r["dual"] for r in v] for k, v in per.items()}
                 rows.append(row)
                 u, a, s, ll = res["uniform"], res["avsf"], res["sklearn"], res["liblinear"]
+                ap = res["avsf_paper"]
                 st = f"steps_to_{TARGET_GAP:g}"
                 print(
                     f"[{time.perf_counter() - t_start:7.1f}s] {name:8s} C={C:<7g} eps={eps:<6g}"
                     f" uniform {u['steps']:>10d} st {u['seconds']:7.3f}s{'*' if u['capped'] else ' '}"
                     f" avsf {a['steps']:>10d} st {a['seconds']:7.3f}s{'*' if a['capped'] else ' '}"
+                    f" paper {ap['steps']:>10d} st {ap['seconds']:7.3f}s{'*' if ap['capped'] else ' '}"
                     f" sklearn {s['seconds']:7.3f}s{'*' if s['capped'] else ' '}"
                     f" liblinear {ll['seconds']:7.3f}s{'*' if ll['capped'] else ' '}"
                     f" to-target u/a {u[st]}/{a[st]}"
@@ -330,7 +337,7 @@ def summarize(result: dict) -> dict:
                 "failing": [f"{r['dataset']} C={r['C']:g}" for r in fine
                             if r[k]["dual_rel_gap"] > 1e-3],
             }
-            for k in ("uniform", "avsf", "sklearn", "liblinear")
+            for k in ("uniform", "avsf", "avsf_paper", "sklearn", "liblinear")
         },
         # 2. steps baseline / AVSF at C >= 10 (> 1: AVSF needs fewer steps)
         "steps_ratio_uniform_over_avsf_C>=10": {
@@ -341,7 +348,10 @@ def summarize(result: dict) -> dict:
                  "to_target": _ratio(r["uniform"][st], r["avsf"][st]),
                  "uniform_to_target": r["uniform"][st], "avsf_to_target": r["avsf"][st],
                  "to_common": _ratio(r["uniform"]["steps_to_common"],
-                                     r["avsf"]["steps_to_common"])}
+                                     r["avsf"]["steps_to_common"]),
+                 "at_stop_paper": r["uniform"]["steps"] / r["avsf_paper"]["steps"],
+                 "paper_capped": r["avsf_paper"]["capped"],
+                 "to_target_paper": _ratio(r["uniform"][st], r["avsf_paper"][st])}
                 for r in big if r["dataset"] == d
             ]
             for d in datasets
@@ -390,7 +400,9 @@ def markdown(result: dict) -> str:
         f"{result['total_seconds']:.0f} s.",
         "",
         "Hinge-loss SVM without bias. `uniform` = our Algorithm 2 (LIBLINEAR dual CD with "
-        "shrinking), `avsf` = our Algorithms 3-5, `sklearn` = scikit-learn LinearSVC "
+        "shrinking), `avsf` = our Algorithms 3-5 over an active set kept by LIBLINEAR's "
+        "shrinking rule (`selection=\"avsf\"`, the recommended variant), `avsf-paper` = "
+        "Algorithms 3-5 as published (no shrinking), `sklearn` = scikit-learn LinearSVC "
         "(its bundled classic LIBLINEAR dual CD, i.e. the same Algorithm 2 in C), `liblinear` = "
         "liblinear-official 2.50 `-s 3 -B -1` (a newer block variant of dual CD). Steps = "
         "coordinate gradient evaluations (one sparse dot product each). `*` = stopped by a "
@@ -398,11 +410,11 @@ def markdown(result: dict) -> str:
         "max_iter = our baseline's iteration count when that was capped, i.e. equal work; "
         "liblinear: its built-in limit of 300 iterations) — capped runs did not meet the "
         f"stopping rule. `to {tg}` = steps until the dual objective is within {tg} "
-        "(relative) of the best dual any of the four solvers reached for that problem "
+        "(relative) of the best dual any of the five solvers reached for that problem "
         "(— = never within the cap); `to common` = steps until the lower of the two final "
         "duals of uniform and avsf (equal-quality comparison, meaningful also for capped "
         "runs). gap = (best dual − dual) / best dual; certified gap = (lowest primal of the "
-        "four − best dual) / best dual, an upper bound on the best dual's distance to the "
+        "five − best dual) / best dual, an upper bound on the best dual's distance to the "
         "optimum. sector10 = sums "
         "over the 10 one-vs-rest problems of classes 1-10. Seconds: wall (cpu = process "
         "time, less sensitive to other jobs on the machine).",
@@ -411,46 +423,55 @@ def markdown(result: dict) -> str:
         "",
         f"| data | C | eps | uniform steps (iters) | avsf steps (iters) | uniform/avsf "
         f"| uniform to common | avsf to common | uniform/avsf to common "
-        f"| uniform to {tg} | avsf to {tg} | uniform/avsf to {tg} |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        f"| uniform to {tg} | avsf to {tg} | uniform/avsf to {tg} "
+        f"| avsf-paper steps (iters) | uniform/avsf-paper | avsf-paper to {tg} |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
-        u, a = r["uniform"], r["avsf"]
+        u, a, ap = r["uniform"], r["avsf"], r["avsf_paper"]
         sc = "steps_to_common"
         lines.append(
             f"| {r['dataset']} | {r['C']:g} | {r['eps']:g} "
             f"| {u['steps']:,}{_mark(u)} ({u['iterations']}) "
             f"| {a['steps']:,}{_mark(a)} ({a['iterations']}) | {u['steps'] / a['steps']:.2f} "
             f"| {_fmt(u[sc], ',')} | {_fmt(a[sc], ',')} | {_fmt(_ratio(u[sc], a[sc]))} "
-            f"| {_fmt(u[st], ',')} | {_fmt(a[st], ',')} | {_fmt(_ratio(u[st], a[st]))} |"
+            f"| {_fmt(u[st], ',')} | {_fmt(a[st], ',')} | {_fmt(_ratio(u[st], a[st]))} "
+            f"| {ap['steps']:,}{_mark(ap)} ({ap['iterations']}) "
+            f"| {u['steps'] / ap['steps']:.2f} | {_fmt(ap[st], ',')} |"
         )
     lines += [
         "",
         "## Time and dual objective",
         "",
-        "| data | C | eps | uniform s | avsf s | sklearn s (iters) | liblinear s (iters) "
+        "| data | C | eps | uniform s | avsf s | avsf-paper s | sklearn s (iters) "
+        "| liblinear s (iters) "
         "| uniform cpu | avsf cpu | sklearn cpu | liblinear cpu | uniform/sklearn | "
-        "avsf/liblinear | gap uniform | gap avsf | gap sklearn | gap liblinear | best dual "
+        "avsf/liblinear | gap uniform | gap avsf | gap avsf-paper | gap sklearn "
+        "| gap liblinear | best dual "
         "| certified gap of best dual |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "---|",
     ]
     for r in result["rows"]:
         u, a, sk, ll = r["uniform"], r["avsf"], r["sklearn"], r["liblinear"]
-        best = max(x["dual"] for x in (u, a, sk, ll))
-        cert = min(x["dual_subopt_bound"] for x in (u, a, sk, ll))
+        ap = r["avsf_paper"]
+        best = max(x["dual"] for x in (u, a, sk, ll, ap))
+        cert = min(x["dual_subopt_bound"] for x in (u, a, sk, ll, ap))
         lines.append(
             f"| {r['dataset']} | {r['C']:g} | {r['eps']:g} "
             f"| {u['seconds']:.3f}{_mark(u)} | {a['seconds']:.3f}{_mark(a)} "
+            f"| {ap['seconds']:.3f}{_mark(ap)} "
             f"| {sk['seconds']:.3f}{_mark(sk)} ({sk['iterations']}) "
             f"| {ll['seconds']:.3f}{_mark(ll)} ({ll['iterations']}) "
             f"| {u['cpu_seconds']:.3f} | {a['cpu_seconds']:.3f} | {sk['cpu_seconds']:.3f} "
             f"| {ll['cpu_seconds']:.3f} | {u['seconds'] / sk['seconds']:.2f} "
             f"| {a['seconds'] / ll['seconds']:.2f} | {u['dual_rel_gap']:.1e} "
-            f"| {a['dual_rel_gap']:.1e} | {sk['dual_rel_gap']:.1e} | {ll['dual_rel_gap']:.1e} "
+            f"| {a['dual_rel_gap']:.1e} | {ap['dual_rel_gap']:.1e} | {sk['dual_rel_gap']:.1e} "
+            f"| {ll['dual_rel_gap']:.1e} "
             f"| {best:.8g} | {cert:.1e} |"
         )
     lines += ["", "## Acceptance figures (issue 7)", "",
-              "1. Dual objective at eps = 0.001, relative gap to the best dual of the four:", ""]
+              "1. Dual objective at eps = 0.001, relative gap to the best dual of all five solvers:", ""]
     for k, v in s["dual_agreement_eps0.001"].items():
         fail = f" (over 1e-3: {', '.join(v['failing'])})" if v["failing"] else ""
         lines.append(f"   - {k}: max gap {v['max_rel_gap']:.1e}; within 1e-3 in "
@@ -469,8 +490,11 @@ def markdown(result: dict) -> str:
             else:
                 tt = "—"
             star = "*" if e["uniform_capped"] or e["avsf_capped"] else ""
+            pstar = "*" if e["uniform_capped"] or e["paper_capped"] else ""
             parts.append(f"C={e['C']:g}/eps={e['eps']:g}: at stop {e['at_stop']:.2f}{star}, "
-                         f"to common {_fmt(e['to_common'])}, to {tg} {tt}")
+                         f"to common {_fmt(e['to_common'])}, to {tg} {tt} "
+                         f"(avsf-paper: at stop {e['at_stop_paper']:.2f}{pstar}, "
+                         f"to {tg} {_fmt(e['to_target_paper'])})")
         lines.append(f"   - {d}: " + "; ".join(parts))
     lines += ["", "3. Time of our baseline / LIBLINEAR (wanted <= 1.5):", ""]
     for key, label in (
