@@ -5,8 +5,9 @@ after each of 1–10 epochs, the test accuracy, the primal objective λ/2‖w̃�
 dual objective Σα − ½‖w̃‖² (BSCA) and the wall time of the epoch, for BSCA and BSGD with the
 same budget maintenance.  The single-pass rows are the paper's Table 2 setting.
 
-Run: ``python -m benchmarks.bench_bsca [--epochs 10] [--merge-solver gss]``; writes
-``benchmarks/results/bsca.{json,md}``.
+Run: ``python -m benchmarks.bench_bsca [--epochs 10] [--seeds 5] [--merge-solver lookup-wd]
+[--sampling permutation]``; writes ``benchmarks/results/bsca.{json,md}`` for the defaults and
+``bsca_<solver>_<sampling>.{json,md}`` otherwise.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def primal(est, X, y):
     return 0.5 * est.lambda_eff_ * norm2 + hinge
 
 
-def run(cls, name, X, y, Xt, yt, gamma, epochs, seed, merge_solver):
+def run(cls, name, X, y, Xt, yt, gamma, epochs, seed, merge_solver, sampling):
     rows = []
     clock = {"last": time.perf_counter()}
     sub = np.random.default_rng(0).choice(X.shape[0], min(X.shape[0], 10000), replace=False)
@@ -53,16 +54,19 @@ def run(cls, name, X, y, Xt, yt, gamma, epochs, seed, merge_solver):
         clock["last"] = time.perf_counter()  # monitoring time is not epoch time
 
     # one fit of `epochs` epochs; the callback sees the model after each epoch
+    extra = {"sampling": sampling} if cls is BudgetedSCAClassifier else {}
     cls(budget=500, gamma=gamma, C=32.0, epochs=epochs, random_state=seed,
-        merge_solver=merge_solver).fit(X, y, callback=monitor)
+        merge_solver=merge_solver, **extra).fit(X, y, callback=monitor)
     return rows
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--merge-solver", default="gss")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--merge-solver", default="lookup-wd")
+    parser.add_argument("--sampling", default="permutation", choices=("permutation", "uniform"),
+                        help="BSCA's coordinate order per epoch (BudgetedSCAClassifier.sampling)")
     args = parser.parse_args()
     all_rows, summary = [], []
     for name, (train, test, n_features, gamma) in DATA.items():
@@ -71,7 +75,8 @@ def main():
             cls(budget=50, gamma=gamma, C=32.0, merge_solver=args.merge_solver).fit(X[:3000], y[:3000])
         for seed in range(args.seeds):
             for cls in (BudgetedSCAClassifier, BudgetedSGDClassifier):
-                all_rows += run(cls, name, X, y, Xt, yt, gamma, args.epochs, seed, args.merge_solver)
+                all_rows += run(cls, name, X, y, Xt, yt, gamma, args.epochs, seed, args.merge_solver,
+                                args.sampling)
         for epoch in range(1, args.epochs + 1):
             row = {"data": name, "epoch": epoch}
             for alg in ("BSCA", "BSGD"):
@@ -86,9 +91,13 @@ def main():
                 row["paper_BSCA_single_pass_%"] = PAPER_SINGLE_PASS[name]
                 row["target_%"] = TARGET_SINGLE_PASS[name]
             summary.append(row)
-    payload = {"machine": machine(), "merge_solver": args.merge_solver, "rows": all_rows, "summary": summary}
-    write_results("bsca" if args.merge_solver == "gss" else f"bsca_{args.merge_solver}", payload, summary,
-                  f"BSCA vs BSGD, B = 500, C = 32, medians over {args.seeds} seeds (merge solver {args.merge_solver})")
+    payload = {"machine": machine(), "merge_solver": args.merge_solver, "sampling": args.sampling,
+               "rows": all_rows, "summary": summary}
+    name = "bsca" if (args.merge_solver, args.sampling) == ("lookup-wd", "permutation") else \
+        f"bsca_{args.merge_solver}_{args.sampling}"
+    write_results(name, payload, summary,
+                  f"BSCA vs BSGD, B = 500, C = 32, medians over {args.seeds} seeds "
+                  f"(merge solver {args.merge_solver}, BSCA sampling {args.sampling})")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ GRIDS = {  # (C values, γ values) searched by cross-validation
     "a9a": ([1.0, 8.0, 32.0], [2.0 ** -7, 2.0 ** -5, 2.0 ** -3]),
     "phishing": ([2.0, 8.0, 32.0], [2.0, 8.0, 16.0]),
     "letter": ([8.0, 32.0, 128.0], [1.0, 2.0, 4.0]),
-    "pendigits": ([8.0, 32.0, 128.0], [2.0, 8.0, 16.0]),
+    "pendigits": ([8.0, 32.0, 128.0], [1.0, 2.0, 4.0, 8.0]),
 }
 FILES = {
     "ijcnn1": ("ijcnn1.bz2", "ijcnn1.t.bz2", None),
