@@ -12,6 +12,18 @@ For a binary merge the optimal ``h`` and the normalised weight degradation
 * **lookup-WD**: ``WD/S²`` read from the table for every partner candidate (no ``exp``
   beyond κ itself), ``h`` from the table only for the chosen partner.
 
+The WD table is stored *normalised*: ``N(m, κ) = (WD/S²) / (m²(1 − κ)²)``.  WD/S² vanishes
+like m² as m → 0 and like (1 − κ)² as κ → 1 (merging a tiny or a nearly identical SV costs
+little), so bilinear interpolation of WD/S² itself has large *relative* errors exactly where
+merges happen: one grid cell from κ = 1 a quadratic is off by up to 1/8 of its value, and
+partners with nearly equal WD are then ranked wrongly (on a9a, where γ = 2⁻⁷ puts every κ in
+[0.8, 1], 3–5% of the decisions differed from GSS-precise).  N is smooth and bounded
+(between about 0.8 and 2), so ``WD/S² = m²(1 − κ)²·N`` read back by
+:func:`interpolated_wd` is accurate to ~1e-4 *relative* everywhere.  Since m·S = α_min, the
+weight degradation of a candidate is simply ``α_min²(1 − κ)²·N(m, κ)``.  The row m = 0 and
+the column κ = 1, where N is a limit, are extrapolated linearly from the two nearest
+interior grid lines.
+
 Lookups always have ``m ≤ 1/2`` (x_min has the smaller coefficient).  Where g is bimodal
 (small κ) the optimal h jumps from ≈0 to ≈1 as m crosses 1/2, so interpolating between
 the last row below 1/2 and the first row above it would produce an h from neither branch.
@@ -41,11 +53,12 @@ _TABLES: tuple[np.ndarray, np.ndarray] | None = None
 
 @nb.njit(nogil=True, cache=True)
 def build_tables(grid):
-    """Return ``(H, W)``, both (grid, grid) float64: ``H[i, j]`` = optimal h and
-    ``W[i, j]`` = WD/S² at ``m = i/(grid−1)``, ``κ = j/(grid−1)`` (GSS-precise; rows with
-    m > 1/2 continue the m < 1/2 branch, see the module docstring)."""
+    """Return ``(H, N)``, both (grid, grid) float64, at ``m = i/(grid−1)``, ``κ = j/(grid−1)``:
+    ``H[i, j]`` = optimal h and ``N[i, j]`` = (WD/S²)/(m²(1−κ)²), the normalised weight
+    degradation (GSS-precise; rows with m > 1/2 continue the m < 1/2 branch; row 0 and the
+    last column are linear extrapolations of the limits — see the module docstring)."""
     H = np.empty((grid, grid))
-    W = np.empty((grid, grid))
+    N = np.empty((grid, grid))
     for i in range(grid):
         m = i / (grid - 1.0)
         for j in range(grid):
@@ -54,11 +67,16 @@ def build_tables(grid):
                 h, g = golden_section_bracket(m, np.log(kappa), GSS_PRECISE_EPS, 0.0, 0.5)
             else:
                 h, g = golden_section_h(m, np.log(kappa), GSS_PRECISE_EPS)
-            W[i, j] = weight_degradation(m, kappa, g)
+            if i > 0 and j < grid - 1:
+                N[i, j] = weight_degradation(m, kappa, g) / (m * m * (1.0 - kappa) * (1.0 - kappa))
             if j == grid - 1:
                 h = m  # κ = 1: g is flat; the limit κ → 1 of the optimal h is m
             H[i, j] = h
-    return H, W
+    for i in range(1, grid):  # κ = 1: N is a limit
+        N[i, grid - 1] = 2.0 * N[i, grid - 2] - N[i, grid - 3]
+    for j in range(grid):  # m = 0: N is a limit
+        N[0, j] = 2.0 * N[1, j] - N[2, j]
+    return H, N
 
 
 @nb.njit(nogil=True, cache=True)
@@ -75,8 +93,15 @@ def interpolate(table, m, kappa):
             + fu * ((1.0 - fv) * table[i + 1, j] + fv * table[i + 1, j + 1]))
 
 
+@nb.njit(nogil=True, cache=True)
+def interpolated_wd(n_table, m, kappa):
+    """WD/S² = m²(1 − κ)²·N(m, κ) with N read from the normalised table by bilinear
+    interpolation (``n_table``: the second table of :func:`merge_tables`)."""
+    return m * m * (1.0 - kappa) * (1.0 - kappa) * interpolate(n_table, m, kappa)
+
+
 def merge_tables() -> tuple[np.ndarray, np.ndarray]:
-    """The process-wide ``(H, W)`` tables, built on first use (< 1 s)."""
+    """The process-wide ``(H, N)`` tables (optimal h, normalised WD), built on first use (< 1 s)."""
     global _TABLES
     if _TABLES is None:
         _TABLES = build_tables(GRID)

@@ -40,7 +40,7 @@ from .gss import (  # noqa: F401  (re-exported: the merge vocabulary lives here)
     weight_degradation,
 )
 from .kernels import exp_inplace, sv_dot_products
-from .lookup import interpolate
+from .lookup import interpolate, interpolated_wd
 
 #: Relative tolerance under which two |α| count as equal when choosing x_min.
 TIE_RTOL = 1e-9
@@ -68,7 +68,7 @@ N_DIAG = 6
 def candidate_h_wd(m, log_kappa, kappa, solver, eps, h_table, wd_table):
     """``(h, WD/S²)`` of merging with one partner under ``solver`` (h = −1 for lookup-WD)."""
     if solver == SOLVER_LOOKUP_WD:
-        return -1.0, interpolate(wd_table, m, kappa)
+        return -1.0, interpolated_wd(wd_table, m, kappa)
     if solver == SOLVER_LOOKUP_H:
         h = interpolate(h_table, m, kappa)
         return h, weight_degradation(m, kappa, merge_gain(h, m, log_kappa))
@@ -149,7 +149,8 @@ def _log_kappas(x_min, sq_min, sv_t, sv_sq, n_sv, gamma, work):
 @nb.njit(nogil=True, cache=True)
 def _best_partner_lookup_wd(coef, n_sv, i_min, kappa, wd_table):
     """The lookup-WD partner search as one branch-light loop (the hot path of merging):
-    WD/S² by bilinear interpolation of the table at (m, κ_j) for every same-sign SV."""
+    WD = α_min²(1 − κ_j)²·N(m, κ_j), N by bilinear interpolation of the normalised table
+    (:mod:`solvers.lookup`), for every same-sign SV."""
     a_min = coef[i_min, 0]
     last = wd_table.shape[0] - 1
     best_j = -1
@@ -166,7 +167,8 @@ def _best_partner_lookup_wd(coef, n_sv, i_min, kappa, wd_table):
         fv = v - iv
         w = ((1.0 - fu) * ((1.0 - fv) * wd_table[iu, iv] + fv * wd_table[iu, iv + 1])
              + fu * ((1.0 - fv) * wd_table[iu + 1, iv] + fv * wd_table[iu + 1, iv + 1]))
-        wd = total * total * w
+        one_minus = 1.0 - kappa[j]
+        wd = a_min * a_min * one_minus * one_minus * w
         if wd < best_wd and same_sign and j != i_min:
             best_wd = wd
             best_j = j
