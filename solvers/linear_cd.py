@@ -25,8 +25,8 @@ Training with Adaptive Variable Selection Frequencies" (arXiv:1302.5608):
 
 Layout: the per-example loops are numba kernels (``nogil``, cached) working on
 preallocated arrays; :func:`dual_cd` is the Python driver that owns the state and calls a
-kernel once per outer iteration (AVSF, or LIBLINEAR while its active set is full) or once
-per ``n_samples`` steps' worth of small shrunk sweeps, and in between checks
+kernel once per outer iteration (``"avsf-paper"``, or ``"uniform"`` / ``"avsf"`` while
+their active set is full) or once per ``n_samples`` steps' worth of small shrunk sweeps, and in between checks
 ``should_stop`` and reports ``progress``, so a worker process can cancel and monitor a long
 run.  The reconstruction choices for AVSF are documented in ``docs/avsf.md``.
 
