@@ -35,8 +35,8 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
     "Accelerated Linear SVM Training with Adaptive Variable Selection Frequencies",
     arXiv:1302.5608, Algorithms 3-5): ``selection="avsf-paper"`` as published,
     ``selection="avsf"`` combined with LIBLINEAR's shrinking of variables stuck at a bound
-    (fewer steps than both at C >= 10 in ``benchmarks/results/linear.md``; see
-    ``docs/avsf.md``).  More than two classes are handled
+    (fewer steps than both wherever the runs converged at C >= 10 in
+    ``benchmarks/results/linear.md``; see ``docs/avsf.md``).  More than two classes are handled
     one-vs-rest (one binary problem per class, in the order of ``classes_``).
 
     Parameters
