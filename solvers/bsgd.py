@@ -41,7 +41,8 @@ import numba as nb
 import numpy as np
 
 from .kernels import rbf_row, rbf_row_and_log, squared_norm
-from .merging import merge_smallest, merge_smallest_multiclass
+from .gss import GSS_PRECISE_EPS
+from .merging import SOLVER_GSS, merge_smallest, merge_smallest_multiclass
 from .projection import DEFAULT_JITTER, kinv_append, kinv_rebuild, project_smallest, remove_smallest
 
 # counters[...]
@@ -138,7 +139,9 @@ def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table,
     if coef.shape[1] == 1:
         return merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_table,
                               ref_solver, diag, x_buf, row_buf, known_row)
-    n_new, wd = merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, eps, x_buf, row_buf)
+    # Multi-class WD has no lookup table: every solver but GSS-standard runs GSS-precise.
+    multiclass_eps = eps if solver == SOLVER_GSS else GSS_PRECISE_EPS
+    n_new, wd = merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, multiclass_eps, x_buf, row_buf)
     return n_new, wd, 1
 
 

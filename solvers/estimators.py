@@ -424,7 +424,8 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         ‖α_p‖²; or project it onto the others (eq. 14).
     merge_solver : {"gss", "gss-precise", "lookup-h", "lookup-wd"}
         How merging finds h and the partner (GSS to ``gss_eps``; GSS to 1e-10; lookup tables).
-        Multi-class merging always uses GSS to ``gss_eps``.
+        Multi-class merging has no lookup table: it runs GSS to ``gss_eps`` with ``"gss"``
+        and GSS to 1e-10 with every other solver.
     schedule : {"pegasos", "norma", "perceptron"}
         η_t = 1/(λt); η_t = eta/√t; or the margin perceptron (λ = 0, η_t = eta, projection
         onto ‖w‖ ≤ radius).

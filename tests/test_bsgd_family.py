@@ -65,6 +65,22 @@ def test_multiclass_crammer_singer_learns_digits():
     np.testing.assert_allclose(est.decision_function(Xte[:20]), K @ est.dual_coef_, rtol=1e-9, atol=1e-9)
 
 
+def test_multiclass_merging_precision_follows_the_merge_solver():
+    """No lookup table exists for the multi-class WD: "gss" runs GSS to gss_eps, every other
+    solver runs GSS-precise, i.e. exactly what "gss" does with gss_eps = 1e-10."""
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:600] / 16.0, y[:600]
+    kw = dict(budget=40, gamma=0.05, C=10.0, random_state=0)
+    precise = BudgetedSGDClassifier(merge_solver="gss", gss_eps=1e-10, **kw).fit(X, y)
+    assert precise.n_merges_ > 100
+    for solver in ("gss-precise", "lookup-h", "lookup-wd"):
+        est = BudgetedSGDClassifier(merge_solver=solver, **kw).fit(X, y)
+        np.testing.assert_array_equal(est.dual_coef_, precise.dual_coef_)
+        np.testing.assert_array_equal(est.support_vectors_, precise.support_vectors_)
+    standard = BudgetedSGDClassifier(merge_solver="gss", **kw).fit(X, y)
+    assert not np.array_equal(standard.dual_coef_, precise.dual_coef_)
+
+
 def test_multiclass_string_labels_and_removal():
     X, y = load_wine(return_X_y=True)
     X = MinMaxScaler().fit_transform(X)
