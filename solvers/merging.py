@@ -39,7 +39,7 @@ from .gss import (  # noqa: F401  (re-exported: the merge vocabulary lives here)
     merge_gain,
     weight_degradation,
 )
-from .kernels import exp_inplace, sv_dot_products
+from .kernels import rbf_row_and_log
 from .lookup import interpolate, interpolated_wd
 
 #: Relative tolerance under which two |α| count as equal when choosing x_min.
@@ -130,19 +130,14 @@ def place_merged_point(sv_t, sv_sq, x_min, j, h):
 
 @nb.njit(nogil=True, cache=True)
 def _log_kappas(x_min, sq_min, sv_t, sv_sq, n_sv, gamma, work):
-    """Fill ``work[:cap]`` with k(x_min, sv_j) (vectorised exp) and ``work[cap:]`` with
-    log k(x_min, sv_j) = −γ‖x_min − sv_j‖²; ``work`` is (2·capacity,).  Returns
-    ``(log_kappa, kappa)`` views.  (The layout matches :func:`solvers.kernels.rbf_row_and_log`
-    called with ``work[:cap], work[cap:]``.)"""
+    """Fill ``work[:cap]`` with k(x_min, sv_j) and ``work[cap:]`` with log k(x_min, sv_j)
+    = −γ‖x_min − sv_j‖² (:func:`solvers.kernels.rbf_row_and_log`, the same layout the
+    training steps leave for ``known_row``); ``work`` is (2·capacity,).  Returns
+    ``(log_kappa, kappa)`` views."""
     cap = work.shape[0] // 2
     kappa = work[:cap]
     log_kappa = work[cap:]
-    sv_dot_products(x_min, sv_t, n_sv, log_kappa)
-    for j in range(n_sv):
-        dist = sq_min + sv_sq[j] - 2.0 * log_kappa[j]
-        log_kappa[j] = -gamma * (dist if dist > 0.0 else 0.0)
-        kappa[j] = log_kappa[j]
-    exp_inplace(kappa, n_sv)
+    rbf_row_and_log(x_min, sq_min, sv_t, sv_sq, n_sv, gamma, kappa, log_kappa)
     return log_kappa, kappa
 
 
