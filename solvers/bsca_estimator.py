@@ -10,13 +10,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import bsgd
 from .bsca import bsca_steps
-from .estimators import BudgetedKernelModel
+from .estimators import BudgetedKernelModel, _choice
 from .gss import GSS_STANDARD_EPS
 from .merging import MERGE_SOLVERS
 from .persistence import register_estimator
 
 #: How :meth:`BudgetedSCAClassifier.fit` picks the coordinates of an epoch.
-SAMPLINGS = ("permutation", "uniform")
+SAMPLINGS = {"permutation": "each coordinate once per epoch, in a fresh random order",
+             "uniform": "n independent uniform draws with replacement per epoch"}
 
 @register_estimator
 class BudgetedSCAClassifier(BudgetedKernelModel):
@@ -77,8 +78,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     # ------------------------------------------------------------------ parameters
     def _check_params(self):
         self._check_budget_params()
-        if self.sampling not in SAMPLINGS:
-            raise ValueError(f"sampling must be one of {SAMPLINGS}, got {self.sampling!r}")
+        _choice("sampling", self.sampling, SAMPLINGS)
 
     def _resolve_lambda(self, n_rows):
         n = self.n_samples if self.n_samples is not None else n_rows
