@@ -23,15 +23,15 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 
-from app.auth import Unauthorized
-from app.batches import BatchError
-from app.http import OrjsonResponse, error_response
-from app.metrics import build_registry
-from app.registry import LearnerBusy, ModelClosed, ModelNotFitted, ModelNotFound, Registry
-from app.jobs import JobRunner
-from app.routes import health, jobs, learn, metrics, models, predict, uploads
-from app.settings import Settings
-from app.snapshots import SnapshotStore, run_snapshotter
+from svmstream.app.api.auth import Unauthorized
+from svmstream.app.ingest.batches import BatchError
+from svmstream.app.api.http import OrjsonResponse, error_response
+from svmstream.app.models.meters import build_registry
+from svmstream.app.models.registry import LearnerBusy, ModelClosed, ModelNotFitted, ModelNotFound, Registry
+from svmstream.app.jobs.runner import JobRunner
+from svmstream.app.api.routes import health, jobs, learn, metrics, models, predict, uploads
+from svmstream.app.settings import Settings
+from svmstream.app.models.snapshots import SnapshotStore, run_snapshotter
 
 log = logging.getLogger("svmstream")
 
@@ -54,8 +54,8 @@ def warm_up() -> None:
     import numpy as np
     import scipy.sparse as sp
 
-    from app.registry import copy_estimator, make_estimator
-    from app.schemas import ModelConfig
+    from svmstream.app.models.registry import copy_estimator, make_estimator
+    from svmstream.app.models.config import ModelConfig
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(8, 3))
@@ -118,7 +118,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         streams = None
         stream_task = None
         if settings.redis_url:
-            from app.stream import StreamManager, run_stream_manager
+            from svmstream.app.stream.consumer import StreamManager, run_stream_manager
 
             streams = StreamManager(registry, settings)
             app.state.streams = streams

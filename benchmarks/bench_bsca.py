@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from benchmarks.common import load_pair, machine, write_results
-from solvers import BudgetedSCAClassifier, BudgetedSGDClassifier
+from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier
 
 DATA = {"ijcnn1": ("ijcnn1.bz2", "ijcnn1.t.bz2", None, 2.0), "a9a": ("a9a.bz2", "a9a.t.bz2", 123, 2.0 ** -7)}
 PAPER_SINGLE_PASS = {"ijcnn1": 97.27, "a9a": 83.18}  # BSCA, B = 500 (Table 2)
@@ -27,7 +27,7 @@ TARGET_SINGLE_PASS = {"ijcnn1": 96.8, "a9a": 82.7}  # acceptance of issue 5
 
 def primal(est, X, y):
     """λ/2‖w̃‖² + mean hinge, the same formula for both estimators."""
-    from solvers.bsgd import squared_model_norm
+    from svmstream.solvers.bsgd import squared_model_norm
 
     signs = np.where(y == est.classes_[1], 1.0, -1.0)
     hinge = np.maximum(0.0, 1.0 - signs * est.decision_function(X)).mean()

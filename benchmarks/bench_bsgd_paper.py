@@ -32,7 +32,7 @@ import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
 from benchmarks.common import load_pair, machine, write_results
-from solvers import BudgetedSGDClassifier
+from svmstream.solvers import BudgetedSGDClassifier
 
 PAPER_WANG = {  # one pass, BPegasos + merge (Tables 3-4): (B=100, B=500)
     "ijcnn1": (97.27, 98.08), "a9a": (84.55, 83.93), "letter": (73.63, 89.68), "pendigits": (97.06, 97.63),

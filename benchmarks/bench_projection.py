@@ -46,8 +46,8 @@ from pathlib import Path  # noqa: E402
 import numba as nb  # noqa: E402
 import numpy as np  # noqa: E402
 
-from solvers.kernels import rbf_row, squared_norm  # noqa: E402
-from solvers.merging import (  # noqa: E402
+from svmstream.solvers.kernels import rbf_row, squared_norm  # noqa: E402
+from svmstream.solvers.merging import (  # noqa: E402
     GSS_STANDARD_EPS,
     N_DIAG,
     SOLVER_GSS,
@@ -55,7 +55,7 @@ from solvers.merging import (  # noqa: E402
     remove_sv,
     smallest_coefficient_slot,
 )
-from solvers.projection import (  # noqa: E402
+from svmstream.solvers.projection import (  # noqa: E402
     DEFAULT_JITTER,
     kinv_append,
     kinv_rebuild,

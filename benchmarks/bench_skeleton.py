@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import Server, data_file, load_pair, machine, write_results
-from solvers import BudgetedSGDClassifier
+from svmstream.solvers import BudgetedSGDClassifier
 
 PARAMS = dict(budget=500, gamma=2.0, C=32.0)
 SHARK_SECONDS = 2.81  # Shark KernelBudgetedSGDTrainer, same setting, measured on this machine type (MANIFEST)
@@ -45,7 +45,7 @@ def solver_runs(X, y, Xt, yt, seeds, merge_solver="gss"):
 
 
 def replay_runs(quick: bool):
-    from app.cli import run_replay
+    from svmstream.app.cli.main import run_replay
 
     rows, memory = [], {}
     train, test = str(data_file("ijcnn1.bz2")), str(data_file("ijcnn1.t.bz2"))

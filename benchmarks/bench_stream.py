@@ -110,7 +110,7 @@ class Service:
             "SVMSTREAM_STREAM_SNAPSHOT_EVERY": "20000", "SVMSTREAM_LOG_LEVEL": "warning", **env,
         })
         self.log = open(log, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "--port", str(self.port),
+        self.proc = subprocess.Popen([sys.executable, "-m", "svmstream.app.cli.main", "serve", "--port", str(self.port),
                                       "--snapshot-dir", str(snapshot_dir)],
                                      cwd=REPO, env=full_env, stdout=self.log, stderr=subprocess.STDOUT)
         import httpx
@@ -167,7 +167,7 @@ def entries_of(X32: np.ndarray, y: np.ndarray) -> list[dict]:
 
 
 def produce(client, key: str, entries: list[dict], chunk: int = 2000) -> list[bytes]:
-    from app.cli import xadd_batch
+    from svmstream.app.cli.main import xadd_batch
 
     ids = []
     for start in range(0, len(entries), chunk):
@@ -181,7 +181,7 @@ def redis_ms(client) -> float:
 
 
 def solver_anchor(X, y, Xt):
-    from solvers import BudgetedSGDClassifier
+    from svmstream.solvers import BudgetedSGDClassifier
 
     est = BudgetedSGDClassifier(budget=500, gamma=2.0, C=32.0, n_samples=X.shape[0], merge_solver="lookup-wd")
     est.partial_fit(X[:1000], (y[:1000] > 0).astype(np.int64), classes=np.arange(2))  # compile
@@ -204,7 +204,7 @@ def end_to_end(tmp, rs, r, train, n, Xt, yt, ref, fsync, rows):
     cpu0 = {k: sum(p.cpu_times()[:2]) for k, p in procs.items()}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the producer is the only child reaped below
     producer = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "replay", str(train), "--redis", rs.url, "--model", MODEL,
+        [sys.executable, "-m", "svmstream.app.cli.main", "replay", str(train), "--redis", rs.url, "--model", MODEL,
          "--format", "xb", "--batch", "1000", "--no-progress", "--json"],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     lags = []

@@ -90,7 +90,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "serve", "--port", str(self.port),
+            [sys.executable, "-m", "svmstream.app.cli.main", "serve", "--port", str(self.port),
              "--snapshot-dir", str(snapshot_dir), "--log-level", "warning", *args],
             cwd=REPO, env=full_env)
 

@@ -115,7 +115,7 @@ def make_process_pool(n_workers: int | None = None, start_method: str = DEFAULT_
     n_workers = n_workers or available_cores()
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
-        ctx.set_forkserver_preload(["solvers.dcsvm"])
+        ctx.set_forkserver_preload(["svmstream.solvers.dcsvm"])
     stop = ctx.Value("b", 0, lock=False)
     ex = cf.ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx,
                                 initializer=_worker_init, initargs=(stop,))

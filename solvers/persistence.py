@@ -61,7 +61,7 @@ def estimator_from_state(arrays: dict[str, np.ndarray], meta: dict[str, Any]):
     cls = _ESTIMATORS.get(name)
     if cls is None:
         # Importing the estimator modules registers them.
-        import solvers  # noqa: F401
+        import svmstream.solvers  # noqa: F401
 
         cls = _ESTIMATORS.get(name)
     if cls is None:

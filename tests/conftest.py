@@ -47,11 +47,11 @@ class ServerProcess:
         self.snapshot_dir = Path(snapshot_dir)
         self.log_path = Path(log_path)
         if use_uvicorn:
-            cmd = [PYTHON, "-m", "uvicorn", "--factory", "app.main:create_app", "--host", "127.0.0.1",
+            cmd = [PYTHON, "-m", "uvicorn", "--factory", "svmstream.app.main:create_app", "--host", "127.0.0.1",
                    "--port", str(self.port), "--workers", "1"]
             env = {"SVMSTREAM_SNAPSHOT_DIR": str(self.snapshot_dir), **(env or {})}
         else:
-            cmd = [PYTHON, "-m", "app.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+            cmd = [PYTHON, "-m", "svmstream.app.cli.main", "serve", "--host", "127.0.0.1", "--port", str(self.port),
                    "--snapshot-dir", str(self.snapshot_dir), *args]
         self._log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=subprocess_env(**(env or {})),

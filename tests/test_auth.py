@@ -11,9 +11,9 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from app.auth import check_token
-from app.main import create_app
-from app.settings import Settings
+from svmstream.app.api.auth import check_token
+from svmstream.app.main import create_app
+from svmstream.app.settings import Settings
 
 TOKEN = "s3cret-token"
 GOOD = {"authorization": f"Bearer {TOKEN}"}

@@ -7,8 +7,8 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from solvers import BudgetedSCAClassifier
-from solvers.persistence import decode_state, encode_state, estimator_from_state
+from svmstream.solvers import BudgetedSCAClassifier
+from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import scipy.sparse as sp
 from sklearn.datasets import load_breast_cancer, make_classification
 from sklearn.preprocessing import MinMaxScaler
 
-from solvers import BudgetedSGDClassifier
-from solvers.persistence import decode_state, encode_state, estimator_from_state
+from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 
 @pytest.fixture(scope="module")

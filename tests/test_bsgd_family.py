@@ -6,8 +6,8 @@ from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import MinMaxScaler
 
-from solvers import BudgetedSGDClassifier
-from solvers.merging import D_EVENTS, D_SAME_PARTNER, D_WD, D_WD_REF, merge_smallest_multiclass
+from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers.merging import D_EVENTS, D_SAME_PARTNER, D_WD, D_WD_REF, merge_smallest_multiclass
 
 
 @pytest.fixture(scope="module")
@@ -152,12 +152,12 @@ def test_profiling_measures_maintenance_time(cancer):
 
 @pytest.mark.parametrize("cls_name", ["BudgetedSGDClassifier", "BudgetedSCAClassifier"])
 def test_projection_maintenance_keeps_the_inverse_and_learns(cancer, cls_name):
-    import solvers
-    from solvers.persistence import decode_state, encode_state, estimator_from_state
-    from solvers.projection import DEFAULT_JITTER
+    import svmstream.solvers
+    from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
+    from svmstream.solvers.projection import DEFAULT_JITTER
 
     Xtr, Xte, ytr, yte = cancer
-    cls = getattr(solvers, cls_name)
+    cls = getattr(svmstream.solvers, cls_name)
     est = cls(budget=8, gamma=4.0, C=10.0, maintenance="project", random_state=0)
     est.partial_fit(Xtr[:250], ytr[:250], classes=np.unique(ytr))
     assert est.n_maintenance_ > 5 and est.n_support_vectors_ == 8

@@ -12,12 +12,12 @@ from sklearn.datasets import load_iris, make_blobs, make_classification
 from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from solvers.dcsvm import SerialExecutor, dcsvm_fit, make_process_pool
-from solvers.dcsvm_estimator import DCSVMClassifier
-from solvers.dcsvm_kernels import KernelData, KernelSpec, kernel_block
-from solvers.dual_cd import Cancelled, solve_dual
-from solvers.kernel_kmeans import assign_clusters, kernel_kmeans, two_step_kernel_kmeans
-from solvers.persistence import decode_state, encode_state, estimator_from_state
+from svmstream.solvers.dcsvm import SerialExecutor, dcsvm_fit, make_process_pool
+from svmstream.solvers.dcsvm_estimator import DCSVMClassifier
+from svmstream.solvers.dcsvm_kernels import KernelData, KernelSpec, kernel_block
+from svmstream.solvers.dual_cd import Cancelled, solve_dual
+from svmstream.solvers.kernel_kmeans import assign_clusters, kernel_kmeans, two_step_kernel_kmeans
+from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 
 def _two_moons_like(n=1200, seed=0):

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import build_parser
-from app.settings import Settings
+from svmstream.app.cli.main import build_parser
+from svmstream.app.settings import Settings
 
 yaml = pytest.importorskip("yaml")
 
@@ -69,7 +69,7 @@ def test_cli_commands_of_compose_and_dockerfile_parse(compose):
         assert command[0] == "svmstream", command
         parser.parse_args(command[1:])  # exits (SystemExit) on an unknown option
     pyproject = (REPO / "pyproject.toml").read_text()
-    assert re.search(r'^svmstream = "app\.cli:main"', pyproject, re.M)
+    assert re.search(r'^svmstream = "svmstream\.app\.cli\.main:main"', pyproject, re.M)
 
 
 def test_every_svmstream_env_name_is_a_setting(compose):
@@ -137,7 +137,7 @@ def test_dockerfile_is_slim_non_root_with_a_writable_numba_cache():
 
 
 def test_healthcheck_exits_1_when_nothing_answers():
-    from app.cli import main
+    from svmstream.app.cli.main import main
     from tests.conftest import free_port
 
     assert main(["healthcheck", "--url", f"http://127.0.0.1:{free_port()}", "--timeout", "1"]) == 1

@@ -99,7 +99,7 @@ def test_sigkill_mid_replay_then_restart_keeps_learning(start_server, tmp_path):
     server = start_server(snap, env={"SVMSTREAM_SNAPSHOT_INTERVAL_S": "0.2"})
     passes = 200  # 400,000 examples: far more than can be applied before the kill
     replay = subprocess.Popen(
-        [PYTHON, "-m", "app.cli", "replay", str(train), "--url", server.url, "--model", "moons",
+        [PYTHON, "-m", "svmstream.app.cli.main", "replay", str(train), "--url", server.url, "--model", "moons",
          "--batch", "200", "--passes", str(passes), "--budget", "60", "--gamma", "1.0", "--C", "10",
          "--no-progress"],
         cwd=REPO, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -145,7 +145,7 @@ def test_replay_cli_with_test_file(shared_server, tmp_path):
     test = write_libsvm(tmp_path / "test", X[2000:], y[2000:])
     server = shared_server
     out = subprocess.run(
-        [PYTHON, "-m", "app.cli", "replay", str(train), "--url", server.url, "--model", "m", "--batch", "250",
+        [PYTHON, "-m", "svmstream.app.cli.main", "replay", str(train), "--url", server.url, "--model", "m", "--batch", "250",
          "--passes", "2", "--test", str(test), "--budget", "80", "--gamma", "1", "--C", "10", "--json",
          "--no-progress"],
         cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=300,

@@ -289,13 +289,13 @@ def test_refused_jobs_and_uploads(env):
 def test_train_cli_submits_to_the_server(env, tmp_path, capsys):
     import json
 
-    from app.cli import main
+    from svmstream.app.cli.main import main
 
     X, y, Xt, yt = _digits()
     train = write_libsvm(tmp_path / "d.libsvm", X[:600], y[:600] % 2)
     test = write_libsvm(tmp_path / "d.t.libsvm", Xt, yt % 2)
     # the console entry point in its own process: files uploaded (POST /uploads), one JSON line
-    cmd = [PYTHON, "-m", "app.cli", "train", "--algorithm", "liblinear-cd", str(train), "--test", str(test),
+    cmd = [PYTHON, "-m", "svmstream.app.cli.main", "train", "--algorithm", "liblinear-cd", str(train), "--test", str(test),
            "--C", "1", "--server", env.server.url, "--model", "cli-upload", "--json", "--no-progress"]
     out = subprocess.run(cmd, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -21,10 +21,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from solvers import linear_cd as L
-from solvers.linear_cd import Cancelled, as_cd_input, decision_values, dual_cd
-from solvers.linear_estimator import LinearDualCDClassifier
-from solvers.persistence import decode_state, encode_state, estimator_from_state
+from svmstream.solvers import linear_cd as L
+from svmstream.solvers.linear_cd import Cancelled, as_cd_input, decision_values, dual_cd
+from svmstream.solvers.linear_estimator import LinearDualCDClassifier
+from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 
 def _problem(n=120, d=15, density=None, seed=0, noise=0.6):

@@ -13,11 +13,11 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.metrics import PrequentialWindow, RateMeter, correct_predictions
-from app.registry import make_estimator
-from app.schemas import ModelConfig
-from app.settings import Settings
+from svmstream.app.main import create_app
+from svmstream.app.models.meters import PrequentialWindow, RateMeter, correct_predictions
+from svmstream.app.models.registry import make_estimator
+from svmstream.app.models.config import ModelConfig
+from svmstream.app.settings import Settings
 from tests.conftest import two_moons_like
 
 

@@ -9,8 +9,8 @@ import numba as nb
 import numpy as np
 import pytest
 
-from solvers.merging import smallest_coefficient_slot
-from solvers.projection import (
+from svmstream.solvers.merging import smallest_coefficient_slot
+from svmstream.solvers.projection import (
     DEFAULT_JITTER,
     append_sv,
     kinv_append,

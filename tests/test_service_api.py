@@ -12,8 +12,8 @@ with warnings.catch_warnings():  # starlette 1.x: "use httpx2" notice, irrelevan
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from svmstream.app.main import create_app
+from svmstream.app.settings import Settings
 from tests.conftest import two_moons_like
 
 MAX_BODY = 50_000

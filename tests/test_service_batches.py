@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from app.batches import BatchError, LabelCodec, conform, decode_body, parse_examples, parse_features
-from app.schemas import ModelConfig, normalise_classes
-from app.settings import Settings
+from svmstream.app.ingest.batches import BatchError, LabelCodec, conform, decode_body, parse_examples, parse_features
+from svmstream.app.models.config import ModelConfig, normalise_classes
+from svmstream.app.settings import Settings
 
 
 def test_dense_rows_parse_to_float64_matrix():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.cli import _bodies, build_parser, load_libsvm, main, settings_from_args
+from svmstream.app.cli.main import _bodies, build_parser, load_libsvm, main, settings_from_args
 from tests.conftest import write_libsvm
 
 

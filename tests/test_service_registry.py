@@ -8,11 +8,11 @@ import threading
 import numpy as np
 import pytest
 
-from app.registry import ModelNotFitted, Registry, make_estimator
-from app.schemas import ModelConfig
-from app.settings import Settings
-from app.snapshots import SnapshotStore
-from solvers.persistence import CorruptStateError, encode_state
+from svmstream.app.models.registry import ModelNotFitted, Registry, make_estimator
+from svmstream.app.models.config import ModelConfig
+from svmstream.app.settings import Settings
+from svmstream.app.models.snapshots import SnapshotStore
+from svmstream.solvers.persistence import CorruptStateError, encode_state
 from tests.conftest import two_moons_like
 
 CFG = ModelConfig(budget=30, gamma=1.0, C=10.0, n_samples=600, random_state=7)

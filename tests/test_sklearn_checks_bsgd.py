@@ -2,7 +2,7 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from solvers import BudgetedSGDClassifier
+from svmstream.solvers import BudgetedSGDClassifier
 
 
 @parametrize_with_checks([BudgetedSGDClassifier(budget=50, epochs=5, random_state=0)])

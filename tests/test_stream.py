@@ -12,11 +12,11 @@ import numpy as np
 import orjson
 import pytest
 
-from app.batches import LabelCodec, parse_stream_entries
-from app.registry import Registry, make_estimator
-from app.settings import Settings
-from app.snapshots import SnapshotStore
-from app.stream import StreamManager, format_id, next_id, parse_id
+from svmstream.app.ingest.batches import LabelCodec, parse_stream_entries
+from svmstream.app.models.registry import Registry, make_estimator
+from svmstream.app.settings import Settings
+from svmstream.app.models.snapshots import SnapshotStore
+from svmstream.app.stream.consumer import StreamManager, format_id, next_id, parse_id
 from tests.conftest import ServerProcess, two_moons_like
 
 D = 6
@@ -50,7 +50,7 @@ def produce(client, key: str, entries, chunk: int = 2000) -> list[bytes]:
 
 def reference_decision(X, y, probe, config=CONFIG) -> tuple[np.ndarray, int]:
     """The model of an uninterrupted in-process run over (X, y) in order (float32 inputs)."""
-    from app.registry import ModelConfig
+    from svmstream.app.models.registry import ModelConfig
 
     est = make_estimator(ModelConfig.model_validate({**config, "classes": [-1, 1]}))
     X32 = np.asarray(X, dtype=np.float32).astype(np.float64)
@@ -405,7 +405,7 @@ def test_sigkill_the_service_while_it_consumes_then_restart_equals_an_uninterrup
 
 
 def test_replay_produces_the_file_in_order_in_each_format(redis_server, tmp_path):
-    from app.cli import load_libsvm, run_stream_replay
+    from svmstream.app.cli.main import load_libsvm, run_stream_replay
     from tests.conftest import write_libsvm
 
     X, y = two_moons_like(1500, d=D, seed=12)

@@ -13,11 +13,11 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.registry import make_estimator
-from app.schemas import ModelConfig
-from app.settings import Settings
-from solvers import BudgetedSCAClassifier, BudgetedSGDClassifier
+from svmstream.app.main import create_app
+from svmstream.app.models.registry import make_estimator
+from svmstream.app.models.config import ModelConfig
+from svmstream.app.settings import Settings
+from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier
 from tests.conftest import two_moons_like
 from tests.test_stream import good_entries, produce, stream_settings, streaming, unique, wait_for
 
@@ -121,7 +121,7 @@ def test_bsca_model_learns_from_its_stream(redis_server, tmp_path):
 def test_a_model_that_refuses_to_learn_gets_no_consumer_restart_loop(redis_server, tmp_path, monkeypatch):
     """A consumer whose (current) model refuses its batches stops for good; a replaced
     model gets a fresh consumer."""
-    from app.registry import ModelClosed, ModelHandle
+    from svmstream.app.models.registry import ModelClosed, ModelHandle
 
     r = redis_server.client()
     name = unique("refuse")

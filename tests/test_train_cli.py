@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from app.jobs import (JobError, UploadStore, detect_format, load_csv, load_dataset, make_job_estimator,
+from svmstream.app.jobs.runner import (JobError, UploadStore, detect_format, load_csv, load_dataset, make_job_estimator,
                       prepare_X, resolve_data_ref, run_training, sniff)
-from app.train_cli import ProgressDisplay, TrainError, add_train_parser, collect_params, default_model_name
+from svmstream.app.cli.train import ProgressDisplay, TrainError, add_train_parser, collect_params, default_model_name
 from tests.conftest import PYTHON, REPO, subprocess_env, two_moons_like, write_libsvm
 
 
@@ -136,8 +136,8 @@ def test_make_job_estimator_validates_parameters():
     ("liblinear-cd", {"C": 1.0, "random_state": 0}),
 ])
 def test_run_training_equals_a_direct_fit(tmp_path, algorithm, params):
-    from solvers.dcsvm_estimator import DCSVMClassifier
-    from solvers.linear_estimator import LinearDualCDClassifier
+    from svmstream.solvers.dcsvm_estimator import DCSVMClassifier
+    from svmstream.solvers.linear_estimator import LinearDualCDClassifier
 
     X, y = two_moons_like(600, seed=5)
     Xt, yt = two_moons_like(300, seed=6)
@@ -202,14 +202,14 @@ def test_progress_display_draws_one_bar_per_level():
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_train_locally_prints_accuracy_and_saves_the_model(tmp_path, capsys):
-    from solvers.persistence import load_estimator
+    from svmstream.solvers.persistence import load_estimator
 
     X, y = two_moons_like(800, seed=7)
     Xt, yt = two_moons_like(400, seed=8)
     train = write_libsvm(tmp_path / "tr.bz2", X, y)
     test = write_libsvm(tmp_path / "te.libsvm", Xt, yt)
     saved = tmp_path / "model.svmstate"
-    cmd = [PYTHON, "-m", "app.cli", "train", "--algorithm", "dcsvm", str(train), "--test", str(test), "--C", "10",
+    cmd = [PYTHON, "-m", "svmstream.app.cli.main", "train", "--algorithm", "dcsvm", str(train), "--test", str(test), "--C", "10",
            "--gamma", "1", "--levels", "2", "--random-state", "0", "--save", str(saved)]
     out = subprocess.run(cmd, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
@@ -222,7 +222,7 @@ def test_train_locally_prints_accuracy_and_saves_the_model(tmp_path, capsys):
     assert f"{100 * acc:.2f}%" in acc_line
     assert acc > 0.8
     # in-process from here on (the entry point is the same main())
-    from app.cli import main
+    from svmstream.app.cli.main import main
 
     capsys.readouterr()
     assert main(["train", "--algorithm", "avsf", str(train), "--gamma", "1", "--json"]) == 2

@@ -7,9 +7,9 @@ import time
 
 from fastapi import APIRouter, Depends, Request
 
-from app.auth import require_read
-from app.http import OrjsonResponse
-from app.routes.deps import registry_of
+from svmstream.app.api.auth import require_read
+from svmstream.app.api.http import OrjsonResponse
+from svmstream.app.api.deps import registry_of
 
 router = APIRouter(tags=["health"], dependencies=[Depends(require_read)])
 

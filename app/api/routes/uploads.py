@@ -19,12 +19,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
-from app.auth import require_read, require_write
-from app.batches import BatchError
-from app.http import OrjsonResponse
-from app.jobs import UploadStore
-from app.routes.deps import settings_of
-from app.schemas import ErrorResponse
+from svmstream.app.api.auth import require_read, require_write
+from svmstream.app.ingest.batches import BatchError
+from svmstream.app.api.http import OrjsonResponse
+from svmstream.app.jobs.runner import UploadStore
+from svmstream.app.api.deps import settings_of
+from svmstream.app.api.schemas import ErrorResponse
 
 router = APIRouter(prefix="/uploads", tags=["uploads"])
 

@@ -18,7 +18,7 @@ import hmac
 
 from fastapi import Request
 
-from app.batches import BatchError
+from svmstream.app.ingest.batches import BatchError
 
 
 class Unauthorized(BatchError):

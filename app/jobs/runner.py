@@ -61,14 +61,15 @@ import scipy.sparse as sp
 
 # Importing the estimator modules registers them with solvers.persistence, so that the
 # snapshots of batch-trained models restore (estimator_from_state) in the server.
-import solvers.dcsvm_estimator  # noqa: F401
-import solvers.linear_estimator  # noqa: F401
-from app.batches import BatchError
-from solvers.persistence import decode_state, encode_state, estimator_from_state, write_atomic
+import svmstream.solvers.dcsvm_estimator  # noqa: F401
+import svmstream.solvers.linear_estimator  # noqa: F401
+from svmstream.app.ingest.batches import BatchError
+from svmstream.app.models.factory import make_job_estimator  # noqa: F401
+from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
-    from app.registry import Registry
-    from app.settings import Settings
+    from svmstream.app.models.registry import Registry
+    from svmstream.app.settings import Settings
 
 log = logging.getLogger("svmstream.jobs")
 
@@ -304,67 +305,6 @@ def prepare_X(X):
 # =============================================================================== estimators
 
 
-def make_job_estimator(algorithm: str, params: dict[str, Any] | None = None, early_level: int | None = None,
-                       *, default_n_jobs: int | None = None):
-    """The unfitted estimator of a job, with its parameters validated.
-
-    Parameters
-    ----------
-    algorithm : {"dcsvm", "avsf", "liblinear-cd"}
-    params : dict
-        Constructor parameters of :class:`solvers.dcsvm_estimator.DCSVMClassifier`
-        (``C``, ``gamma``, ``kernel``, ``tol``, ``cache_size``, ``n_levels``, ``n_jobs`` ...)
-        or of :class:`solvers.linear_estimator.LinearDualCDClassifier` (``C``, ``tol``,
-        ``max_iter``, ``random_state``; ``selection`` comes from ``algorithm``).
-    early_level : int, optional
-        DC-SVM only: serve the early-prediction model of this level.
-    default_n_jobs : int, optional
-        DC-SVM ``n_jobs`` when ``params`` does not give it.
-
-    Returns
-    -------
-    estimator
-
-    Raises
-    ------
-    ValueError
-        Unknown algorithm, unknown parameter name, invalid value, or ``early_level`` for a
-        linear algorithm.
-    """
-    params = dict(params or {})
-    if algorithm == "dcsvm":
-        from solvers.dcsvm_estimator import DCSVMClassifier
-
-        if early_level is not None:
-            if params.get("early_level") not in (None, early_level):
-                raise ValueError("early_level is given twice with different values (field and params)")
-            params["early_level"] = early_level
-        params.setdefault("n_jobs", default_n_jobs)
-        est = DCSVMClassifier()
-    elif algorithm in ("avsf", "liblinear-cd"):
-        from solvers.linear_estimator import LinearDualCDClassifier
-
-        if early_level is not None or params.get("early_level") is not None:
-            raise ValueError(f"early_level applies to dcsvm only, not {algorithm}")
-        params.pop("early_level", None)
-        if "selection" in params:
-            raise ValueError(f"params.selection: set by the algorithm ({algorithm})")
-        est = LinearDualCDClassifier(selection="avsf" if algorithm == "avsf" else "uniform")
-    else:
-        raise ValueError(f"unknown algorithm {algorithm!r}; use one of {', '.join(ALGORITHMS)}")
-    valid = est.get_params()
-    unknown = sorted(set(params) - set(valid))
-    if unknown:
-        raise ValueError(f"unknown parameter(s) {', '.join(unknown)} for {algorithm}; "
-                         f"valid: {', '.join(sorted(valid))}")
-    for key, value in params.items():
-        if value is not None and not isinstance(value, (bool, int, float, str)):
-            raise ValueError(f"params.{key}: must be a number, string, boolean or null")
-    est.set_params(**params)
-    est._validate_params()
-    return est
-
-
 def _json_label(value: float) -> int | float:
     value = float(value)
     return int(value) if value.is_integer() else value
@@ -565,8 +505,8 @@ def worker_main(task: dict[str, Any], conn, stop_event) -> None:
     def should_stop() -> bool:
         return stop_event.is_set() or os.getppid() != parent
 
-    from solvers.dual_cd import Cancelled as KernelCancelled
-    from solvers.linear_cd import Cancelled as LinearCancelled
+    from svmstream.solvers.dual_cd import Cancelled as KernelCancelled
+    from svmstream.solvers.linear_cd import Cancelled as LinearCancelled
 
     try:
         reporter.send({"type": "started", "pid": os.getpid(), "time": time.time()})
@@ -809,7 +749,7 @@ class JobRunner:
         self._ctx = mp.get_context(settings.job_start_method)
         if settings.job_start_method == "forkserver":
             # imported once in the fork server; every worker forks with them loaded
-            self._ctx.set_forkserver_preload(["app.jobs", "sklearn.datasets"])
+            self._ctx.set_forkserver_preload(["svmstream.app.jobs.runner", "sklearn.datasets"])
         self._clean_results()
 
     def _clean_results(self) -> None:
@@ -836,7 +776,7 @@ class JobRunner:
             false, or another active job trains the same model; 503 when the queue is full
             or the server is shutting down.
         """
-        from app.registry import _NAME_RE
+        from svmstream.app.models.registry import _NAME_RE
 
         params = dict(params or {})
         try:

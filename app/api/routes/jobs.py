@@ -11,13 +11,13 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from app.auth import require_read, require_write
-from app.batches import decode_body
-from app.http import OrjsonResponse, read_body
-from app.jobs import JobRunner
-from app.routes.deps import settings_of
-from app.routes.models import validation_error
-from app.schemas import ErrorResponse
+from svmstream.app.api.auth import require_read, require_write
+from svmstream.app.ingest.batches import decode_body
+from svmstream.app.api.http import OrjsonResponse, read_body
+from svmstream.app.jobs.runner import JobRunner
+from svmstream.app.api.deps import settings_of
+from svmstream.app.api.routes.models import validation_error
+from svmstream.app.api.schemas import ErrorResponse
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 

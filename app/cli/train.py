@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from app.schemas import BATCH_ALGORITHMS as ALGORITHMS  # light import: healthcheck shares the parser
+from svmstream.app.models.config import BATCH_ALGORITHMS as ALGORITHMS  # light import: healthcheck shares the parser
 
 POLL_S = 0.5
 PHASES = ("starting", "loading", "training", "testing", "saving")
@@ -247,7 +247,7 @@ class ProgressDisplay:
 def train_local(args: argparse.Namespace, params: dict[str, Any]) -> dict[str, Any]:
     """Train in this process; returns the result dict of :func:`app.jobs.run_training`
     (plus ``saved_to``)."""
-    from app.jobs import run_training
+    from svmstream.app.jobs.runner import run_training
 
     display = ProgressDisplay(enabled=not args.no_progress)
     task = {"algorithm": args.algorithm, "data": args.train, "test": args.test, "params": params,
@@ -257,7 +257,7 @@ def train_local(args: argparse.Namespace, params: dict[str, Any]) -> dict[str, A
     finally:
         display.close()
     if args.save:
-        from solvers.persistence import save_estimator
+        from svmstream.solvers.persistence import save_estimator
 
         save_estimator(est, args.save)
         result["saved_to"] = args.save
@@ -396,7 +396,7 @@ def train(args: argparse.Namespace) -> int:
         else:
             if args.server_path or args.model or args.replace:
                 raise TrainError("--server-path, --model and --replace need --server")
-            from app.jobs import make_job_estimator
+            from svmstream.app.jobs.runner import make_job_estimator
 
             try:
                 make_job_estimator(args.algorithm, params, args.early_level)

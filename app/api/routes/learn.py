@@ -8,12 +8,12 @@ import time
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from app.auth import require_write
-from app.batches import decode_body, may_contain_bools, parse_examples
-from app.http import OrjsonResponse, read_body
-from app.registry import Registry
-from app.routes.deps import registry_of, settings_of
-from app.schemas import ErrorResponse, LearnRequest, LearnResponse
+from svmstream.app.api.auth import require_write
+from svmstream.app.ingest.batches import decode_body, may_contain_bools, parse_examples
+from svmstream.app.api.http import OrjsonResponse, read_body
+from svmstream.app.models.registry import Registry
+from svmstream.app.api.deps import registry_of, settings_of
+from svmstream.app.api.schemas import ErrorResponse, LearnRequest, LearnResponse
 
 router = APIRouter(tags=["learn"], dependencies=[Depends(require_write)])
 

@@ -6,11 +6,11 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from app.auth import require_read, require_write
-from app.batches import BatchError, decode_body
-from app.http import OrjsonResponse, read_body
-from app.routes.deps import registry_of, settings_of
-from app.schemas import ErrorResponse, ModelCreate, ModelInfo
+from svmstream.app.api.auth import require_read, require_write
+from svmstream.app.ingest.batches import BatchError, decode_body
+from svmstream.app.api.http import OrjsonResponse, read_body
+from svmstream.app.api.deps import registry_of, settings_of
+from svmstream.app.api.schemas import ErrorResponse, ModelCreate, ModelInfo
 
 router = APIRouter(prefix="/models", tags=["models"])
 

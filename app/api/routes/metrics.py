@@ -14,7 +14,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
-from app.auth import require_read
+from svmstream.app.api.auth import require_read
 
 router = APIRouter(tags=["metrics"], dependencies=[Depends(require_read)])
 

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.schemas import ModelConfig
-from solvers.persistence import CorruptStateError, decode_state, encode_state, estimator_from_state, write_atomic
+from svmstream.app.models.config import ModelConfig
+from svmstream.solvers.persistence import CorruptStateError, decode_state, encode_state, estimator_from_state, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
-    from app.registry import ModelView, Registry
+    from svmstream.app.models.registry import ModelView, Registry
 
 log = logging.getLogger("svmstream.snapshots")
 

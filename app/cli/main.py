@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="service URL (default http://127.0.0.1:$SVMSTREAM_PORT, port 8000)")
     health.add_argument("--timeout", type=float, default=5.0)
 
-    from app.train_cli import add_train_parser
+    from svmstream.app.cli.train import add_train_parser
 
     add_train_parser(sub)  # svmstream train (app/train_cli.py, docs/jobs.md)
     return parser
@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def settings_from_args(args: argparse.Namespace):
     """:class:`app.settings.Settings` from the environment, overridden by ``serve`` options."""
-    from app.settings import Settings
+    from svmstream.app.settings import Settings
 
     overrides: dict[str, Any] = {}
     for key in ("host", "port", "snapshot_dir", "snapshot_interval_s", "snapshot_keep", "max_body_bytes",
@@ -139,7 +139,7 @@ def settings_from_args(args: argparse.Namespace):
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.main import create_app
+    from svmstream.app.main import create_app
 
     settings = settings_from_args(args)
     uvicorn.run(
@@ -584,7 +584,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "healthcheck":
         return healthcheck(args)
     if args.command == "train":
-        from app.train_cli import train
+        from svmstream.app.cli.train import train
 
         return train(args)
     return replay(args)

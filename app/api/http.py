@@ -8,7 +8,7 @@ import orjson
 from fastapi import Request
 from fastapi.responses import Response
 
-from app.batches import BatchError
+from svmstream.app.ingest.batches import BatchError
 
 
 class OrjsonResponse(Response):

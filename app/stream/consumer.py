@@ -47,9 +47,9 @@ from typing import Any
 
 import numpy as np
 
-from app.batches import BatchError, parse_stream_entries
-from app.registry import LearnerBusy, ModelClosed, ModelHandle, ModelNotFound, ModelView, Registry
-from app.settings import Settings
+from svmstream.app.ingest.batches import BatchError, parse_stream_entries
+from svmstream.app.models.registry import LearnerBusy, ModelClosed, ModelHandle, ModelNotFound, ModelView, Registry
+from svmstream.app.settings import Settings
 
 log = logging.getLogger("svmstream.stream")
 
@@ -677,7 +677,7 @@ class StreamManager:
         Models trained by batch jobs (``BATCH_ALGORITHMS``) do not learn online and get no
         consumer; a consumer that stopped because its model refused to learn is not restarted
         for the same model."""
-        from app.schemas import BATCH_ALGORITHMS
+        from svmstream.app.models.config import BATCH_ALGORITHMS
 
         with self._lock:
             wanted = {h.name: h for h in self.registry.handles()

@@ -27,12 +27,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from app.batches import BatchError, LabelCodec, conform
-from app.metrics import PrequentialWindow, RateMeter, correct_predictions
-from app.schemas import BATCH_ALGORITHMS, MODEL_NAME_PATTERN, ModelConfig
-from app.settings import Settings
-from app.snapshots import SnapshotStore
-from solvers.persistence import estimator_from_state
+from svmstream.app.ingest.batches import BatchError, LabelCodec, conform
+from svmstream.app.models.meters import PrequentialWindow, RateMeter, correct_predictions
+from svmstream.app.models.config import BATCH_ALGORITHMS, MODEL_NAME_PATTERN, ModelConfig
+from svmstream.app.models.factory import check_config, copy_estimator, make_estimator  # noqa: F401
+from svmstream.app.settings import Settings
+from svmstream.app.models.snapshots import SnapshotStore
 
 log = logging.getLogger("svmstream.registry")
 
@@ -60,58 +60,6 @@ class BatchModelReadOnly(ModelClosed):
     that a stream consumer of such a model stops instead of retrying the batch."""
 
 
-def make_estimator(config: ModelConfig):
-    """A fresh, unfitted estimator for ``config``.
-
-    ``algorithm="bsgd"`` builds :class:`solvers.BudgetedSGDClassifier`, ``"bsca"``
-    :class:`solvers.BudgetedSCAClassifier` (streaming mode through ``partial_fit``; the
-    BSGD-only fields ``schedule``, ``eta``, ``radius``, ``fit_intercept`` are not passed).
-    The estimator always sees the labels as class indices ``0..K-1``; the service maps
-    them to the model's JSON labels (:class:`app.batches.LabelCodec`).
-
-    Raises
-    ------
-    ValueError
-        On an unknown algorithm.
-    """
-    common = dict(
-        budget=config.budget,
-        gamma=config.gamma,
-        C=config.C if config.C is not None else 1.0,
-        lambda_=config.lambda_,
-        n_samples=config.n_samples,
-        maintenance=config.maintenance,
-        merge_solver=config.merge_solver,
-        random_state=config.random_state,
-    )
-    if config.algorithm == "bsgd":
-        from solvers import BudgetedSGDClassifier
-
-        return BudgetedSGDClassifier(
-            **common, schedule=config.schedule, eta=config.eta, radius=config.radius,
-            fit_intercept=config.fit_intercept,
-        )
-    if config.algorithm == "bsca":
-        from solvers import BudgetedSCAClassifier
-
-        return BudgetedSCAClassifier(**common)
-    raise ValueError(f"unknown algorithm {config.algorithm!r}")  # pragma: no cover
-
-
-def check_config(config: ModelConfig) -> None:
-    """Let the estimator validate the hyperparameters before a model is created.
-
-    Raises
-    ------
-    ValueError
-        With the estimator's message, e.g. ``budget must be an integer >= 2, got 1``.
-    """
-    est = make_estimator(config)
-    check = getattr(est, "_check_params", None)
-    if check is not None:
-        check()
-
-
 def _stats(est) -> dict[str, Any]:
     if est is None:
         return {"n_support_vectors": 0, "t": 0, "n_merges": 0, "n_seen": 0, "lambda_eff": None,
@@ -129,12 +77,6 @@ def _stats(est) -> dict[str, Any]:
         "average_weight_degradation": float(statistics.get("average_weight_degradation", 0.0)),
         "statistics": statistics,
     }
-
-
-def copy_estimator(est):
-    """An independent copy with identical predictions (through the persistence API)."""
-    arrays, meta = est.get_state()
-    return estimator_from_state(arrays, meta)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from app.registry import Registry
-from app.settings import Settings
+from svmstream.app.models.registry import Registry
+from svmstream.app.settings import Settings
 
 
 def registry_of(request: Request) -> Registry:

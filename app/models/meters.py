@@ -27,7 +27,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 if TYPE_CHECKING:  # pragma: no cover
-    from app.registry import Registry
+    from svmstream.app.models.registry import Registry
 
 
 def correct_predictions(margins: np.ndarray, y: np.ndarray) -> np.ndarray:

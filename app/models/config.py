@@ -1,10 +1,7 @@
-"""Request and response shapes of the HTTP API.
+"""The resolved hyperparameters of one named model (:class:`ModelConfig`) and its label set.
 
-Only shapes live here.  The hot ``/learn`` and ``/predict`` bodies are not validated
-through pydantic (that would copy every number into Python objects twice): they are
-parsed by :mod:`app.batches`, and the models below only document them in the OpenAPI
-schema.  :class:`ModelConfig` is the one real validator here: it normalises a model's
-hyperparameters and label set.
+Shared by the HTTP schemas, the registry, snapshots and the stream consumer; it imports
+nothing from the service.
 """
 
 from __future__ import annotations
@@ -109,95 +106,3 @@ class ModelConfig(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict with the public key names (``"lambda"``)."""
         return self.model_dump(by_alias=True)
-
-
-class ModelCreate(BaseModel):
-    """Body of ``PUT /models/{name}``: any subset of :class:`ModelConfig`; the rest comes
-    from the server's ``SVMSTREAM_DEFAULT_*`` settings."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
-
-    algorithm: Algorithm | None = None
-    budget: int | None = Field(None, ge=1)
-    gamma: float | None = Field(None, gt=0)
-    C: float | None = Field(None, gt=0)
-    lambda_: float | None = Field(None, alias="lambda", gt=0)
-    n_samples: int | None = Field(None, ge=1)
-    n_features: int | None = Field(None, ge=1)
-    classes: list[Label] | None = None
-    random_state: int | None = None
-    maintenance: Maintenance | None = None
-    merge_solver: MergeSolver | None = None
-    schedule: Schedule | None = None
-    eta: float | None = Field(None, gt=0)
-    radius: float | None = Field(None, gt=0)
-    fit_intercept: bool | None = None
-
-
-Features = Union[list[float], dict[str, float]]
-
-
-class LearnRequest(BaseModel):
-    """Body of ``POST /learn`` (documentation only; parsed by :mod:`app.batches`)."""
-
-    model: str | None = Field(None, description="model name; default: the server's default model")
-    X: list[Features] = Field(description="examples: dense lists of d numbers, or sparse {\"index\": value} maps with 0-based indices")
-    y: list[Label] = Field(description="one label per example, from the model's classes")
-    n_features: int | None = Field(None, description="optional: the input dimension the rows are meant for")
-
-
-class PredictRequest(BaseModel):
-    """Body of ``POST /predict`` (documentation only; parsed by :mod:`app.batches`)."""
-
-    model: str | None = None
-    X: list[Features]
-    n_features: int | None = None
-
-
-class ModelInfo(BaseModel):
-    """Response of ``GET /models/{name}``."""
-
-    name: str
-    algorithm: str
-    budget: int
-    config: dict[str, Any]
-    n_features: int | None
-    fitted: bool
-    n_support_vectors: int
-    t: int = Field(description="SGD steps taken")
-    n_merges: int
-    merging_frequency: float = Field(0.0, description="budget maintenance events per step")
-    average_weight_degradation: float = Field(0.0, description="mean weight degradation per maintenance event")
-    n_seen: int = Field(description="examples applied")
-    lambda_eff: float | None
-    version: int = Field(description="batches applied since creation")
-    pending_batches: int
-    last_snapshot_time: float | None = Field(description="unix time of the last snapshot written or restored")
-    last_snapshot_path: str | None
-    extra: dict[str, Any]
-    statistics: dict[str, Any] = Field(default_factory=dict, description="the estimator's statistics(): merges, "
-                                       "merging_frequency, average_weight_degradation, ...")
-    metrics: dict[str, Any] = Field(default_factory=dict, description="applied/s, prequential accuracy, "
-                                    "snapshot age, stream lag/pending/dead letters")
-
-
-class LearnResponse(BaseModel):
-    model: str
-    n_examples: int
-    version: int
-    n_seen: int
-    n_support_vectors: int
-    t: int
-
-
-class PredictResponse(BaseModel):
-    model: str
-    version: int
-    labels: list[Label]
-    decision: list[float]
-
-
-class ErrorResponse(BaseModel):
-    detail: str = Field(description="message; for input errors it starts with the field, e.g. 'X[3][5]: ...'")
-    field: str | None = None
-    index: int | None = Field(None, description="index of the first offending example, if any")

@@ -1,0 +1,132 @@
+"""The one estimator factory: online models (``bsgd``, ``bsca``) from a :class:`ModelConfig`,
+batch-job models (``dcsvm``, ``avsf``, ``liblinear-cd``) from a job's parameters.
+
+Everything here talks to the solvers through their public API only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from svmstream.app.models.config import BATCH_ALGORITHMS as ALGORITHMS
+from svmstream.app.models.config import ModelConfig
+from svmstream.solvers.persistence import estimator_from_state
+
+
+def make_estimator(config: ModelConfig):
+    """A fresh, unfitted estimator for ``config``.
+
+    ``algorithm="bsgd"`` builds :class:`solvers.BudgetedSGDClassifier`, ``"bsca"``
+    :class:`solvers.BudgetedSCAClassifier` (streaming mode through ``partial_fit``; the
+    BSGD-only fields ``schedule``, ``eta``, ``radius``, ``fit_intercept`` are not passed).
+    The estimator always sees the labels as class indices ``0..K-1``; the service maps
+    them to the model's JSON labels (:class:`app.batches.LabelCodec`).
+
+    Raises
+    ------
+    ValueError
+        On an unknown algorithm.
+    """
+    common = dict(
+        budget=config.budget,
+        gamma=config.gamma,
+        C=config.C if config.C is not None else 1.0,
+        lambda_=config.lambda_,
+        n_samples=config.n_samples,
+        maintenance=config.maintenance,
+        merge_solver=config.merge_solver,
+        random_state=config.random_state,
+    )
+    if config.algorithm == "bsgd":
+        from svmstream.solvers import BudgetedSGDClassifier
+
+        return BudgetedSGDClassifier(
+            **common, schedule=config.schedule, eta=config.eta, radius=config.radius,
+            fit_intercept=config.fit_intercept,
+        )
+    if config.algorithm == "bsca":
+        from svmstream.solvers import BudgetedSCAClassifier
+
+        return BudgetedSCAClassifier(**common)
+    raise ValueError(f"unknown algorithm {config.algorithm!r}")  # pragma: no cover
+
+
+def check_config(config: ModelConfig) -> None:
+    """Let the estimator validate the hyperparameters before a model is created.
+
+    Raises
+    ------
+    ValueError
+        With the estimator's message, e.g. ``budget must be an integer >= 2, got 1``.
+    """
+    est = make_estimator(config)
+    check = getattr(est, "_check_params", None)
+    if check is not None:
+        check()
+
+
+def copy_estimator(est):
+    """An independent copy with identical predictions (through the persistence API)."""
+    arrays, meta = est.get_state()
+    return estimator_from_state(arrays, meta)
+
+
+def make_job_estimator(algorithm: str, params: dict[str, Any] | None = None, early_level: int | None = None,
+                       *, default_n_jobs: int | None = None):
+    """The unfitted estimator of a job, with its parameters validated.
+
+    Parameters
+    ----------
+    algorithm : {"dcsvm", "avsf", "liblinear-cd"}
+    params : dict
+        Constructor parameters of :class:`solvers.dcsvm_estimator.DCSVMClassifier`
+        (``C``, ``gamma``, ``kernel``, ``tol``, ``cache_size``, ``n_levels``, ``n_jobs`` ...)
+        or of :class:`solvers.linear_estimator.LinearDualCDClassifier` (``C``, ``tol``,
+        ``max_iter``, ``random_state``; ``selection`` comes from ``algorithm``).
+    early_level : int, optional
+        DC-SVM only: serve the early-prediction model of this level.
+    default_n_jobs : int, optional
+        DC-SVM ``n_jobs`` when ``params`` does not give it.
+
+    Returns
+    -------
+    estimator
+
+    Raises
+    ------
+    ValueError
+        Unknown algorithm, unknown parameter name, invalid value, or ``early_level`` for a
+        linear algorithm.
+    """
+    params = dict(params or {})
+    if algorithm == "dcsvm":
+        from svmstream.solvers.dcsvm_estimator import DCSVMClassifier
+
+        if early_level is not None:
+            if params.get("early_level") not in (None, early_level):
+                raise ValueError("early_level is given twice with different values (field and params)")
+            params["early_level"] = early_level
+        params.setdefault("n_jobs", default_n_jobs)
+        est = DCSVMClassifier()
+    elif algorithm in ("avsf", "liblinear-cd"):
+        from svmstream.solvers.linear_estimator import LinearDualCDClassifier
+
+        if early_level is not None or params.get("early_level") is not None:
+            raise ValueError(f"early_level applies to dcsvm only, not {algorithm}")
+        params.pop("early_level", None)
+        if "selection" in params:
+            raise ValueError(f"params.selection: set by the algorithm ({algorithm})")
+        est = LinearDualCDClassifier(selection="avsf" if algorithm == "avsf" else "uniform")
+    else:
+        raise ValueError(f"unknown algorithm {algorithm!r}; use one of {', '.join(ALGORITHMS)}")
+    valid = est.get_params()
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {', '.join(unknown)} for {algorithm}; "
+                         f"valid: {', '.join(sorted(valid))}")
+    for key, value in params.items():
+        if value is not None and not isinstance(value, (bool, int, float, str)):
+            raise ValueError(f"params.{key}: must be a number, string, boolean or null")
+    est.set_params(**params)
+    est._validate_params()
+    return est
