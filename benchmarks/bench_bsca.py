@@ -27,7 +27,7 @@ TARGET_SINGLE_PASS = {"ijcnn1": 96.8, "a9a": 82.7}  # acceptance of issue 5
 
 def primal(est, X, y):
     """λ/2‖w̃‖² + mean hinge, the same formula for both estimators."""
-    from svmstream.solvers.bsgd import squared_model_norm
+    from svmstream.solvers.budgeted._decision import squared_model_norm
 
     signs = np.where(y == est.classes_[1], 1.0, -1.0)
     hinge = np.maximum(0.0, 1.0 - signs * est.decision_function(X)).mean()

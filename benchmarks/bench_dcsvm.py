@@ -129,7 +129,7 @@ def _cpu_seconds() -> float:
 
 
 def _svc_dual_objective(svc, X, gamma):
-    from svmstream.solvers.dcsvm_kernels import KernelData, KernelSpec, kernel_matvec
+    from svmstream.solvers.exact._kernels import KernelData, KernelSpec, kernel_matvec
 
     coef = svc.dual_coef_.ravel()
     sv = KernelData(X[svc.support_])
@@ -141,7 +141,7 @@ def _warm_up():
     """Load (or compile) the numba code outside the timer, as SVC's C code is preloaded."""
     from sklearn.datasets import make_classification
 
-    from svmstream.solvers.dcsvm_estimator import DCSVMClassifier
+    from svmstream.solvers.exact._classes import DCSVMClassifier
 
     Xw, yw = make_classification(n_samples=400, n_features=5, random_state=0)
     DCSVMClassifier(n_levels=2, n_jobs=1).fit(Xw, yw).predict(Xw)
@@ -163,7 +163,7 @@ def run_row(name: str, row: str, quick: bool) -> dict:
 
             est = SVC(C=C, gamma=gamma, cache_size=CACHE_MB).fit(X, y)
         else:
-            from svmstream.solvers.dcsvm_estimator import DCSVMClassifier
+            from svmstream.solvers.exact._classes import DCSVMClassifier
 
             kw = {"C": C, "gamma": gamma, "bias": 1.0, "cache_size": CACHE_MB, "random_state": 0}
             if row.startswith("ours_zero"):

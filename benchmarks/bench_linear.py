@@ -48,7 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 
-from svmstream.solvers.linear_cd import as_cd_input, dual_cd
+from svmstream.solvers.linear._cd import as_cd_input, dual_cd
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"

@@ -29,7 +29,7 @@ from sklearn.datasets import load_svmlight_file
 
 from benchmarks.bench_linear import DATA, RESULTS, SEED, run_sklearn
 from benchmarks.common import machine
-from svmstream.solvers.linear_cd import as_cd_input, dual_cd
+from svmstream.solvers.linear._cd import as_cd_input, dual_cd
 
 STEP_CAP = 6_000_000_000  # coordinate steps; far above what these runs need
 SKLEARN_MAX_ITER = 10**7  # LinearSVC outer iterations

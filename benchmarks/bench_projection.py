@@ -47,21 +47,8 @@ import numba as nb  # noqa: E402
 import numpy as np  # noqa: E402
 
 from svmstream.solvers.kernels import rbf_row, squared_norm  # noqa: E402
-from svmstream.solvers.merging import (  # noqa: E402
-    GSS_STANDARD_EPS,
-    N_DIAG,
-    SOLVER_GSS,
-    merge_smallest,
-    remove_sv,
-    smallest_coefficient_slot,
-)
-from svmstream.solvers.projection import (  # noqa: E402
-    DEFAULT_JITTER,
-    kinv_append,
-    kinv_rebuild,
-    project_smallest,
-    remove_smallest,
-)
+from svmstream.solvers.budgeted._merging import GSS_STANDARD_EPS, N_DIAG, SOLVER_GSS, merge_smallest, remove_sv, smallest_coefficient_slot
+from svmstream.solvers.budgeted._projection import DEFAULT_JITTER, kinv_append, kinv_rebuild, project_smallest, remove_smallest
 
 RESULTS = Path(__file__).resolve().parent / "results"
 D = 22

@@ -1,21 +1,45 @@
 """svmstream numerical core: numba kernels, scikit-learn estimators and persistence.
 
+Three families, each a subpackage with private numba kernels under a public estimator:
+
+* :mod:`.budgeted` — :class:`BudgetedSGDClassifier` (BSGD), :class:`BudgetedSCAClassifier` (BSCA);
+* :mod:`.exact` — :class:`DCSVMClassifier` (DC-SVM over kernel dual CD);
+* :mod:`.linear` — :class:`LinearDualCDClassifier` (LIBLINEAR dual CD, AVSF).
+
 Nothing in this package imports web or service code.  Importing it registers every
-estimator with :mod:`solvers.persistence`, so saved states of any of them can be loaded.
+estimator with :mod:`.persistence`, so saved states of any of them can be loaded.  The option
+sets below are the single source the service's schemas and the CLI read.
 """
 
-from .bsca_estimator import BudgetedSCAClassifier  # noqa: E402
-from .dcsvm_estimator import DCSVMClassifier  # noqa: E402
-from .estimators import BudgetedSGDClassifier  # noqa: E402
-from .linear_cd import Cancelled as LinearCancelled, DualCDResult, dual_cd  # noqa: E402
-from .linear_estimator import LinearDualCDClassifier  # noqa: E402
+from ._params import (
+    BATCH_ALGORITHMS,
+    BUDGET_MIN,
+    KERNELS,
+    MAINTENANCE,
+    MERGE_SOLVERS,
+    ONLINE_ALGORITHMS,
+    SAMPLINGS,
+    SCHEDULES,
+    SELECTIONS,
+)
+from .budgeted import BudgetedSCAClassifier, BudgetedSGDClassifier
+from .exact import DCSVMClassifier
+from .exceptions import Cancelled
+from .linear import LinearDualCDClassifier
 
 __all__ = [
-    "BudgetedSGDClassifier",
+    "BATCH_ALGORITHMS",
+    "BUDGET_MIN",
+    "KERNELS",
+    "MAINTENANCE",
+    "MERGE_SOLVERS",
+    "ONLINE_ALGORITHMS",
+    "SAMPLINGS",
+    "SCHEDULES",
+    "SELECTIONS",
     "BudgetedSCAClassifier",
+    "BudgetedSGDClassifier",
+    "Cancelled",
     "DCSVMClassifier",
     "LinearDualCDClassifier",
-    "dual_cd",
-    "DualCDResult",
-    "LinearCancelled",
 ]

@@ -7,7 +7,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import MinMaxScaler
 
 from svmstream.solvers import BudgetedSGDClassifier
-from svmstream.solvers.merging import D_EVENTS, D_SAME_PARTNER, D_WD, D_WD_REF, merge_smallest_multiclass
+from svmstream.solvers.budgeted._merging import D_EVENTS, D_SAME_PARTNER, D_WD, D_WD_REF, merge_smallest_multiclass
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +154,7 @@ def test_profiling_measures_maintenance_time(cancer):
 def test_projection_maintenance_keeps_the_inverse_and_learns(cancer, cls_name):
     import svmstream.solvers
     from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
-    from svmstream.solvers.projection import DEFAULT_JITTER
+    from svmstream.solvers.budgeted._projection import DEFAULT_JITTER
 
     Xtr, Xte, ytr, yte = cancer
     cls = getattr(svmstream.solvers, cls_name)

@@ -12,11 +12,11 @@ from sklearn.datasets import load_iris, make_blobs, make_classification
 from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from svmstream.solvers.dcsvm import SerialExecutor, dcsvm_fit, make_process_pool
-from svmstream.solvers.dcsvm_estimator import DCSVMClassifier
-from svmstream.solvers.dcsvm_kernels import KernelData, KernelSpec, kernel_block
-from svmstream.solvers.dual_cd import Cancelled, solve_dual
-from svmstream.solvers.kernel_kmeans import assign_clusters, kernel_kmeans, two_step_kernel_kmeans
+from svmstream.solvers.exact._dcsvm import SerialExecutor, dcsvm_fit, make_process_pool
+from svmstream.solvers.exact._classes import DCSVMClassifier
+from svmstream.solvers.exact._kernels import KernelData, KernelSpec, kernel_block
+from svmstream.solvers.exact._dual_cd import Cancelled, solve_dual
+from svmstream.solvers.exact._kernel_kmeans import assign_clusters, kernel_kmeans, two_step_kernel_kmeans
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 

@@ -9,8 +9,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from svmstream.solvers.dcsvm_kernels import KernelData, KernelSpec, exp_inplace, kernel_block, kernel_matvec
-from svmstream.solvers.dual_cd import Cancelled, dual_objective, exact_gradient, solve_dual
+from svmstream.solvers.exact._kernels import KernelData, KernelSpec, exp_inplace, kernel_block, kernel_matvec
+from svmstream.solvers.exact._dual_cd import Cancelled, dual_objective, exact_gradient, solve_dual
 
 
 def _data(n=240, d=5, seed=0):

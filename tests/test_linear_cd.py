@@ -21,9 +21,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from svmstream.solvers import linear_cd as L
-from svmstream.solvers.linear_cd import Cancelled, as_cd_input, decision_values, dual_cd
-from svmstream.solvers.linear_estimator import LinearDualCDClassifier
+from svmstream.solvers.linear import _cd as L
+from svmstream.solvers.linear._cd import Cancelled, as_cd_input, decision_values, dual_cd
+from svmstream.solvers.linear._classes import LinearDualCDClassifier
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 

@@ -5,8 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from svmstream.solvers.gss import GSS_PRECISE_EPS, golden_section_h, merge_gain, weight_degradation
-from svmstream.solvers.lookup import GRID, build_tables, interpolate, interpolated_wd, merge_tables
+from svmstream.solvers.budgeted._gss import GSS_PRECISE_EPS, golden_section_h, merge_gain, weight_degradation
+from svmstream.solvers.budgeted._lookup import GRID, build_tables, interpolate, interpolated_wd, merge_tables
 
 
 def test_tables_are_built_fast_and_cached():

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from svmstream.solvers.gss import GSS_PRECISE_EPS, GSS_STANDARD_EPS, golden_section_h, weight_degradation
-from svmstream.solvers.merging import N_DIAG, SOLVER_GSS, merge_smallest
+from svmstream.solvers.budgeted._gss import GSS_PRECISE_EPS, GSS_STANDARD_EPS, golden_section_h, weight_degradation
+from svmstream.solvers.budgeted._merging import N_DIAG, SOLVER_GSS, merge_smallest
 
 NO_TABLE = np.zeros((2, 2))
 
@@ -126,8 +126,8 @@ def test_reusing_the_margin_row_gives_the_same_merge(solver_name, newest_is_smal
     computation (rbf_row_and_log) when that SV is x_min; the result must be bit-identical
     to recomputing the row, and the row must be ignored when x_min is another SV."""
     from svmstream.solvers.kernels import rbf_row_and_log
-    from svmstream.solvers.lookup import merge_tables
-    from svmstream.solvers.merging import MERGE_SOLVERS
+    from svmstream.solvers.budgeted._lookup import merge_tables
+    from svmstream.solvers.budgeted._merging import MERGE_SOLVERS
 
     rng = np.random.default_rng(7)
     d, cap, gamma = 5, 12, 0.7

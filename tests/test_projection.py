@@ -9,17 +9,8 @@ import numba as nb
 import numpy as np
 import pytest
 
-from svmstream.solvers.merging import smallest_coefficient_slot
-from svmstream.solvers.projection import (
-    DEFAULT_JITTER,
-    append_sv,
-    kinv_append,
-    kinv_rebuild,
-    kinv_remove,
-    project_smallest,
-    remove_smallest,
-    smallest_slot,
-)
+from svmstream.solvers.budgeted._merging import smallest_coefficient_slot
+from svmstream.solvers.budgeted._projection import DEFAULT_JITTER, append_sv, kinv_append, kinv_rebuild, kinv_remove, project_smallest, remove_smallest, smallest_slot
 
 
 def gram(A, B, gamma):

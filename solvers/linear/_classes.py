@@ -18,8 +18,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .linear_cd import _SELECTIONS, as_cd_input, decision_values, dual_cd
-from .persistence import register_estimator
+from .._params import SELECTIONS as _SELECTIONS
+from ..persistence import register_estimator
+from ._cd import as_cd_input, decision_values, dual_cd
 
 __all__ = ["LinearDualCDClassifier"]
 
@@ -96,7 +97,14 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
         tags.input_tags.sparse = True
         return tags
 
-    def _validate_params(self) -> None:
+    def check_params(self):
+        """Validate the parameters; returns self.
+
+        Raises
+        ------
+        ValueError
+            Naming the first invalid parameter.
+        """
         if self.selection not in _SELECTIONS:
             raise ValueError(f"selection must be one of {_SELECTIONS}, got {self.selection!r}")
         for name in ("C", "tol"):
@@ -114,6 +122,7 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
             or self.max_iter < 1
         ):
             raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
+        return self
 
     def fit(
         self,
@@ -152,7 +161,7 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
         Cancelled
             When ``should_stop()`` returns true.
         """
-        self._validate_params()
+        self.check_params()
         X, y = validate_data(
             self, X, y, accept_sparse="csr", dtype=np.float64, order="C", reset=True
         )

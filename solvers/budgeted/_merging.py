@@ -31,28 +31,20 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .gss import (  # noqa: F401  (re-exported: the merge vocabulary lives here)
-    GSS_PRECISE_EPS,
-    GSS_STANDARD_EPS,
-    INV_PHI,
-    golden_section_h,
-    merge_gain,
-    weight_degradation,
-)
-from .kernels import rbf_row_and_log
-from .lookup import interpolate, interpolated_wd
+from .._params import MERGE_SOLVERS
+from ..kernels import rbf_row_and_log
+from ._gss import GSS_PRECISE_EPS, INV_PHI, golden_section_h, merge_gain, weight_degradation
+from ._lookup import interpolate, interpolated_wd
 
 #: Relative tolerance under which two |α| count as equal when choosing x_min.
 TIE_RTOL = 1e-9
 
 # ---------------------------------------------------------------------------- merge solvers
 #: ``merge_solver`` codes understood by :func:`merge_smallest`.
-SOLVER_GSS = 0  # GSS with the caller's tolerance (GSS-standard: 0.01)
-SOLVER_GSS_PRECISE = 1  # GSS to 1e-10
-SOLVER_LOOKUP_H = 2  # h from the table, WD evaluated exactly
-SOLVER_LOOKUP_WD = 3  # WD from the table; h from the table for the chosen partner only
-MERGE_SOLVERS = {"gss": SOLVER_GSS, "gss-precise": SOLVER_GSS_PRECISE,
-                 "lookup-h": SOLVER_LOOKUP_H, "lookup-wd": SOLVER_LOOKUP_WD}
+SOLVER_GSS = MERGE_SOLVERS["gss"]  # GSS with the caller's tolerance (GSS-standard: 0.01)
+SOLVER_GSS_PRECISE = MERGE_SOLVERS["gss-precise"]  # GSS to 1e-10
+SOLVER_LOOKUP_H = MERGE_SOLVERS["lookup-h"]  # h from the table, WD evaluated exactly
+SOLVER_LOOKUP_WD = MERGE_SOLVERS["lookup-wd"]  # WD from the table; h from the table for the chosen partner only
 
 # diag[...] accumulators of the side-by-side comparison mode of merge_smallest
 D_EVENTS = 0  # merge events compared

@@ -28,7 +28,7 @@ Interface for a job runner
   :func:`solvers.dual_cd.solve_dual`).
 * ``should_stop()`` is polled at least every ~0.1 s (between CD slices in this process,
   and while waiting for sub-problems); when it returns True, the default process pool's
-  workers are told to stop through a shared flag and :class:`~solvers.dual_cd.Cancelled`
+  workers are told to stop through a shared flag and :class:`~svmstream.solvers.Cancelled`
   is raised.
 """
 
@@ -42,9 +42,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .dcsvm_kernels import KernelData, KernelSpec, kernel_matvec, with_single_thread_blas
-from .dual_cd import Cancelled, DualCDResult, solve_dual
-from .kernel_kmeans import KernelClusters, assign_clusters, two_step_kernel_kmeans
+from ..exceptions import Cancelled
+from ._dual_cd import KernelDualResult, solve_dual
+from ._kernel_kmeans import KernelClusters, assign_clusters, two_step_kernel_kmeans
+from ._kernels import KernelData, KernelSpec, kernel_matvec, with_single_thread_blas
 
 __all__ = ["EarlyModel", "DCSVMResult", "SerialExecutor", "dcsvm_fit", "make_process_pool",
            "Cancelled"]
@@ -115,7 +116,7 @@ def make_process_pool(n_workers: int | None = None, start_method: str = DEFAULT_
     n_workers = n_workers or available_cores()
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
-        ctx.set_forkserver_preload(["svmstream.solvers.dcsvm"])
+        ctx.set_forkserver_preload(["svmstream.solvers.exact._dcsvm"])
     stop = ctx.Value("b", 0, lock=False)
     ex = cf.ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx,
                                 initializer=_worker_init, initargs=(stop,))
@@ -233,7 +234,7 @@ class DCSVMResult:
     early: dict = field(default_factory=dict)
     history: list = field(default_factory=list)
     elapsed: float = 0.0
-    global_result: DualCDResult | None = None
+    global_result: KernelDualResult | None = None
 
 
 def _early_model(level, clusters, labels, kd, y, alpha) -> EarlyModel:

@@ -15,11 +15,22 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import bsgd
-from .gss import GSS_STANDARD_EPS
-from .lookup import merge_tables
-from .merging import MERGE_SOLVERS, N_DIAG
-from .persistence import register_estimator
+from .._params import BUDGET_MIN, MAINTENANCE, MERGE_SOLVERS, check_choice, check_positive
+from ._decision import rbf_decision_batch
+from ._lookup import merge_tables
+from ._merging import N_DIAG
+from ._state import (
+    C_MAINTENANCE,
+    C_MERGES,
+    C_N_SV,
+    C_STEPS,
+    C_VIOLATIONS,
+    N_COUNTERS,
+    N_REALS,
+    R_MERGE_SECONDS,
+    R_SCALE,
+    R_WD_SUM,
+)
 
 #: Sparse input is densified this many matrix elements at a time.
 DENSE_CHUNK_ELEMENTS = 4_000_000
@@ -64,19 +75,6 @@ def iter_dense_rows(X, order, chunk_rows):
 
 
 _NO_TABLE = np.zeros((2, 2))
-
-
-def _choice(name, value, options):
-    if value not in options:
-        raise ValueError(f"{name} must be one of {sorted(options)}, got {value!r}")
-    return options[value]
-
-
-def _positive(name, value, kind=numbers.Real, allow_none=False):
-    if value is None and allow_none:
-        return
-    if not isinstance(value, kind) or isinstance(value, bool) or not value > 0:
-        raise ValueError(f"{name} must be a positive {kind.__name__}, got {value!r}")
 
 
 class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
@@ -144,9 +142,9 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self._sv_sq = np.zeros(cap, dtype=np.float64)
         self._coef = np.zeros((cap, n_cols), dtype=np.float64)
         self._bias = np.zeros(n_cols, dtype=np.float64)
-        self._counters = np.zeros(bsgd.N_COUNTERS, dtype=np.int64)
-        self._reals = np.zeros(bsgd.N_REALS, dtype=np.float64)
-        self._reals[bsgd.R_SCALE] = 1.0
+        self._counters = np.zeros(N_COUNTERS, dtype=np.int64)
+        self._reals = np.zeros(N_REALS, dtype=np.float64)
+        self._reals[R_SCALE] = 1.0
         self._k_inv = np.zeros((cap, cap) if self.maintenance == "project" else (1, 1))
         self._x_buf = np.zeros(self.n_features_in_, dtype=np.float64)
         self._row_buf = np.zeros(2 * cap, dtype=np.float64)  # kernel row; merging uses both halves
@@ -169,19 +167,19 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     def _check_budget_params(self):
         """Validate the parameters every budgeted model has; raises ValueError."""
-        _positive("gamma", self.gamma)
-        _positive("C", self.C)
-        _positive("epochs", self.epochs, numbers.Integral)
-        _positive("lambda_", self.lambda_, allow_none=True)
-        _positive("n_samples", self.n_samples, numbers.Integral, allow_none=True)
-        if not isinstance(self.budget, numbers.Integral) or self.budget < 2:
-            raise ValueError(f"budget must be an integer >= 2, got {self.budget!r}")
+        check_positive("gamma", self.gamma)
+        check_positive("C", self.C)
+        check_positive("epochs", self.epochs, numbers.Integral)
+        check_positive("lambda_", self.lambda_, allow_none=True)
+        check_positive("n_samples", self.n_samples, numbers.Integral, allow_none=True)
+        if not isinstance(self.budget, numbers.Integral) or self.budget < BUDGET_MIN:
+            raise ValueError(f"budget must be an integer >= {BUDGET_MIN}, got {self.budget!r}")
         if not 0.0 < self.gss_eps < 1.0:
             raise ValueError(f"gss_eps must be in (0, 1), got {self.gss_eps!r}")
-        _choice("maintenance", self.maintenance, bsgd.MAINTENANCE)
-        _choice("merge_solver", self.merge_solver, MERGE_SOLVERS)
+        check_choice("maintenance", self.maintenance, MAINTENANCE)
+        check_choice("merge_solver", self.merge_solver, MERGE_SOLVERS)
         if self.compare_merge_solver is not None:
-            _choice("compare_merge_solver", self.compare_merge_solver, MERGE_SOLVERS)
+            check_choice("compare_merge_solver", self.compare_merge_solver, MERGE_SOLVERS)
 
     def _validate_X(self, X, reset):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=reset)
@@ -210,7 +208,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         ``callback(estimator, epoch)``, if given, is called after each epoch (monitoring).
         Raises ValueError on invalid parameters, non-finite input or mismatched lengths.
         """
-        self._check_params()
+        self.check_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=True)
         check_classification_targets(y)
         X = X if sp.issparse(X) else np.ascontiguousarray(X)
@@ -234,7 +232,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         """
         first = not hasattr(self, "classes_")
         if first:
-            self._check_params()
+            self.check_params()
             if classes is None:
                 raise ValueError("classes must be passed on the first call to partial_fit")
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=first)
@@ -262,9 +260,9 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         done = 0
         for X_part, local_order in iter_dense_rows(X, order, chunk_rows):
             part = out[done : done + local_order.shape[0]]
-            bsgd.rbf_decision_batch(
+            rbf_decision_batch(
                 X_part, self._sv_t, self._sv_sq, self._coef, self._bias,
-                self.n_support_vectors_, float(self.gamma), float(self._reals[bsgd.R_SCALE]),
+                self.n_support_vectors_, float(self.gamma), float(self._reals[R_SCALE]),
                 part, row_buf,
             )
             done += local_order.shape[0]
@@ -280,37 +278,37 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ statistics
     @property
     def n_support_vectors_(self):
-        return int(self._counters[bsgd.C_N_SV])
+        return int(self._counters[C_N_SV])
 
     @property
     def t_(self):
-        return int(self._counters[bsgd.C_STEPS])
+        return int(self._counters[C_STEPS])
 
     @property
     def n_seen_(self):
-        return int(self._counters[bsgd.C_STEPS])
+        return int(self._counters[C_STEPS])
 
     @property
     def n_merges_(self):
-        return int(self._counters[bsgd.C_MERGES])
+        return int(self._counters[C_MERGES])
 
     @property
     def n_violations_(self):
-        return int(self._counters[bsgd.C_VIOLATIONS])
+        return int(self._counters[C_VIOLATIONS])
 
     @property
     def n_maintenance_(self):
-        return int(self._counters[bsgd.C_MAINTENANCE])
+        return int(self._counters[C_MAINTENANCE])
 
     @property
     def weight_degradation_total_(self):
-        return float(self._reals[bsgd.R_WD_SUM])
+        return float(self._reals[R_WD_SUM])
 
     @property
     def maintenance_seconds_(self):
         """Wall time spent in budget maintenance (only measured with ``profile=True``); for
         projection it includes the O(B²) update of K⁻¹ when an SV is added."""
-        return float(self._reals[bsgd.R_MERGE_SECONDS])
+        return float(self._reals[R_MERGE_SECONDS])
 
     @property
     def support_vectors_(self):
@@ -319,7 +317,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     @property
     def dual_coef_(self):
         """Effective coefficients α: (n_sv,) for binary, (n_sv, n_classes) for multi-class."""
-        coef = self._coef[: self.n_support_vectors_] * self._reals[bsgd.R_SCALE]
+        coef = self._coef[: self.n_support_vectors_] * self._reals[R_SCALE]
         return coef[:, 0] if coef.shape[1] == 1 else coef
 
     @property
@@ -394,106 +392,3 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             est._k_inv[:n, :n] = arrays["k_inv"]
         est.rng_.bit_generator.state = meta["rng_state"]
         return est
-
-
-@register_estimator
-class BudgetedSGDClassifier(BudgetedKernelModel):
-    """Budgeted SGD kernel SVM (BSGD): binary, or multi-class by Crammer–Singer.
-
-    Source: Wang, Crammer & Vucetic (2012), Algorithm 1 and §5 (multi-class), learning-rate
-    schedules of Table 2, budget maintenance of §6; merging by golden section search or the
-    lookup tables of Glasmachers & Qaadan (2018).  The model never holds more than
-    ``budget`` support vectors.
-
-    Parameters
-    ----------
-    budget : int >= 2
-        Maximal number of support vectors B.
-    gamma : float > 0
-        Gaussian kernel width: k(x, x') = exp(−γ‖x − x'‖²).
-    C : float > 0
-        SVM cost; used as λ = 1/(n·C) when ``lambda_`` is None.
-    lambda_ : float > 0 or None
-        Regularisation λ; overrides ``C``.
-    n_samples : int or None
-        ``n`` in λ = 1/(n·C) for streaming use; default: rows of the first fit/partial_fit.
-    epochs : int >= 1
-        Passes over shuffled data in :meth:`fit`.
-    maintenance : {"merge", "remove", "project"}
-        Budget maintenance strategy (§6): merge two SVs; remove the SV with the smallest
-        ‖α_p‖²; or project it onto the others (eq. 14).
-    merge_solver : {"gss", "gss-precise", "lookup-h", "lookup-wd"}
-        How merging finds h and the partner (GSS to ``gss_eps``; GSS to 1e-10; lookup tables).
-        Multi-class merging has no lookup table: it runs GSS to ``gss_eps`` with ``"gss"``
-        and GSS to 1e-10 with every other solver.
-    schedule : {"pegasos", "norma", "perceptron"}
-        η_t = 1/(λt); η_t = eta/√t; or the margin perceptron (λ = 0, η_t = eta, projection
-        onto ‖w‖ ≤ radius).
-    eta : float > 0
-        Base learning rate of Norma and the perceptron.
-    radius : float > 0 or None
-        U of the perceptron's ball; default 1/√λ.
-    fit_intercept : bool
-        Learn a bias b (Glasmachers & Qaadan eq. 1) with the same rate η_t, unregularised.
-    gss_eps : float in (0, 1)
-        Golden section search tolerance of GSS-standard (papers: 0.01).
-    compare_merge_solver : str or None
-        Diagnostics: at every merge also run this solver's partner search (not applied) and
-        accumulate agreement and weight degradation in ``merge_diagnostics_``.
-    profile : bool
-        Measure the wall time of budget maintenance (``maintenance_seconds_``).
-    random_state : int or None
-        Seed of the epoch shuffles.
-
-    Attributes
-    ----------
-    classes_ : (n_classes,) ndarray; binary: ``classes_[0]`` ↔ −1, ``classes_[1]`` ↔ +1
-    n_features_in_ : int
-    lambda_eff_ : float — the λ in use
-    support_vectors_ : (n_sv, d) float64; dual_coef_ : effective α; intercept_ : (K,)
-    n_support_vectors_, t_, n_seen_, n_merges_, n_violations_, n_maintenance_ : int
-    weight_degradation_total_ : float — Σ of the WD of all maintenance events
-    last_margins_ : f(x) before each step of the last fit/partial_fit
-    merge_diagnostics_ : (6,) float64, see :mod:`solvers.merging` ``D_*``
-    """
-
-    def __init__(self, budget=500, gamma=1.0, C=1.0, lambda_=None, n_samples=None, epochs=1,
-                 maintenance="merge", merge_solver="gss", schedule="pegasos", eta=1.0,
-                 radius=None, fit_intercept=False, gss_eps=GSS_STANDARD_EPS,
-                 compare_merge_solver=None, profile=False, random_state=None):
-        self.budget = budget
-        self.gamma = gamma
-        self.C = C
-        self.lambda_ = lambda_
-        self.n_samples = n_samples
-        self.epochs = epochs
-        self.maintenance = maintenance
-        self.merge_solver = merge_solver
-        self.schedule = schedule
-        self.eta = eta
-        self.radius = radius
-        self.fit_intercept = fit_intercept
-        self.gss_eps = gss_eps
-        self.compare_merge_solver = compare_merge_solver
-        self.profile = profile
-        self.random_state = random_state
-
-    def _check_params(self):
-        self._check_budget_params()
-        _positive("eta", self.eta)
-        _positive("radius", self.radius, allow_none=True)
-        _choice("schedule", self.schedule, bsgd.SCHEDULES)
-
-    def _apply(self, X, labels, order, margins):
-        h_table, wd_table = self._tables()
-        radius = self.radius if self.radius is not None else 1.0 / np.sqrt(self.lambda_eff_)
-        ref = self._compare_solver_code()
-        bsgd.bsgd_steps(
-            X, labels, order, self._sv_t, self._sv_sq, self._coef, self._bias, self._counters,
-            self._reals, self._k_inv, float(self.gamma), self.lambda_eff_, float(self.eta),
-            float(radius), int(self.budget), bsgd.SCHEDULES[self.schedule],
-            bsgd.MAINTENANCE[self.maintenance], bool(self.fit_intercept),
-            MERGE_SOLVERS[self.merge_solver], float(self.gss_eps), h_table, wd_table, ref,
-            self.merge_diagnostics_, bool(self.profile), margins, self._f_buf, self._x_buf,
-            self._row_buf,
-        )

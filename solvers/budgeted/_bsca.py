@@ -24,8 +24,9 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .bsgd import C_N_SV, C_STEPS, C_VIOLATIONS, MAINT_MERGE, add_support_vector, maintain_budget
-from .kernels import rbf_row_and_log, squared_norm
+from ..kernels import rbf_row_and_log, squared_norm
+from ._maintenance import add_support_vector, maintain_budget
+from ._state import C_N_SV, C_STEPS, C_VIOLATIONS, MAINT_MERGE
 
 
 @nb.njit(nogil=True, cache=True)

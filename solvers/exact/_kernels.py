@@ -34,9 +34,10 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
-from .kernels import exp_inplace  # the shared vectorised exp (Cody-Waite, branch-free)
+from .._params import KERNELS
+from ..kernels import exp_inplace  # the shared vectorised exp (Cody-Waite, branch-free)
 
-KERNEL_IDS = {"rbf": 0, "poly": 1, "linear": 2}
+KERNEL_IDS = KERNELS
 
 _BLAS_STATE = threading.local()
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from .gss import GSS_PRECISE_EPS, golden_section_bracket, golden_section_h, weight_degradation
+from ._gss import GSS_PRECISE_EPS, golden_section_bracket, golden_section_h, weight_degradation
 
 #: Grid points per axis (the paper: 400).
 GRID = 400

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from .dcsvm_kernels import KernelData, KernelSpec, kernel_block, with_single_thread_blas
+from ._kernels import KernelData, KernelSpec, kernel_block, with_single_thread_blas
 
 __all__ = ["KernelClusters", "kernel_kmeans", "two_step_kernel_kmeans", "assign_clusters"]
 

@@ -46,13 +46,16 @@ import numba
 import numpy as np
 import scipy.sparse as sp
 
+from .._params import SELECTIONS
+from ..exceptions import Cancelled
+
 __all__ = [
     "AVSF_C",
     "AVSF_P_MAX",
     "AVSF_P_MIN",
     "CDInput",
     "Cancelled",
-    "DualCDResult",
+    "LinearDualResult",
     "as_cd_input",
     "decision_values",
     "dual_cd",
@@ -64,28 +67,11 @@ AVSF_P_MIN = 1.0 / 20.0
 AVSF_P_MAX = 20.0
 AVSF_C = 1.0 / 5.0
 
-_SELECTIONS = ("uniform", "avsf", "avsf-paper")
+_SELECTIONS = SELECTIONS
 _EMPTY_F = np.empty(0, dtype=np.float64)
 _EMPTY_I32 = np.empty(0, dtype=np.int32)
 _EMPTY_I64 = np.zeros(1, dtype=np.int64)
 _EMPTY_2D = np.empty((0, 0), dtype=np.float64)
-
-
-class Cancelled(Exception):
-    """Raised by :func:`dual_cd` when its ``should_stop()`` callback returns true.
-
-    Attributes
-    ----------
-    n_iter : int
-        Outer iterations completed before the cancellation.
-    n_steps : int
-        Coordinate steps (gradient evaluations) completed before the cancellation.
-    """
-
-    def __init__(self, message: str, n_iter: int = 0, n_steps: int = 0):
-        super().__init__(message)
-        self.n_iter = n_iter
-        self.n_steps = n_steps
 
 
 # --------------------------------------------------------------------------- numba kernels
@@ -588,7 +574,7 @@ class CDInput(NamedTuple):
 
 
 @dataclass
-class DualCDResult:
+class LinearDualResult:
     """Outcome of one binary :func:`dual_cd` run.
 
     Attributes
@@ -764,7 +750,7 @@ def dual_cd(
     avsf_shrinking: bool | None = None,
     avsf_restore: bool | None = None,
     avsf_systematic: bool | None = None,
-) -> DualCDResult:
+) -> LinearDualResult:
     """Train a bias-free linear hinge-loss SVM by dual coordinate descent.
 
     ``selection="uniform"`` is the paper's Algorithm 2 (LIBLINEAR's dual CD with shrinking,
@@ -819,7 +805,7 @@ def dual_cd(
 
     Returns
     -------
-    DualCDResult
+    LinearDualResult
 
     Raises
     ------
@@ -925,7 +911,7 @@ def dual_cd(
             break
     wall = time.perf_counter() - t0
     primal, dual = objectives(inp, y, w, alpha, C)
-    return DualCDResult(
+    return LinearDualResult(
         w=w,
         alpha=alpha,
         n_iter=n_iter,

@@ -1,23 +1,26 @@
-"""scikit-learn estimator for budgeted stochastic coordinate ascent (BSCA)."""
+"""The public budgeted estimators: :class:`BudgetedSGDClassifier` (BSGD) and
+:class:`BudgetedSCAClassifier` (BSCA).
+
+Both share state, prediction and persistence through :class:`._base.BudgetedKernelModel`;
+each adds its parameter checks and its numba batch step (:func:`._bsgd.bsgd_steps`,
+:func:`._bsca.bsca_steps`).
+"""
 
 from __future__ import annotations
-
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import bsgd
-from .bsca import bsca_steps
-from .estimators import BudgetedKernelModel, _choice
-from .gss import GSS_STANDARD_EPS
-from .merging import MERGE_SOLVERS
-from .persistence import register_estimator
+from .._params import MAINTENANCE, MERGE_SOLVERS, SAMPLINGS, SCHEDULES, check_choice, check_positive
+from ..persistence import register_estimator
+from ._base import BudgetedKernelModel
+from ._bsca import bsca_steps
+from ._bsgd import bsgd_steps
+from ._decision import squared_model_norm
+from ._gss import GSS_STANDARD_EPS
 
-#: How :meth:`BudgetedSCAClassifier.fit` picks the coordinates of an epoch.
-SAMPLINGS = {"permutation": "each coordinate once per epoch, in a fresh random order",
-             "uniform": "n independent uniform draws with replacement per epoch"}
 
 @register_estimator
 class BudgetedSCAClassifier(BudgetedKernelModel):
@@ -76,9 +79,17 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         self.sampling = sampling
 
     # ------------------------------------------------------------------ parameters
-    def _check_params(self):
+    def check_params(self):
+        """Validate the parameters; returns self.
+
+        Raises
+        ------
+        ValueError
+            Naming the first invalid parameter, e.g. ``budget must be an integer >= 2, got 1``.
+        """
         self._check_budget_params()
-        _choice("sampling", self.sampling, SAMPLINGS)
+        check_choice("sampling", self.sampling, SAMPLINGS)
+        return self
 
     def _resolve_lambda(self, n_rows):
         n = self.n_samples if self.n_samples is not None else n_rows
@@ -101,7 +112,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         ref = self._compare_solver_code()
         bsca_steps(X, signs, order, alpha, stream, self.C_eff_, self._sv_t, self._sv_sq, self._coef,
                    self._counters, self._reals, self._k_inv, float(self.gamma), int(self.budget),
-                   bsgd.MAINTENANCE[self.maintenance], MERGE_SOLVERS[self.merge_solver],
+                   MAINTENANCE[self.maintenance], MERGE_SOLVERS[self.merge_solver],
                    float(self.gss_eps), h_table, wd_table, ref, self.merge_diagnostics_,
                    bool(self.profile), margins, self._x_buf, self._row_buf)
 
@@ -117,7 +128,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         one-vs-rest).  ``callback(estimator, epoch)`` is called after each epoch.
         Raises ValueError on invalid parameters or input.
         """
-        self._check_params()
+        self.check_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=True)
         check_classification_targets(y)
         classes = np.unique(y)
@@ -161,7 +172,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         model is unchanged in that case."""
         first = not hasattr(self, "classes_")
         if first and classes is not None and np.unique(classes).shape[0] > 2:
-            self._check_params()
+            self.check_params()
             X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=True)
             self.classes_ = np.unique(classes)
             self.n_features_in_ = X.shape[1]
@@ -201,7 +212,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         signs = self._encode_labels(np.asarray(y))
         margins = signs * self.decision_function(X)
         hinge = np.maximum(0.0, 1.0 - margins)
-        norm2 = bsgd.squared_model_norm(self._sv_t, self._sv_sq, self._coef, self.n_support_vectors_,
+        norm2 = squared_model_norm(self._sv_t, self._sv_sq, self._coef, self.n_support_vectors_,
                                         float(self.gamma), np.empty_like(self._x_buf),
                                         np.empty_like(self._row_buf))
         out = {"norm2": norm2, "primal": 0.5 * self.lambda_eff_ * norm2 + hinge.mean(),
@@ -276,3 +287,114 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         super()._init_state(n_features, classes, n_rows)
         if self._coef.shape[1] != 1:
             raise ValueError("BudgetedSCAClassifier models are binary; use fit for one-vs-rest")
+
+
+@register_estimator
+class BudgetedSGDClassifier(BudgetedKernelModel):
+    """Budgeted SGD kernel SVM (BSGD): binary, or multi-class by Crammer–Singer.
+
+    Source: Wang, Crammer & Vucetic (2012), Algorithm 1 and §5 (multi-class), learning-rate
+    schedules of Table 2, budget maintenance of §6; merging by golden section search or the
+    lookup tables of Glasmachers & Qaadan (2018).  The model never holds more than
+    ``budget`` support vectors.
+
+    Parameters
+    ----------
+    budget : int >= 2
+        Maximal number of support vectors B.
+    gamma : float > 0
+        Gaussian kernel width: k(x, x') = exp(−γ‖x − x'‖²).
+    C : float > 0
+        SVM cost; used as λ = 1/(n·C) when ``lambda_`` is None.
+    lambda_ : float > 0 or None
+        Regularisation λ; overrides ``C``.
+    n_samples : int or None
+        ``n`` in λ = 1/(n·C) for streaming use; default: rows of the first fit/partial_fit.
+    epochs : int >= 1
+        Passes over shuffled data in :meth:`fit`.
+    maintenance : {"merge", "remove", "project"}
+        Budget maintenance strategy (§6): merge two SVs; remove the SV with the smallest
+        ‖α_p‖²; or project it onto the others (eq. 14).
+    merge_solver : {"gss", "gss-precise", "lookup-h", "lookup-wd"}
+        How merging finds h and the partner (GSS to ``gss_eps``; GSS to 1e-10; lookup tables).
+        Multi-class merging has no lookup table: it runs GSS to ``gss_eps`` with ``"gss"``
+        and GSS to 1e-10 with every other solver.
+    schedule : {"pegasos", "norma", "perceptron"}
+        η_t = 1/(λt); η_t = eta/√t; or the margin perceptron (λ = 0, η_t = eta, projection
+        onto ‖w‖ ≤ radius).
+    eta : float > 0
+        Base learning rate of Norma and the perceptron.
+    radius : float > 0 or None
+        U of the perceptron's ball; default 1/√λ.
+    fit_intercept : bool
+        Learn a bias b (Glasmachers & Qaadan eq. 1) with the same rate η_t, unregularised.
+    gss_eps : float in (0, 1)
+        Golden section search tolerance of GSS-standard (papers: 0.01).
+    compare_merge_solver : str or None
+        Diagnostics: at every merge also run this solver's partner search (not applied) and
+        accumulate agreement and weight degradation in ``merge_diagnostics_``.
+    profile : bool
+        Measure the wall time of budget maintenance (``maintenance_seconds_``).
+    random_state : int or None
+        Seed of the epoch shuffles.
+
+    Attributes
+    ----------
+    classes_ : (n_classes,) ndarray; binary: ``classes_[0]`` ↔ −1, ``classes_[1]`` ↔ +1
+    n_features_in_ : int
+    lambda_eff_ : float — the λ in use
+    support_vectors_ : (n_sv, d) float64; dual_coef_ : effective α; intercept_ : (K,)
+    n_support_vectors_, t_, n_seen_, n_merges_, n_violations_, n_maintenance_ : int
+    weight_degradation_total_ : float — Σ of the WD of all maintenance events
+    last_margins_ : f(x) before each step of the last fit/partial_fit
+    merge_diagnostics_ : (6,) float64, see :mod:`solvers.merging` ``D_*``
+    """
+
+    def __init__(self, budget=500, gamma=1.0, C=1.0, lambda_=None, n_samples=None, epochs=1,
+                 maintenance="merge", merge_solver="gss", schedule="pegasos", eta=1.0,
+                 radius=None, fit_intercept=False, gss_eps=GSS_STANDARD_EPS,
+                 compare_merge_solver=None, profile=False, random_state=None):
+        self.budget = budget
+        self.gamma = gamma
+        self.C = C
+        self.lambda_ = lambda_
+        self.n_samples = n_samples
+        self.epochs = epochs
+        self.maintenance = maintenance
+        self.merge_solver = merge_solver
+        self.schedule = schedule
+        self.eta = eta
+        self.radius = radius
+        self.fit_intercept = fit_intercept
+        self.gss_eps = gss_eps
+        self.compare_merge_solver = compare_merge_solver
+        self.profile = profile
+        self.random_state = random_state
+
+    def check_params(self):
+        """Validate the parameters; returns self.
+
+        Raises
+        ------
+        ValueError
+            Naming the first invalid parameter, e.g. ``budget must be an integer >= 2, got 1``.
+        """
+        self._check_budget_params()
+        check_positive("eta", self.eta)
+        check_positive("radius", self.radius, allow_none=True)
+        check_choice("schedule", self.schedule, SCHEDULES)
+        return self
+
+    def _apply(self, X, labels, order, margins):
+        h_table, wd_table = self._tables()
+        radius = self.radius if self.radius is not None else 1.0 / np.sqrt(self.lambda_eff_)
+        ref = self._compare_solver_code()
+        bsgd_steps(
+            X, labels, order, self._sv_t, self._sv_sq, self._coef, self._bias, self._counters,
+            self._reals, self._k_inv, float(self.gamma), self.lambda_eff_, float(self.eta),
+            float(radius), int(self.budget), SCHEDULES[self.schedule],
+            MAINTENANCE[self.maintenance], bool(self.fit_intercept),
+            MERGE_SOLVERS[self.merge_solver], float(self.gss_eps), h_table, wd_table, ref,
+            self.merge_diagnostics_, bool(self.profile), margins, self._f_buf, self._x_buf,
+            self._row_buf,
+        )

@@ -25,10 +25,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .dcsvm import EarlyModel, available_cores, dcsvm_fit, make_process_pool, DEFAULT_START_METHOD
-from .dcsvm_kernels import KernelData, KernelSpec, kernel_matvec
-from .kernel_kmeans import KernelClusters
-from .persistence import register_estimator
+from .._params import KERNELS
+from ..persistence import register_estimator
+from ._dcsvm import DEFAULT_START_METHOD, EarlyModel, available_cores, dcsvm_fit, make_process_pool
+from ._kernel_kmeans import KernelClusters
+from ._kernels import KernelData, KernelSpec, kernel_matvec
 
 __all__ = ["DCSVMClassifier"]
 
@@ -153,10 +154,17 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         return tags
 
     # ------------------------------------------------------------------ validation
-    def _validate_params(self):
+    def check_params(self):
+        """Validate the parameters; returns self.
+
+        Raises
+        ------
+        ValueError
+            Naming the first invalid parameter.
+        """
         if not (isinstance(self.C, numbers.Real) and self.C > 0):
             raise ValueError(f"C must be a positive number, got {self.C!r}")
-        if self.kernel not in ("rbf", "poly", "linear"):
+        if self.kernel not in KERNELS:
             raise ValueError(f"kernel must be 'rbf', 'poly' or 'linear', got {self.kernel!r}")
         if not (isinstance(self.gamma, str) and self.gamma in ("scale", "auto")) and not (
                 isinstance(self.gamma, numbers.Real) and self.gamma > 0):
@@ -174,6 +182,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"early_level must be None or in [1, n_levels], got {self.early_level!r}")
         if not (isinstance(self.cache_size, numbers.Real) and self.cache_size > 0):
             raise ValueError(f"cache_size must be > 0 (MB), got {self.cache_size!r}")
+        return self
 
     def _resolve_gamma(self, X) -> float:
         if isinstance(self.gamma, str):
@@ -212,7 +221,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         solvers.dual_cd.Cancelled
             When ``should_stop()`` returned True.
         """
-        self._validate_params()
+        self.check_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64)
         check_classification_targets(y)
         classes, y_idx = np.unique(y, return_inverse=True)

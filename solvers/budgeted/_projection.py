@@ -60,8 +60,8 @@ import math
 import numba as nb
 import numpy as np
 
-from .kernels import rbf_row, squared_norm
-from .merging import remove_sv, smallest_coefficient_slot
+from ..kernels import rbf_row, squared_norm
+from ._merging import remove_sv, smallest_coefficient_slot
 
 #: Default relative jitter ε added to the diagonal of K (see module docstring and
 #: ``docs/projection.md``: 1e-8 lets cond(K + εI) reach ~1e10 on data with duplicate or

@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 
-from .dcsvm_kernels import (KernelData, KernelSpec, kernel_column_into, kernel_matvec,
-                            with_single_thread_blas)
+from ..exceptions import Cancelled
+from ._kernels import KernelData, KernelSpec, kernel_column_into, kernel_matvec, with_single_thread_blas
 
-__all__ = ["Cancelled", "DualCDResult", "solve_dual", "dual_objective"]
+__all__ = ["Cancelled", "KernelDualResult", "solve_dual", "dual_objective"]
 
 # integer state slots (ist)
 _L, _SLOT_LEN, _N_SLOTS, _HEAD, _TAIL, _N_FREE, _ITERS, _SHRINK_CNT, _MISS, _HIT, _CAP, \
@@ -52,10 +52,6 @@ _L, _SLOT_LEN, _N_SLOTS, _HEAD, _TAIL, _N_FREE, _ITERS, _SHRINK_CNT, _MISS, _HIT
 
 # status codes of _cd_run
 CONVERGED, BUDGET, STALLED = 0, 1, 2
-
-
-class Cancelled(Exception):
-    """Raised by a solver when its ``should_stop()`` callable returned True."""
 
 
 # --------------------------------------------------------------------------- LRU cache
@@ -467,7 +463,7 @@ def _max_violation(n, alpha, G, Cb):
 
 # --------------------------------------------------------------------------- driver
 @dataclass
-class DualCDResult:
+class KernelDualResult:
     """Outcome of :func:`solve_dual`.
 
     Attributes
@@ -522,7 +518,7 @@ def solve_dual(kd: KernelData, y, spec: KernelSpec, C, alpha0=None, *, eps: floa
                cache_mb: float = 200.0, shrinking: bool = True, pairs: bool = True,
                max_iter: int | None = None,
                progress=None, should_stop=None, report_interval: float = 0.5,
-               info: dict | None = None) -> DualCDResult:
+               info: dict | None = None) -> KernelDualResult:
     """Solve the bias-free kernel SVM dual (Hsieh et al. 2014, eq. 1) by greedy dual CD.
 
     Parameters
@@ -558,7 +554,7 @@ def solve_dual(kd: KernelData, y, spec: KernelSpec, C, alpha0=None, *, eps: floa
 
     Returns
     -------
-    DualCDResult
+    KernelDualResult
 
     Raises
     ------
@@ -588,7 +584,7 @@ def solve_dual(kd: KernelData, y, spec: KernelSpec, C, alpha0=None, *, eps: floa
         max_iter = max(10_000_000, 100 * n)
     info = dict(info or {})
     if n == 0:
-        return DualCDResult(alpha, np.zeros(0), 0.0, 0.0, 0, True, 0.0)
+        return KernelDualResult(alpha, np.zeros(0), 0.0, 0.0, 0, True, 0.0)
 
     warm = bool(np.any(alpha > 0))
     G = exact_gradient(kd, y, spec, alpha) if warm else -np.ones(n)
@@ -696,7 +692,7 @@ def solve_dual(kd: KernelData, y, spec: KernelSpec, C, alpha0=None, *, eps: floa
     g_out = np.empty(n)
     g_out[perm] = G
     viol = float(_max_violation(n, alpha_out, g_out, np.broadcast_to(np.asarray(C, dtype=np.float64), (n,)).copy()))
-    res = DualCDResult(alpha=alpha_out, grad=g_out, objective=dual_objective(alpha_out, g_out),
+    res = KernelDualResult(alpha=alpha_out, grad=g_out, objective=dual_objective(alpha_out, g_out),
                        max_violation=viol, n_iter=int(ist[_ITERS]), converged=viol < eps,
                        elapsed=time.perf_counter() - t0,
                        stats={"cache_hits": int(ist[_HIT]), "cache_misses": int(ist[_MISS]),

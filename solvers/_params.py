@@ -1,0 +1,65 @@
+"""Every option set and parameter constraint of the solvers, in one place.
+
+The estimators validate with these helpers; the service's schemas (``svmstream.app``) and
+the CLI build their choices from the same option sets (re-exported by
+:mod:`svmstream.solvers`), so a new option is added here once.
+
+Option sets map a public name to the integer code the numba kernels use.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+#: Online algorithms a service model can run (``svmstream.solvers.budgeted``).
+ONLINE_ALGORITHMS = ("bsgd", "bsca")
+#: Algorithms trained by a batch job: DC-SVM (exact kernel SVM) and the linear dual CD solvers.
+BATCH_ALGORITHMS = ("dcsvm", "avsf", "liblinear-cd")
+
+#: Budget maintenance (Wang, Crammer & Vucetic 2012, §6).
+MAINTENANCE = {"merge": 0, "remove": 1, "project": 2}
+#: How merging finds h and the partner: GSS to ``gss_eps``, GSS to 1e-10, lookup tables
+#: (Glasmachers & Qaadan 2018).
+MERGE_SOLVERS = {"gss": 0, "gss-precise": 1, "lookup-h": 2, "lookup-wd": 3}
+#: BSGD learning-rate schedules (Wang et al. 2012, Table 2).
+SCHEDULES = {"pegasos": 0, "norma": 1, "perceptron": 2}
+#: How BSCA's ``fit`` picks the coordinates of an epoch.
+SAMPLINGS = {
+    "permutation": "each coordinate once per epoch, in a fresh random order",
+    "uniform": "n independent uniform draws with replacement per epoch",
+}
+#: Linear dual CD coordinate selection: LIBLINEAR's, AVSF with shrinking, AVSF as published.
+SELECTIONS = ("uniform", "avsf", "avsf-paper")
+#: Kernels of the exact solvers (DC-SVM, kernel dual CD).
+KERNELS = {"rbf": 0, "poly": 1, "linear": 2}
+
+#: A budgeted model needs room for two SVs to merge.
+BUDGET_MIN = 2
+
+
+def check_choice(name: str, value: Any, options) -> Any:
+    """Return ``options[value]`` (or ``value`` for a tuple of options).
+
+    Raises
+    ------
+    ValueError
+        ``"{name} must be one of [...], got {value!r}"`` when ``value`` is not an option.
+    """
+    if value not in options:
+        raise ValueError(f"{name} must be one of {sorted(options)}, got {value!r}")
+    return options[value] if isinstance(options, dict) else value
+
+
+def check_positive(name: str, value: Any, kind=numbers.Real, allow_none: bool = False) -> None:
+    """Check that ``value`` is a positive number of type ``kind`` (booleans are not numbers).
+
+    Raises
+    ------
+    ValueError
+        ``"{name} must be a positive {kind}, got {value!r}"``.
+    """
+    if value is None and allow_none:
+        return
+    if not isinstance(value, kind) or isinstance(value, bool) or not value > 0:
+        raise ValueError(f"{name} must be a positive {kind.__name__}, got {value!r}")

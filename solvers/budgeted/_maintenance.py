@@ -1,0 +1,118 @@
+"""Budget maintenance dispatch: add an SV and bring the model back to B SVs by merging,
+removal or projection (Wang, Crammer & Vucetic 2012, §6; merging as in Glasmachers &
+Qaadan 2018, Algorithm 1).  The merge itself is :mod:`._merging`, projection and removal
+:mod:`._projection`.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numba as nb
+
+from ._gss import GSS_PRECISE_EPS
+from ._merging import SOLVER_GSS, merge_smallest, merge_smallest_multiclass
+from ._projection import DEFAULT_JITTER, kinv_append, kinv_rebuild, project_smallest, remove_smallest
+from ._state import (
+    C_MAINTENANCE,
+    C_MERGES,
+    KINV_REBUILD_EVERY_B,
+    MAINT_PROJECT,
+    MAINT_REMOVE,
+    R_MERGE_SECONDS,
+    R_WD_SUM,
+)
+
+# _clock() enters object mode only for the clock read (profiling); numba warns about it once.
+warnings.filterwarnings("ignore", message="Code running in object mode won't allow parallel")
+
+
+@nb.njit(nogil=True, cache=True)
+def _clock():
+    with nb.objmode(now="f8"):
+        now = _perf_counter()
+    return now
+
+
+def _perf_counter():
+    import time
+
+    return time.perf_counter()
+
+
+@nb.njit(nogil=True, cache=True)
+def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table, wd_table,
+              ref_solver, diag, k_inv, x_buf, row_buf, known_row):
+    """Bring the model back to B SVs; returns (n_sv, wd in raw units², merged flag).
+
+    ``row_buf`` is (2·capacity,) scratch; ``k_inv`` is the maintained inverse kernel matrix
+    (projection only); ``known_row``: see :func:`solvers.merging.merge_smallest`."""
+    cap = row_buf.shape[0] // 2
+    if maintenance == MAINT_REMOVE:
+        n_new, wd = remove_smallest(sv_t, sv_sq, coef, n_sv, k_inv, False, row_buf)
+        return n_new, wd, 0
+    if maintenance == MAINT_PROJECT:
+        n_new, wd, _ = project_smallest(sv_t, sv_sq, coef, n_sv, gamma, k_inv, DEFAULT_JITTER,
+                                        x_buf, row_buf[:cap], row_buf[cap:])
+        return n_new, wd, 0
+    if coef.shape[1] == 1:
+        return merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_table,
+                              ref_solver, diag, x_buf, row_buf, known_row)
+    # Multi-class WD has no lookup table: every solver but GSS-standard runs GSS-precise.
+    multiclass_eps = eps if solver == SOLVER_GSS else GSS_PRECISE_EPS
+    n_new, wd = merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, multiclass_eps, x_buf, row_buf)
+    return n_new, wd, 1
+
+
+@nb.njit(nogil=True, cache=True)
+def add_support_vector(x, x_sq, weights, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf,
+                       profile, reals):
+    """Add ``weights`` (K,) · φ(x) to the model; returns the new SV count.
+
+    ``row_buf[:n_sv]`` must hold k(x, sv_j) from the margin computation.  If the model
+    already holds x itself (k(x, sv_j) = 1 exactly: the distance of identical vectors is
+    computed as exactly 0), the weights are added to that SV — the same function, with no
+    approximation and no budget maintenance (BSCA revisits training points, BSGD sees
+    them again in later epochs).  Otherwise x is appended at slot ``n_sv``; with projection
+    the maintained K⁻¹ is extended in O(n²) using the kernel row; that update is part of
+    projection's maintenance cost and is timed as such when ``profile`` is set."""
+    for j in range(n_sv):
+        if row_buf[j] == 1.0:
+            for c in range(coef.shape[1]):
+                coef[j, c] += weights[c]
+            return n_sv
+    if maintenance == MAINT_PROJECT:
+        started = _clock() if profile else 0.0
+        cap = row_buf.shape[0] // 2
+        kinv_append(k_inv, n_sv, row_buf[:cap], 1.0, DEFAULT_JITTER, row_buf[cap:])
+        if profile:
+            reals[R_MERGE_SECONDS] += _clock() - started
+    for k in range(x.shape[0]):
+        sv_t[k, n_sv] = x[k]
+    sv_sq[n_sv] = x_sq
+    for c in range(coef.shape[1]):
+        coef[n_sv, c] = weights[c]
+    return n_sv + 1
+
+
+@nb.njit(nogil=True, cache=True)
+def maintain_budget(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table, wd_table,
+                    ref_solver, diag, k_inv, counters, reals, scale, profile, x_buf, row_buf,
+                    known_row):
+    """Budget maintenance with its bookkeeping (counters, Σ WD, timing, periodic K⁻¹ rebuild);
+    returns the new SV count.  Shared by the BSGD and BSCA steps."""
+    started = _clock() if profile else 0.0
+    n_sv, wd, merged = _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps,
+                                 h_table, wd_table, ref_solver, diag, k_inv, x_buf, row_buf,
+                                 known_row)
+    counters[C_MAINTENANCE] += 1
+    counters[C_MERGES] += merged
+    reals[R_WD_SUM] += wd * scale * scale
+    if maintenance == MAINT_PROJECT and counters[C_MAINTENANCE] % (KINV_REBUILD_EVERY_B * n_sv) == 0:
+        cap = row_buf.shape[0] // 2
+        kinv_rebuild(k_inv, sv_t, sv_sq, n_sv, gamma, DEFAULT_JITTER, x_buf, row_buf[:cap])
+    if profile:
+        reals[R_MERGE_SECONDS] += _clock() - started
+    return n_sv
+
+
