@@ -33,9 +33,38 @@ def exp_inplace(x, m):
         v = max(x[q], -708.0)
         kf = (v * inv_ln2 + magic) - magic
         r = (v - kf * 6.93147180369123816490e-01) - kf * 1.90821492927058770002e-10
-        p = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (
-            1.0 / 120 + r * (1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (
-                1.0 / 362880 + r * (1.0 / 3628800 + r * (1.0 / 39916800)))))))))))
+        p = 1.0 + r * (
+            1.0
+            + r
+            * (
+                0.5
+                + r
+                * (
+                    1.0 / 6
+                    + r
+                    * (
+                        1.0 / 24
+                        + r
+                        * (
+                            1.0 / 120
+                            + r
+                            * (
+                                1.0 / 720
+                                + r
+                                * (
+                                    1.0 / 5040
+                                    + r
+                                    * (
+                                        1.0 / 40320
+                                        + r * (1.0 / 362880 + r * (1.0 / 3628800 + r * (1.0 / 39916800)))
+                                    )
+                                )
+                            )
+                        )
+                    )
+                )
+            )
+        )
         x[q] = p
         bits[q] = bits[q] + (np.int64(kf) << 52)
 
@@ -106,13 +135,3 @@ def rbf_row_and_log(x, x_sq, sv_t, sv_sq, n_sv, gamma, out, log_out):
         out[j] = value
         log_out[j] = value
     exp_inplace(out, n_sv)
-
-
-@nb.njit(nogil=True, cache=True)
-def rbf_decision(x, x_sq, sv_t, sv_sq, coef, n_sv, gamma, scale, row):
-    """``scale · Σ_j coef[j] · k(x, sv_j)``; ``row`` (>= n_sv,) is scratch and ends holding k(x, sv_j)."""
-    rbf_row(x, x_sq, sv_t, sv_sq, n_sv, gamma, row)
-    total = 0.0
-    for j in range(n_sv):
-        total += coef[j] * row[j]
-    return scale * total

@@ -23,6 +23,7 @@ Classes register themselves with :func:`register_estimator` so that
 from __future__ import annotations
 
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -60,8 +61,9 @@ def estimator_from_state(arrays: dict[str, np.ndarray], meta: dict[str, Any]):
     name = meta.get("estimator")
     cls = _ESTIMATORS.get(name)
     if cls is None:
-        # Importing the estimator modules registers them.
-        import svmstream.solvers  # noqa: F401
+        # Importing the package registers every estimator.  By name, at call time: the
+        # families import this module, so a static import here would be a cycle.
+        importlib.import_module(__package__)
 
         cls = _ESTIMATORS.get(name)
     if cls is None:
@@ -111,9 +113,7 @@ def decode_state(blob: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         raise CorruptStateError(f"unreadable header: {exc}") from exc
     payload = blob[start + header_len :]
     if len(payload) != header.get("payload_bytes"):
-        raise CorruptStateError(
-            f"truncated payload: {len(payload)} of {header.get('payload_bytes')} bytes"
-        )
+        raise CorruptStateError(f"truncated payload: {len(payload)} of {header.get('payload_bytes')} bytes")
     if hashlib.sha256(payload).hexdigest() != header.get("payload_sha256"):
         raise CorruptStateError("payload checksum mismatch")
     try:
@@ -156,11 +156,3 @@ def load_estimator(path: str | os.PathLike):
     """
     arrays, meta = decode_state(Path(path).read_bytes())
     return estimator_from_state(arrays, meta)
-
-
-def json_default(obj: Any) -> Any:
-    """``json.dumps`` fallback that turns numpy scalars into Python numbers."""
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-

@@ -34,7 +34,6 @@ from ._state import (
 
 #: Sparse input is densified this many matrix elements at a time.
 DENSE_CHUNK_ELEMENTS = 4_000_000
-STATE_VERSION = 1
 
 
 def resolve_lambda(lambda_, C, n_samples, n_rows):
@@ -69,8 +68,9 @@ def iter_dense_rows(X, order, chunk_rows):
         return
     for start in range(0, order.shape[0], chunk_rows):
         rows = order[start : start + chunk_rows]
-        yield np.ascontiguousarray(X[rows].toarray(), dtype=np.float64), np.arange(
-            rows.shape[0], dtype=np.int64
+        yield (
+            np.ascontiguousarray(X[rows].toarray(), dtype=np.float64),
+            np.arange(rows.shape[0], dtype=np.int64),
         )
 
 
@@ -118,9 +118,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         if not known.all():
             bad = int(np.flatnonzero(~known)[0])
             label = y[bad].item() if isinstance(y[bad], np.generic) else y[bad]
-            raise ValueError(
-                f"y[{bad}]: unknown label {label!r}; classes are {self.classes_.tolist()}"
-            )
+            raise ValueError(f"y[{bad}]: unknown label {label!r}; classes are {self.classes_.tolist()}")
         if self.classes_.shape[0] == 2:
             return np.where(index == 1, 1.0, -1.0)
         return index.astype(np.float64)
@@ -240,9 +238,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         if first:
             self._init_state(X.shape[1], classes, X.shape[0])
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
-            raise ValueError(
-                f"classes {list(classes)} differ from the first call's {self.classes_.tolist()}"
-            )
+            raise ValueError(f"classes {list(classes)} differ from the first call's {self.classes_.tolist()}")
         labels = self._encode_labels(y)
         self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
         return self
@@ -261,9 +257,16 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         for X_part, local_order in iter_dense_rows(X, order, chunk_rows):
             part = out[done : done + local_order.shape[0]]
             rbf_decision_batch(
-                X_part, self._sv_t, self._sv_sq, self._coef, self._bias,
-                self.n_support_vectors_, float(self.gamma), float(self._reals[R_SCALE]),
-                part, row_buf,
+                X_part,
+                self._sv_t,
+                self._sv_sq,
+                self._coef,
+                self._bias,
+                self.n_support_vectors_,
+                float(self.gamma),
+                float(self._reals[R_SCALE]),
+                part,
+                row_buf,
             )
             done += local_order.shape[0]
         return out[:, 0] if out.shape[1] == 1 else out
@@ -378,8 +381,11 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         est._init_state(meta["n_features_in"], arrays["classes"], 1)
         est.lambda_eff_ = float(meta["lambda_eff"])
         n = arrays["coef"].shape[0]
-        if (n > est.budget or arrays["sv_t"].shape != (est.n_features_in_, n)
-                or arrays["coef"].shape[1:] != est._coef.shape[1:]):
+        if (
+            n > est.budget
+            or arrays["sv_t"].shape != (est.n_features_in_, n)
+            or arrays["coef"].shape[1:] != est._coef.shape[1:]
+        ):
             raise ValueError("saved support vectors do not fit the saved budget/dimension/classes")
         est._sv_t[:, :n] = arrays["sv_t"]
         est._sv_sq[:n] = arrays["sv_sq"]

@@ -30,9 +30,33 @@ from ._state import C_N_SV, C_STEPS, C_VIOLATIONS, MAINT_MERGE
 
 
 @nb.njit(nogil=True, cache=True)
-def bsca_steps(X, y, order, alpha, stream, C, sv_t, sv_sq, coef, counters, reals,
-               k_inv, gamma, budget, maintenance, merge_solver, gss_eps, h_table, wd_table,
-               ref_solver, diag, profile, margins_out, x_buf, row_buf):
+def bsca_steps(
+    X,
+    y,
+    order,
+    alpha,
+    stream,
+    C,
+    sv_t,
+    sv_sq,
+    coef,
+    counters,
+    reals,
+    k_inv,
+    gamma,
+    budget,
+    maintenance,
+    merge_solver,
+    gss_eps,
+    h_table,
+    wd_table,
+    ref_solver,
+    diag,
+    profile,
+    margins_out,
+    x_buf,
+    row_buf,
+):
     """Apply one BSCA iteration per entry of ``order`` (Algorithm 2).
 
     Parameters
@@ -57,7 +81,7 @@ def bsca_steps(X, y, order, alpha, stream, C, sv_t, sv_sq, coef, counters, reals
         i = order[r]
         x = X[i]
         x_sq = squared_norm(x)
-        rbf_row_and_log(x, x_sq, sv_t, sv_sq, n_sv, gamma, row_buf, row_buf[row_buf.shape[0] // 2:])
+        rbf_row_and_log(x, x_sq, sv_t, sv_sq, n_sv, gamma, row_buf, row_buf[row_buf.shape[0] // 2 :])
         f = 0.0
         for j in range(n_sv):
             f += coef[j, 0] * row_buf[j]
@@ -76,10 +100,30 @@ def bsca_steps(X, y, order, alpha, stream, C, sv_t, sv_sq, coef, counters, reals
             alpha[i] = a_new
         counters[C_VIOLATIONS] += 1
         weight[0] = delta * y[i]
-        n_sv = add_support_vector(x, x_sq, weight, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf,
-                                  profile, reals)
+        n_sv = add_support_vector(
+            x, x_sq, weight, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, profile, reals
+        )
         if n_sv > budget:
-            n_sv = maintain_budget(sv_t, sv_sq, coef, n_sv, gamma, maintenance, merge_solver, gss_eps,
-                                   h_table, wd_table, ref_solver, diag, k_inv, counters, reals, 1.0,
-                                   profile, x_buf, row_buf, maintenance == MAINT_MERGE)
+            n_sv = maintain_budget(
+                sv_t,
+                sv_sq,
+                coef,
+                n_sv,
+                gamma,
+                maintenance,
+                merge_solver,
+                gss_eps,
+                h_table,
+                wd_table,
+                ref_solver,
+                diag,
+                k_inv,
+                counters,
+                reals,
+                1.0,
+                profile,
+                x_buf,
+                row_buf,
+                maintenance == MAINT_MERGE,
+            )
     counters[C_N_SV] = n_sv

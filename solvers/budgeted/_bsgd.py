@@ -68,10 +68,37 @@ def learning_rate(schedule, t, lam, eta0):
 
 
 @nb.njit(nogil=True, cache=True)
-def bsgd_steps(X, labels, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv,
-               gamma, lam, eta0, radius, budget, schedule, maintenance, use_bias,
-               merge_solver, gss_eps, h_table, wd_table, ref_solver, diag, profile,
-               margins_out, f_buf, x_buf, row_buf):
+def bsgd_steps(
+    X,
+    labels,
+    order,
+    sv_t,
+    sv_sq,
+    coef,
+    bias,
+    counters,
+    reals,
+    k_inv,
+    gamma,
+    lam,
+    eta0,
+    radius,
+    budget,
+    schedule,
+    maintenance,
+    use_bias,
+    merge_solver,
+    gss_eps,
+    h_table,
+    wd_table,
+    ref_solver,
+    diag,
+    profile,
+    margins_out,
+    f_buf,
+    x_buf,
+    row_buf,
+):
     """Apply one BSGD step per example, in the given order.
 
     Parameters
@@ -99,7 +126,7 @@ def bsgd_steps(X, labels, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv
         x = X[order[r]]
         label = labels[order[r]]
         x_sq = squared_norm(x)
-        rbf_row_and_log(x, x_sq, sv_t, sv_sq, n_sv, gamma, row_buf, row_buf[row_buf.shape[0] // 2:])
+        rbf_row_and_log(x, x_sq, sv_t, sv_sq, n_sv, gamma, row_buf, row_buf[row_buf.shape[0] // 2 :])
         for c in range(n_classes):
             acc = 0.0
             for j in range(n_sv):
@@ -140,8 +167,9 @@ def bsgd_steps(X, labels, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv
             f_buf[plus] = eta * sign / scale
             if minus >= 0:
                 f_buf[minus] = -eta / scale
-            n_sv = add_support_vector(x, x_sq, f_buf, sv_t, sv_sq, coef, n_sv, maintenance, k_inv,
-                                      row_buf, profile, reals)
+            n_sv = add_support_vector(
+                x, x_sq, f_buf, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, profile, reals
+            )
             if use_bias:
                 bias[plus] += eta * sign
                 if minus >= 0:
@@ -151,16 +179,37 @@ def bsgd_steps(X, labels, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv
                 if n_classes == 1:
                     reals[R_NORM2] += 2.0 * eta * sign * (margins_out[r, 0] - bias[0]) + eta * eta
                 else:
-                    reals[R_NORM2] += (2.0 * eta * (margins_out[r, plus] - margins_out[r, minus]
-                                                    - bias[plus] + bias[minus]) + 2.0 * eta * eta)
+                    reals[R_NORM2] += (
+                        2.0 * eta * (margins_out[r, plus] - margins_out[r, minus] - bias[plus] + bias[minus])
+                        + 2.0 * eta * eta
+                    )
             if n_sv > budget:
-                n_sv = maintain_budget(sv_t, sv_sq, coef, n_sv, gamma, maintenance, merge_solver,
-                                       gss_eps, h_table, wd_table, ref_solver, diag, k_inv,
-                                       counters, reals, scale, profile, x_buf, row_buf,
-                                       maintenance == MAINT_MERGE)
+                n_sv = maintain_budget(
+                    sv_t,
+                    sv_sq,
+                    coef,
+                    n_sv,
+                    gamma,
+                    maintenance,
+                    merge_solver,
+                    gss_eps,
+                    h_table,
+                    wd_table,
+                    ref_solver,
+                    diag,
+                    k_inv,
+                    counters,
+                    reals,
+                    scale,
+                    profile,
+                    x_buf,
+                    row_buf,
+                    maintenance == MAINT_MERGE,
+                )
                 if schedule == SCHED_PERCEPTRON:
-                    reals[R_NORM2] = scale * scale * squared_model_norm(
-                        sv_t, sv_sq, coef, n_sv, gamma, x_buf, row_buf)
+                    reals[R_NORM2] = (
+                        scale * scale * squared_model_norm(sv_t, sv_sq, coef, n_sv, gamma, x_buf, row_buf)
+                    )
             if schedule == SCHED_PERCEPTRON and reals[R_NORM2] > radius * radius:
                 factor = radius / np.sqrt(reals[R_NORM2])
                 scale *= factor
@@ -173,5 +222,3 @@ def bsgd_steps(X, labels, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv
     counters[C_N_SV] = n_sv
     counters[C_STEPS] = t
     reals[R_SCALE] = scale
-
-

@@ -58,12 +58,34 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     C_eff_ : float — the box constraint in use
     dual_alpha_ : (n,) float64 — α after :meth:`fit` (dataset mode, binary only)
     estimators_ : list of binary BudgetedSCAClassifier — multi-class (one-vs-rest) only
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from svmstream.solvers import BudgetedSCAClassifier
+    >>> X, y = make_moons(n_samples=400, noise=0.2, random_state=0)
+    >>> clf = BudgetedSCAClassifier(budget=50, gamma=2.0, C=10.0, epochs=3, random_state=0)
+    >>> clf = clf.fit(X[:300], y[:300])
+    >>> clf.n_support_vectors_ <= 50, round(clf.score(X[300:], y[300:]), 2)
+    (True, 0.94)
     """
 
-    def __init__(self, budget=500, gamma=1.0, C=1.0, lambda_=None, n_samples=None, epochs=1,
-                 maintenance="merge", merge_solver="gss", gss_eps=GSS_STANDARD_EPS,
-                 compare_merge_solver=None, profile=False, random_state=None,
-                 sampling="permutation"):
+    def __init__(
+        self,
+        budget=500,
+        gamma=1.0,
+        C=1.0,
+        lambda_=None,
+        n_samples=None,
+        epochs=1,
+        maintenance="merge",
+        merge_solver="gss",
+        gss_eps=GSS_STANDARD_EPS,
+        compare_merge_solver=None,
+        profile=False,
+        random_state=None,
+        sampling="permutation",
+    ):
         self.budget = budget
         self.gamma = gamma
         self.C = C
@@ -110,11 +132,33 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     def _steps(self, X, signs, order, alpha, stream, margins):
         h_table, wd_table = self._tables()
         ref = self._compare_solver_code()
-        bsca_steps(X, signs, order, alpha, stream, self.C_eff_, self._sv_t, self._sv_sq, self._coef,
-                   self._counters, self._reals, self._k_inv, float(self.gamma), int(self.budget),
-                   MAINTENANCE[self.maintenance], MERGE_SOLVERS[self.merge_solver],
-                   float(self.gss_eps), h_table, wd_table, ref, self.merge_diagnostics_,
-                   bool(self.profile), margins, self._x_buf, self._row_buf)
+        bsca_steps(
+            X,
+            signs,
+            order,
+            alpha,
+            stream,
+            self.C_eff_,
+            self._sv_t,
+            self._sv_sq,
+            self._coef,
+            self._counters,
+            self._reals,
+            self._k_inv,
+            float(self.gamma),
+            int(self.budget),
+            MAINTENANCE[self.maintenance],
+            MERGE_SOLVERS[self.merge_solver],
+            float(self.gss_eps),
+            h_table,
+            wd_table,
+            ref,
+            self.merge_diagnostics_,
+            bool(self.profile),
+            margins,
+            self._x_buf,
+            self._row_buf,
+        )
 
     def _apply(self, X, labels, order, margins):
         """Streaming mode over X[order] (used by partial_fit through ``_learn``)."""
@@ -212,11 +256,20 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         signs = self._encode_labels(np.asarray(y))
         margins = signs * self.decision_function(X)
         hinge = np.maximum(0.0, 1.0 - margins)
-        norm2 = squared_model_norm(self._sv_t, self._sv_sq, self._coef, self.n_support_vectors_,
-                                        float(self.gamma), np.empty_like(self._x_buf),
-                                        np.empty_like(self._row_buf))
-        out = {"norm2": norm2, "primal": 0.5 * self.lambda_eff_ * norm2 + hinge.mean(),
-               "primal_C": 0.5 * norm2 + self.C_eff_ * hinge.sum()}
+        norm2 = squared_model_norm(
+            self._sv_t,
+            self._sv_sq,
+            self._coef,
+            self.n_support_vectors_,
+            float(self.gamma),
+            np.empty_like(self._x_buf),
+            np.empty_like(self._row_buf),
+        )
+        out = {
+            "norm2": norm2,
+            "primal": 0.5 * self.lambda_eff_ * norm2 + hinge.mean(),
+            "primal_C": 0.5 * norm2 + self.C_eff_ * hinge.sum(),
+        }
         if hasattr(self, "dual_alpha_"):
             out["dual"] = float(self.dual_alpha_.sum() - 0.5 * norm2)
         return out
@@ -256,8 +309,13 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             sub_arrays, sub_meta = binary.get_state()
             arrays.update({f"ovr{k}__{name}": value for name, value in sub_arrays.items()})
             metas.append(sub_meta)
-        meta = {"estimator": type(self).__name__, "state_version": self.STATE_VERSION,
-                "params": self.get_params(), "n_features_in": self.n_features_in_, "ovr": metas}
+        meta = {
+            "estimator": type(self).__name__,
+            "state_version": self.STATE_VERSION,
+            "params": self.get_params(),
+            "n_features_in": self.n_features_in_,
+            "ovr": metas,
+        }
         return arrays, meta
 
     @classmethod
@@ -275,7 +333,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
                 est.estimators_.append(est._make_binary(k))
                 continue
             prefix = f"ovr{k}__"
-            sub = {name[len(prefix):]: value for name, value in arrays.items() if name.startswith(prefix)}
+            sub = {name[len(prefix) :]: value for name, value in arrays.items() if name.startswith(prefix)}
             est.estimators_.append(cls.from_state(sub, sub_meta))
         fitted = [b for b in est.estimators_ if hasattr(b, "C_eff_")]
         if fitted:
@@ -348,12 +406,40 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
     weight_degradation_total_ : float — Σ of the WD of all maintenance events
     last_margins_ : f(x) before each step of the last fit/partial_fit
     merge_diagnostics_ : (6,) float64, see :mod:`solvers.merging` ``D_*``
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from svmstream.solvers import BudgetedSGDClassifier
+    >>> X, y = make_moons(n_samples=400, noise=0.2, random_state=0)
+    >>> clf = BudgetedSGDClassifier(budget=50, gamma=2.0, C=10.0, epochs=3, random_state=0)
+    >>> clf = clf.fit(X[:300], y[:300])
+    >>> clf.n_support_vectors_ <= 50, round(clf.score(X[300:], y[300:]), 2)
+    (True, 0.95)
+    >>> clf = clf.partial_fit(X[300:], y[300:])  # keeps learning, never more than B SVs
+    >>> clf.n_support_vectors_
+    50
     """
 
-    def __init__(self, budget=500, gamma=1.0, C=1.0, lambda_=None, n_samples=None, epochs=1,
-                 maintenance="merge", merge_solver="gss", schedule="pegasos", eta=1.0,
-                 radius=None, fit_intercept=False, gss_eps=GSS_STANDARD_EPS,
-                 compare_merge_solver=None, profile=False, random_state=None):
+    def __init__(
+        self,
+        budget=500,
+        gamma=1.0,
+        C=1.0,
+        lambda_=None,
+        n_samples=None,
+        epochs=1,
+        maintenance="merge",
+        merge_solver="gss",
+        schedule="pegasos",
+        eta=1.0,
+        radius=None,
+        fit_intercept=False,
+        gss_eps=GSS_STANDARD_EPS,
+        compare_merge_solver=None,
+        profile=False,
+        random_state=None,
+    ):
         self.budget = budget
         self.gamma = gamma
         self.C = C
@@ -390,11 +476,33 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         radius = self.radius if self.radius is not None else 1.0 / np.sqrt(self.lambda_eff_)
         ref = self._compare_solver_code()
         bsgd_steps(
-            X, labels, order, self._sv_t, self._sv_sq, self._coef, self._bias, self._counters,
-            self._reals, self._k_inv, float(self.gamma), self.lambda_eff_, float(self.eta),
-            float(radius), int(self.budget), SCHEDULES[self.schedule],
-            MAINTENANCE[self.maintenance], bool(self.fit_intercept),
-            MERGE_SOLVERS[self.merge_solver], float(self.gss_eps), h_table, wd_table, ref,
-            self.merge_diagnostics_, bool(self.profile), margins, self._f_buf, self._x_buf,
+            X,
+            labels,
+            order,
+            self._sv_t,
+            self._sv_sq,
+            self._coef,
+            self._bias,
+            self._counters,
+            self._reals,
+            self._k_inv,
+            float(self.gamma),
+            self.lambda_eff_,
+            float(self.eta),
+            float(radius),
+            int(self.budget),
+            SCHEDULES[self.schedule],
+            MAINTENANCE[self.maintenance],
+            bool(self.fit_intercept),
+            MERGE_SOLVERS[self.merge_solver],
+            float(self.gss_eps),
+            h_table,
+            wd_table,
+            ref,
+            self.merge_diagnostics_,
+            bool(self.profile),
+            margins,
+            self._f_buf,
+            self._x_buf,
             self._row_buf,
         )

@@ -37,4 +37,3 @@ def rbf_decision_batch(X, sv_t, sv_sq, coef, bias, n_sv, gamma, scale, out, row_
             for j in range(n_sv):
                 acc += coef[j, c] * row_buf[j]
             out[i, c] = scale * acc + bias[c]
-

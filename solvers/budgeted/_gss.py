@@ -73,5 +73,3 @@ def weight_degradation(m, kappa, g):
     """WD / S² = m² + (1−m)² + 2m(1−m)κ − g², clipped at 0 (rounding)."""
     wd = m * m + (1.0 - m) * (1.0 - m) + 2.0 * m * (1.0 - m) * kappa - g * g
     return wd if wd > 0.0 else 0.0
-
-

@@ -90,8 +90,9 @@ def interpolate(table, m, kappa):
     j = min(max(int(v), 0), last - 1)
     fu = u - i
     fv = v - j
-    return ((1.0 - fu) * ((1.0 - fv) * table[i, j] + fv * table[i, j + 1])
-            + fu * ((1.0 - fv) * table[i + 1, j] + fv * table[i + 1, j + 1]))
+    return (1.0 - fu) * ((1.0 - fv) * table[i, j] + fv * table[i, j + 1]) + fu * (
+        (1.0 - fv) * table[i + 1, j] + fv * table[i + 1, j + 1]
+    )
 
 
 @nb.njit(nogil=True, cache=True)

@@ -41,8 +41,24 @@ def _perf_counter():
 
 
 @nb.njit(nogil=True, cache=True)
-def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table, wd_table,
-              ref_solver, diag, k_inv, x_buf, row_buf, known_row):
+def _maintain(
+    sv_t,
+    sv_sq,
+    coef,
+    n_sv,
+    gamma,
+    maintenance,
+    solver,
+    eps,
+    h_table,
+    wd_table,
+    ref_solver,
+    diag,
+    k_inv,
+    x_buf,
+    row_buf,
+    known_row,
+):
     """Bring the model back to B SVs; returns (n_sv, wd in raw units², merged flag).
 
     ``row_buf`` is (2·capacity,) scratch; ``k_inv`` is the maintained inverse kernel matrix
@@ -52,12 +68,27 @@ def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table,
         n_new, wd = remove_smallest(sv_t, sv_sq, coef, n_sv, k_inv, False, row_buf)
         return n_new, wd, 0
     if maintenance == MAINT_PROJECT:
-        n_new, wd, _ = project_smallest(sv_t, sv_sq, coef, n_sv, gamma, k_inv, DEFAULT_JITTER,
-                                        x_buf, row_buf[:cap], row_buf[cap:])
+        n_new, wd, _ = project_smallest(
+            sv_t, sv_sq, coef, n_sv, gamma, k_inv, DEFAULT_JITTER, x_buf, row_buf[:cap], row_buf[cap:]
+        )
         return n_new, wd, 0
     if coef.shape[1] == 1:
-        return merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_table,
-                              ref_solver, diag, x_buf, row_buf, known_row)
+        return merge_smallest(
+            sv_t,
+            sv_sq,
+            coef,
+            n_sv,
+            gamma,
+            solver,
+            eps,
+            h_table,
+            wd_table,
+            ref_solver,
+            diag,
+            x_buf,
+            row_buf,
+            known_row,
+        )
     # Multi-class WD has no lookup table: every solver but GSS-standard runs GSS-precise.
     multiclass_eps = eps if solver == SOLVER_GSS else GSS_PRECISE_EPS
     n_new, wd = merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, multiclass_eps, x_buf, row_buf)
@@ -65,8 +96,9 @@ def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table,
 
 
 @nb.njit(nogil=True, cache=True)
-def add_support_vector(x, x_sq, weights, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf,
-                       profile, reals):
+def add_support_vector(
+    x, x_sq, weights, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, profile, reals
+):
     """Add ``weights`` (K,) · φ(x) to the model; returns the new SV count.
 
     ``row_buf[:n_sv]`` must hold k(x, sv_j) from the margin computation.  If the model
@@ -96,15 +128,49 @@ def add_support_vector(x, x_sq, weights, sv_t, sv_sq, coef, n_sv, maintenance, k
 
 
 @nb.njit(nogil=True, cache=True)
-def maintain_budget(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_table, wd_table,
-                    ref_solver, diag, k_inv, counters, reals, scale, profile, x_buf, row_buf,
-                    known_row):
+def maintain_budget(
+    sv_t,
+    sv_sq,
+    coef,
+    n_sv,
+    gamma,
+    maintenance,
+    solver,
+    eps,
+    h_table,
+    wd_table,
+    ref_solver,
+    diag,
+    k_inv,
+    counters,
+    reals,
+    scale,
+    profile,
+    x_buf,
+    row_buf,
+    known_row,
+):
     """Budget maintenance with its bookkeeping (counters, Σ WD, timing, periodic K⁻¹ rebuild);
     returns the new SV count.  Shared by the BSGD and BSCA steps."""
     started = _clock() if profile else 0.0
-    n_sv, wd, merged = _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps,
-                                 h_table, wd_table, ref_solver, diag, k_inv, x_buf, row_buf,
-                                 known_row)
+    n_sv, wd, merged = _maintain(
+        sv_t,
+        sv_sq,
+        coef,
+        n_sv,
+        gamma,
+        maintenance,
+        solver,
+        eps,
+        h_table,
+        wd_table,
+        ref_solver,
+        diag,
+        k_inv,
+        x_buf,
+        row_buf,
+        known_row,
+    )
     counters[C_MAINTENANCE] += 1
     counters[C_MERGES] += merged
     reals[R_WD_SUM] += wd * scale * scale
@@ -114,5 +180,3 @@ def maintain_budget(sv_t, sv_sq, coef, n_sv, gamma, maintenance, solver, eps, h_
     if profile:
         reals[R_MERGE_SECONDS] += _clock() - started
     return n_sv
-
-

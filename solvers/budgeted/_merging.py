@@ -44,7 +44,9 @@ TIE_RTOL = 1e-9
 SOLVER_GSS = MERGE_SOLVERS["gss"]  # GSS with the caller's tolerance (GSS-standard: 0.01)
 SOLVER_GSS_PRECISE = MERGE_SOLVERS["gss-precise"]  # GSS to 1e-10
 SOLVER_LOOKUP_H = MERGE_SOLVERS["lookup-h"]  # h from the table, WD evaluated exactly
-SOLVER_LOOKUP_WD = MERGE_SOLVERS["lookup-wd"]  # WD from the table; h from the table for the chosen partner only
+SOLVER_LOOKUP_WD = MERGE_SOLVERS[
+    "lookup-wd"
+]  # WD from the table; h from the table for the chosen partner only
 
 # diag[...] accumulators of the side-by-side comparison mode of merge_smallest
 D_EVENTS = 0  # merge events compared
@@ -152,8 +154,9 @@ def _best_partner_lookup_wd(coef, n_sv, i_min, kappa, wd_table):
         iv = min(max(int(v), 0), last - 1)
         fu = u - iu
         fv = v - iv
-        w = ((1.0 - fu) * ((1.0 - fv) * wd_table[iu, iv] + fv * wd_table[iu, iv + 1])
-             + fu * ((1.0 - fv) * wd_table[iu + 1, iv] + fv * wd_table[iu + 1, iv + 1]))
+        w = (1.0 - fu) * ((1.0 - fv) * wd_table[iu, iv] + fv * wd_table[iu, iv + 1]) + fu * (
+            (1.0 - fv) * wd_table[iu + 1, iv] + fv * wd_table[iu + 1, iv + 1]
+        )
         one_minus = 1.0 - kappa[j]
         wd = a_min * a_min * one_minus * one_minus * w
         if wd < best_wd and same_sign and j != i_min:
@@ -186,8 +189,9 @@ def _best_binary_partner(coef, n_sv, i_min, log_kappa, kappa, solver, eps, h_tab
 
 
 @nb.njit(nogil=True, cache=True)
-def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_table,
-                   ref_solver, diag, x_min, work, known_row):
+def merge_smallest(
+    sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_table, ref_solver, diag, x_min, work, known_row
+):
     """One merging budget-maintenance step on a binary model (Glasmachers & Qaadan, Alg. 1).
 
     Takes the SV with the smallest |coef| as x_min (:func:`smallest_coefficient_slot`),
@@ -231,8 +235,7 @@ def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_tabl
         log_kappas[i_min] = 0.0
     else:
         log_kappas, kappas = _log_kappas(x_min, sv_sq[i_min], sv_t, sv_sq, n_sv, gamma, work)
-    best_j, h, _ = _best_binary_partner(coef, n_sv, i_min, log_kappas, kappas, solver, eps,
-                                        h_table, wd_table)
+    best_j, h, _ = _best_binary_partner(coef, n_sv, i_min, log_kappas, kappas, solver, eps, h_table, wd_table)
     if best_j < 0:
         return remove_sv(sv_t, sv_sq, coef, n_sv, i_min), a_min * a_min, 0
 
@@ -244,8 +247,9 @@ def merge_smallest(sv_t, sv_sq, coef, n_sv, gamma, solver, eps, h_table, wd_tabl
     g = merge_gain(h, m, log_kappa)
     wd = total * total * weight_degradation(m, kappas[best_j], g)
     if ref_solver >= 0:
-        ref_j, _, ref_wd = _best_binary_partner(coef, n_sv, i_min, log_kappas, kappas, ref_solver,
-                                                eps, h_table, wd_table)
+        ref_j, _, ref_wd = _best_binary_partner(
+            coef, n_sv, i_min, log_kappas, kappas, ref_solver, eps, h_table, wd_table
+        )
         diag[D_EVENTS] += 1.0
         diag[D_SAME_PARTNER] += 1.0 if ref_j == best_j else 0.0
         diag[D_WD] += wd

@@ -36,8 +36,11 @@ __all__ = ["DCSVMClassifier"]
 
 def _kd_arrays(prefix: str, kd: KernelData) -> dict:
     if kd.is_sparse:
-        return {f"{prefix}_data": kd.data.copy(), f"{prefix}_indices": kd.indices.copy(),
-                f"{prefix}_indptr": kd.indptr.copy()}
+        return {
+            f"{prefix}_data": kd.data.copy(),
+            f"{prefix}_indices": kd.indices.copy(),
+            f"{prefix}_indptr": kd.indptr.copy(),
+        }
     return {f"{prefix}_dense": kd.dense.copy()}
 
 
@@ -46,8 +49,9 @@ def _kd_from(prefix: str, arrays: dict, n_features: int) -> KernelData:
         return KernelData(np.asarray(arrays[f"{prefix}_dense"], dtype=np.float64))
     data = np.asarray(arrays[f"{prefix}_data"])
     indptr = np.asarray(arrays[f"{prefix}_indptr"])
-    X = sp.csr_matrix((data, np.asarray(arrays[f"{prefix}_indices"]), indptr),
-                      shape=(indptr.shape[0] - 1, n_features))
+    X = sp.csr_matrix(
+        (data, np.asarray(arrays[f"{prefix}_indices"]), indptr), shape=(indptr.shape[0] - 1, n_features)
+    )
     return KernelData(X)
 
 
@@ -123,12 +127,38 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
     -----
     ``fit`` accepts the keyword arguments ``progress``, ``should_stop`` and ``executor``
     of :func:`solvers.dcsvm.dcsvm_fit` (for a job runner).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from svmstream.solvers import DCSVMClassifier
+    >>> X, y = make_moons(n_samples=400, noise=0.2, random_state=0)
+    >>> clf = DCSVMClassifier(C=10.0, gamma=2.0, n_jobs=1).fit(X[:300], y[:300])
+    >>> round(clf.score(X[300:], y[300:]), 2)
+    0.97
     """
 
-    def __init__(self, C=1.0, kernel="rbf", gamma="scale", degree=3, coef0=0.0, bias=1.0,
-                 k=4, n_levels=4, n_sample=1000, tol=1e-3, level_tol=None, cache_size=200.0,
-                 shrinking=True, refine=True, early_level=None, max_iter=None, n_jobs=None,
-                 random_state=None):
+    def __init__(
+        self,
+        C=1.0,
+        kernel="rbf",
+        gamma="scale",
+        degree=3,
+        coef0=0.0,
+        bias=1.0,
+        k=4,
+        n_levels=4,
+        n_sample=1000,
+        tol=1e-3,
+        level_tol=None,
+        cache_size=200.0,
+        shrinking=True,
+        refine=True,
+        early_level=None,
+        max_iter=None,
+        n_jobs=None,
+        random_state=None,
+    ):
         self.C = C
         self.kernel = kernel
         self.gamma = gamma
@@ -167,7 +197,8 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         if self.kernel not in KERNELS:
             raise ValueError(f"kernel must be 'rbf', 'poly' or 'linear', got {self.kernel!r}")
         if not (isinstance(self.gamma, str) and self.gamma in ("scale", "auto")) and not (
-                isinstance(self.gamma, numbers.Real) and self.gamma > 0):
+            isinstance(self.gamma, numbers.Real) and self.gamma > 0
+        ):
             raise ValueError(f"gamma must be 'scale', 'auto' or a positive number, got {self.gamma!r}")
         if not (isinstance(self.bias, numbers.Real) and self.bias >= 0):
             raise ValueError(f"bias must be a number >= 0, got {self.bias!r}")
@@ -178,7 +209,8 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         if not (isinstance(self.n_levels, numbers.Integral) and self.n_levels >= 0):
             raise ValueError(f"n_levels must be an integer >= 0, got {self.n_levels!r}")
         if self.early_level is not None and not (
-                isinstance(self.early_level, numbers.Integral) and 1 <= self.early_level <= self.n_levels):
+            isinstance(self.early_level, numbers.Integral) and 1 <= self.early_level <= self.n_levels
+        ):
             raise ValueError(f"early_level must be None or in [1, n_levels], got {self.early_level!r}")
         if not (isinstance(self.cache_size, numbers.Real) and self.cache_size > 0):
             raise ValueError(f"cache_size must be > 0 (MB), got {self.cache_size!r}")
@@ -226,17 +258,20 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         classes, y_idx = np.unique(y, return_inverse=True)
         if classes.shape[0] < 2:
-            raise ValueError(f"DCSVMClassifier needs samples of at least 2 classes; got "
-                             f"{classes.shape[0]} class")
+            raise ValueError(
+                f"DCSVMClassifier needs samples of at least 2 classes; got {classes.shape[0]} class"
+            )
         self.classes_ = classes
         gamma = self._resolve_gamma(X)
-        spec = KernelSpec(self.kernel, gamma, float(self.coef0), int(self.degree),
-                          float(self.bias) ** 2)
+        spec = KernelSpec(self.kernel, gamma, float(self.coef0), int(self.degree), float(self.bias) ** 2)
         kd = KernelData(X)
         n = kd.n_samples
         problems = [1] if classes.shape[0] == 2 else list(range(classes.shape[0]))
-        seed = np.random.RandomState(self.random_state) if not isinstance(
-            self.random_state, np.random.RandomState) else self.random_state
+        seed = (
+            np.random.RandomState(self.random_state)
+            if not isinstance(self.random_state, np.random.RandomState)
+            else self.random_state
+        )
         seeds = seed.randint(0, 2**31 - 1, size=len(problems))
 
         own_pool, stop_flag = None, None
@@ -248,18 +283,34 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         try:
             for p, cls in enumerate(problems):
                 yb = np.where(y_idx == cls, 1.0, -1.0)
-                prog = None if progress is None else (
-                    lambda d, p=p: progress({**d, "problem": p, "n_problems": len(problems)}))
+                prog = (
+                    None
+                    if progress is None
+                    else (lambda d, p=p: progress({**d, "problem": p, "n_problems": len(problems)}))
+                )
                 res = dcsvm_fit(
-                    kd, yb, spec, float(self.C), k=int(self.k), n_levels=int(self.n_levels),
-                    n_sample=int(self.n_sample), eps=float(self.tol),
+                    kd,
+                    yb,
+                    spec,
+                    float(self.C),
+                    k=int(self.k),
+                    n_levels=int(self.n_levels),
+                    n_sample=int(self.n_sample),
+                    eps=float(self.tol),
                     level_eps=None if self.level_tol is None else float(self.level_tol),
-                    cache_mb=float(self.cache_size), shrinking=bool(self.shrinking),
+                    cache_mb=float(self.cache_size),
+                    shrinking=bool(self.shrinking),
                     refine=bool(self.refine),
                     early_levels=() if self.early_level is None else (int(self.early_level),),
-                    stop_level=self.early_level, max_iter=self.max_iter, executor=executor,
-                    stop_flag=stop_flag, n_jobs=1 if executor is None else None,
-                    random_state=int(seeds[p]), progress=prog, should_stop=should_stop)
+                    stop_level=self.early_level,
+                    max_iter=self.max_iter,
+                    executor=executor,
+                    stop_flag=stop_flag,
+                    n_jobs=1 if executor is None else None,
+                    random_state=int(seeds[p]),
+                    progress=prog,
+                    should_stop=should_stop,
+                )
                 results.append((res, yb))
         finally:
             if own_pool is not None:
@@ -268,8 +319,9 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         self.kernel_spec_ = spec
         self.dual_objective_ = np.array([r.objective for r, _ in results])
         self.fit_history_ = [r.history for r, _ in results]
-        self.n_iter_ = np.array([max(1, sum(int(h.get("iterations", 0)) for h in r.history))
-                                 for r, _ in results], dtype=np.int64)
+        self.n_iter_ = np.array(
+            [max(1, sum(int(h.get("iterations", 0)) for h in r.history)) for r, _ in results], dtype=np.int64
+        )
         self._sparse_fit = bool(kd.is_sparse)
         if self.early_level is not None:
             self.early_models_ = [r.early[int(self.early_level)] for r, _ in results]
@@ -306,8 +358,9 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
         kd = KernelData(X)
         if self.early_models_ is not None:
-            scores = np.stack([m.decision_function(kd, self.kernel_spec_)
-                               for m in self.early_models_], axis=1)
+            scores = np.stack(
+                [m.decision_function(kd, self.kernel_spec_) for m in self.early_models_], axis=1
+            )
         else:
             scores = kernel_matvec(kd, self._sv_kd, self.kernel_spec_, self.dual_coef_.T)
             if scores.ndim == 1:
@@ -331,8 +384,9 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         meta : dict (JSON-serialisable), ``meta["estimator"] == "DCSVMClassifier"``
         """
         check_is_fitted(self)
-        params = {k: v for k, v in self.get_params().items()
-                  if v is None or isinstance(v, (bool, int, float, str))}
+        params = {
+            k: v for k, v in self.get_params().items() if v is None or isinstance(v, (bool, int, float, str))
+        }
         classes = self.classes_
         if classes.dtype.kind in "iub":
             cls_list = [int(c) for c in classes]
@@ -340,12 +394,17 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
             cls_list = [float(c) for c in classes]
         else:
             cls_list = [str(c) for c in classes]
-        meta = {"estimator": type(self).__name__, "params": params, "classes": cls_list,
-                "classes_kind": classes.dtype.kind, "n_features_in": int(self.n_features_in_),
-                "kernel": self.kernel_spec_.to_dict(),
-                "mode": "early" if self.early_models_ is not None else "exact",
-                "dual_objective": [float(v) for v in self.dual_objective_],
-                "n_iter": [int(v) for v in self.n_iter_]}
+        meta = {
+            "estimator": type(self).__name__,
+            "params": params,
+            "classes": cls_list,
+            "classes_kind": classes.dtype.kind,
+            "n_features_in": int(self.n_features_in_),
+            "kernel": self.kernel_spec_.to_dict(),
+            "mode": "early" if self.early_models_ is not None else "exact",
+            "dual_objective": [float(v) for v in self.dual_objective_],
+            "n_iter": [int(v) for v in self.n_iter_],
+        }
         arrays = {"intercept": self.intercept_.copy()}
         if self.early_models_ is None:
             arrays.update(_kd_arrays("sv", self._sv_kd))
@@ -377,7 +436,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"state is for {meta.get('estimator')!r}, not {cls.__name__}")
         est = cls(**meta["params"])
         kind = meta["classes_kind"]
-        dtype = {"i": np.int64, "u": np.uint64, "b": np.bool_, "f": np.float64}.get(kind, None)
+        dtype = {"i": np.int64, "u": np.uint64, "b": np.bool_, "f": np.float64}.get(kind)
         est.classes_ = np.array(meta["classes"], dtype=dtype if dtype else None)
         if dtype is None and kind == "O":
             est.classes_ = np.array(meta["classes"], dtype=object)
@@ -402,12 +461,17 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
                     samples=_kd_from(f"e{p}_samples", arrays, nf),
                     sample_labels=np.asarray(arrays[f"e{p}_sample_labels"], dtype=np.int64).copy(),
                     sizes=np.asarray(arrays[f"e{p}_sizes"], dtype=np.float64).copy(),
-                    S=np.asarray(arrays[f"e{p}_S"], dtype=np.float64).copy())
-                models.append(EarlyModel(
-                    level=int(meta["early_level"]), clusters=clusters,
-                    sv=_kd_from(f"e{p}_sv", arrays, nf),
-                    coef=np.asarray(arrays[f"e{p}_coef"], dtype=np.float64).copy(),
-                    sv_ptr=np.asarray(arrays[f"e{p}_sv_ptr"], dtype=np.int64).copy()))
+                    S=np.asarray(arrays[f"e{p}_S"], dtype=np.float64).copy(),
+                )
+                models.append(
+                    EarlyModel(
+                        level=int(meta["early_level"]),
+                        clusters=clusters,
+                        sv=_kd_from(f"e{p}_sv", arrays, nf),
+                        coef=np.asarray(arrays[f"e{p}_coef"], dtype=np.float64).copy(),
+                        sv_ptr=np.asarray(arrays[f"e{p}_sv_ptr"], dtype=np.int64).copy(),
+                    )
+                )
             est.early_models_ = models
             est._sparse_fit = models[0].sv.is_sparse
             est.support_ = np.zeros(0, dtype=np.int64)

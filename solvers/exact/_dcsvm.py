@@ -47,8 +47,7 @@ from ._dual_cd import KernelDualResult, solve_dual
 from ._kernel_kmeans import KernelClusters, assign_clusters, two_step_kernel_kmeans
 from ._kernels import KernelData, KernelSpec, kernel_matvec, with_single_thread_blas
 
-__all__ = ["EarlyModel", "DCSVMResult", "SerialExecutor", "dcsvm_fit", "make_process_pool",
-           "Cancelled"]
+__all__ = ["EarlyModel", "DCSVMResult", "SerialExecutor", "dcsvm_fit", "make_process_pool", "Cancelled"]
 
 # "fork" starts workers in milliseconds with the parent's imported modules and loaded numba
 # code (safe here: the solver starts no threads of its own; OpenBLAS handles fork).  Use
@@ -94,8 +93,9 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def make_process_pool(n_workers: int | None = None, start_method: str = DEFAULT_START_METHOD,
-                      warm: bool = True):
+def make_process_pool(
+    n_workers: int | None = None, start_method: str = DEFAULT_START_METHOD, warm: bool = True
+):
     """A process pool for DC-SVM sub-problems plus its shared stop flag.
 
     Workers use the ``start_method`` context: "fork" (default on Linux; workers inherit the
@@ -118,8 +118,9 @@ def make_process_pool(n_workers: int | None = None, start_method: str = DEFAULT_
     if start_method == "forkserver":
         ctx.set_forkserver_preload(["svmstream.solvers.exact._dcsvm"])
     stop = ctx.Value("b", 0, lock=False)
-    ex = cf.ProcessPoolExecutor(max_workers=n_workers, mp_context=ctx,
-                                initializer=_worker_init, initargs=(stop,))
+    ex = cf.ProcessPoolExecutor(
+        max_workers=n_workers, mp_context=ctx, initializer=_worker_init, initargs=(stop,)
+    )
     if warm:
         # start the workers now and load the compiled solver while the caller clusters
         for _ in range(n_workers):
@@ -148,8 +149,18 @@ def _solve_batch(problems, spec, eps, cache_mb, shrinking, max_iter, should_stop
     for kd, y, C, a0 in problems:
         if stop():
             raise Cancelled("DC-SVM sub-problem cancelled")
-        r = solve_dual(kd, y, spec, C, a0, eps=eps, cache_mb=cache_mb, shrinking=shrinking,
-                       max_iter=max_iter, should_stop=stop)
+        r = solve_dual(
+            kd,
+            y,
+            spec,
+            C,
+            a0,
+            eps=eps,
+            cache_mb=cache_mb,
+            shrinking=shrinking,
+            max_iter=max_iter,
+            should_stop=stop,
+        )
         out.append((r.alpha, r.objective, r.max_violation, r.n_iter))
     return out
 
@@ -198,11 +209,12 @@ class EarlyModel:
         order = np.argsort(labels, kind="stable")
         bounds = np.searchsorted(labels[order], np.arange(self.clusters.n_clusters + 1))
         for c in range(self.clusters.n_clusters):
-            rows = order[bounds[c]:bounds[c + 1]]
+            rows = order[bounds[c] : bounds[c + 1]]
             lo, hi = self.sv_ptr[c], self.sv_ptr[c + 1]
             if rows.size and hi > lo:
-                out[rows] = kernel_matvec(kd, self.sv, spec, self.coef[lo:hi], rows=rows,
-                                          cols=np.arange(lo, hi))
+                out[rows] = kernel_matvec(
+                    kd, self.sv, spec, self.coef[lo:hi], rows=rows, cols=np.arange(lo, hi)
+                )
         return out
 
 
@@ -241,20 +253,44 @@ def _early_model(level, clusters, labels, kd, y, alpha) -> EarlyModel:
     sv = np.flatnonzero(alpha > 0)
     order = sv[np.argsort(labels[sv], kind="stable")]
     ptr = np.searchsorted(labels[order], np.arange(clusters.n_clusters + 1)).astype(np.int64)
-    return EarlyModel(level=level, clusters=clusters, sv=kd.take(order),
-                      coef=(alpha[order] * y[order]).astype(np.float64), sv_ptr=ptr)
+    return EarlyModel(
+        level=level,
+        clusters=clusters,
+        sv=kd.take(order),
+        coef=(alpha[order] * y[order]).astype(np.float64),
+        sv_ptr=ptr,
+    )
 
 
 @with_single_thread_blas
-def dcsvm_fit(kd: KernelData, y, spec: KernelSpec, C, *, k: int = 4, n_levels: int = 4,
-              n_sample: int = 1000, eps: float = 1e-3, level_eps: float | None = None,
-              refine_eps: float | None = None, cache_mb: float = 200.0,
-              shrinking: bool = True, refine: bool = True, early_levels=(),
-              stop_level: int | None = None, max_iter: int | None = None,
-              min_cluster_size: int = 8, executor: cf.Executor | None = None, stop_flag=None,
-              n_jobs: int | None = None, parallel_min_samples: int = 5000,
-              start_method: str = DEFAULT_START_METHOD, random_state=None, progress=None,
-              should_stop=None) -> DCSVMResult:
+def dcsvm_fit(
+    kd: KernelData,
+    y,
+    spec: KernelSpec,
+    C,
+    *,
+    k: int = 4,
+    n_levels: int = 4,
+    n_sample: int = 1000,
+    eps: float = 1e-3,
+    level_eps: float | None = None,
+    refine_eps: float | None = None,
+    cache_mb: float = 200.0,
+    shrinking: bool = True,
+    refine: bool = True,
+    early_levels=(),
+    stop_level: int | None = None,
+    max_iter: int | None = None,
+    min_cluster_size: int = 8,
+    executor: cf.Executor | None = None,
+    stop_flag=None,
+    n_jobs: int | None = None,
+    parallel_min_samples: int = 5000,
+    start_method: str = DEFAULT_START_METHOD,
+    random_state=None,
+    progress=None,
+    should_stop=None,
+) -> DCSVMResult:
     """Train a bias-free kernel SVM by multilevel DC-SVM (Hsieh et al. 2014, Algorithm 1).
 
     Parameters
@@ -317,13 +353,14 @@ def dcsvm_fit(kd: KernelData, y, spec: KernelSpec, C, *, k: int = 4, n_levels: i
     t0 = time.perf_counter()
     if k < 2 or n_levels < 0 or n_sample < 1:
         raise ValueError("need k >= 2, n_levels >= 0 and n_sample >= 1")
-    rng = random_state if isinstance(random_state, np.random.Generator) \
-        else np.random.default_rng(random_state)
+    rng = (
+        random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
+    )
     y = np.ascontiguousarray(y, dtype=np.float64)
     n = kd.n_samples
     Cb = np.broadcast_to(np.asarray(C, dtype=np.float64), (n,)).copy()
     alpha = np.zeros(n)
-    early_levels = set(int(v) for v in early_levels)
+    early_levels = {int(v) for v in early_levels}
     level_eps = eps if level_eps is None else float(level_eps)
     refine_eps = eps if refine_eps is None else float(refine_eps)
     result = DCSVMResult(alpha=alpha, exact=False, objective=0.0, max_violation=np.inf)
@@ -357,35 +394,48 @@ def dcsvm_fit(kd: KernelData, y, spec: KernelSpec, C, *, k: int = 4, n_levels: i
         for level in range(n_levels, 0, -1):
             check()
             tl = time.perf_counter()
-            n_clusters = int(min(k ** level, max(1, n // max(min_cluster_size, 1))))
+            n_clusters = int(min(k**level, max(1, n // max(min_cluster_size, 1))))
             sv = np.flatnonzero(alpha > 0)
             pool = sv if (level < n_levels and sv.size >= n_clusters) else np.arange(n)
             sample = pool if pool.size <= n_sample else rng.choice(pool, n_sample, replace=False)
             sample = np.sort(sample)
-            report({"stage": "kmeans", "level": level, "n_clusters": n_clusters,
-                    "objective": result.objective, "max_violation": result.max_violation})
+            report(
+                {
+                    "stage": "kmeans",
+                    "level": level,
+                    "n_clusters": n_clusters,
+                    "objective": result.objective,
+                    "max_violation": result.max_violation,
+                }
+            )
             labels, clusters = two_step_kernel_kmeans(kd, spec, n_clusters, sample, rng)
             t_kmeans = time.perf_counter() - tl
             n_found = clusters.n_clusters
             order = np.argsort(labels, kind="stable")
             bounds = np.searchsorted(labels[order], np.arange(n_found + 1))
-            members = [order[bounds[c]:bounds[c + 1]] for c in range(n_found)]
+            members = [order[bounds[c] : bounds[c + 1]] for c in range(n_found)]
             sizes = np.array([m.size for m in members], dtype=np.float64)
             problems = [(kd.take(m), y[m], Cb[m], alpha[m]) for m in members]
             n_bins = n_found if in_process else min(n_found, 4 * max(workers, 1))
-            bins = _pack(sizes ** 2, n_bins)
+            bins = _pack(sizes**2, n_bins)
             futures = {}
             for b in bins:
-                fut = executor.submit(_solve_batch, [problems[i] for i in b], spec, level_eps,
-                                      sub_cache, shrinking, max_iter,
-                                      should_stop if in_process else None)
+                fut = executor.submit(
+                    _solve_batch,
+                    [problems[i] for i in b],
+                    spec,
+                    level_eps,
+                    sub_cache,
+                    shrinking,
+                    max_iter,
+                    should_stop if in_process else None,
+                )
                 futures[fut] = b
             del problems
             obj_sum, viol_max, iters, done = 0.0, 0.0, 0, 0
             pending = set(futures)
             while pending:
-                finished, pending = cf.wait(pending, timeout=0.1,
-                                            return_when=cf.FIRST_COMPLETED)
+                finished, pending = cf.wait(pending, timeout=0.1, return_when=cf.FIRST_COMPLETED)
                 if should_stop is not None and should_stop():
                     if stop_flag is not None:
                         stop_flag.value = 1
@@ -399,23 +449,39 @@ def dcsvm_fit(kd: KernelData, y, spec: KernelSpec, C, *, k: int = 4, n_levels: i
                         viol_max = max(viol_max, viol)
                         iters += it
                         done += 1
-                    report({"stage": "level", "level": level, "n_clusters": n_found,
-                            "subproblems_done": done, "subproblems": n_found,
-                            "objective": obj_sum, "max_violation": viol_max})
+                    report(
+                        {
+                            "stage": "level",
+                            "level": level,
+                            "n_clusters": n_found,
+                            "subproblems_done": done,
+                            "subproblems": n_found,
+                            "objective": obj_sum,
+                            "max_violation": viol_max,
+                        }
+                    )
             n_sv = int(np.count_nonzero(alpha > 0))
             result.objective, result.max_violation = obj_sum, viol_max
-            result.history.append({
-                "stage": "level", "level": level, "n_clusters": n_found,
-                "kmeans_seconds": t_kmeans, "seconds": time.perf_counter() - tl,
-                "n_sv": n_sv, "objective_sum": obj_sum, "max_violation": viol_max,
-                "iterations": iters, "largest_cluster": int(sizes.max()),
-                "elapsed": time.perf_counter() - t0})
+            result.history.append(
+                {
+                    "stage": "level",
+                    "level": level,
+                    "n_clusters": n_found,
+                    "kmeans_seconds": t_kmeans,
+                    "seconds": time.perf_counter() - tl,
+                    "n_sv": n_sv,
+                    "objective_sum": obj_sum,
+                    "max_violation": viol_max,
+                    "iterations": iters,
+                    "largest_cluster": int(sizes.max()),
+                    "elapsed": time.perf_counter() - t0,
+                }
+            )
             if level in early_levels:
                 result.early[level] = _early_model(level, clusters, labels, kd, y, alpha)
             if stop_level is not None and level <= stop_level:
                 result.elapsed = time.perf_counter() - t0
-                report({"stage": "done", "level": level, "objective": obj_sum,
-                        "max_violation": viol_max})
+                report({"stage": "done", "level": level, "objective": obj_sum, "max_violation": viol_max})
                 return result
     finally:
         if own_pool is not None:
@@ -426,34 +492,66 @@ def dcsvm_fit(kd: KernelData, y, spec: KernelSpec, C, *, k: int = 4, n_levels: i
         tr = time.perf_counter()
         sv = np.flatnonzero(alpha > 0)
         if sv.size:
-            r = solve_dual(kd.take(sv), y[sv], spec, Cb[sv], alpha[sv], eps=refine_eps,
-                           cache_mb=cache_mb, shrinking=shrinking, max_iter=max_iter,
-                           should_stop=should_stop,
-                           progress=None if progress is None else
-                           (lambda d: report({**d, "stage_elapsed": d["elapsed"]})),
-                           info={"stage": "refine", "level": 0})
+            r = solve_dual(
+                kd.take(sv),
+                y[sv],
+                spec,
+                Cb[sv],
+                alpha[sv],
+                eps=refine_eps,
+                cache_mb=cache_mb,
+                shrinking=shrinking,
+                max_iter=max_iter,
+                should_stop=should_stop,
+                progress=None
+                if progress is None
+                else (lambda d: report({**d, "stage_elapsed": d["elapsed"]})),
+                info={"stage": "refine", "level": 0},
+            )
             alpha[sv] = r.alpha
-            result.history.append({"stage": "refine", "n": int(sv.size), "n_sv": r.n_support,
-                                   "seconds": time.perf_counter() - tr,
-                                   "iterations": r.n_iter, "objective": r.objective,
-                                   "elapsed": time.perf_counter() - t0})
+            result.history.append(
+                {
+                    "stage": "refine",
+                    "n": int(sv.size),
+                    "n_sv": r.n_support,
+                    "seconds": time.perf_counter() - tr,
+                    "iterations": r.n_iter,
+                    "objective": r.objective,
+                    "elapsed": time.perf_counter() - t0,
+                }
+            )
     check()
     tg = time.perf_counter()
-    r = solve_dual(kd, y, spec, Cb, alpha, eps=eps, cache_mb=cache_mb, shrinking=shrinking,
-                   max_iter=max_iter, should_stop=should_stop,
-                   progress=None if progress is None else
-                   (lambda d: report({**d, "stage_elapsed": d["elapsed"]})),
-                   info={"stage": "global", "level": 0})
+    r = solve_dual(
+        kd,
+        y,
+        spec,
+        Cb,
+        alpha,
+        eps=eps,
+        cache_mb=cache_mb,
+        shrinking=shrinking,
+        max_iter=max_iter,
+        should_stop=should_stop,
+        progress=None if progress is None else (lambda d: report({**d, "stage_elapsed": d["elapsed"]})),
+        info={"stage": "global", "level": 0},
+    )
     result.alpha = r.alpha
     result.exact = True
     result.objective = r.objective
     result.max_violation = r.max_violation
     result.global_result = r
-    result.history.append({"stage": "global", "n_sv": r.n_support,
-                           "seconds": time.perf_counter() - tg, "iterations": r.n_iter,
-                           "objective": r.objective, "stats": r.stats,
-                           "elapsed": time.perf_counter() - t0})
+    result.history.append(
+        {
+            "stage": "global",
+            "n_sv": r.n_support,
+            "seconds": time.perf_counter() - tg,
+            "iterations": r.n_iter,
+            "objective": r.objective,
+            "stats": r.stats,
+            "elapsed": time.perf_counter() - t0,
+        }
+    )
     result.elapsed = time.perf_counter() - t0
-    report({"stage": "done", "level": 0, "objective": r.objective,
-            "max_violation": r.max_violation})
+    report({"stage": "done", "level": 0, "objective": r.objective, "max_violation": r.max_violation})
     return result

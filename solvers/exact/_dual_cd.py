@@ -47,8 +47,9 @@ from ._kernels import KernelData, KernelSpec, kernel_column_into, kernel_matvec,
 __all__ = ["Cancelled", "KernelDualResult", "solve_dual", "dual_objective"]
 
 # integer state slots (ist)
-_L, _SLOT_LEN, _N_SLOTS, _HEAD, _TAIL, _N_FREE, _ITERS, _SHRINK_CNT, _MISS, _HIT, _CAP, \
-    _SHRINK_EVERY, _N = range(13)
+_L, _SLOT_LEN, _N_SLOTS, _HEAD, _TAIL, _N_FREE, _ITERS, _SHRINK_CNT, _MISS, _HIT, _CAP, _SHRINK_EVERY, _N = (
+    range(13)
+)
 
 # status codes of _cd_run
 CONVERGED, BUDGET, STALLED = 0, 1, 2
@@ -107,8 +108,31 @@ def _cache_reset(ist, slot_len, key_slot, slot_key, slot_valid, lru_prev, lru_ne
 
 
 @numba.njit(nogil=True, cache=True)
-def _get_column(i, ist, perm, y, Xw, sqw, data, indices, indptr, scatter, kid, gamma, coef0,
-                degree, offset, buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack, work):
+def _get_column(
+    i,
+    ist,
+    perm,
+    y,
+    Xw,
+    sqw,
+    data,
+    indices,
+    indptr,
+    scatter,
+    kid,
+    gamma,
+    coef0,
+    degree,
+    offset,
+    buf,
+    key_slot,
+    slot_key,
+    slot_valid,
+    lru_prev,
+    lru_next,
+    free_stack,
+    work,
+):
     """Return the slot holding Q[perm[0:L], perm[i]] (float32, position order)."""
     L = ist[_L]
     sl = ist[_SLOT_LEN]
@@ -135,8 +159,26 @@ def _get_column(i, ist, perm, y, Xw, sqw, data, indices, indptr, scatter, kid, g
         key_slot[key] = s
         _lru_push_front(s, ist, lru_prev, lru_next)
         start = 0
-    kernel_column_into(i, key, start, L, Xw.shape[0] == 0, Xw, sqw, perm, data, indices,
-                       indptr, scatter, kid, gamma, coef0, degree, offset, work)
+    kernel_column_into(
+        i,
+        key,
+        start,
+        L,
+        Xw.shape[0] == 0,
+        Xw,
+        sqw,
+        perm,
+        data,
+        indices,
+        indptr,
+        scatter,
+        kid,
+        gamma,
+        coef0,
+        degree,
+        offset,
+        work,
+    )
     base = s * sl
     yi = y[i]
     for q in range(start, L):
@@ -152,8 +194,26 @@ def _shrinkable(a, g, c, M):
 
 
 @numba.njit(nogil=True, cache=True)
-def _shrink(M, min_fraction, ist, perm, alpha, G, Cb, qd, y, Xw, sqw, buf, key_slot, slot_key,
-            slot_valid, lru_prev, lru_next, free_stack):
+def _shrink(
+    M,
+    min_fraction,
+    ist,
+    perm,
+    alpha,
+    G,
+    Cb,
+    qd,
+    y,
+    Xw,
+    sqw,
+    buf,
+    key_slot,
+    slot_key,
+    slot_valid,
+    lru_prev,
+    lru_next,
+    free_stack,
+):
     """Move shrinkable variables out of the active prefix [0, L); stable order.
 
     Only acts if at least ``min_fraction * L`` variables qualify.  Returns the new L.
@@ -255,18 +315,6 @@ def _pg(a, g, c):
 
 
 @numba.njit(nogil=True, cache=True)
-def _select(L, alpha, G, Cb):
-    best = -1
-    bestv = -1.0
-    for q in range(L):
-        v = abs(_pg(alpha[q], G[q], Cb[q]))
-        if v > bestv:
-            bestv = v
-            best = q
-    return best, bestv
-
-
-@numba.njit(nogil=True, cache=True)
 def _select_all(L, alpha, G, Cb, y):
     """Best single coordinate (max |PG|) and maximal violating pair (see ``_cd_run``)."""
     best = -1
@@ -300,9 +348,39 @@ def _select_all(L, alpha, G, Cb, y):
 
 
 @numba.njit(nogil=True, cache=True)
-def _cd_run(ist, fst, perm, alpha, G, Cb, qd, y, Xw, sqw, data, indices, indptr, scatter,
-            kid, gamma, coef0, degree, offset, buf, key_slot, slot_key, slot_valid, lru_prev,
-            lru_next, free_stack, work, eps, max_steps, shrinking, pairs):
+def _cd_run(
+    ist,
+    fst,
+    perm,
+    alpha,
+    G,
+    Cb,
+    qd,
+    y,
+    Xw,
+    sqw,
+    data,
+    indices,
+    indptr,
+    scatter,
+    kid,
+    gamma,
+    coef0,
+    degree,
+    offset,
+    buf,
+    key_slot,
+    slot_key,
+    slot_valid,
+    lru_prev,
+    lru_next,
+    free_stack,
+    work,
+    eps,
+    max_steps,
+    shrinking,
+    pairs,
+):
     """Run at most ``max_steps`` CD steps on the active prefix.
 
     A step is either the single-coordinate step on ``i = argmax |PG_i|`` or, when ``pairs``
@@ -336,12 +414,56 @@ def _cd_run(ist, fst, perm, alpha, G, Cb, qd, y, Xw, sqw, data, indices, indptr,
         if pair_gain > single_gain:
             i = iu
             j = ju
-            si = _get_column(i, ist, perm, y, Xw, sqw, data, indices, indptr, scatter, kid,
-                             gamma, coef0, degree, offset, buf, key_slot, slot_key, slot_valid,
-                             lru_prev, lru_next, free_stack, work)
-            sj = _get_column(j, ist, perm, y, Xw, sqw, data, indices, indptr, scatter, kid,
-                             gamma, coef0, degree, offset, buf, key_slot, slot_key, slot_valid,
-                             lru_prev, lru_next, free_stack, work)
+            si = _get_column(
+                i,
+                ist,
+                perm,
+                y,
+                Xw,
+                sqw,
+                data,
+                indices,
+                indptr,
+                scatter,
+                kid,
+                gamma,
+                coef0,
+                degree,
+                offset,
+                buf,
+                key_slot,
+                slot_key,
+                slot_valid,
+                lru_prev,
+                lru_next,
+                free_stack,
+                work,
+            )
+            sj = _get_column(
+                j,
+                ist,
+                perm,
+                y,
+                Xw,
+                sqw,
+                data,
+                indices,
+                indptr,
+                scatter,
+                kid,
+                gamma,
+                coef0,
+                degree,
+                offset,
+                buf,
+                key_slot,
+                slot_key,
+                slot_valid,
+                lru_prev,
+                lru_next,
+                free_stack,
+                work,
+            )
             bi = si * sl
             bj = sj * sl
             # Q[j, i] = y_i y_j K_ij
@@ -391,9 +513,31 @@ def _cd_run(ist, fst, perm, alpha, G, Cb, qd, y, Xw, sqw, data, indices, indptr,
             pv = gl - gu
         else:
             i = best
-            s = _get_column(i, ist, perm, y, Xw, sqw, data, indices, indptr, scatter, kid,
-                            gamma, coef0, degree, offset, buf, key_slot, slot_key, slot_valid,
-                            lru_prev, lru_next, free_stack, work)
+            s = _get_column(
+                i,
+                ist,
+                perm,
+                y,
+                Xw,
+                sqw,
+                data,
+                indices,
+                indptr,
+                scatter,
+                kid,
+                gamma,
+                coef0,
+                degree,
+                offset,
+                buf,
+                key_slot,
+                slot_key,
+                slot_valid,
+                lru_prev,
+                lru_next,
+                free_stack,
+                work,
+            )
             a = alpha[i]
             na = a - G[i] / max(qd[i], 1e-12)
             if na < 0.0:
@@ -441,8 +585,26 @@ def _cd_run(ist, fst, perm, alpha, G, Cb, qd, y, Xw, sqw, data, indices, indptr,
             ist[_SHRINK_CNT] -= 1
             if ist[_SHRINK_CNT] <= 0:
                 ist[_SHRINK_CNT] = ist[_SHRINK_EVERY]
-                newL = _shrink(bestv, 0.05, ist, perm, alpha, G, Cb, qd, y, Xw, sqw, buf,
-                               key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack)
+                newL = _shrink(
+                    bestv,
+                    0.05,
+                    ist,
+                    perm,
+                    alpha,
+                    G,
+                    Cb,
+                    qd,
+                    y,
+                    Xw,
+                    sqw,
+                    buf,
+                    key_slot,
+                    slot_key,
+                    slot_valid,
+                    lru_prev,
+                    lru_next,
+                    free_stack,
+                )
                 if newL != L:
                     L = newL
                     best, bestv, iu, ju, pv = _select_all(L, alpha, G, Cb, y)
@@ -514,11 +676,23 @@ def exact_gradient(kd: KernelData, y, spec: KernelSpec, alpha, rows=None) -> np.
 
 
 @with_single_thread_blas
-def solve_dual(kd: KernelData, y, spec: KernelSpec, C, alpha0=None, *, eps: float = 1e-3,
-               cache_mb: float = 200.0, shrinking: bool = True, pairs: bool = True,
-               max_iter: int | None = None,
-               progress=None, should_stop=None, report_interval: float = 0.5,
-               info: dict | None = None) -> KernelDualResult:
+def solve_dual(
+    kd: KernelData,
+    y,
+    spec: KernelSpec,
+    C,
+    alpha0=None,
+    *,
+    eps: float = 1e-3,
+    cache_mb: float = 200.0,
+    shrinking: bool = True,
+    pairs: bool = True,
+    max_iter: int | None = None,
+    progress=None,
+    should_stop=None,
+    report_interval: float = 0.5,
+    info: dict | None = None,
+) -> KernelDualResult:
     """Solve the bias-free kernel SVM dual (Hsieh et al. 2014, eq. 1) by greedy dual CD.
 
     Parameters
@@ -631,8 +805,7 @@ def solve_dual(kd: KernelData, y, spec: KernelSpec, C, alpha0=None, *, eps: floa
         delta = alpha_orig - ref_alpha
         changed = np.flatnonzero(delta)
         if changed.size <= np.count_nonzero(alpha_orig > 0):
-            g_orig = ref_G + y * kernel_matvec(kd, kd, spec, delta[changed] * y[changed],
-                                               cols=changed)
+            g_orig = ref_G + y * kernel_matvec(kd, kd, spec, delta[changed] * y[changed], cols=changed)
         else:
             g_orig = exact_gradient(kd, y, spec, alpha_orig)
         ref_alpha[:] = alpha_orig
@@ -660,9 +833,33 @@ def solve_dual(kd: KernelData, y, spec: KernelSpec, C, alpha0=None, *, eps: floa
         if remaining <= 0:
             break
         ts = time.perf_counter()
-        status = _cd_run(ist, fst, perm, alpha, G, Cb, qd, yw, Xw, sqw, kd.data, kd.indices,
-                         kd.indptr, scatter, kid, gamma, coef0, degree, offset, *cache_args,
-                         work, eps_now, min(steps, remaining), shrinking, pairs)
+        status = _cd_run(
+            ist,
+            fst,
+            perm,
+            alpha,
+            G,
+            Cb,
+            qd,
+            yw,
+            Xw,
+            sqw,
+            kd.data,
+            kd.indices,
+            kd.indptr,
+            scatter,
+            kid,
+            gamma,
+            coef0,
+            degree,
+            offset,
+            *cache_args,
+            work,
+            eps_now,
+            min(steps, remaining),
+            shrinking,
+            pairs,
+        )
         dt = time.perf_counter() - ts
         if status == BUDGET:
             # aim at ~0.1 s per slice so that cancellation is prompt
@@ -682,24 +879,50 @@ def solve_dual(kd: KernelData, y, spec: KernelSpec, C, alpha0=None, *, eps: floa
         now = time.perf_counter()
         if progress is not None and now - last_report >= report_interval:
             last_report = now
-            progress({**info, "iterations": int(ist[_ITERS]), "objective": dual_objective(alpha, G),
-                      "max_violation": float(fst[0]), "active": int(ist[_L]),
-                      "elapsed": now - t0})
+            progress(
+                {
+                    **info,
+                    "iterations": int(ist[_ITERS]),
+                    "objective": dual_objective(alpha, G),
+                    "max_violation": float(fst[0]),
+                    "active": int(ist[_L]),
+                    "elapsed": now - t0,
+                }
+            )
     if not converged:
         refresh()
     alpha_out = np.empty(n)
     alpha_out[perm] = alpha
     g_out = np.empty(n)
     g_out[perm] = G
-    viol = float(_max_violation(n, alpha_out, g_out, np.broadcast_to(np.asarray(C, dtype=np.float64), (n,)).copy()))
-    res = KernelDualResult(alpha=alpha_out, grad=g_out, objective=dual_objective(alpha_out, g_out),
-                       max_violation=viol, n_iter=int(ist[_ITERS]), converged=viol < eps,
-                       elapsed=time.perf_counter() - t0,
-                       stats={"cache_hits": int(ist[_HIT]), "cache_misses": int(ist[_MISS]),
-                              "pair_steps": int(ist[13]),
-                              "refreshes": n_refresh})
+    viol = float(
+        _max_violation(n, alpha_out, g_out, np.broadcast_to(np.asarray(C, dtype=np.float64), (n,)).copy())
+    )
+    res = KernelDualResult(
+        alpha=alpha_out,
+        grad=g_out,
+        objective=dual_objective(alpha_out, g_out),
+        max_violation=viol,
+        n_iter=int(ist[_ITERS]),
+        converged=viol < eps,
+        elapsed=time.perf_counter() - t0,
+        stats={
+            "cache_hits": int(ist[_HIT]),
+            "cache_misses": int(ist[_MISS]),
+            "pair_steps": int(ist[13]),
+            "refreshes": n_refresh,
+        },
+    )
     if progress is not None:
-        progress({**info, "iterations": res.n_iter, "objective": res.objective,
-                  "max_violation": res.max_violation, "active": n, "elapsed": res.elapsed,
-                  "done": True})
+        progress(
+            {
+                **info,
+                "iterations": res.n_iter,
+                "objective": res.objective,
+                "max_violation": res.max_violation,
+                "active": n,
+                "elapsed": res.elapsed,
+                "done": True,
+            }
+        )
     return res

@@ -113,7 +113,7 @@ def _lloyd(K, labels, k, max_iter):
     new = np.empty(m, dtype=np.int64)
     dist = np.empty(m)
     it = 0
-    for it in range(max_iter):
+    for it in range(max_iter):  # noqa: B007  (the count after the loop is returned)
         sizes, S = _cluster_constants(K, labels, k)
         assign_rows(K, diag, labels, sizes, S, new, dist)
         changed = 0
@@ -193,8 +193,9 @@ class KernelClusters:
 
 
 @with_single_thread_blas
-def assign_clusters(clusters: KernelClusters, kd: KernelData, spec: KernelSpec,
-                    rows=None, chunk_mb: float = 4.0):
+def assign_clusters(
+    clusters: KernelClusters, kd: KernelData, spec: KernelSpec, rows=None, chunk_mb: float = 4.0
+):
     """Nearest centre (feature space) for rows of ``kd``.
 
     Returns
@@ -211,15 +212,28 @@ def assign_clusters(clusters: KernelClusters, kd: KernelData, spec: KernelSpec,
     diag = kd.diag(spec)[rows]
     step = max(1, int(chunk_mb * 2**20 / (8 * max(m, 1))))
     for s in range(0, n, step):
-        Kr = kernel_block(kd, clusters.samples, spec, rows=rows[s:s + step])
-        assign_rows(Kr, diag[s:s + step], clusters.sample_labels, clusters.sizes, clusters.S,
-                    labels[s:s + step], dist[s:s + step])
+        Kr = kernel_block(kd, clusters.samples, spec, rows=rows[s : s + step])
+        assign_rows(
+            Kr,
+            diag[s : s + step],
+            clusters.sample_labels,
+            clusters.sizes,
+            clusters.S,
+            labels[s : s + step],
+            dist[s : s + step],
+        )
     return labels, dist
 
 
 @with_single_thread_blas
-def two_step_kernel_kmeans(kd: KernelData, spec: KernelSpec, n_clusters: int, sample_idx,
-                           rng: np.random.Generator, max_iter: int = 50):
+def two_step_kernel_kmeans(
+    kd: KernelData,
+    spec: KernelSpec,
+    n_clusters: int,
+    sample_idx,
+    rng: np.random.Generator,
+    max_iter: int = 50,
+):
     """Two-step kernel k-means of all rows of ``kd`` (Hsieh et al. 2014, §3).
 
     Parameters

@@ -60,6 +60,7 @@ def single_thread_blas():
         return
     try:
         from threadpoolctl import threadpool_limits
+
         ctx = threadpool_limits(1, user_api="blas")
     except Exception:  # pragma: no cover - threadpoolctl ships with scikit-learn
         ctx = contextlib.nullcontext()
@@ -69,6 +70,7 @@ def single_thread_blas():
             yield
     finally:
         _BLAS_STATE.depth = 0
+
 
 _FAST = {"contract", "arcp", "nsz", "reassoc"}
 
@@ -112,12 +114,22 @@ class KernelSpec:
     @property
     def params(self) -> tuple[int, float, float, int, float]:
         """``(kernel_id, gamma, coef0, degree, offset)`` as passed to the numba routines."""
-        return (KERNEL_IDS[self.kind], float(self.gamma), float(self.coef0), int(self.degree),
-                float(self.offset))
+        return (
+            KERNEL_IDS[self.kind],
+            float(self.gamma),
+            float(self.coef0),
+            int(self.degree),
+            float(self.offset),
+        )
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "gamma": float(self.gamma), "coef0": float(self.coef0),
-                "degree": int(self.degree), "offset": float(self.offset)}
+        return {
+            "kind": self.kind,
+            "gamma": float(self.gamma),
+            "coef0": float(self.coef0),
+            "degree": int(self.degree),
+            "offset": float(self.offset),
+        }
 
 
 class KernelData:
@@ -171,11 +183,12 @@ class KernelData:
     def matrix(self):
         """The rows as an ndarray (dense) or ``scipy.sparse.csr_matrix``."""
         if self.is_sparse:
-            return sp.csr_matrix((self.data, self.indices, self.indptr),
-                                 shape=(self.n_samples, self.n_features))
+            return sp.csr_matrix(
+                (self.data, self.indices, self.indptr), shape=(self.n_samples, self.n_features)
+            )
         return self.dense
 
-    def take(self, idx) -> "KernelData":
+    def take(self, idx) -> KernelData:
         """A new :class:`KernelData` holding rows ``idx`` (int array), in that order."""
         idx = np.asarray(idx, dtype=np.int64)
         out = KernelData.__new__(KernelData)
@@ -260,9 +273,26 @@ def _dots_sparse(i, rows, start, stop, data, indices, indptr, scatter, buf):
 
 
 @numba.njit(nogil=True, cache=True)
-def kernel_column_into(i_pos, i_orig, start, stop, is_sparse, Xw, sqw, perm,
-                       data, indices, indptr, scatter, kid, gamma, coef0, degree, offset,
-                       buf):
+def kernel_column_into(
+    i_pos,
+    i_orig,
+    start,
+    stop,
+    is_sparse,
+    Xw,
+    sqw,
+    perm,
+    data,
+    indices,
+    indptr,
+    scatter,
+    kid,
+    gamma,
+    coef0,
+    degree,
+    offset,
+    buf,
+):
     """buf[q] = k(x_i, x_{row q}) for q in [start, stop).
 
     Dense: rows are ``Xw[q]`` (working copy in position order) and ``x_i = Xw[i_pos]``.
@@ -345,8 +375,9 @@ def kernel_block(A: KernelData, B: KernelData, spec: KernelSpec, rows=None, cols
 
 
 @with_single_thread_blas
-def kernel_matvec(A: KernelData, B: KernelData, spec: KernelSpec, coef, rows=None, cols=None,
-                  chunk_mb: float = 4.0) -> np.ndarray:
+def kernel_matvec(
+    A: KernelData, B: KernelData, spec: KernelSpec, coef, rows=None, cols=None, chunk_mb: float = 4.0
+) -> np.ndarray:
     """``K(A[rows], B[cols]) @ coef`` computed in row chunks of at most ``chunk_mb`` MB.
 
     Parameters
@@ -372,6 +403,6 @@ def kernel_matvec(A: KernelData, B: KernelData, spec: KernelSpec, coef, rows=Non
         Bc = B
     step = max(1, int(chunk_mb * 2**20 / (8 * n_cols)))
     for s in range(0, n_rows, step):
-        K = kernel_block(A, Bc, spec, rows=rows[s:s + step])
-        out[s:s + step] = K @ coef
+        K = kernel_block(A, Bc, spec, rows=rows[s : s + step])
+        out[s : s + step] = K @ coef
     return out

@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -175,8 +176,23 @@ def _csr_decision(data, indices, indptr, coef):
 
 @numba.njit(nogil=True, cache=True, fastmath=_FM)
 def _uniform_run(
-    is_sparse, data, indices, indptr, dense, y, qd, C, tol,
-    alpha, w, index, bounds, counts, rng, max_sweeps, min_steps,
+    is_sparse,
+    data,
+    indices,
+    indptr,
+    dense,
+    y,
+    qd,
+    C,
+    tol,
+    alpha,
+    w,
+    index,
+    bounds,
+    counts,
+    rng,
+    max_sweeps,
+    min_steps,
 ):
     """Outer iterations of LIBLINEAR's dual CD with shrinking (paper's Algorithm 2).
 
@@ -354,9 +370,34 @@ def _avsf_schedule(p, index, active, rng, schedule, systematic):
 
 @numba.njit(nogil=True, cache=True, fastmath=_FM)
 def _avsf_run(
-    is_sparse, data, indices, indptr, dense, y, qd, C, tol,
-    alpha, w, p, p_saved, index, inactive, schedule, fstate, bounds, counts, rng,
-    p_min, p_max, c_rate, shrinking, restore, systematic, max_sweeps, min_steps,
+    is_sparse,
+    data,
+    indices,
+    indptr,
+    dense,
+    y,
+    qd,
+    C,
+    tol,
+    alpha,
+    w,
+    p,
+    p_saved,
+    index,
+    inactive,
+    schedule,
+    fstate,
+    bounds,
+    counts,
+    rng,
+    p_min,
+    p_max,
+    c_rate,
+    shrinking,
+    restore,
+    systematic,
+    max_sweeps,
+    min_steps,
 ):
     """Outer iterations of AVSF (Algorithm 3 with Algorithms 4 and 5), optionally with
     LIBLINEAR-style shrinking and with the preferences kept across failed stopping checks.
@@ -868,13 +909,26 @@ def dual_cd(
     max_iter = int(max_iter)
     while n_iter < max_iter and (max_steps is None or n_steps < max_steps):
         if should_stop is not None and should_stop():
-            raise Cancelled(
-                f"cancelled after {n_iter} outer iterations", n_iter=n_iter, n_steps=n_steps
-            )
+            raise Cancelled(f"cancelled after {n_iter} outer iterations", n_iter=n_iter, n_steps=n_steps)
         if selection == "uniform":
             spread = _uniform_run(
-                is_sparse, data, indices, indptr, dense, y, qd, C, tol,
-                alpha, w, index, bounds, counts, rng, max_iter - n_iter, min_steps,
+                is_sparse,
+                data,
+                indices,
+                indptr,
+                dense,
+                y,
+                qd,
+                C,
+                tol,
+                alpha,
+                w,
+                index,
+                bounds,
+                counts,
+                rng,
+                max_iter - n_iter,
+                min_steps,
             )
             n_steps += int(counts[2])
             n_updates += int(counts[3])
@@ -883,9 +937,33 @@ def dual_cd(
             n_checks = int(counts[5])
         else:
             spread = _avsf_run(
-                is_sparse, data, indices, indptr, dense, y, qd, C, tol,
-                alpha, w, p, p_saved, index, inactive, schedule, fstate, bounds, counts, rng,
-                p_min, p_max, c_rate, shrinking, restore, systematic, max_iter - n_iter,
+                is_sparse,
+                data,
+                indices,
+                indptr,
+                dense,
+                y,
+                qd,
+                C,
+                tol,
+                alpha,
+                w,
+                p,
+                p_saved,
+                index,
+                inactive,
+                schedule,
+                fstate,
+                bounds,
+                counts,
+                rng,
+                p_min,
+                p_max,
+                c_rate,
+                shrinking,
+                restore,
+                systematic,
+                max_iter - n_iter,
                 avsf_min_steps,
             )
             n_steps += int(counts[3])

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -83,6 +84,16 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
     -----
     ``decision_function`` and ``predict`` on CSR input cost O(nnz * n_problems); sparse
     input is never densified.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from svmstream.solvers import LinearDualCDClassifier
+    >>> X, y = make_classification(n_samples=400, n_features=20, random_state=0)
+    >>> clf = LinearDualCDClassifier(selection="avsf", C=0.1, tol=0.01, random_state=0)
+    >>> clf = clf.fit(X[:300], y[:300])
+    >>> round(clf.score(X[300:], y[300:]), 2), clf.coef_.shape
+    (0.84, (1, 20))
     """
 
     def __init__(self, selection="uniform", C=1.0, tol=1e-3, max_iter=1000, random_state=None):
@@ -162,9 +173,7 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
             When ``should_stop()`` returns true.
         """
         self.check_params()
-        X, y = validate_data(
-            self, X, y, accept_sparse="csr", dtype=np.float64, order="C", reset=True
-        )
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, order="C", reset=True)
         check_classification_targets(y)
         classes = np.unique(y)
         if classes.shape[0] < 2:
@@ -303,9 +312,7 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
                 "tol": float(self.tol),
                 "max_iter": int(self.max_iter),
                 "random_state": (
-                    int(self.random_state)
-                    if isinstance(self.random_state, numbers.Integral)
-                    else None
+                    int(self.random_state) if isinstance(self.random_state, numbers.Integral) else None
                 ),
             },
             "n_features_in": int(self.n_features_in_),
@@ -359,9 +366,7 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
             classes = np.array(meta["classes"])
         n_problems = 1 if classes.shape[0] == 2 else classes.shape[0]
         if coef.ndim != 2 or coef.shape != (n_problems, meta["n_features_in"]):
-            raise ValueError(
-                f"coef has shape {coef.shape}, expected ({n_problems}, {meta['n_features_in']})"
-            )
+            raise ValueError(f"coef has shape {coef.shape}, expected ({n_problems}, {meta['n_features_in']})")
         est.classes_ = classes
         est.coef_ = coef
         est.intercept_ = np.zeros(n_problems, dtype=np.float64)
