@@ -29,6 +29,8 @@ from ._maintenance import add_support_vector, maintain_budget
 from ._state import C_N_SV, C_STEPS, C_VIOLATIONS, MAINT_MERGE
 
 
+# Long on purpose: like bsgd_steps, the whole per-example loop of Algorithm 2 in one numba call
+# per batch; maintenance and the kernel row are separate kernels it calls.
 @nb.njit(nogil=True, cache=True)
 def bsca_steps(
     X,

@@ -67,6 +67,9 @@ def learning_rate(schedule, t, lam, eta0):
     return eta, 1.0 - eta * lam
 
 
+# Long on purpose: one numba call per batch runs Algorithm 1's whole per-example loop (margin,
+# shrink, violation, add, maintenance) so the GIL is released once per batch; its parts that
+# stand alone (learning_rate, add_support_vector, maintain_budget) are already separate kernels.
 @nb.njit(nogil=True, cache=True)
 def bsgd_steps(
     X,

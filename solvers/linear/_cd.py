@@ -174,6 +174,8 @@ def _csr_decision(data, indices, indptr, coef):
     return out
 
 
+# Long on purpose: the per-step dot product and update stay inline; separate njit helpers
+# measured about 2x the cost per step on short rows (docs/avsf.md).
 @numba.njit(nogil=True, cache=True, fastmath=_FM)
 def _uniform_run(
     is_sparse,
@@ -368,6 +370,8 @@ def _avsf_schedule(p, index, active, rng, schedule, systematic):
     return m
 
 
+# Long on purpose: as _uniform_run (inline dot product and update, measured 2x faster than
+# helpers on short rows), plus AVSF's schedule and shrinking in the same loop.
 @numba.njit(nogil=True, cache=True, fastmath=_FM)
 def _avsf_run(
     is_sparse,
