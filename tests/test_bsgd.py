@@ -54,7 +54,7 @@ def test_budget_is_never_exceeded(cancer):
     X, y = cancer
     est = BudgetedSGDClassifier(budget=7, gamma=5.0, C=10.0)
     for start in range(0, X.shape[0], 37):
-        est.partial_fit(X[start:start + 37], y[start:start + 37], classes=[-1, 1])
+        est.partial_fit(X[start : start + 37], y[start : start + 37], classes=[-1, 1])
         assert est.n_support_vectors_ <= 7
         assert est.support_vectors_.shape == (est.n_support_vectors_, X.shape[1])
     assert est.n_merges_ > 0
@@ -149,7 +149,9 @@ def test_first_partial_fit_needs_classes():
         BudgetedSGDClassifier().fit(X, np.zeros(60))
 
 
-@pytest.mark.parametrize("params", [{"budget": 1}, {"gamma": 0}, {"C": -1.0}, {"epochs": 0}, {"gss_eps": 2.0}])
+@pytest.mark.parametrize(
+    "params", [{"budget": 1}, {"gamma": 0}, {"C": -1.0}, {"epochs": 0}, {"gss_eps": 2.0}]
+)
 def test_invalid_parameters_are_rejected(cancer, params):
     X, y = cancer
     with pytest.raises(ValueError):
