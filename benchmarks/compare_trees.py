@@ -50,6 +50,9 @@ def _figures(bench: str, payload: dict) -> dict[str, float]:
     return {
         "stream solver alone ex/s": payload["solver_alone"]["examples_per_s"],
         "stream end to end ex/s": first["applied_examples_per_s"],
+        # CPU-based figures (robust to the load of a shared machine): examples per CPU second
+        "stream end to end ex per service CPU s": 1e6 / first["cpu_us_per_example"]["service"],
+        "stream end to end ex per producer CPU s": 1e6 / first["cpu_us_per_example"]["producer"],
         "stream consume only ex/s": payload["A_consume_only"]["examples_per_s"],
     }
 
