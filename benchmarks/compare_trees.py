@@ -55,10 +55,46 @@ for solver in ("gss", "lookup-wd"):
 print(json.dumps(out))
 """
 
+# Consume-only over a 200k-entry stream (ijcnn1 four times, filled before the model exists):
+# bench_stream's own consume-only row lasts ~0.4 s and is polled every 0.2 s, too coarse for a
+# ±10% comparison.  Prints examples per wall second and per service CPU second.
+CONSUME_LONG = r"""
+import json, time, tempfile
+from pathlib import Path
+import numpy as np, psutil
+import benchmarks.bench_stream as bs
+from benchmarks.common import data_file
+from sklearn.datasets import load_svmlight_file
+X, y = load_svmlight_file(str(data_file("ijcnn1.bz2")))
+X32 = np.ascontiguousarray(X.toarray(), dtype="<f4")
+total = 4 * X.shape[0]
+key = f"svmstream:{bs.MODEL}:examples"
+with tempfile.TemporaryDirectory() as tmp:
+    tmp = Path(tmp)
+    rs = bs.Redis(tmp / "r").start()
+    r = rs.client()
+    for _ in range(4):
+        bs.produce(r, key, bs.entries_of(X32, y))
+    svc = bs.Service(tmp / "s", rs.url, total, tmp / "s.log", SVMSTREAM_CREATE_DEFAULT_MODEL="false")
+    proc = psutil.Process(svc.proc.pid)
+    svc.http.put(f"/models/{bs.MODEL}", json={**bs.HYPER, "n_samples": total, "n_features": 22})
+    first = []
+    def started(info):
+        if not first and info["n_seen"] > 0:
+            first.append((time.perf_counter(), info["n_seen"], sum(proc.cpu_times()[:2])))
+    svc.wait_applied(total, sample=started)
+    seconds = time.perf_counter() - first[0][0]
+    cpu = sum(proc.cpu_times()[:2]) - first[0][2]
+    svc.terminate()
+done = total - first[0][1]
+print(json.dumps({"consume 200k ex/s": done / seconds, "consume 200k ex per service CPU s": done / cpu}))
+"""
+
 BENCHES = {
     "skeleton": (["-m", "benchmarks.bench_skeleton", "--quick"], "skeleton"),
     "stream": (["-m", "benchmarks.bench_stream", "--parts", "A", "--also-fsync"], "stream"),
     "solver_cpu": (["-c", SOLVER_CPU], None),
+    "consume_long": (["-c", CONSUME_LONG], None),
 }
 
 
