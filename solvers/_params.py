@@ -63,3 +63,18 @@ def check_positive(name: str, value: Any, kind=numbers.Real, allow_none: bool = 
         return
     if not isinstance(value, kind) or isinstance(value, bool) or not value > 0:
         raise ValueError(f"{name} must be a positive {kind.__name__}, got {value!r}")
+
+
+#: Feature scaling of online models (``svmstream.solvers.budgeted._preprocessing``).
+SCALINGS = ("auto", "standard", "maxabs", "none")
+#: n in λ = 1/(C·n) for a stream of unknown length (no ``n_samples``): C = 1 gives λ = 1e-4.
+#: Chosen by ``benchmarks/bench_defaults.py`` (docs/defaults.md).
+REFERENCE_N = 10_000
+#: Default size of the warm-up window (examples) whose statistics fix the scaling and γ.
+DEFAULT_WARMUP = 1000
+#: Default shuffle buffer K (examples); 0 turns it off.
+DEFAULT_SHUFFLE_BUFFER = 2000
+#: The largest C and the smallest λ accepted: beyond them the Pegasos step 1/(λt)
+#: overflows float64 within a batch (C = 1e300 gave NaN decisions).
+C_MAX = 1e10
+LAMBDA_MIN = 1e-12

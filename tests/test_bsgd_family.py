@@ -7,7 +7,16 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import MinMaxScaler
 
 from svmstream.solvers import BudgetedSGDClassifier
-from svmstream.solvers.budgeted._merging import D_EVENTS, D_SAME_PARTNER, D_WD, D_WD_REF, merge_smallest_multiclass
+from svmstream.solvers.budgeted._merging import (
+    D_EVENTS,
+    D_SAME_PARTNER,
+    D_WD,
+    D_WD_REF,
+    merge_smallest_multiclass,
+)
+
+# These tests check the solver itself: raw features, examples learned as they arrive.
+RAW = dict(scaling="none", shuffle_buffer=0)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +65,7 @@ def test_multiclass_crammer_singer_learns_digits():
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0)
-    est = BudgetedSGDClassifier(budget=150, gamma=0.05, C=10.0, epochs=3, random_state=0).fit(Xtr, ytr)
+    est = BudgetedSGDClassifier(**RAW, budget=150, gamma=0.05, C=10.0, epochs=3, random_state=0).fit(Xtr, ytr)
     assert est.n_support_vectors_ <= 150 and est.n_merges_ > 0
     assert est.decision_function(Xte).shape == (len(yte), 10)
     assert est.score(Xte, yte) > 0.9
@@ -71,13 +80,13 @@ def test_multiclass_merging_precision_follows_the_merge_solver():
     X, y = load_digits(return_X_y=True)
     X, y = X[:600] / 16.0, y[:600]
     kw = dict(budget=40, gamma=0.05, C=10.0, random_state=0)
-    precise = BudgetedSGDClassifier(merge_solver="gss", gss_eps=1e-10, **kw).fit(X, y)
+    precise = BudgetedSGDClassifier(**RAW, merge_solver="gss", gss_eps=1e-10, **kw).fit(X, y)
     assert precise.n_merges_ > 100
     for solver in ("gss-precise", "lookup-h", "lookup-wd"):
-        est = BudgetedSGDClassifier(merge_solver=solver, **kw).fit(X, y)
+        est = BudgetedSGDClassifier(**RAW, merge_solver=solver, **kw).fit(X, y)
         np.testing.assert_array_equal(est.dual_coef_, precise.dual_coef_)
         np.testing.assert_array_equal(est.support_vectors_, precise.support_vectors_)
-    standard = BudgetedSGDClassifier(merge_solver="gss", **kw).fit(X, y)
+    standard = BudgetedSGDClassifier(**RAW, merge_solver="gss", **kw).fit(X, y)
     assert not np.array_equal(standard.dual_coef_, precise.dual_coef_)
 
 
@@ -85,7 +94,7 @@ def test_multiclass_string_labels_and_removal():
     X, y = load_wine(return_X_y=True)
     X = MinMaxScaler().fit_transform(X)
     names = np.array(["barolo", "grignolino", "barbera"])[y]
-    est = BudgetedSGDClassifier(budget=20, gamma=1.0, C=10.0, epochs=5, maintenance="remove",
+    est = BudgetedSGDClassifier(**RAW, budget=20, gamma=1.0, C=10.0, epochs=5, maintenance="remove",
                                 random_state=0).fit(X, names)
     assert set(est.classes_) == set(names) and est.n_merges_ == 0 and est.n_maintenance_ > 0
     assert est.score(X, names) > 0.85
@@ -94,7 +103,7 @@ def test_multiclass_string_labels_and_removal():
 @pytest.mark.parametrize("solver", ["gss", "gss-precise", "lookup-h", "lookup-wd"])
 def test_merge_solvers_agree_with_gss_precise(cancer, solver):
     Xtr, Xte, ytr, yte = cancer
-    est = BudgetedSGDClassifier(budget=10, gamma=4.0, C=10.0, epochs=2, merge_solver=solver,
+    est = BudgetedSGDClassifier(**RAW, budget=10, gamma=4.0, C=10.0, epochs=2, merge_solver=solver,
                                 compare_merge_solver="gss-precise", random_state=0).fit(Xtr, ytr)
     diag = est.merge_diagnostics_
     assert diag[D_EVENTS] == est.n_merges_ > 50
@@ -106,8 +115,8 @@ def test_merge_solvers_agree_with_gss_precise(cancer, solver):
 def test_removal_degrades_more_than_merging(cancer):
     Xtr, _, ytr, _ = cancer
     kw = dict(budget=10, gamma=1.0, C=10.0, epochs=2, random_state=0)
-    merged = BudgetedSGDClassifier(maintenance="merge", **kw).fit(Xtr, ytr)
-    removed = BudgetedSGDClassifier(maintenance="remove", **kw).fit(Xtr, ytr)
+    merged = BudgetedSGDClassifier(**RAW, maintenance="merge", **kw).fit(Xtr, ytr)
+    removed = BudgetedSGDClassifier(**RAW, maintenance="remove", **kw).fit(Xtr, ytr)
     assert removed.n_maintenance_ > 0 and removed.n_merges_ == 0
     avg = lambda e: e.weight_degradation_total_ / e.n_maintenance_  # noqa: E731
     assert avg(removed) > 2 * avg(merged)
@@ -115,14 +124,14 @@ def test_removal_degrades_more_than_merging(cancer):
 
 def test_norma_schedule_learns(cancer):
     Xtr, Xte, ytr, yte = cancer
-    est = BudgetedSGDClassifier(budget=50, gamma=2.0, lambda_=1e-3, schedule="norma", eta=0.5,
+    est = BudgetedSGDClassifier(**RAW, budget=50, gamma=2.0, lambda_=1e-3, schedule="norma", eta=0.5,
                                 epochs=3, random_state=0).fit(Xtr, ytr)
     assert est.score(Xte, yte) > 0.9
 
 
 def test_perceptron_stays_in_the_ball(cancer):
     Xtr, Xte, ytr, yte = cancer
-    est = BudgetedSGDClassifier(budget=30, gamma=2.0, schedule="perceptron", eta=0.5, radius=3.0,
+    est = BudgetedSGDClassifier(**RAW, budget=30, gamma=2.0, schedule="perceptron", eta=0.5, radius=3.0,
                                 epochs=3, random_state=0).fit(Xtr, ytr)
     sv, alpha = est.support_vectors_, est.dual_coef_
     norm = np.sqrt(alpha @ rbf(sv[:, None, :], sv[None, :, :], 2.0) @ alpha)
@@ -133,7 +142,7 @@ def test_perceptron_stays_in_the_ball(cancer):
 
 def test_bias_is_learned_and_used(cancer):
     Xtr, Xte, ytr, yte = cancer
-    est = BudgetedSGDClassifier(budget=40, gamma=2.0, C=10.0, epochs=3, fit_intercept=True,
+    est = BudgetedSGDClassifier(**RAW, budget=40, gamma=2.0, C=10.0, epochs=3, fit_intercept=True,
                                 random_state=0).fit(Xtr, ytr)
     assert est.intercept_[0] != 0.0
     K = rbf(Xte[:, None, :], est.support_vectors_[None, :, :], 2.0)
@@ -143,7 +152,7 @@ def test_bias_is_learned_and_used(cancer):
 
 def test_profiling_measures_maintenance_time(cancer):
     Xtr, _, ytr, _ = cancer
-    est = BudgetedSGDClassifier(budget=10, gamma=4.0, C=10.0, profile=True, random_state=0).fit(Xtr, ytr)
+    est = BudgetedSGDClassifier(**RAW, budget=10, gamma=4.0, C=10.0, profile=True, random_state=0).fit(Xtr, ytr)
     assert est.n_maintenance_ > 0 and est.maintenance_seconds_ > 0.0
     stats = est.statistics()
     assert stats["merging_frequency"] == pytest.approx(est.n_maintenance_ / est.t_)
@@ -153,12 +162,12 @@ def test_profiling_measures_maintenance_time(cancer):
 @pytest.mark.parametrize("cls_name", ["BudgetedSGDClassifier", "BudgetedSCAClassifier"])
 def test_projection_maintenance_keeps_the_inverse_and_learns(cancer, cls_name):
     import svmstream.solvers
-    from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
     from svmstream.solvers.budgeted._projection import DEFAULT_JITTER
+    from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
     Xtr, Xte, ytr, yte = cancer
     cls = getattr(svmstream.solvers, cls_name)
-    est = cls(budget=8, gamma=4.0, C=10.0, maintenance="project", random_state=0)
+    est = cls(**RAW, budget=8, gamma=4.0, C=10.0, n_samples=250, maintenance="project", random_state=0)
     est.partial_fit(Xtr[:250], ytr[:250], classes=np.unique(ytr))
     assert est.n_maintenance_ > 5 and est.n_support_vectors_ == 8
     sv = est.support_vectors_
@@ -174,7 +183,7 @@ def test_projection_maintenance_keeps_the_inverse_and_learns(cancer, cls_name):
 def test_projection_degrades_less_than_removal(cancer):
     Xtr, _, ytr, _ = cancer
     kw = dict(budget=10, gamma=1.0, C=10.0, epochs=2, random_state=0)
-    projected = BudgetedSGDClassifier(maintenance="project", **kw).fit(Xtr, ytr)
-    removed = BudgetedSGDClassifier(maintenance="remove", **kw).fit(Xtr, ytr)
+    projected = BudgetedSGDClassifier(**RAW, maintenance="project", **kw).fit(Xtr, ytr)
+    removed = BudgetedSGDClassifier(**RAW, maintenance="remove", **kw).fit(Xtr, ytr)
     avg = lambda e: e.weight_degradation_total_ / e.n_maintenance_  # noqa: E731
     assert avg(projected) < 0.5 * avg(removed)
