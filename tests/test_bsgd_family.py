@@ -16,7 +16,7 @@ from svmstream.solvers.budgeted._merging import (
 )
 
 # These tests check the solver itself: raw features, examples learned as they arrive.
-RAW = dict(scaling="none", shuffle_buffer=0)
+RAW = dict(scaling="none", shuffle_buffer=0, run_guard=False)
 
 
 @pytest.fixture(scope="module")

@@ -113,8 +113,11 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     Subclasses implement the learning step (``_apply``) and parameter checks.
     """
 
-    #: bumped whenever the saved layout changes (3: warm-up window, scaler, shuffle buffer)
-    STATE_VERSION = 3
+    #: bumped whenever the saved layout changes (3: warm-up window, scaler, shuffle buffer;
+    #: 4: run guard, buffer that learns while it fills)
+    STATE_VERSION = 4
+    #: versions :meth:`from_state` still loads (2: raw features; 3: no run guard)
+    STATE_VERSIONS = (2, 3, 4)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -182,6 +185,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             self.warmup,
             self.shuffle_buffer if streaming else 0,
             self.n_features_in_,
+            classes.shape[0],
+            streaming and self.run_guard,
         )
         self.last_margins_ = np.zeros((0,) if n_cols == 1 else (0, n_cols))
         self.last_y_ = self.classes_[:0]
@@ -238,6 +243,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             raise ValueError(f"gss_eps must be in (0, 1), got {self.gss_eps!r}")
         check_choice("maintenance", self.maintenance, MAINTENANCE)
         check_choice("scaling", self.scaling, SCALINGS)
+        if not isinstance(self.run_guard, (bool, np.bool_)):
+            raise ValueError(f"run_guard must be a bool, got {self.run_guard!r}")
         for name in ("warmup", "shuffle_buffer"):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
@@ -309,15 +316,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise ValueError(f"classes {list(classes)} differ from the first call's {self.classes_.tolist()}")
         labels = self._encode_labels(y)
-        if not self._pp.ready:
-            if not self._pp.add_to_window(X, labels):
-                self._learned(None, labels[:0])
-                return self
-            X, labels = self._pp.close_window(self.rng_)
-        else:
-            X = self._pp.transform(X)
-        X, labels = self._pp.shuffle(X, labels, self.rng_)
-        self._learned(self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64)), labels)
+        self._learn_fed(self._pp.feed(X, labels, self.rng_))
         return self
 
     def flush(self):
@@ -326,16 +325,17 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
         ``last_margins_``/``last_y_`` then describe the examples learned by this call."""
         check_is_fitted(self, "classes_")
-        parts = []
-        if not self._pp.ready and self._pp.window_n:
-            X, labels = self._pp.close_window(self.rng_)
-            parts.append((X.toarray() if sp.issparse(X) else X, labels))
-        if self._pp.ready:
-            parts.append(self._pp.flush(self.rng_))
-        X = np.vstack([p[0] for p in parts]) if parts else np.zeros((0, self.n_features_in_))
-        labels = np.concatenate([p[1] for p in parts]) if parts else np.zeros(0)
-        self._learned(self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64)), labels)
+        self._learn_fed(self._pp.drain(self.rng_))
         return self
+
+    def _learn_fed(self, fed):
+        """Learn the rows the preprocessor released (None: none yet) and record the originals."""
+        if fed is None:
+            self._learned(None, np.zeros(0))
+            return
+        X, labels, original = fed
+        margins = self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
+        self._learned(margins[original], labels[original])
 
     def _learned(self, margins, labels):
         """Record the examples a call learned: ``last_margins_`` (f before each step, None:
@@ -398,12 +398,18 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     @property
     def t_(self):
+        """Learning steps taken, including the run guard's replayed examples (``n_replayed_``)."""
         return int(self._counters[C_STEPS])
 
     @property
+    def n_replayed_(self):
+        """Examples the run guard replayed (each one a learning step counted in ``t_``)."""
+        return self._pp.n_replayed
+
+    @property
     def n_seen_(self):
-        """Examples received: learned (``t_``) plus pending (``n_pending_``)."""
-        return int(self._counters[C_STEPS]) + self._pp.pending
+        """Examples received: learned (``t_`` − ``n_replayed_``) plus pending (``n_pending_``)."""
+        return int(self._counters[C_STEPS]) - self._pp.n_replayed + self._pp.pending
 
     @property
     def n_merges_(self):
@@ -493,15 +499,19 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
         Raises ValueError if the state's version or shapes do not fit."""
         version = meta.get("state_version")
-        if version not in (2, cls.STATE_VERSION):
+        if version not in cls.STATE_VERSIONS:
             raise ValueError(f"unsupported {cls.__name__} state version {version}")
         params = dict(meta["params"])
         if version == 2:  # saved before scaling and the shuffle buffer existed: raw features
-            params.update(scaling="none", warmup=0, shuffle_buffer=0)
+            params.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
+        if version == 3:  # saved before the run guard existed: it stays off
+            params["run_guard"] = False
         est = cls(**params)
         est._init_state(meta["n_features_in"], arrays["classes"], 1)
         if version >= 3:
-            est._pp = Preprocessor.from_state(arrays, meta["preprocessing"], est.scaling, est.n_features_in_)
+            est._pp = Preprocessor.from_state(
+                arrays, meta["preprocessing"], est.scaling, est.n_features_in_, est.classes_.shape[0]
+            )
         est.lambda_eff_ = float(meta["lambda_eff"])
         n = arrays["coef"].shape[0]
         if (
