@@ -79,8 +79,14 @@ S_BUF_N, S_RUN_CLASS, S_RUN_LEN, S_SEEN, S_REPLAYED = 0, 1, 2, 3, 4
 N_STATE = 5
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def _copy_row(src, i, dst, j):
+    for f in range(src.shape[1]):
+        dst[j, f] = src[i, f]
+
+
 @nb.njit(nogil=True, cache=True)
-def _guard_step(out_X, out_y, out_orig, k, u, binary, res_X, res_n, seen, st, min_run, log_alpha):
+def _guard_step(out_X, out_y, out_orig, k, u0, u1, u2, binary, res_X, res_n, seen, st, min_run, log_alpha):
     """Record learned row ``k − 1`` in the guard; append one replayed row if the run fires.
 
     Returns the new number of output rows."""
@@ -94,14 +100,12 @@ def _guard_step(out_X, out_y, out_orig, k, u, binary, res_X, res_n, seen, st, mi
     seen[c] += 1
     st[S_SEEN] += 1
     cap = res_X.shape[1]
-    if res_n[c] < cap:
-        res_X[c, res_n[c], :] = out_X[row, :]
-        res_n[c] += 1
-    else:
-        j = int(u[0] * seen[c])
-        if j < cap:
-            res_X[c, j, :] = out_X[row, :]
-    if st[S_RUN_LEN] < min_run:
+    j = res_n[c] if res_n[c] < cap else int(u0 * seen[c])
+    if j < cap:
+        _copy_row(out_X, row, res_X[c], j)
+        if j == res_n[c]:
+            res_n[c] += 1
+    if st[S_RUN_LEN] < min_run or k >= out_X.shape[0]:  # the second never holds (room is sized)
         return k
     n_other = 0
     for o in range(res_n.shape[0]):
@@ -112,15 +116,15 @@ def _guard_step(out_X, out_y, out_orig, k, u, binary, res_X, res_n, seen, st, mi
     q = seen[c] / st[S_SEEN]
     if st[S_RUN_LEN] * math.log(q) > log_alpha:
         return k
-    pick = min(int(u[1] * n_other), n_other - 1)
+    pick = min(int(u1 * n_other), n_other - 1)
     o = 0
     for o in range(res_n.shape[0]):
         if o != c and res_n[o] > 0:
             if pick == 0:
                 break
             pick -= 1
-    r = min(int(u[2] * res_n[o]), res_n[o] - 1)
-    out_X[k, :] = res_X[o, r, :]
+    r = min(int(u2 * res_n[o]), res_n[o] - 1)
+    _copy_row(res_X[o], r, out_X, k)
     out_y[k] = (2.0 * o - 1.0) if binary else float(o)
     out_orig[k] = False
     st[S_REPLAYED] += 1
@@ -148,23 +152,36 @@ def buffer_and_guard(
             m = st[S_BUF_N]
             if u[i, 0] * cap < m:  # probability m/K (1 once the buffer is full)
                 j = min(int(u[i, 1] * m), m - 1)
-                out_X[k, :] = buf_X[j, :]
+                _copy_row(buf_X, j, out_X, k)
                 out_y[k] = buf_y[j]
-                buf_X[j, :] = X[i, :]
+                _copy_row(X, i, buf_X, j)
                 buf_y[j] = y[i]
             else:
-                buf_X[m, :] = X[i, :]
+                _copy_row(X, i, buf_X, m)
                 buf_y[m] = y[i]
                 st[S_BUF_N] = m + 1
                 continue
         else:
-            out_X[k, :] = X[i, :]
+            _copy_row(X, i, out_X, k)
             out_y[k] = y[i]
         out_orig[k] = True
         k += 1
         if guard:
             k = _guard_step(
-                out_X, out_y, out_orig, k, u[i, 2:], binary, res_X, res_n, seen, st, min_run, log_alpha
+                out_X,
+                out_y,
+                out_orig,
+                k,
+                u[i, 2],
+                u[i, 3],
+                u[i, 4],
+                binary,
+                res_X,
+                res_n,
+                seen,
+                st,
+                min_run,
+                log_alpha,
             )
     return k
 
@@ -339,7 +356,9 @@ class Preprocessor:
             return X, labels, np.ones(n, dtype=bool)
         X = np.ascontiguousarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
         u = rng.random((n, DRAWS_PER_ROW))
-        out_X = np.empty((2 * n if self.guard else n, self.n_features))
+        # a row replays only from the GUARD_MIN_RUN-th row of a run on: room for that many extra
+        extra = min(n, max(0, n - (GUARD_MIN_RUN - 1 - int(self.state[S_RUN_LEN])))) if self.guard else 0
+        out_X = np.empty((n + extra, self.n_features))
         out_y = np.empty(out_X.shape[0])
         out_orig = np.empty(out_X.shape[0], dtype=np.bool_)
         k = buffer_and_guard(
