@@ -121,18 +121,22 @@ class Settings(BaseSettings):
     job_dcsvm_n_jobs: int | None = Field(None, ge=1)
     """Default ``n_jobs`` of DC-SVM jobs (pool processes of the worker); None: all cores."""
 
-    @field_validator("data_dir", "job_dcsvm_n_jobs", mode="before")
-    @classmethod
-    def _empty_job_setting_is_none(cls, value: Any) -> Any:
-        if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
-            return None
-        return value
-
-    @field_validator("default_lambda", "default_n_samples", "default_n_features",
-                     "default_random_state", "default_c", "default_radius", "redis_url", "api_token",
-                     mode="before")
+    @field_validator(
+        "data_dir",
+        "job_dcsvm_n_jobs",
+        "default_lambda",
+        "default_n_samples",
+        "default_n_features",
+        "default_random_state",
+        "default_c",
+        "default_radius",
+        "redis_url",
+        "api_token",
+        mode="before",
+    )
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
+        """An empty value, ``none`` or ``null`` (any case) of an optional setting means unset."""
         if isinstance(value, str) and value.strip().lower() in ("", "none", "null"):
             return None
         return value
@@ -173,5 +177,8 @@ class Settings(BaseSettings):
 
     def stream_keys(self, name: str) -> tuple[str, str, str]:
         """``(stream key, dead-letter key, group)`` of model ``name``."""
-        return (self.stream_key.format(model=name), self.stream_dead_key.format(model=name),
-                self.stream_group.format(model=name))
+        return (
+            self.stream_key.format(model=name),
+            self.stream_dead_key.format(model=name),
+            self.stream_group.format(model=name),
+        )

@@ -35,15 +35,20 @@ from benchmarks.common import load_pair, machine, write_results
 from svmstream.solvers import BudgetedSGDClassifier
 
 PAPER_WANG = {  # one pass, BPegasos + merge (Tables 3-4): (B=100, B=500)
-    "ijcnn1": (97.27, 98.08), "a9a": (84.55, 83.93), "letter": (73.63, 89.68), "pendigits": (97.06, 97.63),
+    "ijcnn1": (97.27, 98.08),
+    "a9a": (84.55, 83.93),
+    "letter": (73.63, 89.68),
+    "pendigits": (97.06, 97.63),
 }
 PAPER_LOOKUP = {  # lookup-WD, 20 passes (Glasmachers & Qaadan Table 2): (B=100, B=500)
-    "ijcnn1": (97.13, 98.07), "a9a": (84.20, 83.95), "phishing": (96.39, 97.53),
+    "ijcnn1": (97.13, 98.07),
+    "a9a": (84.20, 83.95),
+    "phishing": (96.39, 97.53),
 }
-MANIFEST = {"ijcnn1": (32.0, 2.0), "a9a": (32.0, 2.0 ** -7), "phishing": (8.0, 8.0)}
+MANIFEST = {"ijcnn1": (32.0, 2.0), "a9a": (32.0, 2.0**-7), "phishing": (8.0, 8.0)}
 GRIDS = {  # (C values, γ values) searched by cross-validation
     "ijcnn1": ([0.5, 2.0, 8.0, 32.0], [2.0, 4.0, 8.0]),
-    "a9a": ([1.0, 8.0, 32.0], [2.0 ** -7, 2.0 ** -5, 2.0 ** -3]),
+    "a9a": ([1.0, 8.0, 32.0], [2.0**-7, 2.0**-5, 2.0**-3]),
     "phishing": ([2.0, 8.0, 32.0], [2.0, 8.0, 16.0]),
     "letter": ([8.0, 32.0, 128.0], [1.0, 2.0, 4.0]),
     "pendigits": ([8.0, 32.0, 128.0], [1.0, 2.0, 4.0, 8.0]),
@@ -113,20 +118,36 @@ def part_a(quick):
                 maintenance, _, solver = variant.partition("/")
                 accs, secs, cpu = [], [], []
                 for seed in range(3):
-                    est = BudgetedSGDClassifier(budget=budget, gamma=gamma, C=C, maintenance=maintenance,
-                                                merge_solver=solver or "gss", random_state=seed)
+                    est = BudgetedSGDClassifier(
+                        budget=budget,
+                        gamma=gamma,
+                        C=C,
+                        maintenance=maintenance,
+                        merge_solver=solver or "gss",
+                        random_state=seed,
+                    )
                     started, started_cpu = time.perf_counter(), time.process_time()
                     est.fit(X, y)
                     secs.append(time.perf_counter() - started)
                     cpu.append(time.process_time() - started_cpu)
                     accs.append(accuracy(est, Xt, yt))
                 paper = PAPER_WANG.get(name, (None, None))[bi] if maintenance == "merge" else None
-                rows.append({"part": "A", "data": name, "B": budget, "maintenance": variant,
-                             "C": C, "gamma": gamma, "cv_acc_%": cv,
-                             "test_acc_%_median": float(np.median(accs)),
-                             "test_acc_%_seeds": [round(a, 2) for a in accs],
-                             "paper_%": paper, "train_s_median": float(np.median(secs)),
-                             "examples_per_cpu_s": X.shape[0] / float(np.median(cpu))})
+                rows.append(
+                    {
+                        "part": "A",
+                        "data": name,
+                        "B": budget,
+                        "maintenance": variant,
+                        "C": C,
+                        "gamma": gamma,
+                        "cv_acc_%": cv,
+                        "test_acc_%_median": float(np.median(accs)),
+                        "test_acc_%_seeds": [round(a, 2) for a in accs],
+                        "paper_%": paper,
+                        "train_s_median": float(np.median(secs)),
+                        "examples_per_cpu_s": X.shape[0] / float(np.median(cpu)),
+                    }
+                )
                 print(rows[-1], flush=True)
     return rows
 
@@ -141,8 +162,9 @@ def part_b(quick):
             for solver in ("gss", "lookup-wd"):
                 runs = []
                 for seed in range(3):
-                    kw = dict(budget=budget, gamma=gamma, C=C, epochs=passes, merge_solver=solver,
-                              random_state=seed)
+                    kw = dict(
+                        budget=budget, gamma=gamma, C=C, epochs=passes, merge_solver=solver, random_state=seed
+                    )
                     timed = BudgetedSGDClassifier(profile=True, **kw)
                     started, started_cpu = time.perf_counter(), time.process_time()
                     timed.fit(X, y)
@@ -151,26 +173,42 @@ def part_b(quick):
                     vs_gss = BudgetedSGDClassifier(compare_merge_solver="gss", **kw).fit(X, y)
                     vs_precise = BudgetedSGDClassifier(compare_merge_solver="gss-precise", **kw).fit(X, y)
                     d1, d2 = vs_gss.merge_diagnostics_, vs_precise.merge_diagnostics_
-                    runs.append({
-                        "acc": accuracy(timed, Xt, yt), "seconds": seconds, "cpu_seconds": cpu_seconds,
-                        "merge_seconds": timed.maintenance_seconds_,
-                        "merge_freq": timed.n_maintenance_ / timed.t_,
-                        "same_as_gss": d1[1] / max(d1[0], 1), "same_as_precise": d2[1] / max(d2[0], 1),
-                        "wd_factor_vs_precise": d2[4] / max(d2[5], 1),
-                        "wd_factor_of_sums": d2[2] / d2[3] if d2[3] > 0 else 1.0,
-                    })
+                    runs.append(
+                        {
+                            "acc": accuracy(timed, Xt, yt),
+                            "seconds": seconds,
+                            "cpu_seconds": cpu_seconds,
+                            "merge_seconds": timed.maintenance_seconds_,
+                            "merge_freq": timed.n_maintenance_ / timed.t_,
+                            "same_as_gss": d1[1] / max(d1[0], 1),
+                            "same_as_precise": d2[1] / max(d2[0], 1),
+                            "wd_factor_vs_precise": d2[4] / max(d2[5], 1),
+                            "wd_factor_of_sums": d2[2] / d2[3] if d2[3] > 0 else 1.0,
+                        }
+                    )
                 med = {k: float(np.median([r[k] for r in runs])) for k in runs[0]}
-                rows.append({"part": "B", "data": name, "B": budget, "solver": solver, "passes": passes,
-                             "C": C, "gamma": gamma, "test_acc_%_median": med["acc"],
-                             "paper_%": PAPER_LOOKUP[name][bi] if solver == "lookup-wd" else None,
-                             "train_s_median": med["seconds"], "train_cpu_s_median": med["cpu_seconds"],
-                             "merge_s_median": med["merge_seconds"],
-                             "merge_share_of_time": med["merge_seconds"] / med["seconds"],
-                             "merging_frequency": med["merge_freq"],
-                             "same_partner_as_gss": med["same_as_gss"],
-                             "same_partner_as_gss_precise": med["same_as_precise"],
-                             "wd_factor_vs_gss_precise": med["wd_factor_vs_precise"],
-                             "wd_factor_of_sums": med["wd_factor_of_sums"]})
+                rows.append(
+                    {
+                        "part": "B",
+                        "data": name,
+                        "B": budget,
+                        "solver": solver,
+                        "passes": passes,
+                        "C": C,
+                        "gamma": gamma,
+                        "test_acc_%_median": med["acc"],
+                        "paper_%": PAPER_LOOKUP[name][bi] if solver == "lookup-wd" else None,
+                        "train_s_median": med["seconds"],
+                        "train_cpu_s_median": med["cpu_seconds"],
+                        "merge_s_median": med["merge_seconds"],
+                        "merge_share_of_time": med["merge_seconds"] / med["seconds"],
+                        "merging_frequency": med["merge_freq"],
+                        "same_partner_as_gss": med["same_as_gss"],
+                        "same_partner_as_gss_precise": med["same_as_precise"],
+                        "wd_factor_vs_gss_precise": med["wd_factor_vs_precise"],
+                        "wd_factor_of_sums": med["wd_factor_of_sums"],
+                    }
+                )
                 print(rows[-1], flush=True)
     return rows
 
@@ -181,15 +219,28 @@ def part_c():
     rows = []
     for maintenance in ("merge", "project"):
         for budget in (100, 500):
-            est = BudgetedSGDClassifier(budget=budget, gamma=2.0, C=32.0, maintenance=maintenance,
-                                        profile=True, random_state=0).fit(X[:20000], y[:20000])
-            rows.append({"part": "C", "maintenance": maintenance, "B": budget,
-                         "events": est.n_maintenance_,
-                         "us_per_maintenance_step": 1e6 * est.maintenance_seconds_ / max(est.n_maintenance_, 1)})
+            est = BudgetedSGDClassifier(
+                budget=budget, gamma=2.0, C=32.0, maintenance=maintenance, profile=True, random_state=0
+            ).fit(X[:20000], y[:20000])
+            rows.append(
+                {
+                    "part": "C",
+                    "maintenance": maintenance,
+                    "B": budget,
+                    "events": est.n_maintenance_,
+                    "us_per_maintenance_step": 1e6 * est.maintenance_seconds_ / max(est.n_maintenance_, 1),
+                }
+            )
     for maintenance in ("merge", "project"):
         small, large = (r["us_per_maintenance_step"] for r in rows if r["maintenance"] == maintenance)
-        rows.append({"part": "C", "maintenance": maintenance, "B": "500/100 ratio",
-                     "us_per_maintenance_step": large / small})
+        rows.append(
+            {
+                "part": "C",
+                "maintenance": maintenance,
+                "B": "500/100 ratio",
+                "us_per_maintenance_step": large / small,
+            }
+        )
     print(rows, flush=True)
     return rows
 
@@ -209,9 +260,14 @@ def main():
         rows += part_a(args.quick)
     payload = {"machine": machine(), "quick": args.quick, "rows": rows}
     table = [{k: v for k, v in r.items() if k != "test_acc_%_seeds"} for r in rows]
-    name = "bsgd_paper" + ("_quick" if args.quick else "") + ("" if args.parts == "ABC" else f"_part{args.parts}")
-    write_results(name, payload, table,
-                  "BSGD family: paper reproduction (Wang et al. 2012; Glasmachers & Qaadan 2018)")
+    name = (
+        "bsgd_paper"
+        + ("_quick" if args.quick else "")
+        + ("" if args.parts == "ABC" else f"_part{args.parts}")
+    )
+    write_results(
+        name, payload, table, "BSGD family: paper reproduction (Wang et al. 2012; Glasmachers & Qaadan 2018)"
+    )
 
 
 if __name__ == "__main__":

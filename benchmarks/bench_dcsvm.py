@@ -53,10 +53,9 @@ DATA = Path(os.environ.get("SVMSTREAM_DATA", REPO / ".." / "shared" / "data"))
 
 DATASETS = {
     "ijcnn1": ("ijcnn1.bz2", "ijcnn1.t.bz2", 22, 32.0, 2.0),
-    "a9a": ("a9a.bz2", "a9a.t.bz2", 123, 32.0, 2.0 ** -7),
+    "a9a": ("a9a.bz2", "a9a.t.bz2", 123, 32.0, 2.0**-7),
 }
-ROWS = ["svc", "ours_zero_1e-3", "ours_zero_1e-5", "dcsvm_exact", "dcsvm_exact_serial",
-        "dcsvm_early"]
+ROWS = ["svc", "ours_zero_1e-3", "ours_zero_1e-5", "dcsvm_exact", "dcsvm_exact_serial", "dcsvm_early"]
 # a9a from zero to 1e-3 is left out by default to keep the run near 10 minutes
 DEFAULT_ROWS = {"ijcnn1": ROWS, "a9a": [r for r in ROWS if r != "ours_zero_1e-3"]}
 CACHE_MB = 200.0
@@ -153,8 +152,14 @@ def run_row(name: str, row: str, quick: bool) -> dict:
     X, y, Xt, yt, C, gamma = _load(name, quick)
     if row != "svc":
         _warm_up()
-    rec = {"dataset": name, "row": row, "n_train": int(X.shape[0]), "n_test": int(Xt.shape[0]),
-           "C": C, "gamma": gamma}
+    rec = {
+        "dataset": name,
+        "row": row,
+        "n_train": int(X.shape[0]),
+        "n_test": int(Xt.shape[0]),
+        "C": C,
+        "gamma": gamma,
+    }
     with _PeakMemory() as mem:
         c0 = _cpu_seconds()
         t0 = time.perf_counter()
@@ -205,14 +210,19 @@ def _fmt(v, nd=2):
 
 
 def _markdown(records, meta) -> str:
-    lines = [f"# DC-SVM benchmark ({'quick' if meta['quick'] else 'full'})", "",
-             f"Command: `{meta['command']}` — {meta['date']}, {meta['machine']}, "
-             f"load average at start {meta['loadavg_start']}.", "",
-             "Train time is wall-clock (`train s`) and CPU time of the process and its pool workers "
-             "(`CPU s`); the machine is shared, so wall-clock ratios also reflect the load on the "
-             "other engineers' side at that moment, CPU-time ratios much less.", "",
-             "| data | row | train s | CPU s | speed-up vs SVC (wall / CPU) | test acc % | dual objective | rel. gap to ours eps=1e-5 | SVs | peak mem MB (job total) | predict s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# DC-SVM benchmark ({'quick' if meta['quick'] else 'full'})",
+        "",
+        f"Command: `{meta['command']}` — {meta['date']}, {meta['machine']}, "
+        f"load average at start {meta['loadavg_start']}.",
+        "",
+        "Train time is wall-clock (`train s`) and CPU time of the process and its pool workers "
+        "(`CPU s`); the machine is shared, so wall-clock ratios also reflect the load on the "
+        "other engineers' side at that moment, CPU-time ratios much less.",
+        "",
+        "| data | row | train s | CPU s | speed-up vs SVC (wall / CPU) | test acc % | dual objective | rel. gap to ours eps=1e-5 | SVs | peak mem MB (job total) | predict s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     by = {(r["dataset"], r["row"]): r for r in records}
     for r in records:
         svc = by.get((r["dataset"], "svc"))
@@ -222,12 +232,25 @@ def _markdown(records, meta) -> str:
         gap = None
         if ref and r["row"] not in ("svc", "dcsvm_early"):
             gap = abs(r["dual_objective"] - ref["dual_objective"]) / abs(ref["dual_objective"])
-        lines.append("| " + " | ".join([
-            r["dataset"], r["row"], _fmt(r["train_s"]), _fmt(r["train_cpu_s"]),
-            (f"{speed:.1f}x / {speed_cpu:.1f}x" if speed and speed_cpu else ""),
-            _fmt(100 * r["test_acc"], 2), _fmt(r["dual_objective"], 1),
-            "" if gap is None else f"{gap:.1e}", str(r.get("n_sv", "")),
-            _fmt(r["peak_mem_mb"], 0), _fmt(r["predict_s"])]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    r["dataset"],
+                    r["row"],
+                    _fmt(r["train_s"]),
+                    _fmt(r["train_cpu_s"]),
+                    (f"{speed:.1f}x / {speed_cpu:.1f}x" if speed and speed_cpu else ""),
+                    _fmt(100 * r["test_acc"], 2),
+                    _fmt(r["dual_objective"], 1),
+                    "" if gap is None else f"{gap:.1e}",
+                    str(r.get("n_sv", "")),
+                    _fmt(r["peak_mem_mb"], 0),
+                    _fmt(r["predict_s"]),
+                ]
+            )
+            + " |"
+        )
     lines += ["", "## Acceptance (issue 6)", ""]
     for name in dict.fromkeys(r["dataset"] for r in records):
         svc, ref = by.get((name, "svc")), by.get((name, "ours_zero_1e-5"))
@@ -253,7 +276,9 @@ def _markdown(records, meta) -> str:
             f"({'PASS' if svc['train_cpu_s'] >= 10 * early['train_cpu_s'] else 'FAIL'}) "
             f"(target >= 10x); accuracy {100 * early['test_acc']:.2f}% (target >= 98.3% on ijcnn1)",
             f"- peak memory (job total, {ex['mem_kind']}) DC-SVM exact {ex['peak_mem_mb']:.0f} MB, "
-            f"early {early['peak_mem_mb']:.0f} MB (target < cache {CACHE_MB:.0f} + 500 MB)", ""]
+            f"early {early['peak_mem_mb']:.0f} MB (target < cache {CACHE_MB:.0f} + 500 MB)",
+            "",
+        ]
     lines += ["Per-stage times of the DC-SVM rows are in the JSON file (`history`)."]
     return "\n".join(lines) + "\n"
 
@@ -272,10 +297,14 @@ def main(argv=None):
     if not (DATA / "ijcnn1.bz2").exists():
         sys.exit(f"benchmark data not found in {DATA} (set SVMSTREAM_DATA)")
     records = []
-    meta = {"command": "python -m benchmarks.bench_dcsvm" + (" --quick" if args.quick else ""),
-            "date": time.strftime("%Y-%m-%d %H:%M:%S"), "quick": args.quick,
-            "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
-            "loadavg_start": [round(v, 2) for v in os.getloadavg()], "cache_mb": CACHE_MB}
+    meta = {
+        "command": "python -m benchmarks.bench_dcsvm" + (" --quick" if args.quick else ""),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "quick": args.quick,
+        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+        "loadavg_start": [round(v, 2) for v in os.getloadavg()],
+        "cache_mb": CACHE_MB,
+    }
     for name in args.datasets.split(","):
         rows = args.rows.split(",") if args.rows else DEFAULT_ROWS.get(name, ROWS)
         for row in rows:
@@ -288,17 +317,21 @@ def main(argv=None):
             if out.returncode or not line:
                 print(out.stdout[-2000:], out.stderr[-4000:], file=sys.stderr)
                 raise SystemExit(f"row {name}:{row} failed")
-            rec = json.loads(line[-1][len("RESULT "):])
+            rec = json.loads(line[-1][len("RESULT ") :])
             rec["wall_s"] = time.perf_counter() - t0
             records.append(rec)
-            print(f"{name:7s} {row:20s} train {rec['train_s']:7.2f} s  cpu {rec['train_cpu_s']:7.2f} s  acc {100 * rec['test_acc']:6.2f}%  "
-                  f"obj {rec['dual_objective']:.6g}  SVs {rec.get('n_sv')}  "
-                  f"mem {rec['peak_mem_mb']:.0f} MB", flush=True)
+            print(
+                f"{name:7s} {row:20s} train {rec['train_s']:7.2f} s  cpu {rec['train_cpu_s']:7.2f} s  acc {100 * rec['test_acc']:6.2f}%  "
+                f"obj {rec['dual_objective']:.6g}  SVs {rec.get('n_sv')}  "
+                f"mem {rec['peak_mem_mb']:.0f} MB",
+                flush=True,
+            )
     meta["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = "dcsvm.quick" if args.quick else "dcsvm"
-    (RESULTS / f"{stem}.json").write_text(json.dumps({"meta": meta, "records": records},
-                                                     indent=1, default=float))
+    (RESULTS / f"{stem}.json").write_text(
+        json.dumps({"meta": meta, "records": records}, indent=1, default=float)
+    )
     (RESULTS / f"{stem}.md").write_text(_markdown(records, meta))
     print(_markdown(records, meta))
 

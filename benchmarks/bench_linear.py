@@ -9,7 +9,7 @@ Grid: C in {0.01, 0.1, 1, 10, 100, 1000} x eps in {0.01, 0.001} on a9a (n_featur
 reuters_lasvm, ijcnn1 and sector (one-vs-rest, the binary problems of its first 10 classes,
 each against all 6,412 training rows).  Solvers, all for the bias-free hinge-loss SVM:
 
-* ``uniform``: :func:`solvers.linear_cd.dual_cd` with ``selection="uniform"`` (Algorithm 2);
+* ``uniform``: :func:`svmstream.solvers.linear._cd.dual_cd` with ``selection="uniform"`` (Algorithm 2);
 * ``avsf``: the same with ``selection="avsf"`` (Algorithms 3-5 over an active set kept by
   LIBLINEAR's shrinking rule, the recommended variant, see ``docs/avsf.md``);
 * ``avsf-paper``: ``selection="avsf-paper"`` (Algorithms 3-5 as published, no shrinking);
@@ -113,8 +113,17 @@ def _timed(fn, repeat_below=REPEAT_BELOW):
 def run_ours(inp, y, C, eps, selection):
     def once():
         c0 = time.process_time()
-        r = dual_cd(inp, y, C=C, tol=eps, max_iter=MAX_ITER, selection=selection, seed=SEED,
-                    max_steps=STEP_CAP, record_history=True)
+        r = dual_cd(
+            inp,
+            y,
+            C=C,
+            tol=eps,
+            max_iter=MAX_ITER,
+            selection=selection,
+            seed=SEED,
+            max_steps=STEP_CAP,
+            record_history=True,
+        )
         return r.wall_time, time.process_time() - c0, r
 
     t, cpu, r = _timed(once)
@@ -130,8 +139,7 @@ def run_ours(inp, y, C, eps, selection):
         "violation": r.final_violation,
         "checks": r.n_checks,
         # (steps, dual) after every kernel call, for the steps-to-target figures
-        "_trace": (np.array([h["n_steps"] for h in r.history]),
-                   np.array([h["dual"] for h in r.history])),
+        "_trace": (np.array([h["n_steps"] for h in r.history]), np.array([h["dual"] for h in r.history])),
     }
 
 
@@ -139,8 +147,16 @@ def run_sklearn(X32, y, C, eps, max_iter):
     from sklearn.svm import LinearSVC
 
     def once():
-        clf = LinearSVC(loss="hinge", dual=True, fit_intercept=False, C=C, tol=eps,
-                        max_iter=max_iter, verbose=1, random_state=SEED)
+        clf = LinearSVC(
+            loss="hinge",
+            dual=True,
+            fit_intercept=False,
+            C=C,
+            tol=eps,
+            max_iter=max_iter,
+            verbose=1,
+            random_state=SEED,
+        )
         with warnings.catch_warnings(), _CaptureStdout() as cap:
             warnings.simplefilter("ignore")
             t0, c0 = time.perf_counter(), time.process_time()
@@ -150,9 +166,15 @@ def run_sklearn(X32, y, C, eps, max_iter):
 
     t, cpu, (text, w) = _timed(once)
     it, dual, capped = _parse_liblinear(text)
-    return {"seconds": t, "cpu_seconds": cpu, "iterations": it, "dual": dual,
-            "primal": _primal(X32, y, w, C), "capped": capped or it >= max_iter,
-            "max_iter": max_iter}
+    return {
+        "seconds": t,
+        "cpu_seconds": cpu,
+        "iterations": it,
+        "dual": dual,
+        "primal": _primal(X32, y, w, C),
+        "capped": capped or it >= max_iter,
+        "max_iter": max_iter,
+    }
 
 
 def run_liblinear(X, y, C, eps):
@@ -178,8 +200,14 @@ def run_liblinear(X, y, C, eps):
 
     t, cpu, (text, w) = _timed(once)
     it, dual, capped = _parse_liblinear(text)
-    return {"seconds": t, "cpu_seconds": cpu, "iterations": it, "dual": dual,
-            "primal": _primal(X, y, w, C), "capped": capped}
+    return {
+        "seconds": t,
+        "cpu_seconds": cpu,
+        "iterations": it,
+        "dual": dual,
+        "primal": _primal(X, y, w, C),
+        "capped": capped,
+    }
 
 
 def _primal(X, y, w, C):
@@ -221,9 +249,7 @@ def load(name, fname, n_features, classes):
         problems = [("+1", np.where(y > 0, 1.0, -1.0))]
     else:
         problems = [(str(c), np.where(y == c, 1.0, -1.0)) for c in classes]
-    X32 = sp.csr_matrix(
-        (X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape
-    )
+    X32 = sp.csr_matrix((X.data, X.indices.astype(np.int32), X.indptr.astype(np.int32)), shape=X.shape)
     return X, X32, problems
 
 
@@ -239,12 +265,14 @@ def bench(quick: bool) -> dict:
     for name, fname, nf, classes in datasets:
         X, X32, problems = load(name, fname, nf, classes)
         inp = as_cd_input(X)
-        print(f"[{time.perf_counter() - t_start:7.1f}s] {name}: {X.shape[0]} x {X.shape[1]}, "
-              f"nnz {X.nnz}, {len(problems)} binary problem(s)", flush=True)
+        print(
+            f"[{time.perf_counter() - t_start:7.1f}s] {name}: {X.shape[0]} x {X.shape[1]}, "
+            f"nnz {X.nnz}, {len(problems)} binary problem(s)",
+            flush=True,
+        )
         for C in cs:
             for eps in EPSILONS:
-                per = {"uniform": [], "avsf": [], "sklearn": [], "liblinear": [],
-                       "avsf_paper": []}
+                per = {"uniform": [], "avsf": [], "sklearn": [], "liblinear": [], "avsf_paper": []}
                 for _label, y in problems:
                     u = run_ours(inp, y, C, eps, "uniform")
                     a = run_ours(inp, y, C, eps, "avsf")
@@ -257,7 +285,8 @@ def bench(quick: bool) -> dict:
                     for r in (u, a, ap):
                         # steps until within TARGET_GAP of the best dual of all four
                         r[f"steps_to_{TARGET_GAP:g}"] = _steps_to(
-                            r["_trace"], best_p - TARGET_GAP * abs(best_p))
+                            r["_trace"], best_p - TARGET_GAP * abs(best_p)
+                        )
                         # steps until the lower of the two final duals of ours
                         r["steps_to_common"] = _steps_to(r["_trace"], common)
                     for key, r in zip(per, (u, a, s, ll, ap)):
@@ -291,8 +320,11 @@ def bench(quick: bool) -> dict:
         "benchmark": "bench_linear",
         "command": "python -m benchmarks.bench_linear" + (" --quick" if quick else ""),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpus": os.cpu_count()},
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
         "step_cap_per_problem": STEP_CAP,
         "target_gap": TARGET_GAP,
         "seed": SEED,
@@ -323,8 +355,12 @@ def summarize(result: dict) -> dict:
 
     def time_ratios(num, den, key, rows_):
         vals = [r[num][key] / r[den][key] for r in rows_]
-        return {"median": float(np.median(vals)), "max": float(np.max(vals)),
-                "configs_within_1.5": int(sum(v <= 1.5 for v in vals)), "configs": len(vals)}
+        return {
+            "median": float(np.median(vals)),
+            "max": float(np.max(vals)),
+            "configs_within_1.5": int(sum(v <= 1.5 for v in vals)),
+            "configs": len(vals),
+        }
 
     ll_conv = [r for r in rows if not r["liblinear"]["capped"]]
     return {
@@ -334,35 +370,45 @@ def summarize(result: dict) -> dict:
                 "max_rel_gap": max(r[k]["dual_rel_gap"] for r in fine),
                 "configs_within_1e-3": int(sum(r[k]["dual_rel_gap"] <= 1e-3 for r in fine)),
                 "configs": len(fine),
-                "failing": [f"{r['dataset']} C={r['C']:g}" for r in fine
-                            if r[k]["dual_rel_gap"] > 1e-3],
+                "failing": [f"{r['dataset']} C={r['C']:g}" for r in fine if r[k]["dual_rel_gap"] > 1e-3],
             }
             for k in ("uniform", "avsf", "avsf_paper", "sklearn", "liblinear")
         },
         # 2. steps baseline / AVSF at C >= 10 (> 1: AVSF needs fewer steps)
         "steps_ratio_uniform_over_avsf_C>=10": {
             d: [
-                {"C": r["C"], "eps": r["eps"],
-                 "at_stop": r["uniform"]["steps"] / r["avsf"]["steps"],
-                 "uniform_capped": r["uniform"]["capped"], "avsf_capped": r["avsf"]["capped"],
-                 "to_target": _ratio(r["uniform"][st], r["avsf"][st]),
-                 "uniform_to_target": r["uniform"][st], "avsf_to_target": r["avsf"][st],
-                 "to_common": _ratio(r["uniform"]["steps_to_common"],
-                                     r["avsf"]["steps_to_common"]),
-                 "at_stop_paper": r["uniform"]["steps"] / r["avsf_paper"]["steps"],
-                 "paper_capped": r["avsf_paper"]["capped"],
-                 "to_target_paper": _ratio(r["uniform"][st], r["avsf_paper"][st])}
-                for r in big if r["dataset"] == d
+                {
+                    "C": r["C"],
+                    "eps": r["eps"],
+                    "at_stop": r["uniform"]["steps"] / r["avsf"]["steps"],
+                    "uniform_capped": r["uniform"]["capped"],
+                    "avsf_capped": r["avsf"]["capped"],
+                    "to_target": _ratio(r["uniform"][st], r["avsf"][st]),
+                    "uniform_to_target": r["uniform"][st],
+                    "avsf_to_target": r["avsf"][st],
+                    "to_common": _ratio(r["uniform"]["steps_to_common"], r["avsf"]["steps_to_common"]),
+                    "at_stop_paper": r["uniform"]["steps"] / r["avsf_paper"]["steps"],
+                    "paper_capped": r["avsf_paper"]["capped"],
+                    "to_target_paper": _ratio(r["uniform"][st], r["avsf_paper"][st]),
+                }
+                for r in big
+                if r["dataset"] == d
             ]
             for d in datasets
         },
         # 3. our baseline vs LIBLINEAR time (ratio <= 1.5 wanted), wall and CPU seconds
         "time_uniform_over_sklearn_wall": time_ratios("uniform", "sklearn", "seconds", rows),
         "time_uniform_over_sklearn_cpu": time_ratios("uniform", "sklearn", "cpu_seconds", rows),
-        "time_uniform_over_liblinear_wall_where_it_converged":
-            time_ratios("uniform", "liblinear", "seconds", ll_conv) if ll_conv else None,
-        "time_uniform_over_liblinear_cpu_where_it_converged":
-            time_ratios("uniform", "liblinear", "cpu_seconds", ll_conv) if ll_conv else None,
+        "time_uniform_over_liblinear_wall_where_it_converged": time_ratios(
+            "uniform", "liblinear", "seconds", ll_conv
+        )
+        if ll_conv
+        else None,
+        "time_uniform_over_liblinear_cpu_where_it_converged": time_ratios(
+            "uniform", "liblinear", "cpu_seconds", ll_conv
+        )
+        if ll_conv
+        else None,
         # 4b. same, counting a LIBLINEAR run that ended > 1e-3 away from the best dual (while
         # AVSF was within 1e-3) as not having solved the problem
         "avsf_faster_or_liblinear_failed_all_C>=10": {
@@ -370,7 +416,8 @@ def summarize(result: dict) -> dict:
                 d: all(
                     r["avsf"]["seconds"] < r[ref]["seconds"]
                     or (r[ref]["dual_rel_gap"] > 1e-3 >= r["avsf"]["dual_rel_gap"])
-                    for r in big if r["dataset"] == d
+                    for r in big
+                    if r["dataset"] == d
                 )
                 for d in datasets
             }
@@ -379,8 +426,9 @@ def summarize(result: dict) -> dict:
         # 4. AVSF faster than LIBLINEAR at every C >= 10 (both eps), per data set
         "avsf_faster_all_C>=10": {
             ref: {
-                key: {d: all(r["avsf"][key] < r[ref][key] for r in big if r["dataset"] == d)
-                      for d in datasets}
+                key: {
+                    d: all(r["avsf"][key] < r[ref][key] for r in big if r["dataset"] == d) for d in datasets
+                }
                 for key in ("seconds", "cpu_seconds")
             }
             for ref in ("liblinear", "sklearn")
@@ -401,7 +449,7 @@ def markdown(result: dict) -> str:
         "",
         "Hinge-loss SVM without bias. `uniform` = our Algorithm 2 (LIBLINEAR dual CD with "
         "shrinking), `avsf` = our Algorithms 3-5 over an active set kept by LIBLINEAR's "
-        "shrinking rule (`selection=\"avsf\"`, the recommended variant), `avsf-paper` = "
+        'shrinking rule (`selection="avsf"`, the recommended variant), `avsf-paper` = '
         "Algorithms 3-5 as published (no shrinking), `sklearn` = scikit-learn LinearSVC "
         "(its bundled classic LIBLINEAR dual CD, i.e. the same Algorithm 2 in C), `liblinear` = "
         "liblinear-official 2.50 `-s 3 -B -1` (a newer block variant of dual CD). Steps = "
@@ -449,8 +497,7 @@ def markdown(result: dict) -> str:
         "avsf/liblinear | gap uniform | gap avsf | gap avsf-paper | gap sklearn "
         "| gap liblinear | best dual "
         "| certified gap of best dual |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-        "---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
         u, a, sk, ll = r["uniform"], r["avsf"], r["sklearn"], r["liblinear"]
@@ -470,16 +517,27 @@ def markdown(result: dict) -> str:
             f"| {ll['dual_rel_gap']:.1e} "
             f"| {best:.8g} | {cert:.1e} |"
         )
-    lines += ["", "## Acceptance figures (issue 7)", "",
-              "1. Dual objective at eps = 0.001, relative gap to the best dual of all five solvers:", ""]
+    lines += [
+        "",
+        "## Acceptance figures (issue 7)",
+        "",
+        "1. Dual objective at eps = 0.001, relative gap to the best dual of all five solvers:",
+        "",
+    ]
     for k, v in s["dual_agreement_eps0.001"].items():
         fail = f" (over 1e-3: {', '.join(v['failing'])})" if v["failing"] else ""
-        lines.append(f"   - {k}: max gap {v['max_rel_gap']:.1e}; within 1e-3 in "
-                     f"{v['configs_within_1e-3']}/{v['configs']} configurations{fail}")
-    lines += ["", "2. Steps uniform / avsf at C >= 10 (> 1: AVSF needs fewer). `at stop` = "
-              "steps when the run ended (`*`: a run hit the step cap, so this is a lower "
-              f"bound or an equal-work figure); `to {tg}` = steps to reach the common "
-              f"target (`>` if the baseline never reached it within the cap):", ""]
+        lines.append(
+            f"   - {k}: max gap {v['max_rel_gap']:.1e}; within 1e-3 in "
+            f"{v['configs_within_1e-3']}/{v['configs']} configurations{fail}"
+        )
+    lines += [
+        "",
+        "2. Steps uniform / avsf at C >= 10 (> 1: AVSF needs fewer). `at stop` = "
+        "steps when the run ended (`*`: a run hit the step cap, so this is a lower "
+        f"bound or an equal-work figure); `to {tg}` = steps to reach the common "
+        f"target (`>` if the baseline never reached it within the cap):",
+        "",
+    ]
     for d, entries in s["steps_ratio_uniform_over_avsf_C>=10"].items():
         parts = []
         for e in entries:
@@ -491,33 +549,44 @@ def markdown(result: dict) -> str:
                 tt = "—"
             star = "*" if e["uniform_capped"] or e["avsf_capped"] else ""
             pstar = "*" if e["uniform_capped"] or e["paper_capped"] else ""
-            parts.append(f"C={e['C']:g}/eps={e['eps']:g}: at stop {e['at_stop']:.2f}{star}, "
-                         f"to common {_fmt(e['to_common'])}, to {tg} {tt} "
-                         f"(avsf-paper: at stop {e['at_stop_paper']:.2f}{pstar}, "
-                         f"to {tg} {_fmt(e['to_target_paper'])})")
+            parts.append(
+                f"C={e['C']:g}/eps={e['eps']:g}: at stop {e['at_stop']:.2f}{star}, "
+                f"to common {_fmt(e['to_common'])}, to {tg} {tt} "
+                f"(avsf-paper: at stop {e['at_stop_paper']:.2f}{pstar}, "
+                f"to {tg} {_fmt(e['to_target_paper'])})"
+            )
         lines.append(f"   - {d}: " + "; ".join(parts))
     lines += ["", "3. Time of our baseline / LIBLINEAR (wanted <= 1.5):", ""]
     for key, label in (
         ("time_uniform_over_sklearn_wall", "vs sklearn LIBLINEAR (same algorithm), wall"),
         ("time_uniform_over_sklearn_cpu", "vs sklearn LIBLINEAR (same algorithm), cpu"),
-        ("time_uniform_over_liblinear_wall_where_it_converged",
-         "vs liblinear-official where it converged, wall"),
-        ("time_uniform_over_liblinear_cpu_where_it_converged",
-         "vs liblinear-official where it converged, cpu"),
+        (
+            "time_uniform_over_liblinear_wall_where_it_converged",
+            "vs liblinear-official where it converged, wall",
+        ),
+        (
+            "time_uniform_over_liblinear_cpu_where_it_converged",
+            "vs liblinear-official where it converged, cpu",
+        ),
     ):
         v = s[key]
         if v:
-            lines.append(f"   - {label}: median {v['median']:.2f}, max {v['max']:.2f}, "
-                         f"<= 1.5 in {v['configs_within_1.5']}/{v['configs']} configurations")
+            lines.append(
+                f"   - {label}: median {v['median']:.2f}, max {v['max']:.2f}, "
+                f"<= 1.5 in {v['configs_within_1.5']}/{v['configs']} configurations"
+            )
     lines += ["", "4. AVSF faster than LIBLINEAR at every C >= 10 (both eps), per data set:", ""]
     for ref, per in s["avsf_faster_or_liblinear_failed_all_C>=10"].items():
-        lines.append(f"   - vs {ref} (wall; a {ref} run that ended > 1e-3 below the best dual "
-                     "counts as not solved): "
-                     + ", ".join(f"{d}: {'yes' if v else 'no'}" for d, v in per.items()))
+        lines.append(
+            f"   - vs {ref} (wall; a {ref} run that ended > 1e-3 below the best dual "
+            "counts as not solved): " + ", ".join(f"{d}: {'yes' if v else 'no'}" for d, v in per.items())
+        )
     for ref, by_key in s["avsf_faster_all_C>=10"].items():
         for key, per in by_key.items():
-            lines.append(f"   - vs {ref} ({'wall' if key == 'seconds' else 'cpu'}): "
-                         + ", ".join(f"{d}: {'yes' if v else 'no'}" for d, v in per.items()))
+            lines.append(
+                f"   - vs {ref} ({'wall' if key == 'seconds' else 'cpu'}): "
+                + ", ".join(f"{d}: {'yes' if v else 'no'}" for d, v in per.items())
+            )
     lines.append("")
     return "\n".join(lines)
 
@@ -528,8 +597,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     missing = [f for _, f, _, _ in DATASETS if not (DATA / f).exists()]
     if missing:
-        print(f"benchmark data missing in {DATA}: {missing} (set SVMSTREAM_DATA)",
-              file=sys.stderr)
+        print(f"benchmark data missing in {DATA}: {missing} (set SVMSTREAM_DATA)", file=sys.stderr)
         return 2
     result = bench(args.quick)
     result["summary"] = summarize(result)

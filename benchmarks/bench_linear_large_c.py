@@ -54,11 +54,18 @@ def run_one(job):
         row["steps"] = None  # LIBLINEAR does not report coordinate steps
     else:
         started = time.process_time()
-        r = dual_cd(as_cd_input(X), y, C=C, tol=eps, max_iter=10**9, selection=solver, seed=SEED,
-                    max_steps=STEP_CAP)
-        row = {"seconds": r.wall_time, "cpu_seconds": time.process_time() - started,
-               "iterations": r.n_iter, "steps": r.n_steps, "dual": r.dual, "primal": r.primal,
-               "capped": not r.converged}
+        r = dual_cd(
+            as_cd_input(X), y, C=C, tol=eps, max_iter=10**9, selection=solver, seed=SEED, max_steps=STEP_CAP
+        )
+        row = {
+            "seconds": r.wall_time,
+            "cpu_seconds": time.process_time() - started,
+            "iterations": r.n_iter,
+            "steps": r.n_steps,
+            "dual": r.dual,
+            "primal": r.primal,
+            "capped": not r.converged,
+        }
     row.update({"C": C, "eps": eps, "solver": solver})
     print(row, flush=True)
     return row
@@ -87,7 +94,8 @@ def markdown(result) -> str:
             lines.append(
                 f"| {C:g} | {eps:g} | {name} | {'no (capped)' if r['capped'] else 'yes'} | {steps} | "
                 f"{r['iterations']:,} | {r['seconds']:.1f} | {r['cpu_seconds']:.1f} | {r['dual']:.8g} | "
-                f"{(best - r['dual']) / abs(best):.1e} | {ratio:.2f} | {speed:.2f} |")
+                f"{(best - r['dual']) / abs(best):.1e} | {ratio:.2f} | {speed:.2f} |"
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -8,16 +8,16 @@ A steady state with B SVs (d = 22, uniform random data in [−1, 1], RBF γ = 0.
 coefficients) receives a stream of new SVs; each step inserts one SV at slot B and brings
 the model back to B SVs.  Numba drivers run whole loops (no Python per step):
 
-* ``project``: kernel row of the new SV, :func:`solvers.projection.kinv_append` and
-  :func:`solvers.projection.project_smallest` (both O(B²));
-* ``merge``: kernel row and :func:`solvers.merging.merge_smallest` (GSS-standard, O(B·d));
-* ``base``: kernel row and a plain removal (:func:`solvers.merging.remove_sv`, O(B·d)) — the
+* ``project``: kernel row of the new SV, :func:`svmstream.solvers.budgeted._projection.kinv_append` and
+  :func:`svmstream.solvers.budgeted._projection.project_smallest` (both O(B²));
+* ``merge``: kernel row and :func:`svmstream.solvers.budgeted._merging.merge_smallest` (GSS-standard, O(B·d));
+* ``base``: kernel row and a plain removal (:func:`svmstream.solvers.budgeted._merging.remove_sv`, O(B·d)) — the
   part of each step that is not maintenance;
-* ``remove+k_inv``: kernel row, ``kinv_append`` and :func:`solvers.projection.remove_smallest`
+* ``remove+k_inv``: kernel row, ``kinv_append`` and :func:`svmstream.solvers.budgeted._projection.remove_smallest`
   with the inverse kept up to date (what removal costs when K⁻¹ is maintained);
 * ``re-invert``: ``np.linalg.inv`` of the B × B kernel matrix (the per-step cost of projection
   without the incremental inverse; LAPACK, one thread);
-* ``rebuild``: one :func:`solvers.projection.kinv_rebuild` (kernel matrix + LAPACK inverse),
+* ``rebuild``: one :func:`svmstream.solvers.budgeted._projection.kinv_rebuild` (kernel matrix + LAPACK inverse),
   the price of a failed consistency check.
 
 Reported per step: the raw time and the maintenance time (raw − base); the B = 100 → 500
@@ -46,9 +46,22 @@ from pathlib import Path  # noqa: E402
 import numba as nb  # noqa: E402
 import numpy as np  # noqa: E402
 
+from svmstream.solvers.budgeted._merging import (
+    GSS_STANDARD_EPS,
+    N_DIAG,
+    SOLVER_GSS,
+    merge_smallest,
+    remove_sv,
+    smallest_coefficient_slot,
+)
+from svmstream.solvers.budgeted._projection import (
+    DEFAULT_JITTER,
+    kinv_append,
+    kinv_rebuild,
+    project_smallest,
+    remove_smallest,
+)
 from svmstream.solvers.kernels import rbf_row, squared_norm  # noqa: E402
-from svmstream.solvers.budgeted._merging import GSS_STANDARD_EPS, N_DIAG, SOLVER_GSS, merge_smallest, remove_sv, smallest_coefficient_slot
-from svmstream.solvers.budgeted._projection import DEFAULT_JITTER, kinv_append, kinv_rebuild, project_smallest, remove_smallest
 
 RESULTS = Path(__file__).resolve().parent / "results"
 D = 22
@@ -78,8 +91,7 @@ def drive_project(stream, coefs, sv_t, sv_sq, coef, n, k_inv, jitter, x_buf, row
     for i in range(stream.shape[0]):
         _insert(stream, coefs, i, sv_t, sv_sq, coef, n, row)
         kinv_append(k_inv, n, row, 1.0, jitter, work)
-        n, wd, rebuilt = project_smallest(sv_t, sv_sq, coef, n + 1, GAMMA, k_inv, jitter, x_buf,
-                                          row, work)
+        n, wd, rebuilt = project_smallest(sv_t, sv_sq, coef, n + 1, GAMMA, k_inv, jitter, x_buf, row, work)
         wd_sum += wd
         rebuilds += rebuilt
     return n, wd_sum, rebuilds
@@ -109,8 +121,22 @@ def drive_merge(stream, coefs, sv_t, sv_sq, coef, n, x_buf, row, tables, diag, m
     wd_sum = 0.0
     for i in range(stream.shape[0]):
         _insert(stream, coefs, i, sv_t, sv_sq, coef, n, row)
-        n, wd, _ = merge_smallest(sv_t, sv_sq, coef, n + 1, GAMMA, SOLVER_GSS, GSS_STANDARD_EPS,
-                                  tables, tables, -1, diag, x_buf, merge_work, False)
+        n, wd, _ = merge_smallest(
+            sv_t,
+            sv_sq,
+            coef,
+            n + 1,
+            GAMMA,
+            SOLVER_GSS,
+            GSS_STANDARD_EPS,
+            tables,
+            tables,
+            -1,
+            diag,
+            x_buf,
+            merge_work,
+            False,
+        )
         wd_sum += wd
     return n, wd_sum
 
@@ -122,7 +148,9 @@ REAL_SETS = {"a9a": ("a9a.bz2", 123, 2.0**-7), "ijcnn1": ("ijcnn1.bz2", 22, 2.0)
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("SVMSTREAM_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+    return Path(
+        os.environ.get("SVMSTREAM_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+    )
 
 
 def real_data(name):
@@ -175,8 +203,9 @@ class Setup:
         self.row = np.zeros(cap)
         self.work = np.zeros(cap)
         self.k_inv0 = np.zeros((cap, cap))
-        kinv_rebuild(self.k_inv0, self.sv_t0, self.sv_sq0, budget, self.gamma, DEFAULT_JITTER,
-                     self.x_buf, self.row)
+        kinv_rebuild(
+            self.k_inv0, self.sv_t0, self.sv_sq0, budget, self.gamma, DEFAULT_JITTER, self.x_buf, self.row
+        )
 
     def fresh(self):
         return self.sv_t0.copy(), self.sv_sq0.copy(), self.coef0.copy(), self.k_inv0.copy()
@@ -197,14 +226,25 @@ def time_variant(setup, name):
         return (time.perf_counter() - t0) / reps * s.shape[0]
     t0 = time.perf_counter()
     if name == "project":
-        drive_project(s, c, sv_t, sv_sq, coef, B, k_inv, DEFAULT_JITTER, setup.x_buf, setup.row,
-                      setup.work)
+        drive_project(s, c, sv_t, sv_sq, coef, B, k_inv, DEFAULT_JITTER, setup.x_buf, setup.row, setup.work)
     elif name == "remove+k_inv":
-        drive_remove_kinv(s, c, sv_t, sv_sq, coef, B, k_inv, DEFAULT_JITTER, setup.x_buf,
-                          setup.row, setup.work)
+        drive_remove_kinv(
+            s, c, sv_t, sv_sq, coef, B, k_inv, DEFAULT_JITTER, setup.x_buf, setup.row, setup.work
+        )
     elif name == "merge":
-        drive_merge(s, c, sv_t, sv_sq, coef, B, setup.x_buf, setup.row, np.zeros((2, 2)),
-                    np.zeros(N_DIAG), np.zeros(2 * (B + 1)))
+        drive_merge(
+            s,
+            c,
+            sv_t,
+            sv_sq,
+            coef,
+            B,
+            setup.x_buf,
+            setup.row,
+            np.zeros((2, 2)),
+            np.zeros(N_DIAG),
+            np.zeros(2 * (B + 1)),
+        )
     elif name == "base":
         drive_base(s, c, sv_t, sv_sq, coef, B, setup.row)
     elif name == "rebuild":
@@ -234,8 +274,7 @@ def timings():
         med = {v: float(np.median(per_step[B][v])) for v in VARIANTS}
         out[B] = {
             "raw_us": {v: med[v] * 1e6 for v in VARIANTS},
-            "maintenance_us": {v: (med[v] - med["base"]) * 1e6
-                               for v in ("project", "merge", "remove+k_inv")},
+            "maintenance_us": {v: (med[v] - med["base"]) * 1e6 for v in ("project", "merge", "remove+k_inv")},
             "steps": STEPS[B],
             "repeats": REPEATS,
         }
@@ -270,20 +309,26 @@ def drift(budget, steps, data, jitter):
         sv_sq[n] = x @ x
         coef[n, 0] = setup.stream_c[i]
         kinv_append(k_inv, n, row, 1.0, jitter, work)
-        n, _, rebuilt = project_smallest(sv_t, sv_sq, coef, n + 1, gamma, k_inv, jitter, x_buf,
-                                         row, work)
+        n, _, rebuilt = project_smallest(sv_t, sv_sq, coef, n + 1, gamma, k_inv, jitter, x_buf, row, work)
         rebuilds += rebuilt
     seconds = time.perf_counter() - t0
     S = sv_t[:, :n].T
     d2 = np.sum(S**2, 1)[:, None] + np.sum(S**2, 1)[None, :] - 2 * S @ S.T
     Ke = np.exp(-gamma * np.maximum(d2, 0.0)) + jitter * np.eye(n)
     ref = np.linalg.inv(Ke)
-    return {"data": setup.gamma_note, "gamma": gamma, "B": budget, "steps": steps,
-            "jitter": jitter, "rebuilds": rebuilds, "seconds": seconds,
-            "cond": float(np.linalg.cond(Ke)),
-            "rel_err": float(np.abs(k_inv[:n, :n] - ref).max() / np.abs(ref).max()),
-            "resid": float(np.abs(np.eye(n) - k_inv[:n, :n] @ Ke).max()),
-            "resid_lapack": float(np.abs(np.eye(n) - ref @ Ke).max())}
+    return {
+        "data": setup.gamma_note,
+        "gamma": gamma,
+        "B": budget,
+        "steps": steps,
+        "jitter": jitter,
+        "rebuilds": rebuilds,
+        "seconds": seconds,
+        "cond": float(np.linalg.cond(Ke)),
+        "rel_err": float(np.abs(k_inv[:n, :n] - ref).max() / np.abs(ref).max()),
+        "resid": float(np.abs(np.eye(n) - k_inv[:n, :n] @ Ke).max()),
+        "resid_lapack": float(np.abs(np.eye(n) - ref @ Ke).max()),
+    }
 
 
 def main():
@@ -294,14 +339,23 @@ def main():
         cases += [(100, "ijcnn1"), (500, "ijcnn1"), (100, "a9a"), (500, "a9a")]
     else:
         print(f"benchmark data not found in {data_dir()} (SVMSTREAM_DATA): real-data rows skipped")
-    drifts = [drift(B, 3000, data, jitter) for B, data in cases
-              for jitter in (DEFAULT_JITTER, 1e-8)]
+    drifts = [drift(B, 3000, data, jitter) for B, data in cases for jitter in (DEFAULT_JITTER, 1e-8)]
     result = {
         "benchmark": "projection",
-        "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                    "cpus": os.cpu_count(), "numba": nb.__version__, "numpy": np.__version__},
-        "setting": {"d": D, "gamma": GAMMA, "data": "uniform [-1,1]^22",
-                    "jitter": DEFAULT_JITTER, "merge_solver": "gss (eps 0.01)"},
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor(),
+            "cpus": os.cpu_count(),
+            "numba": nb.__version__,
+            "numpy": np.__version__,
+        },
+        "setting": {
+            "d": D,
+            "gamma": GAMMA,
+            "data": "uniform [-1,1]^22",
+            "jitter": DEFAULT_JITTER,
+            "merge_solver": "gss (eps 0.01)",
+        },
         "per_step": {str(B): v for B, v in out.items()},
         "ratio_500_over_100": ratios,
         "kinv_drift": drifts,
@@ -353,9 +407,11 @@ def main():
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in drifts:
-        lines.append(f"| {r['data']} | {r['gamma']} | {r['B']} | {r['steps']} | {r['jitter']:g} | "
-                     f"{r['cond']:.1e} | {r['rebuilds']} | {r['rel_err']:.1e} | {r['resid']:.1e} | "
-                     f"{r['resid_lapack']:.1e} | {r['seconds']:.2f} |")
+        lines.append(
+            f"| {r['data']} | {r['gamma']} | {r['B']} | {r['steps']} | {r['jitter']:g} | "
+            f"{r['cond']:.1e} | {r['rebuilds']} | {r['rel_err']:.1e} | {r['resid']:.1e} | "
+            f"{r['resid_lapack']:.1e} | {r['seconds']:.2f} |"
+        )
     lines.append("")
     (RESULTS / "projection.md").write_text("\n".join(lines))
     print("\n".join(lines))

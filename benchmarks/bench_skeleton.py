@@ -37,15 +37,22 @@ def solver_runs(X, y, Xt, yt, seeds, merge_solver="gss"):
         else:
             est.fit(X, y)
         seconds = time.perf_counter() - started
-        rows.append({"run": f"solver ({merge_solver})", "order": "file" if seed is None else f"shuffled seed {seed}",
-                     "train_s": seconds, "examples_per_s": X.shape[0] / seconds,
-                     "test_accuracy_%": 100 * float(np.mean(est.predict(Xt) == yt)),
-                     "merges": est.n_merges_, "n_sv": est.n_support_vectors_})
+        rows.append(
+            {
+                "run": f"solver ({merge_solver})",
+                "order": "file" if seed is None else f"shuffled seed {seed}",
+                "train_s": seconds,
+                "examples_per_s": X.shape[0] / seconds,
+                "test_accuracy_%": 100 * float(np.mean(est.predict(Xt) == yt)),
+                "merges": est.n_merges_,
+                "n_sv": est.n_support_vectors_,
+            }
+        )
     return rows
 
 
 def replay_runs(quick: bool):
-    from svmstream.app.cli.main import run_replay
+    from svmstream.app.cli.replay import run_replay
 
     rows, memory = [], {}
     train, test = str(data_file("ijcnn1.bz2")), str(data_file("ijcnn1.t.bz2"))
@@ -53,22 +60,35 @@ def replay_runs(quick: bool):
     with tempfile.TemporaryDirectory() as tmp:
         for shuffle in (None, 0):
             with Server(Path(tmp) / f"snap-{shuffle}") as server:
-                result = run_replay(train, server.url, batch=1000, test=test, hyper=hyper,
-                                    progress=False, shuffle_seed=shuffle)
-                rows.append({"run": "HTTP replay, batch 1000",
-                             "order": "file" if shuffle is None else f"shuffled seed {shuffle}",
-                             "train_s": result["seconds"], "examples_per_s": result["examples_per_s"],
-                             "test_accuracy_%": 100 * result["test_accuracy"],
-                             "merges": result["model"]["n_merges"],
-                             "n_sv": result["model"]["n_support_vectors"]})
+                result = run_replay(
+                    train,
+                    server.url,
+                    batch=1000,
+                    test=test,
+                    hyper=hyper,
+                    progress=False,
+                    shuffle_seed=shuffle,
+                )
+                rows.append(
+                    {
+                        "run": "HTTP replay, batch 1000",
+                        "order": "file" if shuffle is None else f"shuffled seed {shuffle}",
+                        "train_s": result["seconds"],
+                        "examples_per_s": result["examples_per_s"],
+                        "test_accuracy_%": 100 * result["test_accuracy"],
+                        "merges": result["model"]["n_merges"],
+                        "n_sv": result["model"]["n_support_vectors"],
+                    }
+                )
                 if shuffle is None and not quick:
                     memory["rss_mb_after_1_pass"] = server.rss_mb()
                     more = run_replay(train, server.url, batch=1000, passes=19, progress=False)
                     memory["rss_mb_after_20_passes"] = server.rss_mb()
                     memory["examples_replayed"] = result["examples"] + more["examples"]
                     memory["replay_examples_per_s_19_passes"] = more["examples_per_s"]
-                    memory["rss_growth_%"] = 100 * (memory["rss_mb_after_20_passes"]
-                                                    / memory["rss_mb_after_1_pass"] - 1)
+                    memory["rss_growth_%"] = 100 * (
+                        memory["rss_mb_after_20_passes"] / memory["rss_mb_after_1_pass"] - 1
+                    )
     return rows, memory
 
 
@@ -92,7 +112,9 @@ def main():
     rows += http_rows
     payload = {"machine": machine(), "params": PARAMS, "rows": rows, "summary": summary, "memory": memory}
     notes = "Summary: " + ", ".join(f"{k} = {v:,.4g}" for k, v in {**summary, **memory}.items())
-    write_results("skeleton", payload, rows, "BSGD (merge, GSS-standard) on ijcnn1, B=500, γ=2, C=32, one pass", notes)
+    write_results(
+        "skeleton", payload, rows, "BSGD (merge, GSS-standard) on ijcnn1, B=500, γ=2, C=32, one pass", notes
+    )
 
 
 if __name__ == "__main__":

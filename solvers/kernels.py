@@ -126,7 +126,7 @@ def rbf_row_and_log(x, x_sq, sv_t, sv_sq, n_sv, gamma, out, log_out):
 
     The training steps use it for the margin: if x is added as an SV and then is the one
     merged away, the merge reuses both rows instead of recomputing them
-    (:func:`solvers.merging.merge_smallest`, ``known_row``).  ``log_out`` is (>= n_sv,) float64.
+    (:func:`svmstream.solvers.budgeted._merging.merge_smallest`, ``known_row``).  ``log_out`` is (>= n_sv,) float64.
     """
     sv_dot_products(x, sv_t, n_sv, out)
     for j in range(n_sv):

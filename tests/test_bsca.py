@@ -41,7 +41,8 @@ def reference_bsca(X, y, order, C, gamma):
                 betas[slot[i]] += delta * y[i]
             else:
                 slot[i] = len(svs)
-                svs.append(X[i]); betas.append(delta * y[i])
+                svs.append(X[i])
+                betas.append(delta * y[i])
     return alpha, np.array(svs), np.array(betas)
 
 
@@ -49,8 +50,9 @@ def reference_bsca(X, y, order, C, gamma):
 def test_dataset_mode_matches_algorithm_2(cancer, sampling):
     X, _, y, _ = cancer
     X, y = X[:120], y[:120]
-    est = BudgetedSCAClassifier(**RAW, budget=10_000, gamma=2.0, C=3.0, epochs=2, random_state=7,
-                                sampling=sampling).fit(X, y)
+    est = BudgetedSCAClassifier(
+        **RAW, budget=10_000, gamma=2.0, C=3.0, epochs=2, random_state=7, sampling=sampling
+    ).fit(X, y)
     rng = np.random.default_rng(7)
     if sampling == "uniform":  # n draws with replacement per epoch
         order = np.concatenate([rng.integers(0, 120, 120), rng.integers(0, 120, 120)])
@@ -80,7 +82,9 @@ def test_first_permutation_epoch_is_the_stream_in_that_order(cancer):
     X, _, y, _ = cancer
     fitted = BudgetedSCAClassifier(**RAW, budget=30, gamma=2.0, C=2.0, random_state=3).fit(X, y)
     order = np.random.default_rng(3).permutation(len(y))
-    streamed = BudgetedSCAClassifier(**RAW, budget=30, gamma=2.0, C=2.0).partial_fit(X[order], y[order], classes=[-1, 1])
+    streamed = BudgetedSCAClassifier(**RAW, budget=30, gamma=2.0, C=2.0).partial_fit(
+        X[order], y[order], classes=[-1, 1]
+    )
     assert fitted.statistics()["maintenance_events"] > 0
     np.testing.assert_array_equal(fitted.support_vectors_, streamed.support_vectors_)
     np.testing.assert_array_equal(fitted.dual_coef_, streamed.dual_coef_)
@@ -131,7 +135,9 @@ def test_one_vs_rest_multiclass_and_round_trip():
 
 def test_binary_round_trip_continues_exactly(cancer):
     X, _, y, _ = cancer
-    a = BudgetedSCAClassifier(**RAW, budget=20, gamma=2.0, C=5.0).partial_fit(X[:150], y[:150], classes=[-1, 1])
+    a = BudgetedSCAClassifier(**RAW, budget=20, gamma=2.0, C=5.0).partial_fit(
+        X[:150], y[:150], classes=[-1, 1]
+    )
     b = estimator_from_state(*decode_state(encode_state(*a.get_state())))
     a.partial_fit(X[150:], y[150:])
     b.partial_fit(X[150:], y[150:])

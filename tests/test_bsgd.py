@@ -57,7 +57,7 @@ def test_budget_is_never_exceeded(cancer):
     X, y = cancer
     est = BudgetedSGDClassifier(**RAW, budget=7, gamma=5.0, C=10.0)
     for start in range(0, X.shape[0], 37):
-        est.partial_fit(X[start:start + 37], y[start:start + 37], classes=[-1, 1])
+        est.partial_fit(X[start : start + 37], y[start : start + 37], classes=[-1, 1])
         assert est.n_support_vectors_ <= 7
         assert est.support_vectors_.shape == (est.n_support_vectors_, X.shape[1])
     assert est.n_merges_ > 0
@@ -133,7 +133,9 @@ def test_state_round_trip_continues_exactly(cancer):
 )
 def test_bad_input_raises_and_changes_nothing(cancer, mutate, message):
     X, y = cancer
-    est = BudgetedSGDClassifier(**RAW, budget=20, gamma=2.0, C=3.0).partial_fit(X[:100], y[:100], classes=[-1, 1])
+    est = BudgetedSGDClassifier(**RAW, budget=20, gamma=2.0, C=3.0).partial_fit(
+        X[:100], y[:100], classes=[-1, 1]
+    )
     before = est.get_state()
     Xb, yb = mutate(X[100:120].copy(), y[100:120].copy())
     with pytest.raises(ValueError, match=message):
@@ -152,7 +154,9 @@ def test_first_partial_fit_needs_classes():
         BudgetedSGDClassifier().fit(X, np.zeros(60))
 
 
-@pytest.mark.parametrize("params", [{"budget": 1}, {"gamma": 0}, {"C": -1.0}, {"epochs": 0}, {"gss_eps": 2.0}])
+@pytest.mark.parametrize(
+    "params", [{"budget": 1}, {"gamma": 0}, {"C": -1.0}, {"epochs": 0}, {"gss_eps": 2.0}]
+)
 def test_invalid_parameters_are_rejected(cancer, params):
     X, y = cancer
     with pytest.raises(ValueError):

@@ -36,9 +36,12 @@ def test_multiclass_merge_minimises_the_exact_weight_degradation():
     sv = rng.normal(size=(n, d))
     coef = rng.normal(size=(n, k))
     coef[2] *= 0.05  # the smallest ‖α_p‖²
-    sv_t = np.zeros((d, n + 1)); sv_t[:, :n] = sv.T
-    sv_sq = np.zeros(n + 1); sv_sq[:n] = (sv**2).sum(1)
-    c = np.zeros((n + 1, k)); c[:n] = coef
+    sv_t = np.zeros((d, n + 1))
+    sv_t[:, :n] = sv.T
+    sv_sq = np.zeros(n + 1)
+    sv_sq[:n] = (sv**2).sum(1)
+    c = np.zeros((n + 1, k))
+    c[:n] = coef
     n_new, wd = merge_smallest_multiclass(sv_t, sv_sq, c, n, gamma, 1e-10, np.zeros(d), np.zeros(2 * (n + 1)))
     assert n_new == n - 1
     # brute force over partners q and a fine grid of h
@@ -52,12 +55,18 @@ def test_multiclass_merge_minimises_the_exact_weight_degradation():
         norm2 = (coef[2] ** 2 + coef[q] ** 2 + 2 * coef[2] * coef[q] * rbf(sv[2], sv[q], gamma)).sum()
         best = min(best, (norm2 - (a_z**2).sum(1)).min())
     assert wd == pytest.approx(best, rel=1e-4, abs=1e-10)
+
     # the reported WD is the RKHS distance between old and new expansions, summed over classes
     def gram(A, B):
         return rbf(A[:, None, :], B[None, :, :], gamma)
+
     new_sv, new_coef = sv_t[:, :n_new].T, c[:n_new]
-    dist2 = sum(coef[:, j] @ gram(sv, sv) @ coef[:, j] + new_coef[:, j] @ gram(new_sv, new_sv) @ new_coef[:, j]
-                - 2 * coef[:, j] @ gram(sv, new_sv) @ new_coef[:, j] for j in range(k))
+    dist2 = sum(
+        coef[:, j] @ gram(sv, sv) @ coef[:, j]
+        + new_coef[:, j] @ gram(new_sv, new_sv) @ new_coef[:, j]
+        - 2 * coef[:, j] @ gram(sv, new_sv) @ new_coef[:, j]
+        for j in range(k)
+    )
     assert dist2 == pytest.approx(wd, rel=1e-6, abs=1e-10)
 
 
@@ -94,8 +103,9 @@ def test_multiclass_string_labels_and_removal():
     X, y = load_wine(return_X_y=True)
     X = MinMaxScaler().fit_transform(X)
     names = np.array(["barolo", "grignolino", "barbera"])[y]
-    est = BudgetedSGDClassifier(**RAW, budget=20, gamma=1.0, C=10.0, epochs=5, maintenance="remove",
-                                random_state=0).fit(X, names)
+    est = BudgetedSGDClassifier(
+        **RAW, budget=20, gamma=1.0, C=10.0, epochs=5, maintenance="remove", random_state=0
+    ).fit(X, names)
     assert set(est.classes_) == set(names) and est.n_merges_ == 0 and est.n_maintenance_ > 0
     assert est.score(X, names) > 0.85
 
@@ -103,8 +113,16 @@ def test_multiclass_string_labels_and_removal():
 @pytest.mark.parametrize("solver", ["gss", "gss-precise", "lookup-h", "lookup-wd"])
 def test_merge_solvers_agree_with_gss_precise(cancer, solver):
     Xtr, Xte, ytr, yte = cancer
-    est = BudgetedSGDClassifier(**RAW, budget=10, gamma=4.0, C=10.0, epochs=2, merge_solver=solver,
-                                compare_merge_solver="gss-precise", random_state=0).fit(Xtr, ytr)
+    est = BudgetedSGDClassifier(
+        **RAW,
+        budget=10,
+        gamma=4.0,
+        C=10.0,
+        epochs=2,
+        merge_solver=solver,
+        compare_merge_solver="gss-precise",
+        random_state=0,
+    ).fit(Xtr, ytr)
     diag = est.merge_diagnostics_
     assert diag[D_EVENTS] == est.n_merges_ > 50
     assert diag[D_SAME_PARTNER] / diag[D_EVENTS] >= 0.85  # the paper: 91.8% (IJCNN)
@@ -124,15 +142,17 @@ def test_removal_degrades_more_than_merging(cancer):
 
 def test_norma_schedule_learns(cancer):
     Xtr, Xte, ytr, yte = cancer
-    est = BudgetedSGDClassifier(**RAW, budget=50, gamma=2.0, lambda_=1e-3, schedule="norma", eta=0.5,
-                                epochs=3, random_state=0).fit(Xtr, ytr)
+    est = BudgetedSGDClassifier(
+        **RAW, budget=50, gamma=2.0, lambda_=1e-3, schedule="norma", eta=0.5, epochs=3, random_state=0
+    ).fit(Xtr, ytr)
     assert est.score(Xte, yte) > 0.9
 
 
 def test_perceptron_stays_in_the_ball(cancer):
     Xtr, Xte, ytr, yte = cancer
-    est = BudgetedSGDClassifier(**RAW, budget=30, gamma=2.0, schedule="perceptron", eta=0.5, radius=3.0,
-                                epochs=3, random_state=0).fit(Xtr, ytr)
+    est = BudgetedSGDClassifier(
+        **RAW, budget=30, gamma=2.0, schedule="perceptron", eta=0.5, radius=3.0, epochs=3, random_state=0
+    ).fit(Xtr, ytr)
     sv, alpha = est.support_vectors_, est.dual_coef_
     norm = np.sqrt(alpha @ rbf(sv[:, None, :], sv[None, :, :], 2.0) @ alpha)
     assert norm <= 3.0 * (1 + 1e-9)
@@ -142,8 +162,9 @@ def test_perceptron_stays_in_the_ball(cancer):
 
 def test_bias_is_learned_and_used(cancer):
     Xtr, Xte, ytr, yte = cancer
-    est = BudgetedSGDClassifier(**RAW, budget=40, gamma=2.0, C=10.0, epochs=3, fit_intercept=True,
-                                random_state=0).fit(Xtr, ytr)
+    est = BudgetedSGDClassifier(
+        **RAW, budget=40, gamma=2.0, C=10.0, epochs=3, fit_intercept=True, random_state=0
+    ).fit(Xtr, ytr)
     assert est.intercept_[0] != 0.0
     K = rbf(Xte[:, None, :], est.support_vectors_[None, :, :], 2.0)
     np.testing.assert_allclose(est.decision_function(Xte), K @ est.dual_coef_ + est.intercept_[0], rtol=1e-9)
@@ -152,7 +173,9 @@ def test_bias_is_learned_and_used(cancer):
 
 def test_profiling_measures_maintenance_time(cancer):
     Xtr, _, ytr, _ = cancer
-    est = BudgetedSGDClassifier(**RAW, budget=10, gamma=4.0, C=10.0, profile=True, random_state=0).fit(Xtr, ytr)
+    est = BudgetedSGDClassifier(**RAW, budget=10, gamma=4.0, C=10.0, profile=True, random_state=0).fit(
+        Xtr, ytr
+    )
     assert est.n_maintenance_ > 0 and est.maintenance_seconds_ > 0.0
     stats = est.statistics()
     assert stats["merging_frequency"] == pytest.approx(est.n_maintenance_ / est.t_)

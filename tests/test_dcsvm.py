@@ -12,17 +12,24 @@ from sklearn.datasets import load_iris, make_blobs, make_classification
 from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from svmstream.solvers.exact._dcsvm import SerialExecutor, dcsvm_fit, make_process_pool
 from svmstream.solvers.exact._classes import DCSVMClassifier
-from svmstream.solvers.exact._kernels import KernelData, KernelSpec, kernel_block
+from svmstream.solvers.exact._dcsvm import SerialExecutor, dcsvm_fit, make_process_pool
 from svmstream.solvers.exact._dual_cd import Cancelled, solve_dual
 from svmstream.solvers.exact._kernel_kmeans import assign_clusters, kernel_kmeans, two_step_kernel_kmeans
+from svmstream.solvers.exact._kernels import KernelData, KernelSpec, kernel_block
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 
 def _two_moons_like(n=1200, seed=0):
-    X, y = make_classification(n_samples=n, n_features=6, n_informative=4, n_redundant=0,
-                               n_clusters_per_class=3, class_sep=1.0, random_state=seed)
+    X, y = make_classification(
+        n_samples=n,
+        n_features=6,
+        n_informative=4,
+        n_redundant=0,
+        n_clusters_per_class=3,
+        class_sep=1.0,
+        random_state=seed,
+    )
     return X, np.where(y == 1, 1.0, -1.0)
 
 
@@ -50,13 +57,16 @@ def test_assignment_uses_feature_space_distance():
     labels, clusters = two_step_kernel_kmeans(kd, spec, 5, sample, rng)
     lab, dist = assign_clusters(clusters, kd, spec)
     np.testing.assert_array_equal(lab, labels)
+
     # brute force: explicit feature map of the degree-2 polynomial kernel (gamma x.z + 1)^2
     def phi(Z):
         g = np.sqrt(0.5)
         cols = [np.ones(len(Z))] + [np.sqrt(2) * g * Z[:, i] for i in range(3)]
-        cols += [g * g * Z[:, i] * Z[:, j] * (1 if i == j else np.sqrt(2))
-                 for i in range(3) for j in range(i, 3)]
+        cols += [
+            g * g * Z[:, i] * Z[:, j] * (1 if i == j else np.sqrt(2)) for i in range(3) for j in range(i, 3)
+        ]
         return np.stack(cols, axis=1)
+
     P = phi(X)
     S = phi(X[sample])
     centres = np.stack([S[clusters.sample_labels == c].mean(0) for c in range(clusters.n_clusters)])
@@ -72,8 +82,19 @@ def test_dcsvm_matches_direct_solve_and_early_model_is_eq11():
     kd = KernelData(X)
     ref = solve_dual(kd, y, spec, 8.0, eps=1e-5)
     seen = []
-    res = dcsvm_fit(kd, y, spec, 8.0, k=4, n_levels=3, n_sample=300, early_levels=(2,),
-                    random_state=0, n_jobs=1, progress=seen.append)
+    res = dcsvm_fit(
+        kd,
+        y,
+        spec,
+        8.0,
+        k=4,
+        n_levels=3,
+        n_sample=300,
+        early_levels=(2,),
+        random_state=0,
+        n_jobs=1,
+        progress=seen.append,
+    )
     assert res.exact
     assert abs(res.objective - ref.objective) <= 1e-3 * abs(ref.objective)
     assert res.max_violation < 1e-3
@@ -92,8 +113,10 @@ def test_dcsvm_matches_direct_solve_and_early_model_is_eq11():
     Kss = kernel_block(em.clusters.samples, em.clusters.samples, spec)
     lab = em.clusters.sample_labels
     for i in range(0, 200, 7):
-        d = [spec.offset + 1.0 - 2 * Ks[i, lab == c].mean() + Kss[np.ix_(lab == c, lab == c)].mean()
-             for c in range(em.clusters.n_clusters)]
+        d = [
+            spec.offset + 1.0 - 2 * Ks[i, lab == c].mean() + Kss[np.ix_(lab == c, lab == c)].mean()
+            for c in range(em.clusters.n_clusters)
+        ]
         c = int(np.argmin(d))
         lo, hi = em.sv_ptr[c], em.sv_ptr[c + 1]
         sv = em.sv.dense[lo:hi]
@@ -105,8 +128,19 @@ def test_dcsvm_matches_direct_solve_and_early_model_is_eq11():
 def test_stop_level_returns_level_solution():
     X, y = _two_moons_like(600)
     spec = KernelSpec("rbf", gamma=0.3)
-    res = dcsvm_fit(KernelData(X), y, spec, 4.0, k=3, n_levels=3, n_sample=200,
-                    early_levels=(2,), stop_level=2, random_state=1, n_jobs=1)
+    res = dcsvm_fit(
+        KernelData(X),
+        y,
+        spec,
+        4.0,
+        k=3,
+        n_levels=3,
+        n_sample=200,
+        early_levels=(2,),
+        stop_level=2,
+        random_state=1,
+        n_jobs=1,
+    )
     assert not res.exact and [h["level"] for h in res.history] == [3, 2]
     assert 2 in res.early
 
@@ -125,23 +159,34 @@ def test_executors_give_identical_results_and_cancel():
         # same sub-problems and solver everywhere; only BLAS rounding may differ
         for other in (threaded, pooled):
             assert other.objective == pytest.approx(serial.objective, rel=1e-6)
-            assert [h.get("n_clusters") for h in other.history] == \
-                [h.get("n_clusters") for h in serial.history]
+            assert [h.get("n_clusters") for h in other.history] == [
+                h.get("n_clusters") for h in serial.history
+            ]
         # cancel while the pool works on a level: returns within about a second
         Xb, yb = _two_moons_like(6000, seed=2)
         start = time.perf_counter()
         with pytest.raises(Cancelled):
-            dcsvm_fit(KernelData(Xb), yb, KernelSpec("rbf", gamma=2.0), 1000.0, k=2,
-                      n_levels=1, eps=1e-9, executor=pool, stop_flag=flag,
-                      should_stop=lambda: time.perf_counter() - start > 0.5)
+            dcsvm_fit(
+                KernelData(Xb),
+                yb,
+                KernelSpec("rbf", gamma=2.0),
+                1000.0,
+                k=2,
+                n_levels=1,
+                eps=1e-9,
+                executor=pool,
+                stop_flag=flag,
+                should_stop=lambda: time.perf_counter() - start > 0.5,
+            )
         assert time.perf_counter() - start < 2.5
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
 # ----------------------------------------------------------------------------- estimator
-@parametrize_with_checks([DCSVMClassifier(), DCSVMClassifier(n_levels=2, early_level=1)],
-                         expected_failed_checks=lambda est: {})
+@parametrize_with_checks(
+    [DCSVMClassifier(), DCSVMClassifier(n_levels=2, early_level=1)], expected_failed_checks=lambda est: {}
+)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 
@@ -161,12 +206,12 @@ def test_state_roundtrip_binary_and_multiclass(early, sparse):
     Xs = sp.csr_matrix(X) if sparse else X
     names = np.array(["setosa", "versicolor", "virginica"])[y]
     for target in (names, (y == 1).astype(int)):
-        est = DCSVMClassifier(C=10.0, gamma=0.5, n_levels=2, early_level=early,
-                              random_state=0).fit(Xs, target)
+        est = DCSVMClassifier(C=10.0, gamma=0.5, n_levels=2, early_level=early, random_state=0).fit(
+            Xs, target
+        )
         back = _roundtrip(est)
         np.testing.assert_array_equal(back.predict(Xs), est.predict(Xs))
-        np.testing.assert_allclose(back.decision_function(Xs), est.decision_function(Xs),
-                                   rtol=0, atol=1e-12)
+        np.testing.assert_allclose(back.decision_function(Xs), est.decision_function(Xs), rtol=0, atol=1e-12)
         assert est.score(Xs, target) > 0.9
 
 
@@ -182,8 +227,9 @@ def test_multiclass_ovr_scores_and_intercept():
 
 
 def _data_dir():
-    path = Path(os.environ.get("SVMSTREAM_DATA", Path(__file__).resolve().parents[1].parent
-                               / "shared" / "data"))
+    path = Path(
+        os.environ.get("SVMSTREAM_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data")
+    )
     return path if (path / "ijcnn1.bz2").exists() else None
 
 

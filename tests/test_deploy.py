@@ -49,7 +49,7 @@ def dockerfile_env() -> dict[str, str]:
 
 def setting_of(env_name: str) -> str:
     assert env_name.startswith("SVMSTREAM_"), env_name
-    return env_name[len("SVMSTREAM_"):].lower()
+    return env_name[len("SVMSTREAM_") :].lower()
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,10 @@ def compose() -> dict:
 
 def test_cli_commands_of_compose_and_dockerfile_parse(compose):
     parser = build_parser()
-    commands = [compose["services"]["producer"]["command"], compose["services"]["svmstream"]["healthcheck"]["test"][1:]]
+    commands = [
+        compose["services"]["producer"]["command"],
+        compose["services"]["svmstream"]["healthcheck"]["test"][1:],
+    ]
     for keyword, args in dockerfile_instructions():
         if keyword in ("CMD", "ENTRYPOINT"):
             commands.append(json.loads(args))
@@ -81,8 +84,11 @@ def test_every_svmstream_env_name_is_a_setting(compose):
     for name in names:
         assert setting_of(name) in FIELDS, f"{name} is not a field of app.settings.Settings"
     # and they validate
-    env = {setting_of(k): v for k, v in compose["services"]["svmstream"]["environment"].items()
-           if k.startswith("SVMSTREAM_") and "${" not in str(v)}
+    env = {
+        setting_of(k): v
+        for k, v in compose["services"]["svmstream"]["environment"].items()
+        if k.startswith("SVMSTREAM_") and "${" not in str(v)
+    }
     Settings(**env)
 
 

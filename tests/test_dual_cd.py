@@ -9,8 +9,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from svmstream.solvers.exact._kernels import KernelData, KernelSpec, exp_inplace, kernel_block, kernel_matvec
 from svmstream.solvers.exact._dual_cd import Cancelled, dual_objective, exact_gradient, solve_dual
+from svmstream.solvers.exact._kernels import KernelData, KernelSpec, exp_inplace, kernel_block, kernel_matvec
 
 
 def _data(n=240, d=5, seed=0):
@@ -33,9 +33,14 @@ def _direct_kernel(X, Z, spec):
 
 def _reference(Q, C):
     n = Q.shape[0]
-    res = minimize(lambda a: (0.5 * a @ Q @ a - a.sum(), Q @ a - 1.0), np.zeros(n), jac=True,
-                   method="L-BFGS-B", bounds=[(0.0, c) for c in np.broadcast_to(C, (n,))],
-                   options={"maxiter": 20000, "ftol": 1e-15, "gtol": 1e-11})
+    res = minimize(
+        lambda a: (0.5 * a @ Q @ a - a.sum(), Q @ a - 1.0),
+        np.zeros(n),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=[(0.0, c) for c in np.broadcast_to(C, (n,))],
+        options={"maxiter": 20000, "ftol": 1e-15, "gtol": 1e-11},
+    )
     return res.x, -res.fun
 
 
@@ -45,8 +50,12 @@ def _max_violation(alpha, G, C):
     return np.abs(pg).max()
 
 
-SPECS = [KernelSpec("rbf", gamma=0.5), KernelSpec("rbf", gamma=0.3, offset=1.0),
-         KernelSpec("poly", gamma=0.3, coef0=1.0, degree=3), KernelSpec("linear", gamma=1.0)]
+SPECS = [
+    KernelSpec("rbf", gamma=0.5),
+    KernelSpec("rbf", gamma=0.3, offset=1.0),
+    KernelSpec("poly", gamma=0.3, coef0=1.0, degree=3),
+    KernelSpec("linear", gamma=1.0),
+]
 
 
 def test_exp_inplace_matches_numpy():
@@ -68,8 +77,7 @@ def test_kernel_block_and_matvec_match_direct(spec):
     np.testing.assert_allclose(f, _direct_kernel(X, X[5:25], spec) @ coef, rtol=1e-11, atol=1e-11)
     # sparse rows give the same values
     ks = KernelData(sp.csr_matrix(X))
-    np.testing.assert_allclose(kernel_block(ks, ks, spec), _direct_kernel(X, X, spec),
-                               rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(kernel_block(ks, ks, spec), _direct_kernel(X, X, spec), rtol=1e-11, atol=1e-11)
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.kind}-{s.offset}")
@@ -95,8 +103,13 @@ def test_shrinking_cache_and_sparse_give_the_same_optimum():
     X, y = _data(300)
     spec = KernelSpec("rbf", gamma=0.4, offset=1.0)
     base = solve_dual(KernelData(X), y, spec, 4.0, eps=1e-7)
-    for kw in ({"shrinking": False}, {"cache_mb": 0.002}, {"cache_mb": 500.0},
-               {"pairs": False}, {"pairs": False, "shrinking": False}):
+    for kw in (
+        {"shrinking": False},
+        {"cache_mb": 0.002},
+        {"cache_mb": 500.0},
+        {"pairs": False},
+        {"pairs": False, "shrinking": False},
+    ):
         r = solve_dual(KernelData(X), y, spec, 4.0, eps=1e-7, **kw)
         assert r.objective == pytest.approx(base.objective, rel=1e-10)
     rs = solve_dual(KernelData(sp.csr_matrix(X)), y, spec, 4.0, eps=1e-7)

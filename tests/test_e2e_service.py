@@ -25,15 +25,28 @@ def shared_server(tmp_path_factory):
         if server.proc.poll() is None:
             server.terminate()
 
-BC_MODEL = {"budget": 40, "gamma": 0.03, "C": 10.0, "n_samples": 569, "classes": ["benign", "malignant"],
-            "random_state": 1}
+
+BC_MODEL = {
+    "budget": 40,
+    "gamma": 0.03,
+    "C": 10.0,
+    "n_samples": 569,
+    "classes": ["benign", "malignant"],
+    "random_state": 1,
+}
 
 
 def _learn_in_batches(client: httpx.Client, model: str, X, y, batch: int) -> dict:
     last = None
     for start in range(0, len(X), batch):
-        r = client.post("/learn", json={"model": model, "X": X[start:start + batch].tolist(),
-                                        "y": y[start:start + batch].tolist()})
+        r = client.post(
+            "/learn",
+            json={
+                "model": model,
+                "X": X[start : start + batch].tolist(),
+                "y": y[start : start + batch].tolist(),
+            },
+        )
         assert r.status_code == 200, r.text
         last = r.json()
     return last
@@ -44,8 +57,9 @@ def _stats(info: dict) -> dict:
     return {k: info[k] for k in keys}
 
 
-def test_breast_cancer_over_http_sigterm_restart_identical_then_truncated_snapshot(start_server, breast_cancer,
-                                                                                   tmp_path):
+def test_breast_cancer_over_http_sigterm_restart_identical_then_truncated_snapshot(
+    start_server, breast_cancer, tmp_path
+):
     X, y = breast_cancer
     snap = tmp_path / "snap"
     # first life: plain `python -m uvicorn --factory app.main:create_app`, settings from env
@@ -99,10 +113,32 @@ def test_sigkill_mid_replay_then_restart_keeps_learning(start_server, tmp_path):
     server = start_server(snap, env={"SVMSTREAM_SNAPSHOT_INTERVAL_S": "0.2"})
     passes = 200  # 400,000 examples: far more than can be applied before the kill
     replay = subprocess.Popen(
-        [PYTHON, "-m", "svmstream.app.cli.main", "replay", str(train), "--url", server.url, "--model", "moons",
-         "--batch", "200", "--passes", str(passes), "--budget", "60", "--gamma", "1.0", "--C", "10",
-         "--no-progress"],
-        cwd=REPO, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        [
+            PYTHON,
+            "-m",
+            "svmstream.app.cli.main",
+            "replay",
+            str(train),
+            "--url",
+            server.url,
+            "--model",
+            "moons",
+            "--batch",
+            "200",
+            "--passes",
+            str(passes),
+            "--budget",
+            "60",
+            "--gamma",
+            "1.0",
+            "--C",
+            "10",
+            "--no-progress",
+        ],
+        cwd=REPO,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
     )
     try:
         seen = 0
@@ -145,10 +181,36 @@ def test_replay_cli_with_test_file(shared_server, tmp_path):
     test = write_libsvm(tmp_path / "test", X[2000:], y[2000:])
     server = shared_server
     out = subprocess.run(
-        [PYTHON, "-m", "svmstream.app.cli.main", "replay", str(train), "--url", server.url, "--model", "m", "--batch", "250",
-         "--passes", "2", "--test", str(test), "--budget", "80", "--gamma", "1", "--C", "10", "--json",
-         "--no-progress"],
-        cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=300,
+        [
+            PYTHON,
+            "-m",
+            "svmstream.app.cli.main",
+            "replay",
+            str(train),
+            "--url",
+            server.url,
+            "--model",
+            "m",
+            "--batch",
+            "250",
+            "--passes",
+            "2",
+            "--test",
+            str(test),
+            "--budget",
+            "80",
+            "--gamma",
+            "1",
+            "--C",
+            "10",
+            "--json",
+            "--no-progress",
+        ],
+        cwd=REPO,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -170,14 +232,16 @@ def test_oversized_bodies_get_413_over_a_real_socket(shared_server):
         assert c.put("/models/limits", json={}).status_code == 201
         assert c.post("/learn", json={"model": "limits", "X": X.tolist(), "y": y.tolist()}).status_code == 200
         info = c.get("/models/limits").json()
-        big = json.dumps({"model": "limits", "X": two_moons_like(60_000, d=4)[0].tolist(), "y": [1] * 60_000}).encode()
+        big = json.dumps(
+            {"model": "limits", "X": two_moons_like(60_000, d=4)[0].tolist(), "y": [1] * 60_000}
+        ).encode()
         assert len(big) > 3_000_000
         r = c.post("/learn", content=big, headers={"content-type": "application/json"})
         assert r.status_code == 413 and "MAX_BODY_BYTES=3000000" in r.json()["detail"]
 
         def chunks():  # no Content-Length: Transfer-Encoding: chunked
             for start in range(0, len(big), 65536):
-                yield big[start:start + 65536]
+                yield big[start : start + 65536]
 
         r = c.post("/learn", content=chunks(), headers={"content-type": "application/json"})
         assert r.status_code == 413 and "MAX_BODY_BYTES=3000000" in r.json()["detail"]
@@ -191,7 +255,10 @@ def test_server_keeps_answering_while_a_batch_is_learned(shared_server):
     X, y = two_moons_like(25_000, d=10, seed=9)
     with shared_server.client() as c:
         assert c.put("/models/busy", json={"budget": 800, "gamma": 0.5, "C": 1.0}).status_code == 201
-        assert c.post("/learn", json={"model": "busy", "X": X[:500].tolist(), "y": y[:500].tolist()}).status_code == 200
+        assert (
+            c.post("/learn", json={"model": "busy", "X": X[:500].tolist(), "y": y[:500].tolist()}).status_code
+            == 200
+        )
     body = json.dumps({"model": "busy", "X": np.round(X, 4).tolist(), "y": y.tolist()}).encode()
     assert len(body) < 3_000_000
     done = threading.Event()

@@ -8,8 +8,8 @@ digits, written as LIBSVM/CSV files.
 from __future__ import annotations
 
 import gzip
-import re
 import os
+import re
 import signal
 import subprocess
 import time
@@ -58,11 +58,16 @@ def env(tmp_path_factory):
     secret = root / "secret.libsvm"
     write_libsvm(secret, X[:10], y[:10])
     os.symlink(secret, data / "link.libsvm")
-    server_env = {"SVMSTREAM_DATA_DIR": str(data), "SVMSTREAM_JOBS_DIR": str(root / "jobs"),
-                  "SVMSTREAM_WARM_UP": "false", "SVMSTREAM_CREATE_DEFAULT_MODEL": "false",
-                  "SVMSTREAM_MAX_UPLOAD_BYTES": str(4 * 1024 * 1024)}
-    ns = SimpleNamespace(root=root, data=data, X=X, y=y, Xt=Xt, yt=yt, secret=secret, server_env=server_env,
-                         decisions={})
+    server_env = {
+        "SVMSTREAM_DATA_DIR": str(data),
+        "SVMSTREAM_JOBS_DIR": str(root / "jobs"),
+        "SVMSTREAM_WARM_UP": "false",
+        "SVMSTREAM_CREATE_DEFAULT_MODEL": "false",
+        "SVMSTREAM_MAX_UPLOAD_BYTES": str(4 * 1024 * 1024),
+    }
+    ns = SimpleNamespace(
+        root=root, data=data, X=X, y=y, Xt=Xt, yt=yt, secret=secret, server_env=server_env, decisions={}
+    )
     ns.server = ServerProcess(root / "snap", root / "server-0.log", env=server_env).wait_ready()
     ns.client = httpx.Client(base_url=ns.server.url, timeout=60)
     yield ns
@@ -97,8 +102,16 @@ def test_dcsvm_job_over_http_progress_result_and_serving(env):
     from sklearn.svm import SVC
 
     c = env.client
-    r = c.post("/jobs", json={"algorithm": "dcsvm", "data": "moons.bz2", "test": "moons.t",
-                              "params": {"C": 10, "gamma": 1.0, "random_state": 0}, "model": "moons"})
+    r = c.post(
+        "/jobs",
+        json={
+            "algorithm": "dcsvm",
+            "data": "moons.bz2",
+            "test": "moons.t",
+            "params": {"C": 10, "gamma": 1.0, "random_state": 0},
+            "model": "moons",
+        },
+    )
     assert r.status_code == 201, r.text
     job = r.json()
     assert job["state"] in ("queued", "running") and job["model"] == "moons"
@@ -108,12 +121,23 @@ def test_dcsvm_job_over_http_progress_result_and_serving(env):
     solver_stages = {p["stage"] for p in seen if p.get("phase") == "training"}
     assert solver_stages & {"kmeans", "level", "refine", "global"}, seen[-5:]
     timeline = {(e["stage"], e.get("level")) for e in job["timeline"]}
-    assert {("loading", None), ("training", None), ("level", 4), ("level", 1), ("global", 0),
-            ("testing", None)} <= timeline, job["timeline"]
+    assert {
+        ("loading", None),
+        ("training", None),
+        ("level", 4),
+        ("level", 1),
+        ("global", 0),
+        ("testing", None),
+    } <= timeline, job["timeline"]
     level = next(e for e in job["timeline"] if e["stage"] == "level" and e["level"] == 4)
     assert level["subproblems_done"] == level["subproblems"] and level["objective"] > 0
     res = job["result"]
-    assert res["model"] == "moons" and res["mode"] == "exact" and res["n_train"] == 1500 and res["n_features"] == 8
+    assert (
+        res["model"] == "moons"
+        and res["mode"] == "exact"
+        and res["n_train"] == 1500
+        and res["n_features"] == 8
+    )
     assert 0 < res["n_sv"] <= 1500 and res["train_seconds"] > 0 and res["classes"] == [-1, 1]
     # the served model predicts the test file at the accuracy the worker measured ...
     labels, decision = predict_labels(c, "moons", env.Xt)
@@ -135,8 +159,17 @@ def test_dcsvm_job_over_http_progress_result_and_serving(env):
 
 def test_dcsvm_early_prediction_job(env):
     c = env.client
-    r = c.post("/jobs", json={"algorithm": "dcsvm", "data": "moons.bz2", "test": "moons.t", "early_level": 2,
-                              "params": {"C": 10, "gamma": 1.0, "random_state": 0}, "model": "moons-early"})
+    r = c.post(
+        "/jobs",
+        json={
+            "algorithm": "dcsvm",
+            "data": "moons.bz2",
+            "test": "moons.t",
+            "early_level": 2,
+            "params": {"C": 10, "gamma": 1.0, "random_state": 0},
+            "model": "moons-early",
+        },
+    )
     assert r.status_code == 201, r.text
     job, _ = wait_job(c, r.json()["id"])
     assert job["state"] == "succeeded", job["error"]
@@ -160,22 +193,40 @@ def test_upload_and_multiclass_avsf_job(env, tmp_path):
     r = c.post("/uploads", params={"filename": gz.name}, content=gz.read_bytes())  # raw body
     assert r.status_code == 201, r.text
     up_train = r.json()
-    assert up_train["format"] == "libsvm" and up_train["compression"] == "gzip" and up_train["id"].startswith("up-")
-    csv = "label," + ",".join(f"f{j}" for j in range(X.shape[1])) + "\n" + "".join(
-        f"{int(lab)}," + ",".join(f"{v:.6g}" for v in row) + "\n" for row, lab in zip(Xt, yt))
+    assert (
+        up_train["format"] == "libsvm"
+        and up_train["compression"] == "gzip"
+        and up_train["id"].startswith("up-")
+    )
+    csv = (
+        "label,"
+        + ",".join(f"f{j}" for j in range(X.shape[1]))
+        + "\n"
+        + "".join(f"{int(lab)}," + ",".join(f"{v:.6g}" for v in row) + "\n" for row, lab in zip(Xt, yt))
+    )
     r = c.post("/uploads", files={"file": ("digits_test.csv", csv.encode(), "text/csv")})  # multipart
     assert r.status_code == 201, r.text
     up_test = r.json()
     assert up_test["format"] == "csv" and up_test["compression"] is None
     assert {u["id"] for u in c.get("/uploads").json()["uploads"]} >= {up_train["id"], up_test["id"]}
-    r = c.post("/jobs", json={"algorithm": "avsf", "data": up_train["id"], "test": up_test["id"],
-                              "params": {"C": 1.0, "tol": 0.01, "random_state": 0}, "model": "digits"})
+    r = c.post(
+        "/jobs",
+        json={
+            "algorithm": "avsf",
+            "data": up_train["id"],
+            "test": up_test["id"],
+            "params": {"C": 1.0, "tol": 0.01, "random_state": 0},
+            "model": "digits",
+        },
+    )
     assert r.status_code == 201, r.text
     job, _ = wait_job(c, r.json()["id"])
     assert job["state"] == "succeeded", job["error"]
     res = job["result"]
     assert res["mode"] == "linear" and res["classes"] == list(range(10)) and res["n_sv"] is None
-    assert any(e["stage"] == "solve" and e.get("problem") == 9 for e in job["timeline"])  # one-vs-rest, 10 problems
+    assert any(
+        e["stage"] == "solve" and e.get("problem") == 9 for e in job["timeline"]
+    )  # one-vs-rest, 10 problems
     labels, decision = predict_labels(c, "digits", Xt)
     assert np.asarray(decision).shape == (len(Xt), 10)  # one-vs-rest scores; label = argmax
     np.testing.assert_array_equal(labels, np.argmax(decision, axis=1))
@@ -188,11 +239,23 @@ def test_upload_and_multiclass_avsf_job(env, tmp_path):
 
 
 def _start_long_job(c, model: str) -> dict:
-    r = c.post("/jobs", json={"algorithm": "dcsvm", "data": "long.libsvm", "model": model,
-                              "params": {"C": 1000, "gamma": 4.0, "tol": 1e-5, "random_state": 0, "n_jobs": 2}})
+    r = c.post(
+        "/jobs",
+        json={
+            "algorithm": "dcsvm",
+            "data": "long.libsvm",
+            "model": model,
+            "params": {"C": 1000, "gamma": 4.0, "tol": 1e-5, "random_state": 0, "n_jobs": 2},
+        },
+    )
     assert r.status_code == 201, r.text
-    job, _ = wait_job(c, r.json()["id"], until=lambda j: j["progress"].get("stage") in ("level", "kmeans")
-                      and j["progress"].get("phase") == "training")
+    job, _ = wait_job(
+        c,
+        r.json()["id"],
+        until=lambda j: (
+            j["progress"].get("stage") in ("level", "kmeans") and j["progress"].get("phase") == "training"
+        ),
+    )
     assert job["state"] == "running", job
     return job
 
@@ -233,7 +296,9 @@ def test_crashed_worker_marks_the_job_failed_with_the_reason(env):
     r = c.post("/jobs", json={"algorithm": "liblinear-cd", "data": "bad.libsvm", "model": "bad"})
     assert r.status_code == 201, r.text
     job, _ = wait_job(c, r.json()["id"])
-    assert job["state"] == "failed" and "bad.libsvm" in job["error"] and "LIBSVM" in job["error"], job["error"]
+    assert job["state"] == "failed" and "bad.libsvm" in job["error"] and "LIBSVM" in job["error"], job[
+        "error"
+    ]
     assert c.get("/models/bad").status_code == 404
     # a worker killed from outside (out-of-memory killer, segfault, ...)
     job = _start_long_job(c, "killed")
@@ -283,7 +348,9 @@ def test_refused_jobs_and_uploads(env):
     r = c.post("/uploads", content=os.urandom(4096))
     assert r.status_code == 422 and "not a LIBSVM or CSV" in r.json()["detail"]
     assert c.post("/uploads", content=b"").status_code == 422
-    assert not [p for p in (env.root / "jobs" / "uploads").iterdir() if p.name.startswith(".")]  # no temp left
+    assert not [
+        p for p in (env.root / "jobs" / "uploads").iterdir() if p.name.startswith(".")
+    ]  # no temp left
 
 
 def test_train_cli_submits_to_the_server(env, tmp_path, capsys):
@@ -295,8 +362,25 @@ def test_train_cli_submits_to_the_server(env, tmp_path, capsys):
     train = write_libsvm(tmp_path / "d.libsvm", X[:600], y[:600] % 2)
     test = write_libsvm(tmp_path / "d.t.libsvm", Xt, yt % 2)
     # the console entry point in its own process: files uploaded (POST /uploads), one JSON line
-    cmd = [PYTHON, "-m", "svmstream.app.cli.main", "train", "--algorithm", "liblinear-cd", str(train), "--test", str(test),
-           "--C", "1", "--server", env.server.url, "--model", "cli-upload", "--json", "--no-progress"]
+    cmd = [
+        PYTHON,
+        "-m",
+        "svmstream.app.cli.main",
+        "train",
+        "--algorithm",
+        "liblinear-cd",
+        str(train),
+        "--test",
+        str(test),
+        "--C",
+        "1",
+        "--server",
+        env.server.url,
+        "--model",
+        "cli-upload",
+        "--json",
+        "--no-progress",
+    ]
     out = subprocess.run(cmd, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout.strip().splitlines()[-1])
@@ -304,13 +388,32 @@ def test_train_cli_submits_to_the_server(env, tmp_path, capsys):
     labels, _ = predict_labels(env.client, "cli-upload", Xt)
     assert float(np.mean(labels == yt % 2)) == pytest.approx(res["test_accuracy"], abs=1e-12)
     # --server-path: files named in the server's data directory; progress display on
-    argv = ["train", "--algorithm", "dcsvm", "moons.bz2", "--test", "moons.t", "--early-level", "3", "--C", "10",
-            "--gamma", "1", "--server", env.server.url, "--server-path", "--model", "cli-path"]
+    argv = [
+        "train",
+        "--algorithm",
+        "dcsvm",
+        "moons.bz2",
+        "--test",
+        "moons.t",
+        "--early-level",
+        "3",
+        "--C",
+        "10",
+        "--gamma",
+        "1",
+        "--server",
+        env.server.url,
+        "--server-path",
+        "--model",
+        "cli-path",
+    ]
     assert main(argv) == 0
     captured = capsys.readouterr()
     assert "test accuracy on moons.t:" in captured.out and "served as model 'cli-path'" in captured.out
     # one bar per level, levels finished between two polls included
-    assert re.search(r"level 4 \(\d+ clusters\).*\n(.*\n)*.*level 3 \(64 clusters\): 100%", captured.err), captured.err
+    assert re.search(r"level 4 \(\d+ clusters\).*\n(.*\n)*.*level 3 \(64 clusters\): 100%", captured.err), (
+        captured.err
+    )
     # a refused request is one error line and exit status 1
     argv[argv.index("--early-level") + 1] = "9"
     assert main(argv) == 1

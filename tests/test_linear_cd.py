@@ -1,4 +1,4 @@
-"""Tests of the LIBLINEAR dual CD / AVSF kernels (solvers.linear_cd) and the estimator.
+"""Tests of the LIBLINEAR dual CD / AVSF kernels (svmstream.solvers.linear._cd) and the estimator.
 
 References: Hsieh et al. (ICML 2008), Algorithm 3; Glasmachers & Dogan (arXiv:1302.5608),
 Algorithms 2-5.  Numerics are checked against direct computations: a line-by-line Python
@@ -75,8 +75,9 @@ def test_both_selections_and_liblinear_agree():
     assert a.dual == pytest.approx(b.dual, rel=1e-7)
     assert a.dual == pytest.approx(c.dual, rel=1e-7)
     # independent implementation: scikit-learn's bundled LIBLINEAR, same problem (no bias)
-    ref = LinearSVC(loss="hinge", dual=True, fit_intercept=False, C=C, tol=1e-8,
-                    max_iter=10**6, random_state=0).fit(X, y)
+    ref = LinearSVC(
+        loss="hinge", dual=True, fit_intercept=False, C=C, tol=1e-8, max_iter=10**6, random_state=0
+    ).fit(X, y)
     w = ref.coef_.ravel()
     ref_primal = 0.5 * w @ w + C * np.maximum(0.0, 1.0 - y * (X @ w)).sum()
     assert a.primal == pytest.approx(ref_primal, rel=1e-5)
@@ -220,9 +221,32 @@ def test_avsf_run_matches_reference_implementation(shrinking, restore, systemati
     vmin_old, vmax_old = -np.inf, np.inf
     r_active, min_active, checks = n, n, 0
     for _sweep in range(60):
-        L._avsf_run(*inp.arrays, y, qd, C, tol, alpha, w, p, p_saved, index, inactive,
-                    schedule, fstate, bounds, counts, rng, p_min, p_max, c,
-                    shrinking, restore, systematic, 1, 1)
+        L._avsf_run(
+            *inp.arrays,
+            y,
+            qd,
+            C,
+            tol,
+            alpha,
+            w,
+            p,
+            p_saved,
+            index,
+            inactive,
+            schedule,
+            fstate,
+            bounds,
+            counts,
+            rng,
+            p_min,
+            p_max,
+            c,
+            shrinking,
+            restore,
+            systematic,
+            1,
+            1,
+        )
         sched = _ref_schedule(r_p, r_index, r_active, r_rng, systematic)
         # Algorithm 3 inner loop with Algorithm 5 (and shrinking)
         vmin, vmax, gain_sum, steps, visited, shrunk = np.inf, -np.inf, 0.0, 0, 0, set()
@@ -283,7 +307,7 @@ def test_avsf_run_matches_reference_implementation(shrinking, restore, systemati
         vmin_old, vmax_old = bounds
         assert bool(counts[2]) == done
         np.testing.assert_array_equal(schedule[: len(sched)], sched)
-        assert sorted(index[: r_active]) == sorted(r_index[: r_active])
+        assert sorted(index[:r_active]) == sorted(r_index[:r_active])
         np.testing.assert_allclose(alpha, r_alpha, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(w, r_w, rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(p, r_p, rtol=1e-9)
@@ -325,8 +349,9 @@ def test_avsf_schedule_is_randomly_rounded_and_shuffled():
         # shuffled: the first entry is index i with probability share_i / |A|
         np.testing.assert_allclose(first_pos / draws, share / active, atol=0.03)
         # uniform preferences give every active index exactly once
-        m = L._avsf_schedule(np.ones(50), np.arange(50, dtype=np.int64), 50, rng,
-                             np.empty(101, dtype=np.int64), systematic)
+        m = L._avsf_schedule(
+            np.ones(50), np.arange(50, dtype=np.int64), 50, rng, np.empty(101, dtype=np.int64), systematic
+        )
         assert m == 50
 
 
@@ -340,8 +365,9 @@ def test_first_sweeps_visit_every_variable_once():
 def test_progress_and_cancellation():
     X, y = _problem(n=150, seed=3)
     seen = []
-    res = dual_cd(X, y, C=10.0, tol=1e-5, max_iter=10**5, selection="avsf-paper", seed=0,
-                  progress=seen.append)
+    res = dual_cd(
+        X, y, C=10.0, tol=1e-5, max_iter=10**5, selection="avsf-paper", seed=0, progress=seen.append
+    )
     assert len(seen) == res.n_iter  # one outer iteration per kernel call without shrinking
     assert [s["iteration"] for s in seen] == list(range(1, res.n_iter + 1))
     assert all(b["n_steps"] > a["n_steps"] for a, b in zip(seen, seen[1:]))
@@ -349,8 +375,7 @@ def test_progress_and_cancellation():
     assert {"violation", "elapsed", "n_updates", "selection"} <= set(seen[-1])
     # with shrinking, one call may run several small sweeps (at least n steps per call)
     seen = []
-    res = dual_cd(X, y, C=10.0, tol=1e-5, max_iter=10**5, selection="avsf", seed=0,
-                  progress=seen.append)
+    res = dual_cd(X, y, C=10.0, tol=1e-5, max_iter=10**5, selection="avsf", seed=0, progress=seen.append)
     assert seen[-1]["iteration"] == res.n_iter and seen[-1]["n_steps"] == res.n_steps
     assert all(b["n_steps"] - a["n_steps"] >= 150 for a, b in zip(seen, seen[1:-1]))
 
@@ -386,8 +411,11 @@ def test_decision_values_sparse_equals_dense():
 
 
 @parametrize_with_checks(
-    [LinearDualCDClassifier(selection="uniform"), LinearDualCDClassifier(selection="avsf"),
-     LinearDualCDClassifier(selection="avsf-paper")]
+    [
+        LinearDualCDClassifier(selection="uniform"),
+        LinearDualCDClassifier(selection="avsf"),
+        LinearDualCDClassifier(selection="avsf-paper"),
+    ]
 )
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
@@ -399,14 +427,22 @@ def test_sklearn_compatible(estimator, check):
 @pytest.mark.parametrize("selection", ["uniform", "avsf"])
 def test_one_vs_rest_equals_binary_runs(selection):
     X, y = load_iris(return_X_y=True)
-    clf = LinearDualCDClassifier(selection=selection, C=0.5, tol=1e-3, max_iter=20000,
-                                 random_state=0).fit(X, y)
+    clf = LinearDualCDClassifier(selection=selection, C=0.5, tol=1e-3, max_iter=20000, random_state=0).fit(
+        X, y
+    )
     assert clf.coef_.shape == (3, 4) and clf.converged_.all()
     rs = np.random.RandomState(0)
     for k, label in enumerate(clf.classes_):
         seed = int(rs.randint(0, np.iinfo(np.int32).max))
-        res = dual_cd(X, np.where(y == label, 1.0, -1.0), C=0.5, tol=1e-3, max_iter=20000,
-                      selection=selection, seed=seed)
+        res = dual_cd(
+            X,
+            np.where(y == label, 1.0, -1.0),
+            C=0.5,
+            tol=1e-3,
+            max_iter=20000,
+            selection=selection,
+            seed=seed,
+        )
         np.testing.assert_allclose(clf.coef_[k], res.w, rtol=1e-12, atol=1e-12)
         assert clf.n_steps_[k] == res.n_steps and clf.dual_objective_[k] == res.dual
     scores = clf.decision_function(sp.csr_matrix(X))
@@ -427,8 +463,7 @@ def test_binary_labels_and_decision_sign():
 
 @pytest.mark.parametrize("labels", [np.array([3, 7, 9]), np.array(["a", "bb", "c"])])
 def test_state_roundtrip_predicts_identically(labels):
-    X, y = make_classification(n_samples=150, n_features=6, n_informative=4, n_classes=3,
-                               random_state=1)
+    X, y = make_classification(n_samples=150, n_features=6, n_informative=4, n_classes=3, random_state=1)
     y = labels[y]
     Xs = sp.csr_matrix(X)
     clf = LinearDualCDClassifier(selection="avsf", C=2.0, random_state=3).fit(Xs, y)
@@ -462,7 +497,9 @@ def test_estimator_progress_and_cancel():
 
 
 def _data_dir() -> Path:
-    return Path(os.environ.get("SVMSTREAM_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+    return Path(
+        os.environ.get("SVMSTREAM_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+    )
 
 
 def test_reuters_matches_liblinear_dual_objective():

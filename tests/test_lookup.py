@@ -47,7 +47,7 @@ def test_normalised_table_limits_at_m_zero_and_kappa_one():
         h, g = golden_section_h(m, np.log(kappa), GSS_PRECISE_EPS)
         direct = weight_degradation(m, kappa, g) / (m * m * (1 - kappa) ** 2)
         assert N[i, -1] == pytest.approx(direct, rel=1e-3)
-    assert 0.5 < N[: GRID // 2 + 1].min() and N[: GRID // 2 + 1].max() < 2.0  # bounded: see the docstring
+    assert N[: GRID // 2 + 1].min() > 0.5 and N[: GRID // 2 + 1].max() < 2.0  # bounded: see the docstring
 
 
 def test_h_table_special_rows_and_column():

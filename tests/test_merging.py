@@ -3,7 +3,12 @@
 import numpy as np
 import pytest
 
-from svmstream.solvers.budgeted._gss import GSS_PRECISE_EPS, GSS_STANDARD_EPS, golden_section_h, weight_degradation
+from svmstream.solvers.budgeted._gss import (
+    GSS_PRECISE_EPS,
+    GSS_STANDARD_EPS,
+    golden_section_h,
+    weight_degradation,
+)
 from svmstream.solvers.budgeted._merging import N_DIAG, SOLVER_GSS, merge_smallest
 
 NO_TABLE = np.zeros((2, 2))
@@ -11,8 +16,22 @@ NO_TABLE = np.zeros((2, 2))
 
 def merge(sv_t, sv_sq, coef, n, gamma, eps=GSS_STANDARD_EPS):
     """merge_smallest with GSS-standard and no diagnostics; coef is (capacity, 1)."""
-    return merge_smallest(sv_t, sv_sq, coef, n, gamma, SOLVER_GSS, eps, NO_TABLE, NO_TABLE, -1,
-                          np.zeros(N_DIAG), np.zeros(sv_t.shape[0]), np.zeros(2 * sv_t.shape[1]), False)
+    return merge_smallest(
+        sv_t,
+        sv_sq,
+        coef,
+        n,
+        gamma,
+        SOLVER_GSS,
+        eps,
+        NO_TABLE,
+        NO_TABLE,
+        -1,
+        np.zeros(N_DIAG),
+        np.zeros(sv_t.shape[0]),
+        np.zeros(2 * sv_t.shape[1]),
+        False,
+    )
 
 
 def rbf(a, b, gamma):
@@ -50,8 +69,14 @@ def test_gss_merge_matches_brute_force(seed):
     # the WD is the squared RKHS distance at the returned h (direct evaluation)
     z = h * x_min + (1 - h) * x
     a_z = a_min * rbf(x_min, z, gamma) + a * rbf(x, z, gamma)
-    direct = (a_min**2 + a**2 + a_z**2 + 2 * a_min * a * kappa
-              - 2 * a_z * a_min * rbf(x_min, z, gamma) - 2 * a_z * a * rbf(x, z, gamma))
+    direct = (
+        a_min**2
+        + a**2
+        + a_z**2
+        + 2 * a_min * a * kappa
+        - 2 * a_z * a_min * rbf(x_min, z, gamma)
+        - 2 * a_z * a * rbf(x, z, gamma)
+    )
     assert wd == pytest.approx(direct, abs=1e-9)
 
 
@@ -86,25 +111,30 @@ def test_merge_smallest_picks_min_wd_partner_and_updates_state():
     d, n, gamma = 3, 6, 0.8
     sv = rng.normal(size=(n, d))
     coef = np.array([0.9, -0.5, 0.05, 1.2, 0.7, -0.3])
-    sv_t = np.zeros((d, n + 1)); sv_t[:, :n] = sv.T
-    sv_sq = np.zeros(n + 1); sv_sq[:n] = (sv**2).sum(1)
-    c = np.zeros((n + 1, 1)); c[:n, 0] = coef
+    sv_t = np.zeros((d, n + 1))
+    sv_t[:, :n] = sv.T
+    sv_sq = np.zeros(n + 1)
+    sv_sq[:n] = (sv**2).sum(1)
+    c = np.zeros((n + 1, 1))
+    c[:n, 0] = coef
     w_before = (sv.copy(), coef.copy())
     n_new, wd, merged = merge(sv_t, sv_sq, c, n, gamma)
     assert (n_new, merged) == (n - 1, 1)
     # brute force over all same-sign partners of x_min = SV 2
-    best = min(
-        (brute_force_merge(sv[2], coef[2], sv[j], coef[j], gamma, grid=2001)[1], j)
-        for j in (0, 3, 4)
-    )
+    best = min((brute_force_merge(sv[2], coef[2], sv[j], coef[j], gamma, grid=2001)[1], j) for j in (0, 3, 4))
     assert wd == pytest.approx(best[0], rel=2e-3, abs=1e-9)
     # RKHS distance between the old and the new expansion equals the reported WD
     new_sv, new_coef = sv_t[:, :n_new].T, c[:n_new, 0]
+
     def gram(A, B):
         return rbf(A[:, None, :], B[None, :, :], gamma)
+
     old_sv, old_coef = w_before
-    dist2 = (old_coef @ gram(old_sv, old_sv) @ old_coef + new_coef @ gram(new_sv, new_sv) @ new_coef
-             - 2 * old_coef @ gram(old_sv, new_sv) @ new_coef)
+    dist2 = (
+        old_coef @ gram(old_sv, old_sv) @ old_coef
+        + new_coef @ gram(new_sv, new_sv) @ new_coef
+        - 2 * old_coef @ gram(old_sv, new_sv) @ new_coef
+    )
     assert dist2 == pytest.approx(wd, rel=1e-6, abs=1e-10)
     np.testing.assert_allclose(sv_sq[:n_new], (new_sv**2).sum(1))
 
@@ -125,9 +155,9 @@ def test_reusing_the_margin_row_gives_the_same_merge(solver_name, newest_is_smal
     """merge_smallest(known_row=True) reuses the new SV's kernel row from the margin
     computation (rbf_row_and_log) when that SV is x_min; the result must be bit-identical
     to recomputing the row, and the row must be ignored when x_min is another SV."""
-    from svmstream.solvers.kernels import rbf_row_and_log
     from svmstream.solvers.budgeted._lookup import merge_tables
     from svmstream.solvers.budgeted._merging import MERGE_SOLVERS
+    from svmstream.solvers.kernels import rbf_row_and_log
 
     rng = np.random.default_rng(7)
     d, cap, gamma = 5, 12, 0.7
@@ -142,7 +172,7 @@ def test_reusing_the_margin_row_gives_the_same_merge(solver_name, newest_is_smal
     work = np.full(2 * cap, np.nan)
     rbf_row_and_log(x, float(x @ x), sv_t, sv_sq, n_old, gamma, work, work[cap:])
     np.testing.assert_allclose(work[:n_old], rbf(x, sv_t[:, :n_old].T, gamma), rtol=1e-12)
-    np.testing.assert_allclose(work[cap:cap + n_old], np.log(rbf(x, sv_t[:, :n_old].T, gamma)), rtol=1e-12)
+    np.testing.assert_allclose(work[cap : cap + n_old], np.log(rbf(x, sv_t[:, :n_old].T, gamma)), rtol=1e-12)
     # append x as the newest SV, as add_support_vector does
     sv_t[:, n_old] = x
     sv_sq[n_old] = float(x @ x)
@@ -153,8 +183,20 @@ def test_reusing_the_margin_row_gives_the_same_merge(solver_name, newest_is_smal
     for known in (True, False):
         state = [sv_t.copy(), sv_sq.copy(), coef.copy()]
         scratch = work.copy()
-        n_new, wd, merged = merge_smallest(*state, cap, gamma, solver, GSS_STANDARD_EPS, h_table, wd_table, -1,
-                                           np.zeros(N_DIAG), np.zeros(d), scratch, known)
+        n_new, wd, merged = merge_smallest(
+            *state,
+            cap,
+            gamma,
+            solver,
+            GSS_STANDARD_EPS,
+            h_table,
+            wd_table,
+            -1,
+            np.zeros(N_DIAG),
+            np.zeros(d),
+            scratch,
+            known,
+        )
         results.append((state, n_new, wd, merged))
     (a, n_a, wd_a, m_a), (b, n_b, wd_b, m_b) = results
     assert (n_a, wd_a, m_a) == (n_b, wd_b, m_b) and n_a == n_old

@@ -14,9 +14,9 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from svmstream.app.main import create_app
-from svmstream.app.models.meters import PrequentialWindow, RateMeter, correct_predictions
-from svmstream.app.models.registry import make_estimator
 from svmstream.app.models.config import ModelConfig
+from svmstream.app.models.factory import make_estimator
+from svmstream.app.models.meters import PrequentialWindow, RateMeter, correct_predictions
 from svmstream.app.settings import Settings
 from tests.conftest import two_moons_like
 
@@ -38,8 +38,10 @@ def test_prequential_window_equals_the_mean_of_the_last_w_outcomes():
 
 
 def test_correct_predictions_binary_and_multiclass():
-    np.testing.assert_array_equal(correct_predictions(np.array([0.5, -0.2, 0.0, 2.0]), np.array([1, 0, 1, 0])),
-                                  [True, True, False, False])
+    np.testing.assert_array_equal(
+        correct_predictions(np.array([0.5, -0.2, 0.0, 2.0]), np.array([1, 0, 1, 0])),
+        [True, True, False, False],
+    )
     margins = np.array([[0.1, 0.9, 0.0], [2.0, 1.0, -1.0]])
     np.testing.assert_array_equal(correct_predictions(margins, np.array([1, 2])), [True, False])
 
@@ -51,7 +53,7 @@ def test_rate_meter_averages_over_the_window():
         now[0] += 1.0
         meter.add(1000)
     assert meter.rate() == pytest.approx(1000.0)
-    now[0] += 5.0        # idle for 5 s: half the window is empty
+    now[0] += 5.0  # idle for 5 s: half the window is empty
     assert meter.rate() == pytest.approx(500.0)
     assert meter.rate_at_last() == pytest.approx(1000.0)  # what GET /models shows: stable while idle
     now[0] += 20.0
@@ -60,8 +62,13 @@ def test_rate_meter_averages_over_the_window():
 
 @pytest.fixture(scope="module")
 def app_client(tmp_path_factory):
-    settings = Settings(snapshot_dir=tmp_path_factory.mktemp("snap"), snapshot_interval_s=3600, warm_up=False,
-                        metrics_window=300, create_default_model=False)
+    settings = Settings(
+        snapshot_dir=tmp_path_factory.mktemp("snap"),
+        snapshot_interval_s=3600,
+        warm_up=False,
+        metrics_window=300,
+        create_default_model=False,
+    )
     with TestClient(create_app(settings)) as c:
         yield c
 
@@ -76,13 +83,13 @@ def test_prequential_accuracy_and_prometheus_metrics_match_a_direct_computation(
     est = make_estimator(ModelConfig.model_validate({**CFG, "classes": [-1, 1]}))
     outcomes = []
     for start in range(0, 1000, 100):
-        Xb, yb = X[start:start + 100], y[start:start + 100]
+        Xb, yb = X[start : start + 100], y[start : start + 100]
         assert c.post("/learn", json={"model": "pm", "X": Xb.tolist(), "y": yb.tolist()}).status_code == 200
         idx = (yb == 1).astype(np.int64)
         est.partial_fit(Xb, idx, classes=np.arange(2))
         # f(x) of each example before its own step, recomputed from the model of the step before
         outcomes.extend(correct_predictions(est.last_margins_, idx).tolist())
-    for i in range(3):
+    for _ in range(3):
         assert c.post("/predict", json={"model": "pm", "X": X[:10].tolist()}).status_code == 200
     expected = float(np.mean(outcomes[-300:]))
     info = c.get("/models/pm").json()
@@ -111,8 +118,22 @@ def test_prequential_accuracy_and_prometheus_metrics_match_a_direct_computation(
     assert value("svmstream_support_vectors", model="pm") == info["n_support_vectors"]
     assert value("svmstream_merges", "svmstream_merges_total", model="pm") == stats["merges"]
     assert value("svmstream_snapshot_age_seconds", model="pm") >= 0  # snapshotted at creation
-    assert value("svmstream_request_latency_seconds", "svmstream_request_latency_seconds_count",
-                 route="learn", model="pm") == 10
-    assert value("svmstream_request_latency_seconds", "svmstream_request_latency_seconds_count",
-                 route="predict", model="pm") == 3
+    assert (
+        value(
+            "svmstream_request_latency_seconds",
+            "svmstream_request_latency_seconds_count",
+            route="learn",
+            model="pm",
+        )
+        == 10
+    )
+    assert (
+        value(
+            "svmstream_request_latency_seconds",
+            "svmstream_request_latency_seconds_count",
+            route="predict",
+            model="pm",
+        )
+        == 3
+    )
     assert "svmstream_stream_lag_entries" not in {s.name for f in families.values() for s in f.samples}

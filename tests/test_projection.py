@@ -10,7 +10,16 @@ import numpy as np
 import pytest
 
 from svmstream.solvers.budgeted._merging import smallest_coefficient_slot
-from svmstream.solvers.budgeted._projection import DEFAULT_JITTER, append_sv, kinv_append, kinv_rebuild, kinv_remove, project_smallest, remove_smallest, smallest_slot
+from svmstream.solvers.budgeted._projection import (
+    DEFAULT_JITTER,
+    append_sv,
+    kinv_append,
+    kinv_rebuild,
+    kinv_remove,
+    project_smallest,
+    remove_smallest,
+    smallest_slot,
+)
 
 
 def gram(A, B, gamma):
@@ -39,8 +48,9 @@ class State:
         k_vec = np.zeros(self.k_buf.shape[0])
         if self.n:
             k_vec[: self.n] = gram(x[None], self.sv_t[:, : self.n].T, self.gamma)[0]
-        self.n, s = append_sv(self.sv_t, self.sv_sq, self.coef, self.n, x, c, k_vec,
-                              self.k_inv, self.jitter, self.work)
+        self.n, s = append_sv(
+            self.sv_t, self.sv_sq, self.coef, self.n, x, c, k_vec, self.k_inv, self.jitter, self.work
+        )
         self.points.append(x.copy())
         return s
 
@@ -174,8 +184,9 @@ def reference_projection(X, coef, gamma, jitter):
 
 
 def run_projection(st, expect_rebuild=False):
-    n, wd, rebuilt = project_smallest(st.sv_t, st.sv_sq, st.coef, st.n, st.gamma, st.k_inv,
-                                      st.jitter, st.x_buf, st.k_buf, st.work)
+    n, wd, rebuilt = project_smallest(
+        st.sv_t, st.sv_sq, st.coef, st.n, st.gamma, st.k_inv, st.jitter, st.x_buf, st.k_buf, st.work
+    )
     if expect_rebuild is not None:
         assert rebuilt == int(expect_rebuild)
     return n, wd
@@ -287,8 +298,9 @@ def steady_state(st, steps, rng, centers, B, noise=0.3, check_every=0):
         if check:
             X, before = st.X(), st.coef[: st.n, 0].copy()
             p = smallest_coefficient_slot(st.coef, st.n)
-        n, wd, rebuilt = project_smallest(st.sv_t, st.sv_sq, st.coef, st.n, st.gamma,
-                                          st.k_inv, st.jitter, st.x_buf, st.k_buf, st.work)
+        n, wd, rebuilt = project_smallest(
+            st.sv_t, st.sv_sq, st.coef, st.n, st.gamma, st.k_inv, st.jitter, st.x_buf, st.k_buf, st.work
+        )
         assert np.isfinite(wd) and wd >= 0.0
         if check:
             after = st.coef[:n, 0].copy()
@@ -419,11 +431,9 @@ def test_errors():
     with pytest.raises(ValueError):
         remove_smallest(st.sv_t, st.sv_sq, st.coef, 0, st.k_inv, True, st.work)
     with pytest.raises(ValueError):
-        append_sv(st.sv_t, st.sv_sq, st.coef, 3, np.zeros(5), np.zeros(1), st.k_buf, st.k_inv,
-                  0.0, st.work)
+        append_sv(st.sv_t, st.sv_sq, st.coef, 3, np.zeros(5), np.zeros(1), st.k_buf, st.k_inv, 0.0, st.work)
     with pytest.raises(ValueError):  # one coefficient per class
-        append_sv(st.sv_t, st.sv_sq, st.coef, 2, np.zeros(5), np.zeros(2), st.k_buf, st.k_inv,
-                  0.0, st.work)
+        append_sv(st.sv_t, st.sv_sq, st.coef, 2, np.zeros(5), np.zeros(2), st.k_buf, st.k_inv, 0.0, st.work)
 
 
 # --------------------------------------------------------------------------- integration
@@ -432,8 +442,9 @@ def test_errors():
 @nb.njit
 def _binary_caller(sv_t, sv_sq, coef_1d, n_sv, gamma, k_inv, jitter, x_buf, k_buf, u_buf):
     """How bsgd.py calls it: a 1-D coefficient vector viewed as (capacity, 1)."""
-    return project_smallest(sv_t, sv_sq, coef_1d.reshape((coef_1d.shape[0], 1)), n_sv, gamma,
-                            k_inv, jitter, x_buf, k_buf, u_buf)
+    return project_smallest(
+        sv_t, sv_sq, coef_1d.reshape((coef_1d.shape[0], 1)), n_sv, gamma, k_inv, jitter, x_buf, k_buf, u_buf
+    )
 
 
 def test_binary_1d_coef_through_reshape_inside_njit():
@@ -441,8 +452,9 @@ def test_binary_1d_coef_through_reshape_inside_njit():
     coef_1d = st.coef[:, 0].copy()
     expected_n, expected_wd = run_projection(st)
     st2, _ = random_state(13, 10)
-    n, wd, _ = _binary_caller(st2.sv_t, st2.sv_sq, coef_1d, st2.n, st2.gamma, st2.k_inv,
-                           st2.jitter, st2.x_buf, st2.k_buf, st2.work)
+    n, wd, _ = _binary_caller(
+        st2.sv_t, st2.sv_sq, coef_1d, st2.n, st2.gamma, st2.k_inv, st2.jitter, st2.x_buf, st2.k_buf, st2.work
+    )
     assert n == expected_n and wd == expected_wd
     np.testing.assert_array_equal(coef_1d, st.coef[:, 0])
     np.testing.assert_array_equal(st2.k_inv, st.k_inv)

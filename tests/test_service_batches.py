@@ -1,4 +1,4 @@
-"""The one validation path (app.batches) and the model configuration (app.schemas)."""
+"""The one validation path (svmstream.app.ingest) and the model configuration (svmstream.app.models.config)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from svmstream.app.ingest.batches import BatchError, LabelCodec, conform, decode_body, parse_examples, parse_features
+from svmstream.app.errors import InvalidInput as BatchError
+from svmstream.app.ingest.decode import decode_body
+from svmstream.app.ingest.examples import parse_examples
+from svmstream.app.ingest.features import conform, parse_features
+from svmstream.app.ingest.labels import LabelCodec
 from svmstream.app.models.config import ModelConfig, normalise_classes
 from svmstream.app.settings import Settings
 
@@ -55,25 +59,57 @@ def test_string_labels_are_sorted_and_encoded():
     codec = LabelCodec(normalise_classes(["spam", "ham"]))
     assert codec.classes == ["ham", "spam"]
     np.testing.assert_array_equal(codec.encode(["spam", "ham", "spam"]), [1, 0, 1])
-    with pytest.raises(BatchError, match=r"^y\[0\]: unknown label 1; model classes are \[\"ham\", \"spam\"\]"):
+    with pytest.raises(
+        BatchError, match=r"^y\[0\]: unknown label 1; model classes are \[\"ham\", \"spam\"\]"
+    ):
         codec.encode([1])
 
 
 @pytest.mark.parametrize(
     "obj, message, field, index",
     [
-        ({"X": [[1, 2], [3, float("nan")]], "y": [1, 1]}, "X[1][1]: nan is not a finite number", "X[1][1]", 1),
-        ({"X": [[1, 2], [float("-inf"), 0]], "y": [1, 1]}, "X[1][0]: -inf is not a finite number", "X[1][0]", 1),
-        ({"X": [{"0": 1}, {"4": float("inf")}], "y": [1, 1]}, "X[1][4]: inf is not a finite number", "X[1][4]", 1),
+        (
+            {"X": [[1, 2], [3, float("nan")]], "y": [1, 1]},
+            "X[1][1]: nan is not a finite number",
+            "X[1][1]",
+            1,
+        ),
+        (
+            {"X": [[1, 2], [float("-inf"), 0]], "y": [1, 1]},
+            "X[1][0]: -inf is not a finite number",
+            "X[1][0]",
+            1,
+        ),
+        (
+            {"X": [{"0": 1}, {"4": float("inf")}], "y": [1, 1]},
+            "X[1][4]: inf is not a finite number",
+            "X[1][4]",
+            1,
+        ),
         ({"X": [[1, 2], [1, 2], [3]], "y": [1, 1, 1]}, "X[2]: has 1 features but X[0] has 2", "X[2]", 2),
         ({"X": [[1, 2], [1, "a"]], "y": [1, 1]}, "X[1][1]: expected a number, got 'a'", "X[1][1]", 1),
         ({"X": [[1, 2], [None, 1]], "y": [1, 1]}, "X[1][0]: expected a number, got null", "X[1][0]", 1),
         ({"X": [[1, 2], [True, 1]], "y": [1, 1]}, "X[1][0]: expected a number, got true", "X[1][0]", 1),
-        ({"X": [{"0": 1}, {"-1": 2}], "y": [1, 1]}, "X[1]: feature key '-1' is not a non-negative integer", "X[1]", 1),
+        (
+            {"X": [{"0": 1}, {"-1": 2}], "y": [1, 1]},
+            "X[1]: feature key '-1' is not a non-negative integer",
+            "X[1]",
+            1,
+        ),
         ({"X": [{"0": 1}, {"x": 2}], "y": [1, 1]}, "X[1]: feature key 'x'", "X[1]", 1),
         ({"X": [{"0": 1}, {"1": "b"}], "y": [1, 1]}, "X[1][1]: expected a number, got 'b'", "X[1][1]", 1),
-        ({"X": [{"0": 1.5}, {"1": False}], "y": [1, 1]}, "X[1][1]: expected a number, got false", "X[1][1]", 1),
-        ({"X": [[1], 7], "y": [1, 1]}, "X[1]: expected a list of numbers or an {index: value} object", "X[1]", 1),
+        (
+            {"X": [{"0": 1.5}, {"1": False}], "y": [1, 1]},
+            "X[1][1]: expected a number, got false",
+            "X[1][1]",
+            1,
+        ),
+        (
+            {"X": [[1], 7], "y": [1, 1]},
+            "X[1]: expected a list of numbers or an {index: value} object",
+            "X[1]",
+            1,
+        ),
         ({"X": [], "y": []}, "X: empty batch", "X", None),
         ({"X": {"0": 1}, "y": [1]}, "X: expected a list of examples", "X", None),
         ({"X": [[1]], "y": [1, 1]}, "y: has 2 labels for 1 examples in X", "y", None),
@@ -86,8 +122,18 @@ def test_string_labels_are_sorted_and_encoded():
         ({"y": [1]}, "X: field required", "X", None),
         ({"X": [[1]], "y": [1], "labels": [1]}, "body: unknown field 'labels'", "labels", None),
         ({"X": [[1]], "x": [[1]], "y": [1]}, "body: give the examples as 'X' or as 'x', not both", "x", None),
-        ({"X": [[1]], "y": [1], "n_features": 0}, "n_features: expected a positive integer", "n_features", None),
-        ({"X": [{"9": 1}], "y": [1], "n_features": 3}, "X[0]: feature index 9 is out of range: the request (n_features) expects 3 features", "X[0]", 0),
+        (
+            {"X": [[1]], "y": [1], "n_features": 0},
+            "n_features: expected a positive integer",
+            "n_features",
+            None,
+        ),
+        (
+            {"X": [{"9": 1}], "y": [1], "n_features": 3},
+            "X[0]: feature index 9 is out of range: the request (n_features) expects 3 features",
+            "X[0]",
+            0,
+        ),
     ],
 )
 def test_each_bad_batch_names_field_and_index(obj, message, field, index):
@@ -108,7 +154,10 @@ def test_conform_checks_the_model_dimension():
     with pytest.raises(BatchError, match=r"^X\[0\]: has 3 features, model 'm' expects 4"):
         conform(np.zeros((2, 3)), 4, model="m")
     X = sp.csr_matrix(np.array([[0, 0, 0, 0, 0], [0, 0, 0, 0, 1.0]]))
-    with pytest.raises(BatchError, match=r"^X\[1\]: feature index 4 is out of range: model 'm' expects 4 features \(indices 0..3\)"):
+    with pytest.raises(
+        BatchError,
+        match=r"^X\[1\]: feature index 4 is out of range: model 'm' expects 4 features \(indices 0..3\)",
+    ):
         conform(X, 4, model="m")
     with pytest.raises(BatchError, match=r"^n_features: the request declares 5 features, model 'm' has 4"):
         conform(np.zeros((1, 4)), 4, declared=5, model="m")
@@ -125,8 +174,16 @@ def test_decode_body_reads_nan_literals_and_rejects_garbage():
 def test_model_config_normalises_and_validates():
     cfg = ModelConfig.model_validate({"classes": [1.0, 0.0], "lambda": 0.01, "C": None})
     assert cfg.classes == [0, 1] and cfg.lambda_ == 0.01 and cfg.to_json()["lambda"] == 0.01
-    for bad in ({"classes": [1, 2, 3]}, {"classes": [1, 1.0]}, {"classes": [1, "a"]}, {"classes": [True, 0]},
-                {"C": None, "lambda": None}, {"budget": 0}, {"gamma": float("inf")}, {"bogus": 1}):
+    for bad in (
+        {"classes": [1, 2, 3]},
+        {"classes": [1, 1.0]},
+        {"classes": [1, "a"]},
+        {"classes": [True, 0]},
+        {"C": None, "lambda": None},
+        {"budget": 0},
+        {"gamma": float("inf")},
+        {"bogus": 1},
+    ):
         with pytest.raises(ValueError):
             ModelConfig.model_validate(bad)
 

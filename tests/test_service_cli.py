@@ -2,25 +2,51 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
 from pathlib import Path
 
 import numpy as np
 
-from svmstream.app.cli.main import _bodies, build_parser, load_libsvm, main, settings_from_args
-from tests.conftest import write_libsvm
+from svmstream.app.cli.main import build_parser, main
+from svmstream.app.cli.replay import _bodies
+from svmstream.app.cli.serve import settings_from_args
+from svmstream.app.jobs.datasets import load_dataset as load_libsvm
+from tests.conftest import PYTHON, REPO, subprocess_env, write_libsvm
 
 
 def test_serve_options_override_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("SVMSTREAM_DEFAULT_GAMMA", "0.25")
     monkeypatch.setenv("SVMSTREAM_PORT", "9001")
     args = build_parser().parse_args(
-        ["serve", "--port", "9100", "--snapshot-dir", str(tmp_path), "--budget", "64", "--C", "32",
-         "--lambda", "0.001", "--n-samples", "1000", "--classes=0,1", "--snapshot-interval", "0.5"]
+        [
+            "serve",
+            "--port",
+            "9100",
+            "--snapshot-dir",
+            str(tmp_path),
+            "--budget",
+            "64",
+            "--C",
+            "32",
+            "--lambda",
+            "0.001",
+            "--n-samples",
+            "1000",
+            "--classes=0,1",
+            "--snapshot-interval",
+            "0.5",
+        ]
     )
     s = settings_from_args(args)
     assert s.port == 9100 and s.snapshot_dir == Path(tmp_path) and s.snapshot_interval_s == 0.5
     assert (s.default_budget, s.default_gamma, s.default_c, s.default_lambda, s.default_n_samples) == (
-        64, 0.25, 32.0, 0.001, 1000)
+        64,
+        0.25,
+        32.0,
+        0.001,
+        1000,
+    )
     assert s.default_classes == [0, 1]
 
 
@@ -70,3 +96,39 @@ def test_replay_shuffle_sends_each_row_once_per_pass_in_a_seeded_order(tmp_path)
     for _, b in bodies:  # labels travel with their rows
         obj = orjson.loads(b)
         assert [int(row[0] - 1) // 3 % 2 for row in obj["X"]] == [(1 - v) // 2 for v in obj["y"]]
+
+
+def test_serve_on_a_port_in_use_fails_first_with_a_clear_message(tmp_path):
+    """A real ``svmstream serve`` on a port another socket listens on: exit status 1 and a
+    one-line error before anything starts (never "svmstream ready")."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        proc = subprocess.run(
+            [
+                PYTHON,
+                "-m",
+                "svmstream.app.cli.main",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--snapshot-dir",
+                str(tmp_path / "snap"),
+                "--log-level",
+                "info",
+            ],
+            cwd=REPO,
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, output
+    assert f"error: cannot listen on 127.0.0.1:{port}" in proc.stderr
+    assert "Address already in use" in proc.stderr
+    assert "svmstream ready" not in output
+    assert not (tmp_path / "snap").exists()  # nothing started: no snapshot directory either

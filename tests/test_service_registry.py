@@ -8,10 +8,12 @@ import threading
 import numpy as np
 import pytest
 
-from svmstream.app.models.registry import ModelNotFitted, Registry, make_estimator
+from svmstream.app.errors import ModelNotFitted
 from svmstream.app.models.config import ModelConfig
-from svmstream.app.settings import Settings
+from svmstream.app.models.factory import make_estimator
+from svmstream.app.models.registry import Registry
 from svmstream.app.models.snapshots import SnapshotStore
+from svmstream.app.settings import Settings
 from svmstream.solvers.persistence import CorruptStateError, encode_state
 from tests.conftest import two_moons_like
 
@@ -25,7 +27,7 @@ def _registry(tmp_path, keep: int = 3) -> Registry:
 def _learn(reg: Registry, name: str, X, y, batch: int = 100, **kw):
     view = None
     for start in range(0, X.shape[0], batch):
-        view = reg.learn(name, X[start:start + batch], y[start:start + batch], **kw).result()
+        view = reg.learn(name, X[start : start + batch], y[start : start + batch], **kw).result()
     return view
 
 
@@ -42,7 +44,7 @@ def test_service_applies_exactly_the_estimators_partial_fit_sequence(tmp_path, d
     _learn(reg, "m", X, y, batch=150)
     direct = make_estimator(CFG)
     for start in range(0, 600, 150):
-        direct.partial_fit(X[start:start + 150], y[start:start + 150], classes=np.arange(2))
+        direct.partial_fit(X[start : start + 150], y[start : start + 150], classes=np.arange(2))
     view = reg.get("m").view
     assert view.version == 4 and view.stats["n_seen"] == 600 == direct.n_seen_
     np.testing.assert_array_equal(view.decision_function(X), direct.decision_function(X))
@@ -87,7 +89,7 @@ def test_learn_from_many_threads_applies_every_batch_once(tmp_path, data):
     def worker(part):
         try:
             for start in range(part * 150, part * 150 + 150, 50):
-                reg.learn("m", X[start:start + 50], y[start:start + 50]).result()
+                reg.learn("m", X[start : start + 50], y[start : start + 50]).result()
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -123,7 +125,7 @@ def test_snapshot_restore_roundtrip_with_extra_metadata_and_listener(tmp_path, d
     _learn(reg2, "m", X[200:], y[200:])
     direct = make_estimator(CFG)
     for start in range(0, 600, 100):
-        direct.partial_fit(X[start:start + 100], y[start:start + 100], classes=np.arange(2))
+        direct.partial_fit(X[start : start + 100], y[start : start + 100], classes=np.arange(2))
     np.testing.assert_array_equal(reg2.get("m").view.decision_function(X), direct.decision_function(X))
     reg2.close()
 
@@ -133,7 +135,7 @@ def test_retention_keeps_the_newest_k(tmp_path, data):
     reg = _registry(tmp_path, keep=2)
     reg.create("m", CFG)  # snapshot 1
     for start in range(0, 400, 100):
-        _learn(reg, "m", X[start:start + 100], y[start:start + 100])
+        _learn(reg, "m", X[start : start + 100], y[start : start + 100])
         reg.snapshot_changed()  # snapshots 2..5
     names = [p.name for _, p in reg.store.files("m")]
     assert names == ["m-000000000005.svmstate", "m-000000000004.svmstate"]
@@ -246,7 +248,7 @@ def test_a_failing_partial_fit_leaves_the_model_unchanged(tmp_path, data, caplog
     _learn(reg, "m", X[200:], y[200:])  # continues as if the bad batch never came
     direct = make_estimator(CFG)
     for start in range(0, 600, 100):
-        direct.partial_fit(X[start:start + 100], y[start:start + 100], classes=np.arange(2))
+        direct.partial_fit(X[start : start + 100], y[start : start + 100], classes=np.arange(2))
     np.testing.assert_array_equal(reg.get("m").view.decision_function(X), direct.decision_function(X))
     reg.close()
 

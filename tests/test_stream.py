@@ -10,14 +10,16 @@ import uuid
 
 import numpy as np
 import orjson
-import pytest
 
-from svmstream.app.ingest.batches import LabelCodec, parse_stream_entries
-from svmstream.app.models.registry import Registry, make_estimator
-from svmstream.app.settings import Settings
+from svmstream.app.ingest.labels import LabelCodec
+from svmstream.app.ingest.stream_entries import parse_stream_entries
+from svmstream.app.models.factory import make_estimator
+from svmstream.app.models.registry import Registry
 from svmstream.app.models.snapshots import SnapshotStore
-from svmstream.app.stream.consumer import StreamManager, format_id, next_id, parse_id
-from tests.conftest import ServerProcess, two_moons_like
+from svmstream.app.settings import Settings
+from svmstream.app.stream.manager import StreamManager
+from svmstream.app.stream.redis_ops import format_id, next_id, parse_id
+from tests.conftest import two_moons_like
 
 D = 6
 CONFIG = {"budget": 40, "gamma": 1.0, "C": 10.0, "n_samples": 20_000, "random_state": 0}
@@ -42,7 +44,7 @@ def produce(client, key: str, entries, chunk: int = 2000) -> list[bytes]:
     ids = []
     for start in range(0, len(entries), chunk):
         pipe = client.pipeline(transaction=False)
-        for fields in entries[start:start + chunk]:
+        for fields in entries[start : start + chunk]:
             pipe.xadd(key, fields)
         ids.extend(pipe.execute())
     return ids
@@ -50,7 +52,7 @@ def produce(client, key: str, entries, chunk: int = 2000) -> list[bytes]:
 
 def reference_decision(X, y, probe, config=CONFIG) -> tuple[np.ndarray, int]:
     """The model of an uninterrupted in-process run over (X, y) in order (float32 inputs)."""
-    from svmstream.app.models.registry import ModelConfig
+    from svmstream.app.models.config import ModelConfig
 
     est = make_estimator(ModelConfig.model_validate({**config, "classes": [-1, 1]}))
     X32 = np.asarray(X, dtype=np.float32).astype(np.float64)
@@ -59,9 +61,18 @@ def reference_decision(X, y, probe, config=CONFIG) -> tuple[np.ndarray, int]:
 
 
 def stream_settings(tmp_path, url: str, **kw) -> Settings:
-    base = dict(snapshot_dir=tmp_path / "snap", redis_url=url, stream_block_ms=100, stream_lease_s=1.0,
-                stream_snapshot_every=3000, stream_count=250, stream_info_interval_s=0.1,
-                stream_reconnect_max_s=0.5, warm_up=False, snapshot_interval_s=3600)
+    base = dict(
+        snapshot_dir=tmp_path / "snap",
+        redis_url=url,
+        stream_block_ms=100,
+        stream_lease_s=1.0,
+        stream_snapshot_every=3000,
+        stream_count=250,
+        stream_info_interval_s=0.1,
+        stream_reconnect_max_s=0.5,
+        warm_up=False,
+        snapshot_interval_s=3600,
+    )
     base.update(kw)
     return Settings(**base)
 
@@ -111,22 +122,22 @@ def test_entries_are_validated_one_by_one_with_reasons():
     codec = LabelCodec([-1, 1])
     nan32 = xb([1, np.nan])
     entries = [
-        {b"y": b"1", b"x": b"[0.5, 2]"},                 # 0 good
-        {b"x": b"[1, 2]"},                               # 1 missing y
-        {b"y": b"1"},                                    # 2 missing x
-        {b"y": b"1", b"x": b"[1, NaN]"},                 # 3 NaN (JSON literal)
-        {b"y": b"1", b"xb": nan32},                      # 4 NaN (float32)
-        {b"y": b"1", b"x": b"[1, 2, 3]"},                # 5 wrong dimension
-        {b"y": b"7", b"x": b"[1, 2]"},                   # 6 unknown label
-        {b"y": b"1", b"x": b"{not json"},                # 7 unparseable
-        {b"y": b"1", b"xb": b"\x00\x00\x80"},            # 8 3 bytes
-        {b"y": b"-1", b"x": b'{"1": -2.5}'},             # 9 good, sparse
-        {b"y": b"1", b"x": b'{"4": 1}'},                 # 10 sparse index out of range
-        {b"y": b"1", b"x": b"[1, true]"},                # 11 boolean
-        {b"y": b"1", b"x": b"[1, 2]", b"label": b"1"},   # 12 unknown field
+        {b"y": b"1", b"x": b"[0.5, 2]"},  # 0 good
+        {b"x": b"[1, 2]"},  # 1 missing y
+        {b"y": b"1"},  # 2 missing x
+        {b"y": b"1", b"x": b"[1, NaN]"},  # 3 NaN (JSON literal)
+        {b"y": b"1", b"xb": nan32},  # 4 NaN (float32)
+        {b"y": b"1", b"x": b"[1, 2, 3]"},  # 5 wrong dimension
+        {b"y": b"7", b"x": b"[1, 2]"},  # 6 unknown label
+        {b"y": b"1", b"x": b"{not json"},  # 7 unparseable
+        {b"y": b"1", b"xb": b"\x00\x00\x80"},  # 8 3 bytes
+        {b"y": b"-1", b"x": b'{"1": -2.5}'},  # 9 good, sparse
+        {b"y": b"1", b"x": b'{"4": 1}'},  # 10 sparse index out of range
+        {b"y": b"1", b"x": b"[1, true]"},  # 11 boolean
+        {b"y": b"1", b"x": b"[1, 2]", b"label": b"1"},  # 12 unknown field
         {b"y": b"-1.0", b"xb": xb([3, 4]), b"id": b"p-13"},  # 13 good, float32 bytes
-        {b"y": b"1", b"x": b"[1, 2]", b"xb": xb([1, 2])},    # 14 both encodings
-        {"y": "1", "x": "[7, 8]"},                       # 15 good, str fields
+        {b"y": b"1", b"x": b"[1, 2]", b"xb": xb([1, 2])},  # 14 both encodings
+        {"y": "1", "x": "[7, 8]"},  # 15 good, str fields
     ]
     batch = parse_stream_entries(entries, codec, n_features=2, model="m")
     reasons = dict(batch.rejected)
@@ -156,13 +167,15 @@ def test_raw_flat_field_lists_validate_like_dicts():
     for i in range(300):
         kind = i % 10
         if kind == 3:
-            dicts.append({b"y": b"7", b"xb": xb(rng.normal(size=3))})           # unknown label
+            dicts.append({b"y": b"7", b"xb": xb(rng.normal(size=3))})  # unknown label
         elif kind == 5:
-            dicts.append({b"y": b"1", b"xb": xb(rng.normal(size=2))})           # wrong dimension
+            dicts.append({b"y": b"1", b"xb": xb(rng.normal(size=2))})  # wrong dimension
         elif kind == 7:
-            dicts.append({b"y": b"1", b"xb": xb([1.0, np.nan, 0.0])})           # NaN
+            dicts.append({b"y": b"1", b"xb": xb([1.0, np.nan, 0.0])})  # NaN
         elif kind == 9:
-            dicts.append({b"y": b"-1", b"x": orjson.dumps(rng.normal(size=3).tolist())})  # JSON, not fast path
+            dicts.append(
+                {b"y": b"-1", b"x": orjson.dumps(rng.normal(size=3).tolist())}
+            )  # JSON, not fast path
         else:
             dicts.append({b"y": b"1" if i % 2 else b"-1", b"xb": xb(rng.normal(size=3))})
     flat = [[k for kv in d.items() for k in kv] for d in dicts]
@@ -176,12 +189,16 @@ def test_raw_flat_field_lists_validate_like_dicts():
 
 def test_first_good_entry_fixes_the_dimension_and_wide_sparse_stays_csr():
     codec = LabelCodec(["a", "b"])
-    batch = parse_stream_entries([{b"y": b"a", b"x": b"[1, 2, 3]"}, {b"y": b"b", b"x": b"[1, 2]"},
-                                  {b"y": b'"b"', b"x": b'{"2": 5}'}], codec, None)
+    batch = parse_stream_entries(
+        [{b"y": b"a", b"x": b"[1, 2, 3]"}, {b"y": b"b", b"x": b"[1, 2]"}, {b"y": b'"b"', b"x": b'{"2": 5}'}],
+        codec,
+        None,
+    )
     assert batch.good.tolist() == [0, 2] and batch.rejected[0][0] == 1
     np.testing.assert_array_equal(batch.X, [[1, 2, 3], [0, 0, 5]])
-    wide = parse_stream_entries([{b"y": b"a", b"x": b'{"3000": 1.5}'}, {b"y": b"b", b"x": b'{"7": 2}'}],
-                                codec, 5000)
+    wide = parse_stream_entries(
+        [{b"y": b"a", b"x": b'{"3000": 1.5}'}, {b"y": b"b", b"x": b'{"7": 2}'}], codec, 5000
+    )
     assert wide.X.shape == (2, 5000) and wide.X.nnz == 2 and wide.X[0, 3000] == 1.5
     np.testing.assert_array_equal(wide.y, [0, 1])
 
@@ -260,7 +277,7 @@ def test_acks_wait_for_the_snapshot_and_restart_skips_applied_pending_entries(re
     wait_for(lambda: n_seen(registry, name) == 2000, what="first half applied")
     time.sleep(0.3)
     assert r.xpending(key, group)["pending"] == 2000  # no snapshot yet: nothing acknowledged
-    assert registry.snapshot(registry.get(name))      # the commit point (1/2 of the stream)
+    assert registry.snapshot(registry.get(name))  # the commit point (1/2 of the stream)
     wait_for(lambda: r.xpending(key, group)["pending"] == 0, what="acks after the snapshot")
     produce(r, key, good_entries(X[2000:3000], y[2000:3000]))
     wait_for(lambda: n_seen(registry, name) == 3000, what="3000 applied")
@@ -310,7 +327,7 @@ def test_trimming_never_passes_entries_another_group_still_needs(redis_server, t
     ids = produce(r, key, good_entries(X, y))
     r.xgroup_create(key, "audit", id="0")
     r.xreadgroup("audit", "a1", {key: ">"}, count=1200)  # delivered, never acknowledged
-    r.xack(key, "audit", *ids[:500])                     # the audit group still needs ids[500:]
+    r.xack(key, "audit", *ids[:500])  # the audit group still needs ids[500:]
     with streaming(settings, name) as (registry, _):
         wait_for(lambda: n_seen(registry, name) == 2000, what="all applied")
     assert r.xpending(key, group)["pending"] == 0
@@ -348,7 +365,9 @@ def test_redis_restart_while_consuming_loses_nothing(own_redis, tmp_path):
         own_redis.start()
         r = own_redis.client()
         produce(r, key, good_entries(X[20_000:], y[20_000:]))
-        wait_for(lambda: n_seen(registry, name) == len(X), timeout=60, what="everything applied after the restart")
+        wait_for(
+            lambda: n_seen(registry, name) == len(X), timeout=60, what="everything applied after the restart"
+        )
         decision = registry.get(name).view.decision_function(probe)
         consumer = manager.consumers[name]
         assert consumer.reconnects >= 1
@@ -358,7 +377,8 @@ def test_redis_restart_while_consuming_loses_nothing(own_redis, tmp_path):
 
 
 def test_sigkill_the_service_while_it_consumes_then_restart_equals_an_uninterrupted_run(
-        redis_server, start_server, tmp_path):
+    redis_server, start_server, tmp_path
+):
     """A real ``svmstream serve`` process, killed with SIGKILL twice mid-stream."""
     import httpx
 
@@ -369,11 +389,18 @@ def test_sigkill_the_service_while_it_consumes_then_restart_equals_an_uninterrup
     key = f"svmstream:{name}:examples"
     produce(r, key, good_entries(X, y))
     env = {
-        "SVMSTREAM_REDIS_URL": redis_server.url, "SVMSTREAM_DEFAULT_MODEL": name,
-        "SVMSTREAM_DEFAULT_BUDGET": str(CONFIG["budget"]), "SVMSTREAM_DEFAULT_GAMMA": "1.0",
-        "SVMSTREAM_DEFAULT_C": "10", "SVMSTREAM_DEFAULT_N_SAMPLES": str(CONFIG["n_samples"]),
-        "SVMSTREAM_STREAM_COUNT": "100", "SVMSTREAM_STREAM_BLOCK_MS": "100", "SVMSTREAM_WARM_UP": "false", "SVMSTREAM_STREAM_LEASE_S": "0.6",
-        "SVMSTREAM_STREAM_SNAPSHOT_EVERY": "1200", "SVMSTREAM_SNAPSHOT_INTERVAL_S": "0.25",
+        "SVMSTREAM_REDIS_URL": redis_server.url,
+        "SVMSTREAM_DEFAULT_MODEL": name,
+        "SVMSTREAM_DEFAULT_BUDGET": str(CONFIG["budget"]),
+        "SVMSTREAM_DEFAULT_GAMMA": "1.0",
+        "SVMSTREAM_DEFAULT_C": "10",
+        "SVMSTREAM_DEFAULT_N_SAMPLES": str(CONFIG["n_samples"]),
+        "SVMSTREAM_STREAM_COUNT": "100",
+        "SVMSTREAM_STREAM_BLOCK_MS": "100",
+        "SVMSTREAM_WARM_UP": "false",
+        "SVMSTREAM_STREAM_LEASE_S": "0.6",
+        "SVMSTREAM_STREAM_SNAPSHOT_EVERY": "1200",
+        "SVMSTREAM_SNAPSHOT_INTERVAL_S": "0.25",
     }
     snap = tmp_path / "snap"
     rng = np.random.default_rng(1)
@@ -394,7 +421,9 @@ def test_sigkill_the_service_while_it_consumes_then_restart_equals_an_uninterrup
         time.sleep(0.4)
         info = c.get(f"/models/{name}").json()
         probe = two_moons_like(200, d=D, seed=95)[0]
-        decision = np.asarray(c.post("/predict", json={"model": name, "X": probe.tolist()}).json()["decision"])
+        decision = np.asarray(
+            c.post("/predict", json={"model": name, "X": probe.tolist()}).json()["decision"]
+        )
         assert "svmstream_stream_entries_applied" in c.get("/metrics").text
     server.terminate()
     assert all(k < n for k in killed_at), killed_at
@@ -405,7 +434,8 @@ def test_sigkill_the_service_while_it_consumes_then_restart_equals_an_uninterrup
 
 
 def test_replay_produces_the_file_in_order_in_each_format(redis_server, tmp_path):
-    from svmstream.app.cli.main import load_libsvm, run_stream_replay
+    from svmstream.app.cli.replay import run_stream_replay
+    from svmstream.app.jobs.datasets import load_dataset as load_libsvm
     from tests.conftest import write_libsvm
 
     X, y = two_moons_like(1500, d=D, seed=12)
@@ -416,7 +446,9 @@ def test_replay_produces_the_file_in_order_in_each_format(redis_server, tmp_path
     codec = LabelCodec([-1, 1])
     for fmt in ("xb", "dense", "sparse"):
         name = unique(f"replay-{fmt}")
-        result = run_stream_replay(str(path), redis_server.url, model=name, batch=400, fmt=fmt, progress=False)
+        result = run_stream_replay(
+            str(path), redis_server.url, model=name, batch=400, fmt=fmt, progress=False
+        )
         entries = r.xrange(f"svmstream:{name}:examples")
         assert result["examples"] == len(entries) == 1500
         assert [e[0].decode() for e in (entries[0], entries[-1])] == [result["first_id"], result["last_id"]]

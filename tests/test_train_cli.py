@@ -17,9 +17,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from svmstream.app.jobs.runner import (JobError, UploadStore, detect_format, load_csv, load_dataset, make_job_estimator,
-                      prepare_X, resolve_data_ref, run_training, sniff)
-from svmstream.app.cli.train import ProgressDisplay, TrainError, add_train_parser, collect_params, default_model_name
+from svmstream.app.cli.main import add_train_parser
+from svmstream.app.cli.train import ProgressDisplay, TrainError, collect_params, default_model_name
+from svmstream.app.jobs.datasets import detect_format, load_csv, load_dataset, prepare_X, sniff
+from svmstream.app.jobs.uploads import JobError, UploadStore, resolve_data_ref
+from svmstream.app.jobs.worker import run_training
+from svmstream.app.models.factory import make_job_estimator
 from tests.conftest import PYTHON, REPO, subprocess_env, two_moons_like, write_libsvm
 
 
@@ -93,9 +96,21 @@ def test_resolve_data_ref_confines_paths_to_the_data_dir(tmp_path):
     os.symlink(tmp_path / "secret", data / "link")
     uploads = UploadStore(tmp_path / "uploads")
     assert resolve_data_ref("sub/a.csv", "data", data, uploads) == ((data / "sub" / "a.csv").resolve(), "csv")
-    assert resolve_data_ref(str(data / "sub" / "a.csv"), "data", data, uploads)[0] == (data / "sub/a.csv").resolve()
-    cases = {"../secret": 403, "sub/../../secret": 403, str(tmp_path / "secret"): 403, "link": 403,
-             "missing": 404, "": 422, "a\x00b": 422, "up-" + "f" * 20: 404, "up-xyz": 404}
+    assert (
+        resolve_data_ref(str(data / "sub" / "a.csv"), "data", data, uploads)[0]
+        == (data / "sub/a.csv").resolve()
+    )
+    cases = {
+        "../secret": 403,
+        "sub/../../secret": 403,
+        str(tmp_path / "secret"): 403,
+        "link": 403,
+        "missing": 404,
+        "": 422,
+        "a\x00b": 422,
+        "up-" + "f" * 20: 404,
+        "up-xyz": 404,
+    }
     for ref, status in cases.items():
         with pytest.raises(JobError) as err:
             resolve_data_ref(ref, "test", data, uploads)
@@ -130,14 +145,19 @@ def test_make_job_estimator_validates_parameters():
             make_job_estimator(algorithm, params, early)
 
 
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # a linear model of non-linear data
-@pytest.mark.parametrize("algorithm,params", [
-    ("dcsvm", {"C": 10, "gamma": 1.0, "n_levels": 2, "random_state": 0, "n_jobs": 1}),
-    ("liblinear-cd", {"C": 1.0, "random_state": 0}),
-])
+@pytest.mark.filterwarnings(
+    "ignore::sklearn.exceptions.ConvergenceWarning"
+)  # a linear model of non-linear data
+@pytest.mark.parametrize(
+    "algorithm,params",
+    [
+        ("dcsvm", {"C": 10, "gamma": 1.0, "n_levels": 2, "random_state": 0, "n_jobs": 1}),
+        ("liblinear-cd", {"C": 1.0, "random_state": 0}),
+    ],
+)
 def test_run_training_equals_a_direct_fit(tmp_path, algorithm, params):
-    from svmstream.solvers.dcsvm_estimator import DCSVMClassifier
-    from svmstream.solvers.linear_estimator import LinearDualCDClassifier
+    from svmstream.solvers.exact._classes import DCSVMClassifier
+    from svmstream.solvers.linear._classes import LinearDualCDClassifier
 
     X, y = two_moons_like(600, seed=5)
     Xt, yt = two_moons_like(300, seed=6)
@@ -169,10 +189,33 @@ def test_cli_params_and_model_names():
 
     parser = argparse.ArgumentParser()
     add_train_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["train", "f.bz2", "--algorithm", "dcsvm", "--C", "32", "--gamma", "scale",
-                              "--levels", "3", "--no-refine", "--param", "n_sample=500", "--param", "kernel=\"poly\""])
-    assert collect_params(args) == {"C": 32.0, "gamma": "scale", "n_levels": 3, "refine": False, "n_sample": 500,
-                                    "kernel": "poly"}
+    args = parser.parse_args(
+        [
+            "train",
+            "f.bz2",
+            "--algorithm",
+            "dcsvm",
+            "--C",
+            "32",
+            "--gamma",
+            "scale",
+            "--levels",
+            "3",
+            "--no-refine",
+            "--param",
+            "n_sample=500",
+            "--param",
+            'kernel="poly"',
+        ]
+    )
+    assert collect_params(args) == {
+        "C": 32.0,
+        "gamma": "scale",
+        "n_levels": 3,
+        "refine": False,
+        "n_sample": 500,
+        "kernel": "poly",
+    }
     args = parser.parse_args(["train", "f.bz2", "--algorithm", "avsf", "--gamma", "2"])
     with pytest.raises(TrainError, match="--gamma does not apply to avsf"):
         collect_params(args)
@@ -188,9 +231,20 @@ def test_progress_display_draws_one_bar_per_level():
     for level, k in ((2, 16), (1, 4)):
         display.update({"stage": "kmeans", "level": level, "n_clusters": k, "objective": 0.0})
         for done in range(1, k + 1):
-            display.update({"stage": "level", "level": level, "n_clusters": k, "subproblems_done": done,
-                            "subproblems": k, "objective": 10.0 * done, "max_violation": 1e-3})
-    display.update({"stage": "global", "level": 0, "iterations": 500, "objective": 99.5, "max_violation": 9e-4})
+            display.update(
+                {
+                    "stage": "level",
+                    "level": level,
+                    "n_clusters": k,
+                    "subproblems_done": done,
+                    "subproblems": k,
+                    "objective": 10.0 * done,
+                    "max_violation": 1e-3,
+                }
+            )
+    display.update(
+        {"stage": "global", "level": 0, "iterations": 500, "objective": 99.5, "max_violation": 9e-4}
+    )
     display.update({"stage": "done", "level": 0})
     display.stage("testing")
     display.close()
@@ -209,12 +263,33 @@ def test_train_locally_prints_accuracy_and_saves_the_model(tmp_path, capsys):
     train = write_libsvm(tmp_path / "tr.bz2", X, y)
     test = write_libsvm(tmp_path / "te.libsvm", Xt, yt)
     saved = tmp_path / "model.svmstate"
-    cmd = [PYTHON, "-m", "svmstream.app.cli.main", "train", "--algorithm", "dcsvm", str(train), "--test", str(test), "--C", "10",
-           "--gamma", "1", "--levels", "2", "--random-state", "0", "--save", str(saved)]
+    cmd = [
+        PYTHON,
+        "-m",
+        "svmstream.app.cli.main",
+        "train",
+        "--algorithm",
+        "dcsvm",
+        str(train),
+        "--test",
+        str(test),
+        "--C",
+        "10",
+        "--gamma",
+        "1",
+        "--levels",
+        "2",
+        "--random-state",
+        "0",
+        "--save",
+        str(saved),
+    ]
     out = subprocess.run(cmd, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr
     assert "level 2 (16 clusters): 100%" in out.stderr and "level 1 (4 clusters): 100%" in out.stderr
-    acc_line = next(line for line in out.stdout.splitlines() if line.startswith("test accuracy on te.libsvm:"))
+    acc_line = next(
+        line for line in out.stdout.splitlines() if line.startswith("test accuracy on te.libsvm:")
+    )
     assert "train seconds:" in out.stdout and f"saved to {saved}" in out.stdout
     model = load_estimator(saved)  # predicts the file's labels
     Xtr = load_dataset(test, n_features=8)[0]
@@ -227,8 +302,21 @@ def test_train_locally_prints_accuracy_and_saves_the_model(tmp_path, capsys):
     capsys.readouterr()
     assert main(["train", "--algorithm", "avsf", str(train), "--gamma", "1", "--json"]) == 2
     assert capsys.readouterr().err.strip() == "error: --gamma does not apply to avsf"
-    assert main(["train", "--algorithm", "liblinear-cd", str(train), "--test", str(test), "--json",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--algorithm",
+                "liblinear-cd",
+                str(train),
+                "--test",
+                str(test),
+                "--json",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     body = json.loads(capsys.readouterr().out)
     assert body["mode"] == "linear" and body["n_test"] == 400 and 0.5 < body["test_accuracy"] < 1.0
     assert main(["train", "--algorithm", "avsf", str(tmp_path / "missing.libsvm")]) == 1

@@ -1,11 +1,15 @@
 """Bearer-token authentication of the HTTP routes.
 
 With ``SVMSTREAM_API_TOKEN`` set, every mutating route depends on :func:`require_write`
-(``Authorization: Bearer <token>`` or 401); read routes (``/predict``, ``/health``,
-``/metrics``, ``GET /models``) depend on :func:`require_read`, which asks for the token
-only when ``SVMSTREAM_PROTECT_READS`` is also set.  Tokens are compared with
-:func:`hmac.compare_digest` (constant time).  The dependencies run before the body is
-read, so a refused request changes nothing.
+(``Authorization: Bearer <token>`` or 401 with ``WWW-Authenticate: Bearer``); read routes
+(``/predict``, ``/health``, ``/metrics``, ``GET /models``) depend on :func:`require_read`,
+which asks for the token only when ``SVMSTREAM_PROTECT_READS`` is also set.  Tokens are
+compared with :func:`hmac.compare_digest` (constant time).  The dependencies run before
+the body is read, so a refused request changes nothing.
+
+The header is read by FastAPI's :class:`~fastapi.security.HTTPBearer` (with
+``auto_error=False``: the 401 and its message are ours), so the OpenAPI schema declares the
+``HTTPBearer`` security scheme on every route that depends on these.
 
 Reuse in a new router::
 
@@ -15,28 +19,16 @@ Reuse in a new router::
 from __future__ import annotations
 
 import hmac
+from typing import Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from svmstream.app.ingest.batches import BatchError
+from svmstream.app.errors import Unauthorized
 
+bearer_scheme = HTTPBearer(auto_error=False, description="the server's SVMSTREAM_API_TOKEN")
 
-class Unauthorized(BatchError):
-    """401 with ``WWW-Authenticate: Bearer``."""
-
-    def __init__(self, message: str):
-        super().__init__(message, field="authorization", status=401)
-
-
-def bearer_token(request: Request) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` header, or None."""
-    header = request.headers.get("authorization")
-    if not header:
-        return None
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() != "bearer" or not value.strip():
-        return None
-    return value.strip()
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer_scheme)]
 
 
 def check_token(expected: str, given: str | None) -> bool:
@@ -46,18 +38,18 @@ def check_token(expected: str, given: str | None) -> bool:
     return hmac.compare_digest(expected.encode("utf-8"), given.encode("utf-8"))
 
 
-def _require(request: Request) -> None:
+def _require(request: Request, credentials: HTTPAuthorizationCredentials | None) -> None:
     expected = request.app.state.settings.token()
     if expected is None:
         return
-    given = bearer_token(request)
-    if given is None:
+    given = credentials.credentials.strip() if credentials is not None else ""
+    if not given:
         raise Unauthorized("authorization: this route needs an 'Authorization: Bearer <token>' header")
     if not check_token(expected, given):
         raise Unauthorized("authorization: invalid token")
 
 
-async def require_write(request: Request) -> None:
+async def require_write(request: Request, credentials: Credentials) -> None:
     """Dependency of mutating routes: the token is required whenever one is configured.
 
     Raises
@@ -65,10 +57,10 @@ async def require_write(request: Request) -> None:
     Unauthorized
         (HTTP 401) when the header is missing, malformed or carries another token.
     """
-    _require(request)
+    _require(request, credentials)
 
 
-async def require_read(request: Request) -> None:
+async def require_read(request: Request, credentials: Credentials) -> None:
     """Dependency of read routes: the token is required only with ``PROTECT_READS``."""
     if request.app.state.settings.protect_reads:
-        _require(request)
+        _require(request, credentials)

@@ -8,7 +8,7 @@ import orjson
 from fastapi import Request
 from fastapi.responses import Response
 
-from svmstream.app.ingest.batches import BatchError
+from svmstream.app.errors import InvalidInput, PayloadTooLarge
 
 
 class OrjsonResponse(Response):
@@ -20,10 +20,6 @@ class OrjsonResponse(Response):
         return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
 
 
-def error_response(exc: BatchError) -> OrjsonResponse:
-    return OrjsonResponse(exc.to_json(), status_code=exc.status)
-
-
 async def read_body(request: Request, limit: int) -> bytes:
     """Read the request body, refusing more than ``limit`` bytes.
 
@@ -33,15 +29,17 @@ async def read_body(request: Request, limit: int) -> bytes:
 
     Raises
     ------
-    BatchError
-        status 413 when the body is larger than ``limit``; 400 on a bad Content-Length.
+    PayloadTooLarge
+        (413) when the body is larger than ``limit``.
+    InvalidInput
+        (400) on a bad Content-Length.
     """
     declared = request.headers.get("content-length")
     if declared is not None:
         try:
             size = int(declared)
         except ValueError:
-            raise BatchError("body: invalid Content-Length header", field="body", status=400) from None
+            raise InvalidInput("body: invalid Content-Length header", field="body", status=400) from None
         if size > limit:
             raise _too_large(limit, f"Content-Length is {size}")
     chunks: list[bytes] = []
@@ -54,7 +52,5 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _too_large(limit: int, why: str) -> BatchError:
-    return BatchError(
-        f"body: request body exceeds MAX_BODY_BYTES={limit} ({why})", field="body", status=413
-    )
+def _too_large(limit: int, why: str) -> PayloadTooLarge:
+    return PayloadTooLarge(f"body: request body exceeds MAX_BODY_BYTES={limit} ({why})", field="body")

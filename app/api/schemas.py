@@ -2,20 +2,19 @@
 
 Only shapes live here.  The hot ``/learn`` and ``/predict`` bodies are not validated
 through pydantic (that would copy every number into Python objects twice): they are
-parsed by :mod:`app.batches`, and the models below only document them in the OpenAPI
-schema.  :class:`ModelConfig` is the one real validator here: it normalises a model's
-hyperparameters and label set.
+parsed by :mod:`svmstream.app.ingest.examples`, and the models below only document them
+in the OpenAPI schema.  :class:`ModelCreate` validates the body of ``PUT /models``; the
+resolved configuration it becomes is :class:`svmstream.app.models.config.ModelConfig`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from svmstream.app.models.config import (  # noqa: F401  (re-exported: the API's vocabulary)
-    BATCH_ALGORITHMS, MODEL_NAME_PATTERN, Algorithm, BatchAlgorithm, Label, Maintenance, MergeSolver, ModelConfig,
-    Schedule, normalise_classes)
+from svmstream.app.models.config import Algorithm, Label, Maintenance, MergeSolver, Schedule
+
 
 class ModelCreate(BaseModel):
     """Body of ``PUT /models/{name}``: any subset of :class:`ModelConfig`; the rest comes
@@ -40,20 +39,22 @@ class ModelCreate(BaseModel):
     fit_intercept: bool | None = None
 
 
-Features = Union[list[float], dict[str, float]]
+Features = list[float] | dict[str, float]
 
 
 class LearnRequest(BaseModel):
-    """Body of ``POST /learn`` (documentation only; parsed by :mod:`app.batches`)."""
+    """Body of ``POST /learn`` (documentation only; parsed by :mod:`svmstream.app.ingest.examples`)."""
 
     model: str | None = Field(None, description="model name; default: the server's default model")
-    X: list[Features] = Field(description="examples: dense lists of d numbers, or sparse {\"index\": value} maps with 0-based indices")
+    X: list[Features] = Field(
+        description='examples: dense lists of d numbers, or sparse {"index": value} maps with 0-based indices'
+    )
     y: list[Label] = Field(description="one label per example, from the model's classes")
     n_features: int | None = Field(None, description="optional: the input dimension the rows are meant for")
 
 
 class PredictRequest(BaseModel):
-    """Body of ``POST /predict`` (documentation only; parsed by :mod:`app.batches`)."""
+    """Body of ``POST /predict`` (documentation only; parsed by :mod:`svmstream.app.ingest.examples`)."""
 
     model: str | None = None
     X: list[Features]
@@ -73,7 +74,9 @@ class ModelInfo(BaseModel):
     t: int = Field(description="SGD steps taken")
     n_merges: int
     merging_frequency: float = Field(0.0, description="budget maintenance events per step")
-    average_weight_degradation: float = Field(0.0, description="mean weight degradation per maintenance event")
+    average_weight_degradation: float = Field(
+        0.0, description="mean weight degradation per maintenance event"
+    )
     n_seen: int = Field(description="examples applied")
     lambda_eff: float | None
     version: int = Field(description="batches applied since creation")
@@ -81,10 +84,15 @@ class ModelInfo(BaseModel):
     last_snapshot_time: float | None = Field(description="unix time of the last snapshot written or restored")
     last_snapshot_path: str | None
     extra: dict[str, Any]
-    statistics: dict[str, Any] = Field(default_factory=dict, description="the estimator's statistics(): merges, "
-                                       "merging_frequency, average_weight_degradation, ...")
-    metrics: dict[str, Any] = Field(default_factory=dict, description="applied/s, prequential accuracy, "
-                                    "snapshot age, stream lag/pending/dead letters")
+    statistics: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the estimator's statistics(): merges, "
+        "merging_frequency, average_weight_degradation, ...",
+    )
+    metrics: dict[str, Any] = Field(
+        default_factory=dict,
+        description="applied/s, prequential accuracy, snapshot age, stream lag/pending/dead letters",
+    )
 
 
 class LearnResponse(BaseModel):

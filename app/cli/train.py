@@ -2,15 +2,15 @@
 
 Locally (default) the solver runs in this process with a progress display per DC-SVM level
 or linear-CD problem (tqdm), then prints the training seconds and the test accuracy, and
-optionally saves the model (``--save``, :func:`solvers.persistence.save_estimator`,
-pickle-free; load it with :func:`solvers.persistence.load_estimator`).
+optionally saves the model (``--save``, :func:`svmstream.solvers.persistence.save_estimator`,
+pickle-free; load it with :func:`svmstream.solvers.persistence.load_estimator`).
 
 With ``--server URL`` it submits a job to a running service instead: the files are
 uploaded (``POST /uploads``) unless ``--server-path`` says that TRAIN/TEST are paths in the
 server's data directory; it then polls ``GET /jobs/{id}`` and shows the same progress
 display, and prints the result.  Ctrl-C cancels the job (``DELETE /jobs/{id}``).
 
-See ``docs/jobs.md``.
+The options are parsed by :func:`svmstream.app.cli.main.add_train_parser`.  See ``docs/jobs.md``.
 """
 
 from __future__ import annotations
@@ -22,18 +22,23 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from svmstream.app.models.config import BATCH_ALGORITHMS as ALGORITHMS  # light import: healthcheck shares the parser
+import httpx
+from tqdm import tqdm
 
-POLL_S = 0.5
+from svmstream.app.cli.client import api_token, check_response, http_client
+from svmstream.app.jobs.worker import run_training
+from svmstream.app.models.config import BATCH_ALGORITHMS
+from svmstream.app.models.factory import make_job_estimator
+from svmstream.solvers.persistence import save_estimator
+
 PHASES = ("starting", "loading", "training", "testing", "saving")
 """Job phases (``progress.phase``); the other timeline stages are the solver's."""
 
 # option dest -> (estimator parameter, algorithms it applies to)
 _DC = ("dcsvm",)
-_LIN = ("avsf", "liblinear-cd")
-_ALL = ALGORITHMS
+_ALL = BATCH_ALGORITHMS
 PARAM_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "C": ("C", _ALL),
     "tol": ("tol", _ALL),
@@ -57,74 +62,6 @@ PARAM_OPTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 
 class TrainError(RuntimeError):
     """A refused request or a failed job; the message is for the user."""
-
-
-def _gamma(text: str) -> float | str:
-    if text in ("scale", "auto"):
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"gamma must be a number, 'scale' or 'auto', got {text!r}") from None
-    return value
-
-
-def _param(text: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"--param wants KEY=VALUE, got {text!r}")
-    try:
-        parsed = json.loads(value)
-    except ValueError:
-        parsed = value
-    return key.strip(), parsed
-
-
-def add_train_parser(sub) -> argparse.ArgumentParser:
-    """Register the ``train`` sub-command on the ``svmstream`` sub-parsers."""
-    p = sub.add_parser("train", help="train DC-SVM / AVSF / LIBLINEAR-CD on a LIBSVM or CSV file (locally, or as a "
-                                     "job of a server with --server)")
-    p.add_argument("train", metavar="TRAIN", help="training data: LIBSVM/svmlight or CSV (label first), .bz2/.gz ok")
-    p.add_argument("--algorithm", required=True, choices=ALGORITHMS,
-                   help="dcsvm (kernel SVM, divide and conquer), avsf or liblinear-cd (linear SVM, dual CD)")
-    p.add_argument("--test", help="test data: its accuracy is reported")
-    p.add_argument("--early-level", dest="early_level", type=int,
-                   help="dcsvm: stop after this level and use its early-prediction model")
-    g = p.add_argument_group("hyperparameters (solver defaults when omitted)")
-    g.add_argument("--C", dest="C", type=float, help="box constraint C")
-    g.add_argument("--tol", type=float, help="stopping tolerance (default 1e-3)")
-    g.add_argument("--max-iter", dest="max_iter", type=int,
-                   help="linear: outer iterations per problem; dcsvm: coordinate updates per solve")
-    g.add_argument("--random-state", dest="random_state", type=int, help="seed")
-    g.add_argument("--gamma", type=_gamma, help="dcsvm: kernel width (number, 'scale' or 'auto')")
-    g.add_argument("--kernel", choices=("rbf", "poly", "linear"), help="dcsvm kernel (default rbf)")
-    g.add_argument("--degree", type=int, help="dcsvm: degree of the polynomial kernel")
-    g.add_argument("--coef0", type=float, help="dcsvm: constant of the polynomial kernel")
-    g.add_argument("--bias", type=float, help="dcsvm: constant feature (kernel offset bias^2; 0 = no intercept)")
-    g.add_argument("--k", type=int, help="dcsvm: cluster growth factor per level (default 4)")
-    g.add_argument("--levels", dest="n_levels", type=int, help="dcsvm: number of levels (default 4)")
-    g.add_argument("--n-sample", dest="n_sample", type=int, help="dcsvm: points sampled for kernel k-means")
-    g.add_argument("--level-tol", dest="level_tol", type=float, help="dcsvm: tolerance of the level sub-problems")
-    g.add_argument("--cache-size", dest="cache_size", type=float, help="dcsvm: kernel cache in MB (default 200)")
-    g.add_argument("--n-jobs", dest="n_jobs", type=int, help="dcsvm: pool processes (default: all cores)")
-    g.add_argument("--no-refine", dest="refine", action="store_const", const=False,
-                   help="dcsvm: skip the refine step on the level-1 support vectors")
-    g.add_argument("--no-shrinking", dest="shrinking", action="store_const", const=False,
-                   help="dcsvm: no shrinking in the dual CD solver")
-    g.add_argument("--param", dest="extra_params", type=_param, action="append", default=[], metavar="KEY=VALUE",
-                   help="any other estimator parameter (VALUE parsed as JSON when possible); repeatable")
-    p.add_argument("--save", help="local run: save the fitted model to this file (pickle-free .svmstate)")
-    p.add_argument("--no-progress", action="store_true", help="no progress display")
-    p.add_argument("--json", dest="json_out", action="store_true", help="print the result as one JSON line")
-    s = p.add_argument_group("submitting to a server")
-    s.add_argument("--server", metavar="URL", help="submit a job to this svmstream service instead of training here")
-    s.add_argument("--server-path", action="store_true",
-                   help="TRAIN/TEST are paths in the server's data directory (SVMSTREAM_DATA_DIR): no upload")
-    s.add_argument("--model", help="name of the served model (default: <TRAIN stem>-<algorithm>)")
-    s.add_argument("--replace", action="store_true", help="replace an existing model of that name")
-    s.add_argument("--token", help="API token (default: env SVMSTREAM_API_TOKEN)")
-    s.add_argument("--poll", type=float, default=POLL_S, help=f"seconds between progress polls (default {POLL_S})")
-    return p
 
 
 def collect_params(args: argparse.Namespace) -> dict[str, Any]:
@@ -164,7 +101,7 @@ def default_model_name(train: str, algorithm: str) -> str:
 class ProgressDisplay:
     """Progress bars per DC-SVM level / stage and per linear-CD problem (tqdm).
 
-    Feed it solver progress dicts (:func:`app.jobs.normalise_progress` shape) with
+    Feed it solver progress dicts (:func:`svmstream.app.jobs.worker.normalise_progress` shape) with
     :meth:`update` and job phases (loading, training, testing, ...) with :meth:`stage`;
     a new bar starts whenever the problem, stage or level changes, the previous one is
     left on screen as a log of that step.
@@ -195,8 +132,6 @@ class ProgressDisplay:
     def update(self, p: dict[str, Any]) -> None:
         if not self.enabled:
             return
-        from tqdm import tqdm
-
         stage = p.get("stage")
         key = (p.get("problem"), stage, p.get("level"))
         prefix = ""
@@ -209,18 +144,37 @@ class ProgressDisplay:
             self._close()
             self.key = key
             if stage == "level":
-                desc, total, unit = f"{prefix}level {p.get('level')} ({p.get('n_clusters')} clusters)", p.get("subproblems"), "sub"
+                desc, total, unit = (
+                    f"{prefix}level {p.get('level')} ({p.get('n_clusters')} clusters)",
+                    p.get("subproblems"),
+                    "sub",
+                )
             elif stage == "kmeans":
-                desc, total, unit = f"{prefix}level {p.get('level')} kernel k-means ({p.get('n_clusters')})", None, "it"
+                desc, total, unit = (
+                    f"{prefix}level {p.get('level')} kernel k-means ({p.get('n_clusters')})",
+                    None,
+                    "it",
+                )
             elif stage in ("refine", "global"):
                 desc, total, unit = f"{prefix}{stage} solve", None, "upd"
             else:
                 desc, total, unit = f"{prefix}{p.get('selection', 'solve')}", None, "it"
             # no rate in the format: with --server the counts come in jumps between polls
-            fmt = ("{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]" if total
-                   else "{desc}: {n_fmt} " + unit + " [{elapsed}{postfix}]")
-            self.bar = tqdm(total=total, desc=desc, unit=unit, file=self.out, leave=True, mininterval=0.25,
-                            dynamic_ncols=True, bar_format=fmt)
+            fmt = (
+                "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+                if total
+                else "{desc}: {n_fmt} " + unit + " [{elapsed}{postfix}]"
+            )
+            self.bar = tqdm(
+                total=total,
+                desc=desc,
+                unit=unit,
+                file=self.out,
+                leave=True,
+                mininterval=0.25,
+                dynamic_ncols=True,
+                bar_format=fmt,
+            )
         n = p.get("subproblems_done") if stage == "level" else p.get("iterations", p.get("iteration"))
         if n is not None and self.bar is not None and int(n) > self.bar.n:
             self.bar.update(int(n) - self.bar.n)  # (update, not assignment: keeps tqdm's rate right)
@@ -245,20 +199,22 @@ class ProgressDisplay:
 
 
 def train_local(args: argparse.Namespace, params: dict[str, Any]) -> dict[str, Any]:
-    """Train in this process; returns the result dict of :func:`app.jobs.run_training`
+    """Train in this process; returns the result dict of :func:`svmstream.app.jobs.worker.run_training`
     (plus ``saved_to``)."""
-    from svmstream.app.jobs.runner import run_training
-
     display = ProgressDisplay(enabled=not args.no_progress)
-    task = {"algorithm": args.algorithm, "data": args.train, "test": args.test, "params": params,
-            "early_level": args.early_level, "default_n_jobs": None}
+    task = {
+        "algorithm": args.algorithm,
+        "data": args.train,
+        "test": args.test,
+        "params": params,
+        "early_level": args.early_level,
+        "default_n_jobs": None,
+    }
     try:
         est, result = run_training(task, display.update, None, display.stage, label_indices=False)
     finally:
         display.close()
     if args.save:
-        from svmstream.solvers.persistence import save_estimator
-
         save_estimator(est, args.save)
         result["saved_to"] = args.save
     return result
@@ -268,24 +224,23 @@ def train_local(args: argparse.Namespace, params: dict[str, Any]) -> dict[str, A
 
 
 def _check(response) -> Any:
-    if response.status_code >= 400:
-        try:
-            detail = response.json().get("detail")
-        except Exception:  # noqa: BLE001 - not JSON
-            detail = response.text[:500]
-        raise TrainError(f"{response.request.method} {response.request.url.path} -> {response.status_code}: {detail}")
-    return response.json()
+    return check_response(response, TrainError)
 
 
 def upload_file(client, path: str, progress: bool = True, out=None) -> dict[str, Any]:
     """Stream a local file into ``POST /uploads``; returns the server's answer (``id`` ...)."""
-    from tqdm import tqdm
-
     out = out if out is not None else sys.stderr
 
     size = os.path.getsize(path)
-    bar = tqdm(total=size, unit="B", unit_scale=True, desc=f"upload {Path(path).name}", file=out,
-               disable=not progress, leave=False)
+    bar = tqdm(
+        total=size,
+        unit="B",
+        unit_scale=True,
+        desc=f"upload {Path(path).name}",
+        file=out,
+        disable=not progress,
+        leave=False,
+    )
 
     def chunks():
         with open(path, "rb") as fh:
@@ -297,8 +252,14 @@ def upload_file(client, path: str, progress: bool = True, out=None) -> dict[str,
                 yield block
 
     try:
-        return _check(client.post("/uploads", params={"filename": Path(path).name}, content=chunks(),
-                                  headers={"content-type": "application/octet-stream"}))
+        return _check(
+            client.post(
+                "/uploads",
+                params={"filename": Path(path).name},
+                content=chunks(),
+                headers={"content-type": "application/octet-stream"},
+            )
+        )
     finally:
         bar.close()
 
@@ -311,24 +272,32 @@ def train_on_server(args: argparse.Namespace, params: dict[str, Any], out=None) 
     TrainError
         The server refused a request, or the job failed / was cancelled.
     """
-    import httpx
-
     out = out if out is not None else sys.stderr
-    token = args.token or os.environ.get("SVMSTREAM_API_TOKEN") or None
-    headers = {"authorization": f"Bearer {token}"} if token else {}
     display = ProgressDisplay(enabled=not args.no_progress, out=out)
-    with httpx.Client(base_url=args.server, headers=headers, timeout=httpx.Timeout(600.0, connect=10.0)) as client:
+    with http_client(args.server, api_token(args.token)) as client:
         if args.server_path:
             data, test = args.train, args.test
         else:
             data = upload_file(client, args.train, progress=not args.no_progress, out=out)["id"]
-            test = upload_file(client, args.test, progress=not args.no_progress, out=out)["id"] if args.test else None
-        body = {"algorithm": args.algorithm, "data": data, "test": test, "params": params,
-                "model": args.model or default_model_name(args.train, args.algorithm),
-                "early_level": args.early_level, "replace": bool(args.replace)}
+            test = (
+                upload_file(client, args.test, progress=not args.no_progress, out=out)["id"]
+                if args.test
+                else None
+            )
+        body = {
+            "algorithm": args.algorithm,
+            "data": data,
+            "test": test,
+            "params": params,
+            "model": args.model or default_model_name(args.train, args.algorithm),
+            "early_level": args.early_level,
+            "replace": bool(args.replace),
+        }
         job = _check(client.post("/jobs", json=body))
         if not args.no_progress:
-            print(f"job {job['id']} submitted to {args.server} (model {body['model']!r})", file=out, flush=True)
+            print(
+                f"job {job['id']} submitted to {args.server} (model {body['model']!r})", file=out, flush=True
+            )
         shown = 0
         try:
             while True:
@@ -363,17 +332,23 @@ def train_on_server(args: argparse.Namespace, params: dict[str, Any], out=None) 
 
 
 def _summary(result: dict[str, Any], args: argparse.Namespace) -> list[str]:
-    lines = [f"{args.algorithm} on {Path(args.train).name}: {result['n_train']:,} examples x "
-             f"{result['n_features']:,} features, {len(result['classes'])} classes"
-             + (f"; model {result['mode']}" if result.get("mode") else "")]
-    lines.append(f"train seconds: {result['train_seconds']:.2f} (loading {result.get('load_seconds', 0):.2f} s)")
+    lines = [
+        f"{args.algorithm} on {Path(args.train).name}: {result['n_train']:,} examples x "
+        f"{result['n_features']:,} features, {len(result['classes'])} classes"
+        + (f"; model {result['mode']}" if result.get("mode") else "")
+    ]
+    lines.append(
+        f"train seconds: {result['train_seconds']:.2f} (loading {result.get('load_seconds', 0):.2f} s)"
+    )
     if result.get("n_sv") is not None:
         lines.append(f"support vectors: {result['n_sv']:,}")
     if result.get("dual_objective"):
         lines.append("dual objective: " + ", ".join(f"{v:.6g}" for v in result["dual_objective"][:10]))
     if result.get("test_accuracy") is not None:
-        lines.append(f"test accuracy on {Path(args.test).name}: {100 * result['test_accuracy']:.2f}% "
-                     f"({result['test_correct']:,}/{result['n_test']:,})")
+        lines.append(
+            f"test accuracy on {Path(args.test).name}: {100 * result['test_accuracy']:.2f}% "
+            f"({result['test_correct']:,}/{result['n_test']:,})"
+        )
     if result.get("saved_to"):
         lines.append(f"saved to {result['saved_to']}")
     if result.get("model") and args.server:
@@ -388,16 +363,16 @@ def train(args: argparse.Namespace) -> int:
         params = collect_params(args)
         if args.server:
             if args.save:
-                raise TrainError("--save is for local runs; with --server the model is served (and snapshotted) "
-                                 "by the server")
+                raise TrainError(
+                    "--save is for local runs; with --server the model is served (and snapshotted) "
+                    "by the server"
+                )
             job = train_on_server(args, params)
             result = job["result"] or {}
             output: dict[str, Any] = {"job": job["id"], **result}
         else:
             if args.server_path or args.model or args.replace:
                 raise TrainError("--server-path, --model and --replace need --server")
-            from svmstream.app.jobs.runner import make_job_estimator
-
             try:
                 make_job_estimator(args.algorithm, params, args.early_level)
             except ValueError as exc:
@@ -414,8 +389,6 @@ def train(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:
-        import httpx
-
         if isinstance(exc, httpx.HTTPError):
             print(f"error: cannot talk to {args.server}: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 2
@@ -425,14 +398,3 @@ def train(args: argparse.Namespace) -> int:
     else:
         print("\n".join(_summary(output, args)))
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m app.train_cli ...`` (same as ``svmstream train ...``)."""
-    parser = argparse.ArgumentParser(prog="svmstream")
-    add_train_parser(parser.add_subparsers(dest="command", required=True))
-    return train(parser.parse_args(["train", *(argv if argv is not None else sys.argv[1:])]))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

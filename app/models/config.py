@@ -1,32 +1,57 @@
-"""The resolved hyperparameters of one named model (:class:`ModelConfig`) and its label set.
+"""The resolved hyperparameters of one named model (:class:`ModelConfig`), its label set
+and the rule for model names.
 
-Shared by the HTTP schemas, the registry, snapshots and the stream consumer; it imports
-nothing from the service.
+Shared by the HTTP schemas, the registry, snapshots, the stream consumer, the job runner
+and the CLI; it imports nothing from the service, nor the solvers (importing
+:mod:`svmstream.solvers` compiles-or-loads numba kernels, about a second: ``svmstream
+healthcheck`` reads this module and must start fast).  The option sets below spell out
+those of :mod:`svmstream.solvers` (``ONLINE_ALGORITHMS``, ``BATCH_ALGORITHMS``,
+``MAINTENANCE``, ``MERGE_SOLVERS``, ``SCHEDULES``) and must stay equal to them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Union
+import re
+from typing import Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-Label = Union[StrictInt, StrictFloat, str]
+Label = StrictInt | StrictFloat | str
 """A class label as it appears in JSON: a number or a string (never a boolean)."""
 
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+MODEL_NAME_RE = re.compile(MODEL_NAME_PATTERN)
+"""Valid model names: 1-64 characters ``[A-Za-z0-9_.-]``, starting alphanumeric (they are
+also directory and file names of the snapshots)."""
+MODEL_NAME_RULE = "use 1-64 characters [A-Za-z0-9_.-], starting alphanumeric"
 
 Algorithm = Literal["bsgd", "bsca"]
-"""``bsgd``: :class:`solvers.BudgetedSGDClassifier`; ``bsca``: :class:`solvers.BudgetedSCAClassifier`
-(streaming mode; ``schedule``, ``eta``, ``radius`` and ``fit_intercept`` do not apply to it)."""
+"""``bsgd``: :class:`svmstream.solvers.BudgetedSGDClassifier`; ``bsca``:
+:class:`svmstream.solvers.BudgetedSCAClassifier` (streaming mode; ``schedule``, ``eta``,
+``radius`` and ``fit_intercept`` do not apply to it)."""
 BatchAlgorithm = Literal["dcsvm", "avsf", "liblinear-cd"]
-"""Models trained by a batch job (``POST /jobs``, :mod:`app.jobs`); they serve predictions
-but do not learn online.  Not accepted by ``PUT /models``."""
+"""Models trained by a batch job (``POST /jobs``, :mod:`svmstream.app.jobs`); they serve
+predictions but do not learn online.  Not accepted by ``PUT /models``."""
 BATCH_ALGORITHMS = ("dcsvm", "avsf", "liblinear-cd")
 Maintenance = Literal["merge", "remove", "project"]
 MergeSolver = Literal["gss", "gss-precise", "lookup-h", "lookup-wd"]
 Schedule = Literal["pegasos", "norma", "perceptron"]
+
+
+def check_model_name(name: str) -> None:
+    """Raises ValueError ``"invalid model name ...: use 1-64 characters ..."``."""
+    if not MODEL_NAME_RE.match(name):
+        raise ValueError(f"invalid model name {name!r}: {MODEL_NAME_RULE}")
 
 
 def normalise_classes(classes: list[Any]) -> list[Any]:
@@ -74,16 +99,30 @@ class ModelConfig(BaseModel):
     budget: int = Field(500, ge=1, description="maximum number of support vectors B")
     gamma: float = Field(1.0, gt=0, description="RBF kernel width: k(x,x') = exp(-gamma ||x-x'||^2)")
     C: float | None = Field(1.0, gt=0, description="SVM C; lambda = 1/(C n) unless lambda is given")
-    lambda_: float | None = Field(None, alias="lambda", gt=0, description="regularisation lambda (overrides C)")
-    n_samples: int | None = Field(None, ge=1, description="n in lambda = 1/(C n); default: rows of the first batch")
-    n_features: int | None = Field(None, ge=1, description="input dimension d; default: fixed by the first accepted batch")
+    lambda_: float | None = Field(
+        None, alias="lambda", gt=0, description="regularisation lambda (overrides C)"
+    )
+    n_samples: int | None = Field(
+        None, ge=1, description="n in lambda = 1/(C n); default: rows of the first batch"
+    )
+    n_features: int | None = Field(
+        None, ge=1, description="input dimension d; default: fixed by the first accepted batch"
+    )
     classes: list[Label] = Field(default_factory=lambda: [-1, 1], description="the two class labels")
     random_state: int | None = Field(None, description="seed of the solver's random number generator")
-    maintenance: Maintenance = Field("merge", description="budget maintenance: merge two SVs, remove one, or project it")
-    merge_solver: MergeSolver = Field("gss", description="how merging finds h: golden section search or lookup tables")
-    schedule: Schedule = Field("pegasos", description="bsgd learning rate: 1/(lambda t), eta/sqrt(t), or margin perceptron")
+    maintenance: Maintenance = Field(
+        "merge", description="budget maintenance: merge two SVs, remove one, or project it"
+    )
+    merge_solver: MergeSolver = Field(
+        "gss", description="how merging finds h: golden section search or lookup tables"
+    )
+    schedule: Schedule = Field(
+        "pegasos", description="bsgd learning rate: 1/(lambda t), eta/sqrt(t), or margin perceptron"
+    )
     eta: float = Field(1.0, gt=0, description="bsgd: base learning rate of norma and perceptron")
-    radius: float | None = Field(None, gt=0, description="bsgd perceptron: radius U of the ball (default 1/sqrt(lambda))")
+    radius: float | None = Field(
+        None, gt=0, description="bsgd perceptron: radius U of the ball (default 1/sqrt(lambda))"
+    )
     fit_intercept: bool = Field(False, description="bsgd: learn an unregularised bias b")
 
     @field_validator("classes")
@@ -98,7 +137,7 @@ class ModelConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _check_regularisation(self) -> "ModelConfig":
+    def _check_regularisation(self) -> ModelConfig:
         if self.C is None and self.lambda_ is None:
             raise ValueError("give either C or lambda")
         return self

@@ -1,7 +1,9 @@
 """The one estimator factory: online models (``bsgd``, ``bsca``) from a :class:`ModelConfig`,
 batch-job models (``dcsvm``, ``avsf``, ``liblinear-cd``) from a job's parameters.
 
-Everything here talks to the solvers through their public API only.
+Everything here talks to the solvers through their public API only: the estimators of
+:mod:`svmstream.solvers`, their ``check_params()``, ``get_params``/``set_params`` and
+``get_state``, and :func:`svmstream.solvers.persistence.estimator_from_state`.
 """
 
 from __future__ import annotations
@@ -10,17 +12,24 @@ from typing import Any
 
 from svmstream.app.models.config import BATCH_ALGORITHMS as ALGORITHMS
 from svmstream.app.models.config import ModelConfig
+from svmstream.solvers import (
+    BudgetedSCAClassifier,
+    BudgetedSGDClassifier,
+    DCSVMClassifier,
+    LinearDualCDClassifier,
+)
 from svmstream.solvers.persistence import estimator_from_state
 
 
 def make_estimator(config: ModelConfig):
     """A fresh, unfitted estimator for ``config``.
 
-    ``algorithm="bsgd"`` builds :class:`solvers.BudgetedSGDClassifier`, ``"bsca"``
-    :class:`solvers.BudgetedSCAClassifier` (streaming mode through ``partial_fit``; the
-    BSGD-only fields ``schedule``, ``eta``, ``radius``, ``fit_intercept`` are not passed).
-    The estimator always sees the labels as class indices ``0..K-1``; the service maps
-    them to the model's JSON labels (:class:`app.batches.LabelCodec`).
+    ``algorithm="bsgd"`` builds :class:`svmstream.solvers.BudgetedSGDClassifier`,
+    ``"bsca"`` :class:`svmstream.solvers.BudgetedSCAClassifier` (streaming mode through
+    ``partial_fit``; the BSGD-only fields ``schedule``, ``eta``, ``radius``,
+    ``fit_intercept`` are not passed).  The estimator always sees the labels as class
+    indices ``0..K-1``; the service maps them to the model's JSON labels
+    (:class:`svmstream.app.ingest.labels.LabelCodec`).
 
     Raises
     ------
@@ -38,15 +47,14 @@ def make_estimator(config: ModelConfig):
         random_state=config.random_state,
     )
     if config.algorithm == "bsgd":
-        from svmstream.solvers import BudgetedSGDClassifier
-
         return BudgetedSGDClassifier(
-            **common, schedule=config.schedule, eta=config.eta, radius=config.radius,
+            **common,
+            schedule=config.schedule,
+            eta=config.eta,
+            radius=config.radius,
             fit_intercept=config.fit_intercept,
         )
     if config.algorithm == "bsca":
-        from svmstream.solvers import BudgetedSCAClassifier
-
         return BudgetedSCAClassifier(**common)
     raise ValueError(f"unknown algorithm {config.algorithm!r}")  # pragma: no cover
 
@@ -59,10 +67,7 @@ def check_config(config: ModelConfig) -> None:
     ValueError
         With the estimator's message, e.g. ``budget must be an integer >= 2, got 1``.
     """
-    est = make_estimator(config)
-    check = getattr(est, "_check_params", None)
-    if check is not None:
-        check()
+    make_estimator(config).check_params()
 
 
 def copy_estimator(est):
@@ -71,17 +76,22 @@ def copy_estimator(est):
     return estimator_from_state(arrays, meta)
 
 
-def make_job_estimator(algorithm: str, params: dict[str, Any] | None = None, early_level: int | None = None,
-                       *, default_n_jobs: int | None = None):
+def make_job_estimator(
+    algorithm: str,
+    params: dict[str, Any] | None = None,
+    early_level: int | None = None,
+    *,
+    default_n_jobs: int | None = None,
+):
     """The unfitted estimator of a job, with its parameters validated.
 
     Parameters
     ----------
     algorithm : {"dcsvm", "avsf", "liblinear-cd"}
     params : dict
-        Constructor parameters of :class:`solvers.dcsvm_estimator.DCSVMClassifier`
+        Constructor parameters of :class:`svmstream.solvers.DCSVMClassifier`
         (``C``, ``gamma``, ``kernel``, ``tol``, ``cache_size``, ``n_levels``, ``n_jobs`` ...)
-        or of :class:`solvers.linear_estimator.LinearDualCDClassifier` (``C``, ``tol``,
+        or of :class:`svmstream.solvers.LinearDualCDClassifier` (``C``, ``tol``,
         ``max_iter``, ``random_state``; ``selection`` comes from ``algorithm``).
     early_level : int, optional
         DC-SVM only: serve the early-prediction model of this level.
@@ -100,8 +110,6 @@ def make_job_estimator(algorithm: str, params: dict[str, Any] | None = None, ear
     """
     params = dict(params or {})
     if algorithm == "dcsvm":
-        from svmstream.solvers.dcsvm_estimator import DCSVMClassifier
-
         if early_level is not None:
             if params.get("early_level") not in (None, early_level):
                 raise ValueError("early_level is given twice with different values (field and params)")
@@ -109,8 +117,6 @@ def make_job_estimator(algorithm: str, params: dict[str, Any] | None = None, ear
         params.setdefault("n_jobs", default_n_jobs)
         est = DCSVMClassifier()
     elif algorithm in ("avsf", "liblinear-cd"):
-        from svmstream.solvers.linear_estimator import LinearDualCDClassifier
-
         if early_level is not None or params.get("early_level") is not None:
             raise ValueError(f"early_level applies to dcsvm only, not {algorithm}")
         params.pop("early_level", None)
@@ -122,11 +128,11 @@ def make_job_estimator(algorithm: str, params: dict[str, Any] | None = None, ear
     valid = est.get_params()
     unknown = sorted(set(params) - set(valid))
     if unknown:
-        raise ValueError(f"unknown parameter(s) {', '.join(unknown)} for {algorithm}; "
-                         f"valid: {', '.join(sorted(valid))}")
+        raise ValueError(
+            f"unknown parameter(s) {', '.join(unknown)} for {algorithm}; valid: {', '.join(sorted(valid))}"
+        )
     for key, value in params.items():
         if value is not None and not isinstance(value, (bool, int, float, str)):
             raise ValueError(f"params.{key}: must be a number, string, boolean or null")
     est.set_params(**params)
-    est._validate_params()
-    return est
+    return est.check_params()

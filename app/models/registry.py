@@ -7,124 +7,48 @@ Concurrency model
   under the handle's lock it checks the batch against the model's dimension and queues
   it, so batches are applied in submission order, one ``partial_fit`` call each (the
   numba step inside releases the GIL, the event loop keeps serving).
-* After each applied batch the learner publishes an immutable :class:`ModelView` holding
-  a *copy* of the estimator (``estimator_from_state(*est.get_state())``) and swaps the
-  handle's ``view`` reference.  Predictions and snapshots read the current view and
-  never wait for the learner nor see a half-applied batch.
+* After each applied batch the learner publishes an immutable
+  :class:`~svmstream.app.models.view.ModelView` holding a *copy* of the estimator
+  (:func:`~svmstream.app.models.factory.copy_estimator`) and swaps the handle's ``view``
+  reference.  Predictions and snapshots read the current view and never wait for the
+  learner nor see a half-applied batch.
 * If ``partial_fit`` raises, the private estimator is rebuilt from the last published
   view, so a failed batch leaves the model as it was.
+
+Errors (:mod:`svmstream.app.errors`): :class:`ModelNotFound`, :class:`ModelNotFitted`,
+:class:`LearnerBusy`, :class:`ModelClosed`, :class:`BatchModelReadOnly`, and
+:class:`InvalidInput` for a batch that does not fit the model.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from svmstream.app.ingest.batches import BatchError, LabelCodec, conform
+from svmstream.app.errors import (
+    BatchModelReadOnly,
+    InvalidInput,
+    LearnerBusy,
+    ModelClosed,
+    ModelNotFitted,
+    ModelNotFound,
+)
+from svmstream.app.ingest.features import conform
+from svmstream.app.ingest.labels import LabelCodec
+from svmstream.app.models.config import BATCH_ALGORITHMS, MODEL_NAME_RE, ModelConfig, check_model_name
+from svmstream.app.models.factory import check_config, copy_estimator, make_estimator
 from svmstream.app.models.meters import PrequentialWindow, RateMeter, correct_predictions
-from svmstream.app.models.config import BATCH_ALGORITHMS, MODEL_NAME_PATTERN, ModelConfig
-from svmstream.app.models.factory import check_config, copy_estimator, make_estimator  # noqa: F401
-from svmstream.app.settings import Settings
 from svmstream.app.models.snapshots import SnapshotStore
+from svmstream.app.models.view import ModelView, estimator_stats
+from svmstream.app.settings import Settings
 
 log = logging.getLogger("svmstream.registry")
-
-_NAME_RE = re.compile(MODEL_NAME_PATTERN)
-
-
-class ModelNotFound(LookupError):
-    """No model of that name (HTTP 404)."""
-
-
-class ModelNotFitted(RuntimeError):
-    """The model has not learned from any example yet (HTTP 409)."""
-
-
-class LearnerBusy(RuntimeError):
-    """Too many batches are queued for the model (HTTP 429)."""
-
-
-class ModelClosed(RuntimeError):
-    """The model was deleted or replaced while the request was in flight (HTTP 409)."""
-
-
-class BatchModelReadOnly(ModelClosed):
-    """``learn`` on a model trained by a batch job (HTTP 409).  A :class:`ModelClosed` so
-    that a stream consumer of such a model stops instead of retrying the batch."""
-
-
-def _stats(est) -> dict[str, Any]:
-    if est is None:
-        return {"n_support_vectors": 0, "t": 0, "n_merges": 0, "n_seen": 0, "lambda_eff": None,
-                "merging_frequency": 0.0, "average_weight_degradation": 0.0, "statistics": {}}
-    lam = getattr(est, "lambda_eff_", None)
-    statistics = est.statistics() if hasattr(est, "statistics") else {}
-    statistics = {k: v for k, v in statistics.items() if k != "per_class"}
-    return {
-        "n_support_vectors": int(getattr(est, "n_support_vectors_", 0)),
-        "t": int(statistics.get("steps", getattr(est, "t_", 0))),
-        "n_merges": int(statistics.get("merges", getattr(est, "n_merges_", 0))),
-        "n_seen": int(statistics.get("examples_seen", getattr(est, "n_seen_", 0))),
-        "lambda_eff": None if lam is None else float(lam),
-        "merging_frequency": float(statistics.get("merging_frequency", 0.0)),
-        "average_weight_degradation": float(statistics.get("average_weight_degradation", 0.0)),
-        "statistics": statistics,
-    }
-
-
-@dataclass(frozen=True)
-class ModelView:
-    """An immutable published state of a model.
-
-    Attributes
-    ----------
-    estimator : estimator or None
-        A private copy nobody mutates (``None`` before the first batch).
-    version : int
-        Number of batches applied since the model was created (survives restarts).
-    n_features : int or None
-        Input dimension ``d`` of the estimator.
-    stats : dict
-        ``n_support_vectors``, ``t``, ``n_merges``, ``n_seen``, ``lambda_eff``.
-    extra : dict
-        Caller metadata attached to applied batches (e.g. last stream entry ID).
-    """
-
-    name: str
-    config: ModelConfig
-    codec: LabelCodec
-    estimator: Any | None
-    version: int
-    n_features: int | None
-    stats: dict[str, Any]
-    extra: dict[str, Any] = field(default_factory=dict)
-    published_at: float = field(default_factory=time.time)
-
-    def decision_function(self, X) -> np.ndarray:
-        """Decision values, shape (n,), float64.  Raises :class:`ModelNotFitted`.
-
-        Safe to call from several threads at once on one view (the estimator's
-        ``decision_function`` only reads the model; checked by
-        ``tests/test_service_registry.py::test_concurrent_predictions_on_one_view_are_correct``).
-        """
-        if self.estimator is None:
-            raise ModelNotFitted(f"model {self.name!r} has not learned from any example yet")
-        return np.asarray(self.estimator.decision_function(X), dtype=np.float64)
-
-    def labels_from_decision(self, decision: np.ndarray) -> list[Any]:
-        """Predicted JSON labels: ``classes[1]`` where decision > 0, else ``classes[0]``
-        (the scikit-learn binary convention used by ``predict``); for a multi-class model
-        (decision of shape (n, K), batch-trained one-vs-rest) the class of the largest score."""
-        if decision.ndim == 2:
-            return self.codec.decode(np.argmax(decision, axis=1).astype(np.int64))
-        return self.codec.decode((decision > 0).astype(np.int64))
 
 
 class ModelHandle:
@@ -154,8 +78,14 @@ class ModelHandle:
         self._closed = False
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"learner-{name}")
         self.view = ModelView(
-            name=name, config=config, codec=self.codec, estimator=estimator, version=version,
-            n_features=self._n_features, stats=_stats(estimator), extra=dict(extra or {}),
+            name=name,
+            config=config,
+            codec=self.codec,
+            estimator=estimator,
+            version=version,
+            n_features=self._n_features,
+            stats=estimator_stats(estimator),
+            extra=dict(extra or {}),
         )
         # learning metrics, written by the learner thread
         self.prequential = PrequentialWindow(metrics_window)
@@ -185,15 +115,17 @@ class ModelHandle:
 
         Raises
         ------
-        BatchError
+        InvalidInput
             Dimension mismatch (the first accepted batch fixes ``d``).
         LearnerBusy, ModelClosed (also BatchModelReadOnly for a batch-trained model)
         """
         if self.config.algorithm in BATCH_ALGORITHMS:
-            raise BatchModelReadOnly(f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); "
-                                     "it does not learn online (train a new one with POST /jobs)")
+            raise BatchModelReadOnly(
+                f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); "
+                "it does not learn online (train a new one with POST /jobs)"
+            )
         if y.shape != (X.shape[0],):
-            raise BatchError(f"y: has {y.shape[0]} labels for {X.shape[0]} examples in X", field="y")
+            raise InvalidInput(f"y: has {y.shape[0]} labels for {X.shape[0]} examples in X", field="y")
         with self._lock:
             if self._closed:
                 raise ModelClosed(f"model {self.name!r} was deleted or replaced")
@@ -221,14 +153,21 @@ class ModelHandle:
             self.rate.add(len(y))
             old = self.view
             view = ModelView(
-                name=self.name, config=self.config, codec=self.codec, estimator=copy_estimator(est),
-                version=old.version + 1, n_features=int(X.shape[1]), stats=_stats(est),
+                name=self.name,
+                config=self.config,
+                codec=self.codec,
+                estimator=copy_estimator(est),
+                version=old.version + 1,
+                n_features=int(X.shape[1]),
+                stats=estimator_stats(est),
                 extra={**old.extra, **extra} if extra else old.extra,
             )
             self.view = view
             return view
         except BaseException:
-            log.exception("model %r: learning a batch of %d examples failed; model rolled back", self.name, X.shape[0])
+            log.exception(
+                "model %r: learning a batch of %d examples failed; model rolled back", self.name, X.shape[0]
+            )
             published = self.view.estimator
             self._est = copy_estimator(published) if published is not None else None
             raise
@@ -336,10 +275,12 @@ class Registry:
         return ModelConfig.model_validate(merged)
 
     def check_config(self, config: ModelConfig) -> None:
-        """See :func:`check_config` (raises ValueError)."""
+        """See :func:`svmstream.app.models.factory.check_config` (raises ValueError)."""
         check_config(config)
 
-    def create(self, name: str, config: ModelConfig, *, snapshot: bool = True, **state: Any) -> tuple[ModelHandle, bool]:
+    def create(
+        self, name: str, config: ModelConfig, *, snapshot: bool = True, **state: Any
+    ) -> tuple[ModelHandle, bool]:
         """Create (or replace) model ``name``; returns ``(handle, replaced)``.
 
         ``state`` (``estimator``, ``version``, ``n_features``, ``extra``) restores a saved
@@ -351,11 +292,15 @@ class Registry:
         ValueError
             On an invalid name (allowed: ``[A-Za-z0-9][A-Za-z0-9_.-]{0,63}``).
         """
-        if not _NAME_RE.match(name):
-            raise ValueError(f"invalid model name {name!r}: use 1-64 characters [A-Za-z0-9_.-], starting alphanumeric")
-        handle = ModelHandle(name, config, max_pending=self.settings.max_pending_batches,
-                             metrics_window=self.settings.metrics_window,
-                             rate_window_s=self.settings.rate_window_s, **state)
+        check_model_name(name)
+        handle = ModelHandle(
+            name,
+            config,
+            max_pending=self.settings.max_pending_batches,
+            metrics_window=self.settings.metrics_window,
+            rate_window_s=self.settings.rate_window_s,
+            **state,
+        )
         with self._lock:
             old = self._models.get(name)
             self._models[name] = handle
@@ -382,15 +327,18 @@ class Registry:
             handle.close(wait=True)
 
     # ------------------------------------------------------------------ learn / predict
-    def learn(self, name: str, X, y: np.ndarray, *, declared: int | None = None, extra: dict | None = None) -> Future:
+    def learn(
+        self, name: str, X, y: np.ndarray, *, declared: int | None = None, extra: dict | None = None
+    ) -> Future:
         """Queue a batch for model ``name``; callable from any thread.
 
         Parameters
         ----------
         X : ndarray of shape (n, k), float64, or CSR matrix of shape (n, k)
-            Finite features (from :func:`app.batches.parse_features`).
+            Finite features (from :func:`svmstream.app.ingest.examples.parse_examples` or
+            :func:`svmstream.app.ingest.stream_entries.parse_stream_entries`).
         y : ndarray of shape (n,), int64
-            Class indices (from :meth:`app.batches.LabelCodec.encode`).
+            Class indices (from :class:`svmstream.app.ingest.labels.LabelCodec`).
         declared : int, optional
             Dimension declared by the request.
         extra : dict, optional
@@ -404,7 +352,7 @@ class Registry:
 
         Raises
         ------
-        ModelNotFound, BatchError, LearnerBusy, ModelClosed
+        ModelNotFound, InvalidInput, LearnerBusy, ModelClosed
         """
         return self.get(name).submit(X, y, declared=declared, extra=extra)
 
@@ -417,7 +365,7 @@ class Registry:
 
         Raises
         ------
-        ModelNotFound, ModelNotFitted, BatchError
+        ModelNotFound, ModelNotFitted, InvalidInput
         """
         view = self.get(name).view
         if view.estimator is None:
@@ -440,7 +388,14 @@ class Registry:
             view = handle.view
             if view.version == handle.saved_version and not force:
                 return None
-            path, saved_at = self.store.write(view)
+            path, saved_at = self.store.write(
+                view.name,
+                view.config,
+                view.state(),
+                version=view.version,
+                n_features=view.n_features,
+                extra=view.extra,
+            )
             handle.saved_version = view.version
             handle.last_snapshot_time = saved_at
             handle.last_snapshot_path = str(path)
@@ -451,7 +406,13 @@ class Registry:
                     listener(handle, view, str(path))
                 except Exception:
                     log.exception("snapshot listener failed")
-        log.info("model %r: snapshot %s (version %d, %d examples seen)", handle.name, path, view.version, view.stats["n_seen"])
+        log.info(
+            "model %r: snapshot %s (version %d, %d examples seen)",
+            handle.name,
+            path,
+            view.version,
+            view.stats["n_seen"],
+        )
         return str(path)
 
     def snapshot_changed(self) -> list[str]:
@@ -474,22 +435,30 @@ class Registry:
         self.store.clean_temp_files()
         restored = []
         for name in self.store.model_names():
-            if not _NAME_RE.match(name):
+            if not MODEL_NAME_RE.match(name):
                 continue
             found = self.store.load_newest(name)
             if found is None:
                 log.error("model %r: no valid snapshot in %s; not restored", name, self.store.model_dir(name))
                 continue
             handle, _ = self.create(
-                name, found.config, snapshot=False, estimator=found.estimator, version=found.version,
-                n_features=found.n_features, extra=found.extra,
+                name,
+                found.config,
+                snapshot=False,
+                estimator=found.estimator,
+                version=found.version,
+                n_features=found.n_features,
+                extra=found.extra,
             )
             handle.saved_version = found.version
             handle.last_snapshot_time = found.saved_at
             handle.last_snapshot_path = str(found.path)
             log.info(
                 "model %r: restored from %s (version %d, %d examples seen)",
-                name, found.path, found.version, handle.view.stats["n_seen"],
+                name,
+                found.path,
+                found.version,
+                handle.view.stats["n_seen"],
             )
             restored.append(name)
         return restored

@@ -2,9 +2,9 @@
 
 Layout: ``<snapshot_dir>/<model>/<model>-<seq:012d>.svmstate``, one file per snapshot,
 ``seq`` increasing per model across restarts.  A file is the solver's pickle-free state
-format (:func:`solvers.persistence.encode_state`: magic, format version, JSON header with
-the payload length and SHA-256, ``.npz`` payload) written with
-:func:`solvers.persistence.write_atomic` (temp file, fsync, rename, fsync of the
+format (:func:`svmstream.solvers.persistence.encode_state`: magic, format version, JSON
+header with the payload length and SHA-256, ``.npz`` payload) written with
+:func:`svmstream.solvers.persistence.write_atomic` (temp file, fsync, rename, fsync of the
 directory).  The service adds ``meta["service"]``::
 
     {"format": 1, "model": name, "seq": seq, "config": {...}, "version": batches applied,
@@ -16,6 +16,11 @@ that its configuration survives a restart.
 
 Restore takes the newest file that decodes and rebuilds; each file that does not is
 logged (path and reason) and skipped.  The newest ``keep`` files are kept.
+
+The store deals in plain values (name, :class:`ModelConfig`, the estimator's state,
+version, ``extra``...), not in the registry's objects: the registry decides what to save
+(:meth:`svmstream.app.models.registry.Registry.snapshot`) and what to rebuild from a
+:class:`RestoredModel`.
 """
 
 from __future__ import annotations
@@ -25,17 +30,21 @@ import logging
 import re
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from svmstream.app.models.config import ModelConfig
-from svmstream.solvers.persistence import CorruptStateError, decode_state, encode_state, estimator_from_state, write_atomic
-
-if TYPE_CHECKING:  # pragma: no cover
-    from svmstream.app.models.registry import ModelView, Registry
+from svmstream.solvers.persistence import (
+    CorruptStateError,
+    decode_state,
+    encode_state,
+    estimator_from_state,
+    write_atomic,
+)
 
 log = logging.getLogger("svmstream.snapshots")
 
@@ -109,21 +118,38 @@ class SnapshotStore:
         return seq
 
     # ------------------------------------------------------------------ writing
-    def write(self, view: "ModelView") -> tuple[Path, float]:
-        """Write a snapshot of a published model view and prune old files.
+    def write(
+        self,
+        name: str,
+        config: ModelConfig,
+        state: tuple[dict[str, np.ndarray], dict[str, Any]] | None,
+        *,
+        version: int,
+        n_features: int | None,
+        extra: dict[str, Any],
+    ) -> tuple[Path, float]:
+        """Write a snapshot of model ``name`` and prune old files.
+
+        Parameters
+        ----------
+        name, config
+            The model's name and configuration.
+        state : (arrays, meta) or None
+            The estimator's ``get_state()``; None for a model that has not learned yet.
+        version, n_features, extra
+            Batches applied, input dimension, caller metadata (saved in ``meta["service"]``).
 
         Returns
         -------
         (path, saved_at)
         """
-        name = view.name
         directory = self.model_dir(name)
         directory.mkdir(parents=True, exist_ok=True)
-        if view.estimator is None:
+        if state is None:
             arrays: dict[str, np.ndarray] = {}
             meta: dict[str, Any] = {"estimator": None}
         else:
-            arrays, meta = view.estimator.get_state()
+            arrays, meta = state
             meta = dict(meta)
         seq = self.next_seq(name)
         saved_at = time.time()
@@ -131,10 +157,10 @@ class SnapshotStore:
             "format": SERVICE_FORMAT,
             "model": name,
             "seq": seq,
-            "config": view.config.to_json(),
-            "version": view.version,
-            "n_features": view.n_features,
-            "extra": view.extra,
+            "config": config.to_json(),
+            "version": version,
+            "n_features": n_features,
+            "extra": extra,
             "saved_at": saved_at,
         }
         path = directory / f"{name}-{seq:012d}{SUFFIX}"
@@ -144,7 +170,7 @@ class SnapshotStore:
 
     def prune(self, name: str) -> None:
         """Delete all but the newest ``keep`` snapshot files of ``name``."""
-        for _, path in self.files(name)[self.keep:]:
+        for _, path in self.files(name)[self.keep :]:
             try:
                 path.unlink()
             except FileNotFoundError:
@@ -220,14 +246,16 @@ class SnapshotStore:
         return None
 
 
-async def run_snapshotter(registry: "Registry", interval_s: float) -> None:
-    """Every ``interval_s`` seconds, snapshot each model whose published view changed.
+async def run_snapshotter(snapshot_changed: Callable[[], Any], interval_s: float) -> None:
+    """Every ``interval_s`` seconds, call ``snapshot_changed`` in a worker thread
+    (:meth:`svmstream.app.models.registry.Registry.snapshot_changed`: snapshot each model
+    whose published view changed).
 
     Runs until cancelled; a failing write is logged and retried at the next tick.
     """
     while True:
         await asyncio.sleep(interval_s)
         try:
-            await asyncio.to_thread(registry.snapshot_changed)
+            await asyncio.to_thread(snapshot_changed)
         except Exception:  # keep the loop alive; the error is logged with its traceback
             log.exception("periodic snapshot failed")

@@ -1,0 +1,1 @@
+"""Observability: the Prometheus exposition of the service (``GET /metrics``)."""

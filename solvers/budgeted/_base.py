@@ -1,6 +1,6 @@
 """scikit-learn estimators for budgeted kernel SVMs trained online.
 
-:class:`BudgetedSGDClassifier` wraps the numba BSGD step (:mod:`solvers.bsgd`): it owns
+:class:`BudgetedSGDClassifier` wraps the numba BSGD step (:mod:`svmstream.solvers.budgeted._bsgd`): it owns
 parameter validation, label mapping, densification of sparse input, the epoch loop and the
 exact save/restore of the whole learner state.
 """

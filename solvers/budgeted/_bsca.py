@@ -15,7 +15,7 @@ budgeted model ``M = {(β_j, x̃_j)}`` with at most B entries.  One iteration on
 is n iterations.  *Streaming mode* treats every arriving example as a fresh coordinate
 with α = 0 that is never revisited, so one step is ``δ = [(1 − y·f̃(x))/k(x,x)]_0^C``.
 
-The state arrays are those of :mod:`solvers.bsgd` (``scale`` stays 1: coordinate ascent
+The state arrays are those of :mod:`svmstream.solvers.budgeted._bsgd` (``scale`` stays 1: coordinate ascent
 never shrinks the model), so the same budget maintenance applies.
 """
 
@@ -71,9 +71,9 @@ def bsca_steps(
     stream : bool — streaming mode (fresh coordinate with α = 0 per example)
     C : float — box constraint, C = 1/(nλ)
     sv_t, sv_sq, coef (capacity, 1), counters, reals, k_inv : model state as in
-        :mod:`solvers.bsgd` (``counters[C_STEPS]`` counts iterations)
+        :mod:`svmstream.solvers.budgeted._bsgd` (``counters[C_STEPS]`` counts iterations)
     gamma, budget, maintenance, merge_solver, gss_eps, h_table, wd_table, ref_solver, diag,
-        profile : as in :func:`solvers.bsgd.bsgd_steps`
+        profile : as in :func:`svmstream.solvers.budgeted._bsgd.bsgd_steps`
     margins_out : (m,) float64 — f̃(x_i) before each iteration
     x_buf : (d,) float64; row_buf : (2·capacity,) float64 — scratch
     """

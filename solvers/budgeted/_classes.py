@@ -38,7 +38,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     """Budgeted stochastic coordinate ascent (BSCA) kernel SVM.
 
     Source: Qaadan, Schüler & Glasmachers (2019), "Dual SVM training on a budget",
-    Algorithm 2 (see :mod:`solvers.bsca`).  Budget maintenance as in the BSGD family
+    Algorithm 2 (see :mod:`svmstream.solvers.budgeted._bsca`).  Budget maintenance as in the BSGD family
     (merging by default, every strategy and merge solver of :class:`BudgetedSGDClassifier`).
 
     * :meth:`fit` — dataset mode: dual variables α ∈ [0, C]ⁿ, ``epochs`` epochs of n
@@ -530,7 +530,7 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
     weight_degradation_total_ : float — Σ of the WD of all maintenance events
     last_margins_ : f(x) before each step of the last fit/partial_fit/flush on a received
         example (replayed examples are left out); ``last_y_`` their labels
-    merge_diagnostics_ : (6,) float64, see :mod:`solvers.merging` ``D_*``
+    merge_diagnostics_ : (6,) float64, see :mod:`svmstream.solvers.budgeted._merging` ``D_*``
 
     Examples
     --------

@@ -1,7 +1,7 @@
 """Golden section search for the merge coefficient h of two support vectors.
 
 Source: Glasmachers & Qaadan (2018), Algorithm 1 and §3; the conventions (x_min's share m,
-the S² factor of the weight degradation) are explained in :mod:`solvers.merging`.
+the S² factor of the weight degradation) are explained in :mod:`svmstream.solvers.budgeted._merging`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ SVM training with precomputed golden section search", §3.
 
 For a binary merge the optimal ``h`` and the normalised weight degradation
 ``WD / S²`` depend only on x_min's share ``m`` and on ``κ = k(x_min, x)`` (see
-:mod:`solvers.merging`).  Both are tabulated on a ``GRID × GRID`` grid over
+:mod:`svmstream.solvers.budgeted._merging`).  Both are tabulated on a ``GRID × GRID`` grid over
 ``(m, κ) ∈ [0, 1]²`` with GSS-precise and read back by bilinear interpolation:
 
 * **lookup-h**: ``h`` from the table, then WD evaluated exactly at that ``h``;

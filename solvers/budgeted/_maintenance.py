@@ -62,7 +62,7 @@ def _maintain(
     """Bring the model back to B SVs; returns (n_sv, wd in raw units², merged flag).
 
     ``row_buf`` is (2·capacity,) scratch; ``k_inv`` is the maintained inverse kernel matrix
-    (projection only); ``known_row``: see :func:`solvers.merging.merge_smallest`."""
+    (projection only); ``known_row``: see :func:`svmstream.solvers.budgeted._merging.merge_smallest`."""
     cap = row_buf.shape[0] // 2
     if maintenance == MAINT_REMOVE:
         n_new, wd = remove_smallest(sv_t, sv_sq, coef, n_sv, k_inv, False, row_buf)

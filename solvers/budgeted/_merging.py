@@ -139,7 +139,7 @@ def _log_kappas(x_min, sq_min, sv_t, sv_sq, n_sv, gamma, work):
 def _best_partner_lookup_wd(coef, n_sv, i_min, kappa, wd_table):
     """The lookup-WD partner search as one branch-light loop (the hot path of merging):
     WD = α_min²(1 − κ_j)²·N(m, κ_j), N by bilinear interpolation of the normalised table
-    (:mod:`solvers.lookup`), for every same-sign SV."""
+    (:mod:`svmstream.solvers.budgeted._lookup`), for every same-sign SV."""
     a_min = coef[i_min, 0]
     last = wd_table.shape[0] - 1
     best_j = -1
@@ -207,7 +207,7 @@ def merge_smallest(
     n_sv : int, live SVs before the step
     gamma : float, RBF γ
     solver : int, one of the ``SOLVER_*`` codes; eps : GSS tolerance for ``SOLVER_GSS``
-    h_table, wd_table : (G, G) float64 lookup tables (:mod:`solvers.lookup`; any 2×2 array
+    h_table, wd_table : (G, G) float64 lookup tables (:mod:`svmstream.solvers.budgeted._lookup`; any 2×2 array
         when no lookup solver is used)
     ref_solver : int, −1, or a solver code to compare against side by side: its partner
         choice and WD are computed (not applied) and accumulated in ``diag``

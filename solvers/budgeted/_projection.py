@@ -43,7 +43,7 @@ fresh kernel column (``k_pp(1 + ε) − k_pᵀu``) agree to ``CONSISTENCY_ATOL``
 rebuilds ``k_inv`` from scratch (:func:`kinv_rebuild`, O(n³)); the default ε = 1e-6 makes
 rebuilds rare (``docs/projection.md`` has the measurements).
 
-Slot convention (:func:`solvers.merging.remove_sv`, used here): a new SV goes to slot
+Slot convention (:func:`svmstream.solvers.budgeted._merging.remove_sv`, used here): a new SV goes to slot
 ``n``; deleting slot ``p`` moves the last live SV (slot ``n − 1``) into slot ``p``.  The
 functions here apply that same move to ``k_inv`` as to ``sv_t``, ``sv_sq`` and ``coef``.
 
@@ -167,7 +167,7 @@ def kinv_remove(k_inv, n, p, work):
     -----
     Schur-complement downdate ``M[−p, −p] − M[−p, p] M[p, −p] / M[p, p]`` (the inverse of a
     principal submatrix from the inverse of the whole), O(n²); then the same slot move as
-    :func:`solvers.merging.remove_sv`.  A numerically broken inverse with ``M[p, p] <= 0``
+    :func:`svmstream.solvers.budgeted._merging.remove_sv`.  A numerically broken inverse with ``M[p, p] <= 0``
     turns the remaining block into NaN (no exception); the consistency check of
     :func:`project_smallest` then rebuilds it.
     """
@@ -247,7 +247,7 @@ def smallest_slot(coef, n_sv):
     """Slot ``p`` minimising ``Σ_i coef[p, i]²`` and that value.
 
     ``Σ_i coef[p, i]²`` is ``‖α_p‖²·k(x_p, x_p)`` for the RBF kernel (raw units).  The slot
-    is :func:`solvers.merging.smallest_coefficient_slot` (including its tie rule), so
+    is :func:`svmstream.solvers.budgeted._merging.smallest_coefficient_slot` (including its tie rule), so
     removal, projection and merging all pick the same SV.
 
     Parameters

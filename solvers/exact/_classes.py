@@ -1,7 +1,7 @@
 """scikit-learn estimator for DC-SVM (Hsieh, Si & Dhillon, ICML 2014).
 
 :class:`DCSVMClassifier` trains kernel SVMs by the multilevel divide-and-conquer solver of
-:mod:`solvers.dcsvm`: binary problems directly, multi-class problems one-vs-rest (one
+:mod:`svmstream.solvers.exact._dcsvm`: binary problems directly, multi-class problems one-vs-rest (one
 binary DC-SVM per class).  It serves either
 
 * the **exact** model (``early_level=None``): the solution of the whole problem to ``tol``,
@@ -126,7 +126,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
     Notes
     -----
     ``fit`` accepts the keyword arguments ``progress``, ``should_stop`` and ``executor``
-    of :func:`solvers.dcsvm.dcsvm_fit` (for a job runner).
+    of :func:`svmstream.solvers.exact._dcsvm.dcsvm_fit` (for a job runner).
 
     Examples
     --------
@@ -237,7 +237,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         X : array-like or sparse matrix of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         progress, should_stop : callables, optional
-            See :func:`solvers.dcsvm.dcsvm_fit`; progress dicts also carry ``problem`` and
+            See :func:`svmstream.solvers.exact._dcsvm.dcsvm_fit`; progress dicts also carry ``problem`` and
             ``n_problems``.
         executor : concurrent.futures.Executor, optional
             Runs level sub-problems; default a process pool (see ``n_jobs``).
@@ -250,7 +250,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         ------
         ValueError
             On invalid parameters or data, or fewer than two classes.
-        solvers.dual_cd.Cancelled
+        svmstream.solvers.Cancelled
             When ``should_stop()`` returned True.
         """
         self.check_params()

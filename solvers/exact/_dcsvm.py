@@ -2,7 +2,7 @@
 
 Hsieh, Si & Dhillon, "A Divide-and-Conquer Solver for Kernel Support Vector Machines",
 ICML 2014, Algorithm 1, for the bias-free dual of eq. (1) (solved by
-:func:`solvers.dual_cd.solve_dual`)::
+:func:`svmstream.solvers.exact._dual_cd.solve_dual`)::
 
     alpha = 0
     for l = l_max, ..., 1:                               # k^l clusters at level l
@@ -25,7 +25,7 @@ Interface for a job runner
   the start) and stage-specific counters.  During the level stages ``objective`` is the
   sum of the sub-problem dual objectives finished so far and ``max_violation`` their
   maximum; in the refine/global stages they are those of the solver (see
-  :func:`solvers.dual_cd.solve_dual`).
+  :func:`svmstream.solvers.exact._dual_cd.solve_dual`).
 * ``should_stop()`` is polled at least every ~0.1 s (between CD slices in this process,
   and while waiting for sub-problems); when it returns True, the default process pool's
   workers are told to stop through a shared flag and :class:`~svmstream.solvers.Cancelled`

@@ -1,6 +1,6 @@
 """scikit-learn estimator for the bias-free linear hinge-loss SVM: LIBLINEAR dual CD or AVSF.
 
-The numerical work is in :mod:`solvers.linear_cd`; this module owns parameter validation,
+The numerical work is in :mod:`svmstream.solvers.linear._cd`; this module owns parameter validation,
 label mapping (one-vs-rest for more than two classes), the per-class loop, reporting
 attributes and the pickle-free state used by :mod:`solvers.persistence`.
 """
@@ -153,11 +153,11 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
             Class labels (at least two classes).
         progress : callable(dict), optional
             Called after every solver kernel call with the keys of
-            :func:`solvers.linear_cd.dual_cd` plus ``problem`` (index), ``n_problems`` and
+            :func:`svmstream.solvers.linear._cd.dual_cd` plus ``problem`` (index), ``n_problems`` and
             ``label`` (the positive class, as a string).
         should_stop : callable() -> bool, optional
             Checked before every kernel call (at least once per ``n_samples`` coordinate
-            steps); returning true raises :class:`solvers.linear_cd.Cancelled`; the
+            steps); returning true raises :class:`svmstream.solvers.Cancelled`; the
             estimator's fitted attributes are then those it had before (none if it was
             never fitted).
 

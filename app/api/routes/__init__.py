@@ -1,0 +1,1 @@
+"""One module per resource; each defines ``router``, included by :func:`svmstream.app.main.create_app`."""

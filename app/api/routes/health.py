@@ -8,8 +8,8 @@ import time
 from fastapi import APIRouter, Depends, Request
 
 from svmstream.app.api.auth import require_read
+from svmstream.app.api.deps import RegistryDep
 from svmstream.app.api.http import OrjsonResponse
-from svmstream.app.api.deps import registry_of
 
 router = APIRouter(tags=["health"], dependencies=[Depends(require_read)])
 
@@ -24,10 +24,14 @@ def rss_bytes() -> int | None:
 
 
 @router.get("/health")
-async def health(request: Request) -> OrjsonResponse:
+async def health(request: Request, registry: RegistryDep) -> OrjsonResponse:
     """``{"status": "ok", "models": [...], "uptime_s": ..., "pid": ..., "rss_bytes": ...}``."""
     return OrjsonResponse(
-        {"status": "ok", "models": registry_of(request).names(),
-         "uptime_s": round(time.time() - request.app.state.started_at, 3),
-         "pid": os.getpid(), "rss_bytes": rss_bytes()}
+        {
+            "status": "ok",
+            "models": registry.names(),
+            "uptime_s": round(time.time() - request.app.state.started_at, 3),
+            "pid": os.getpid(),
+            "rss_bytes": rss_bytes(),
+        }
     )

@@ -1,23 +1,24 @@
 """``/jobs``: batch training jobs (DC-SVM, AVSF, LIBLINEAR dual CD) in worker processes.
 
-See :mod:`app.jobs` and ``docs/jobs.md``.
+See :mod:`svmstream.app.jobs.runner` and ``docs/jobs.md``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read, require_write
-from svmstream.app.ingest.batches import decode_body
+from svmstream.app.api.deps import SettingsDep
 from svmstream.app.api.http import OrjsonResponse, read_body
-from svmstream.app.jobs.runner import JobRunner
-from svmstream.app.api.deps import settings_of
 from svmstream.app.api.routes.models import validation_error
 from svmstream.app.api.schemas import ErrorResponse
+from svmstream.app.ingest.decode import decode_body
+from svmstream.app.jobs.runner import JobRunner
+from svmstream.app.models.config import BatchAlgorithm
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -27,17 +28,26 @@ class JobCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    algorithm: Literal["dcsvm", "avsf", "liblinear-cd"] = Field(
+    algorithm: BatchAlgorithm = Field(
         description="dcsvm: DCSVMClassifier (kernel SVM); avsf / liblinear-cd: LinearDualCDClassifier with "
-                    "adaptive / uniform coordinate selection")
-    data: str = Field(description="training data: an upload id (POST /uploads) or a path in the server's data "
-                                  "directory (SVMSTREAM_DATA_DIR); LIBSVM or CSV, .bz2/.gz allowed")
-    test: str | None = Field(None, description="optional test data (same forms): the result reports its accuracy")
-    params: dict[str, Any] = Field(default_factory=dict,
-                                   description="solver hyperparameters, e.g. {\"C\": 32, \"gamma\": 2} (dcsvm) or "
-                                               "{\"C\": 1, \"tol\": 0.001} (avsf)")
+        "adaptive / uniform coordinate selection"
+    )
+    data: str = Field(
+        description="training data: an upload id (POST /uploads) or a path in the server's data "
+        "directory (SVMSTREAM_DATA_DIR); LIBSVM or CSV, .bz2/.gz allowed"
+    )
+    test: str | None = Field(
+        None, description="optional test data (same forms): the result reports its accuracy"
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description='solver hyperparameters, e.g. {"C": 32, "gamma": 2} (dcsvm) or '
+        '{"C": 1, "tol": 0.001} (avsf)',
+    )
     model: str = Field(description="name of the model the result is registered as")
-    early_level: int | None = Field(None, ge=1, description="dcsvm: serve the early-prediction model of this level")
+    early_level: int | None = Field(
+        None, ge=1, description="dcsvm: serve the early-prediction model of this level"
+    )
     replace: bool = Field(False, description="replace an existing model of that name")
 
 
@@ -45,21 +55,43 @@ def runner_of(request: Request) -> JobRunner:
     return request.app.state.jobs
 
 
-@router.post("", status_code=201, dependencies=[Depends(require_write)],
-             responses={401: {"model": ErrorResponse}, 403: {"model": ErrorResponse}, 404: {"model": ErrorResponse},
-                        409: {"model": ErrorResponse}, 422: {"model": ErrorResponse}, 503: {"model": ErrorResponse}},
-             openapi_extra={"requestBody": {"required": True,
-                                            "content": {"application/json": {"schema": JobCreate.model_json_schema()}}}})
-async def create_job(request: Request) -> OrjsonResponse:
+@router.post(
+    "",
+    status_code=201,
+    dependencies=[Depends(require_write)],
+    responses={
+        401: {"model": ErrorResponse},
+        403: {"model": ErrorResponse},
+        404: {"model": ErrorResponse},
+        409: {"model": ErrorResponse},
+        422: {"model": ErrorResponse},
+        503: {"model": ErrorResponse},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": JobCreate.model_json_schema()}},
+        }
+    },
+)
+async def create_job(request: Request, settings: SettingsDep) -> OrjsonResponse:
     """Queue a training job; answers 201 with the job record (state ``queued`` or ``running``)."""
-    body = await read_body(request, settings_of(request).max_body_bytes)
+    body = await read_body(request, settings.max_body_bytes)
     try:
         spec = JobCreate.model_validate(decode_body(body))
     except ValidationError as exc:
         raise validation_error(exc) from None
     runner = runner_of(request)
-    job = await run_in_threadpool(runner.submit, spec.algorithm, spec.data, spec.model, test=spec.test,
-                                  params=spec.params, early_level=spec.early_level, replace=spec.replace)
+    job = await run_in_threadpool(
+        runner.submit,
+        spec.algorithm,
+        spec.data,
+        spec.model,
+        test=spec.test,
+        params=spec.params,
+        early_level=spec.early_level,
+        replace=spec.replace,
+    )
     return OrjsonResponse(runner.to_json(job), status_code=201)
 
 
@@ -78,8 +110,11 @@ async def get_job(job_id: str, request: Request) -> OrjsonResponse:
     return OrjsonResponse(runner.to_json(runner.get(job_id)))
 
 
-@router.delete("/{job_id}", dependencies=[Depends(require_write)],
-               responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 409: {"model": ErrorResponse}})
+@router.delete(
+    "/{job_id}",
+    dependencies=[Depends(require_write)],
+    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 409: {"model": ErrorResponse}},
+)
 async def cancel_job(job_id: str, request: Request) -> OrjsonResponse:
     """Cancel a queued or running job; answers once the worker has stopped (it is killed
     ``SVMSTREAM_JOB_CANCEL_GRACE_S`` after the request at the latest).  409 if it had

@@ -4,23 +4,25 @@ Per model (label ``model``): examples applied and applied/s, prequential accurac
 the sliding window, support vectors, merges, merging frequency, average weight
 degradation, version, queued batches, snapshot age; for streamed models stream length,
 lag (entries and seconds), pending entries, dead letters, connection state; and the
-learn/predict latency histograms ``svmstream_request_latency_seconds``.
+learn/predict latency histograms ``svmstream_request_latency_seconds``.  The collector
+and the histograms are :mod:`svmstream.app.observability.prometheus`.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read
+from svmstream.app.api.deps import PrometheusDep
 
 router = APIRouter(tags=["metrics"], dependencies=[Depends(require_read)])
 
 
 @router.get("/metrics", response_class=Response)
-async def metrics(request: Request) -> Response:
+async def metrics(prometheus: PrometheusDep) -> Response:
     """Prometheus text format 0.0.4."""
-    body = await run_in_threadpool(generate_latest, request.app.state.prometheus)
+    body = await run_in_threadpool(generate_latest, prometheus)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

@@ -7,52 +7,65 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read, require_write
-from svmstream.app.ingest.batches import BatchError, decode_body
+from svmstream.app.api.deps import RegistryDep, SettingsDep
 from svmstream.app.api.http import OrjsonResponse, read_body
-from svmstream.app.api.deps import registry_of, settings_of
 from svmstream.app.api.schemas import ErrorResponse, ModelCreate, ModelInfo
+from svmstream.app.errors import InvalidInput
+from svmstream.app.ingest.decode import decode_body
 
 router = APIRouter(prefix="/models", tags=["models"])
 
 
-def validation_error(exc: ValidationError) -> BatchError:
-    """The first pydantic error as a :class:`BatchError` naming its field."""
+def validation_error(exc: ValidationError) -> InvalidInput:
+    """The first pydantic error as an :class:`~svmstream.app.errors.InvalidInput` naming its field."""
     err = exc.errors()[0]
     field = ".".join(str(part) for part in err.get("loc", ())) or "body"
-    return BatchError(f"{field}: {err.get('msg', 'invalid value')}", field=field)
+    return InvalidInput(f"{field}: {err.get('msg', 'invalid value')}", field=field)
 
 
 @router.get("", dependencies=[Depends(require_read)])
-async def list_models(request: Request) -> OrjsonResponse:
+async def list_models(registry: RegistryDep) -> OrjsonResponse:
     """``{"models": [ModelInfo, ...]}``."""
-    return OrjsonResponse({"models": [h.info() for h in registry_of(request).handles()]})
+    return OrjsonResponse({"models": [h.info() for h in registry.handles()]})
 
 
-@router.get("/{name}", response_model=ModelInfo, responses={404: {"model": ErrorResponse}},
-            dependencies=[Depends(require_read)])
-async def get_model(name: str, request: Request) -> OrjsonResponse:
+@router.get(
+    "/{name}",
+    response_model=ModelInfo,
+    responses={404: {"model": ErrorResponse}},
+    dependencies=[Depends(require_read)],
+)
+async def get_model(name: str, registry: RegistryDep) -> OrjsonResponse:
     """Configuration and statistics: n_support_vectors, t (steps), n_merges, n_seen,
     version (batches applied), last snapshot time."""
-    return OrjsonResponse(registry_of(request).get(name).info())
+    return OrjsonResponse(registry.get(name).info())
 
 
 @router.put(
     "/{name}",
     response_model=ModelInfo,
     status_code=201,
-    responses={200: {"model": ModelInfo, "description": "replaced an existing model"}, 401: {"model": ErrorResponse},
-               422: {"model": ErrorResponse}},
+    responses={
+        200: {"model": ModelInfo, "description": "replaced an existing model"},
+        401: {"model": ErrorResponse},
+        422: {"model": ErrorResponse},
+    },
     dependencies=[Depends(require_write)],
-    openapi_extra={"requestBody": {"content": {"application/json": {"schema": ModelCreate.model_json_schema(by_alias=True)}}}},
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/json": {"schema": ModelCreate.model_json_schema(by_alias=True)}}
+        }
+    },
 )
-async def put_model(name: str, request: Request) -> OrjsonResponse:
+async def put_model(
+    name: str, request: Request, registry: RegistryDep, settings: SettingsDep
+) -> OrjsonResponse:
     """Create model ``name`` (201) or replace it with a fresh one (200).
 
     Fields not given come from the server's ``SVMSTREAM_DEFAULT_*`` settings.  The new
     model is snapshotted at once.
     """
-    registry = registry_of(request)
-    body = await read_body(request, settings_of(request).max_body_bytes)
+    body = await read_body(request, settings.max_body_bytes)
     obj = decode_body(body) if body.strip() else {}
     try:
         fields = ModelCreate.model_validate(obj).model_dump(by_alias=True, exclude_none=True)
@@ -62,17 +75,20 @@ async def put_model(name: str, request: Request) -> OrjsonResponse:
     try:
         registry.check_config(config)
     except ValueError as exc:
-        raise BatchError(f"config: {exc}", field="config") from None
+        raise InvalidInput(f"config: {exc}", field="config") from None
     try:
         handle, replaced = await run_in_threadpool(registry.create, name, config)
     except ValueError as exc:
-        raise BatchError(f"name: {exc}", field="name") from None
+        raise InvalidInput(f"name: {exc}", field="name") from None
     return OrjsonResponse(handle.info(), status_code=200 if replaced else 201)
 
 
-@router.delete("/{name}", responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
-               dependencies=[Depends(require_write)])
-async def delete_model(name: str, request: Request) -> OrjsonResponse:
+@router.delete(
+    "/{name}",
+    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
+    dependencies=[Depends(require_write)],
+)
+async def delete_model(name: str, registry: RegistryDep) -> OrjsonResponse:
     """Delete the model and its snapshot files."""
-    await run_in_threadpool(registry_of(request).delete, name)
+    await run_in_threadpool(registry.delete, name)
     return OrjsonResponse({"deleted": name})

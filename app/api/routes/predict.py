@@ -8,11 +8,12 @@ from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read
-from svmstream.app.ingest.batches import decode_body, may_contain_bools, parse_examples
+from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
 from svmstream.app.api.http import OrjsonResponse, read_body
-from svmstream.app.models.registry import Registry
-from svmstream.app.api.deps import registry_of, settings_of
 from svmstream.app.api.schemas import ErrorResponse, PredictRequest, PredictResponse
+from svmstream.app.ingest.decode import decode_body, may_contain_bools
+from svmstream.app.ingest.examples import parse_examples
+from svmstream.app.models.registry import Registry
 
 router = APIRouter(tags=["predict"], dependencies=[Depends(require_read)])
 
@@ -24,24 +25,40 @@ def _predict(registry: Registry, body: bytes, default_model: str) -> dict:
     registry.get(name)
     batch = parse_examples(obj, None, check_bools=may_contain_bools(body))
     view, decision = registry.predict(name, batch.X, declared=batch.n_features)
-    return {"model": name, "version": view.version, "labels": view.labels_from_decision(decision), "decision": decision}
+    return {
+        "model": name,
+        "version": view.version,
+        "labels": view.labels_from_decision(decision),
+        "decision": decision,
+    }
 
 
 @router.post(
     "/predict",
     response_model=PredictResponse,
-    responses={400: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 409: {"model": ErrorResponse},
-               413: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
-    openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": PredictRequest.model_json_schema()}}}},
+    responses={
+        400: {"model": ErrorResponse},
+        404: {"model": ErrorResponse},
+        409: {"model": ErrorResponse},
+        413: {"model": ErrorResponse},
+        422: {"model": ErrorResponse},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": PredictRequest.model_json_schema()}},
+        }
+    },
 )
-async def predict(request: Request) -> OrjsonResponse:
+async def predict(
+    request: Request, registry: RegistryDep, settings: SettingsDep, observe: LatencyDep
+) -> OrjsonResponse:
     """Predict with the model's current published view (never waits for the learner).
 
     ``labels[i]`` is ``classes[1]`` when ``decision[i] > 0`` else ``classes[0]``.
     """
     started = time.perf_counter()
-    settings = settings_of(request)
     body = await read_body(request, settings.max_body_bytes)
-    result = await run_in_threadpool(_predict, registry_of(request), body, settings.default_model)
-    request.app.state.request_metrics.observe("predict", result["model"], time.perf_counter() - started)
+    result = await run_in_threadpool(_predict, registry, body, settings.default_model)
+    observe("predict", result["model"], time.perf_counter() - started)
     return OrjsonResponse(result)

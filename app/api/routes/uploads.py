@@ -11,8 +11,9 @@ parsed by the job's worker (a file that fails to parse fails the job, with the r
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
@@ -20,11 +21,11 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from svmstream.app.api.auth import require_read, require_write
-from svmstream.app.ingest.batches import BatchError
+from svmstream.app.api.deps import SettingsDep
 from svmstream.app.api.http import OrjsonResponse
-from svmstream.app.jobs.runner import UploadStore
-from svmstream.app.api.deps import settings_of
 from svmstream.app.api.schemas import ErrorResponse
+from svmstream.app.errors import InvalidInput, PayloadTooLarge
+from svmstream.app.jobs.uploads import UploadStore
 
 router = APIRouter(prefix="/uploads", tags=["uploads"])
 
@@ -35,8 +36,8 @@ def uploads_of(request: Request) -> UploadStore:
     return request.app.state.jobs.uploads
 
 
-def _too_large(limit: int) -> BatchError:
-    return BatchError(f"body: upload exceeds MAX_UPLOAD_BYTES={limit}", field="body", status=413)
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"body: upload exceeds MAX_UPLOAD_BYTES={limit}", field="body")
 
 
 async def _limited(request: Request, limit: int) -> AsyncIterator[bytes]:
@@ -49,26 +50,30 @@ async def _limited(request: Request, limit: int) -> AsyncIterator[bytes]:
 
 
 def _copy_file(src, dst: Path) -> None:
-    import shutil
-
     src.seek(0)
     with open(dst, "wb") as out:
         shutil.copyfileobj(src, out, WRITE_CHUNK)
 
 
-@router.post("", status_code=201, dependencies=[Depends(require_write)],
-             responses={401: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse}})
-async def upload(request: Request, filename: str | None = None, format: str | None = None) -> OrjsonResponse:
+@router.post(
+    "",
+    status_code=201,
+    dependencies=[Depends(require_write)],
+    responses={401: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
+)
+async def upload(
+    request: Request, settings: SettingsDep, filename: str | None = None, format: str | None = None
+) -> OrjsonResponse:
     """Store a data file; answers 201 ``{"id", "format", "compression", "bytes", ...}``.
 
     Query parameters: ``filename`` (raw bodies: its extension tells ``.csv``), ``format``
     (``libsvm`` or ``csv``: overrides the detection).
     """
-    limit = settings_of(request).max_upload_bytes
+    limit = settings.max_upload_bytes
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.strip().isdigit():
-            raise BatchError("body: invalid Content-Length header", field="body", status=400)
+            raise InvalidInput("body: invalid Content-Length header", field="body", status=400)
         if int(declared) > limit:
             raise _too_large(limit)
     store = uploads_of(request)
@@ -81,10 +86,10 @@ async def upload(request: Request, filename: str | None = None, format: str | No
             try:
                 form = await parser.parse()
             except MultiPartException as exc:
-                raise BatchError(f"body: {exc.message}", field="body", status=400) from None
+                raise InvalidInput(f"body: {exc.message}", field="body", status=400) from None
             files = [(key, value) for key, value in form.multi_items() if isinstance(value, UploadFile)]
             if not files:
-                raise BatchError("file: the multipart body has no file part", field="file")
+                raise InvalidInput("file: the multipart body has no file part", field="file")
             part = files[0][1]
             try:
                 await run_in_threadpool(_copy_file, part.file, temp)
@@ -116,11 +121,13 @@ async def list_uploads(request: Request) -> OrjsonResponse:
     return OrjsonResponse({"uploads": [i.to_json() for i in infos]})
 
 
-@router.delete("/{upload_id}", dependencies=[Depends(require_write)],
-               responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}})
+@router.delete(
+    "/{upload_id}",
+    dependencies=[Depends(require_write)],
+    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
+)
 async def delete_upload(upload_id: str, request: Request) -> OrjsonResponse:
     """Delete an uploaded file (a running job that has opened it keeps reading it; a queued
     job that names it fails)."""
     await run_in_threadpool(uploads_of(request).delete, upload_id)
     return OrjsonResponse({"deleted": upload_id})
-

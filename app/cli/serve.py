@@ -1,0 +1,117 @@
+"""``svmstream serve``: the service under uvicorn (one worker: the models live in memory).
+
+The listening address is checked first (:func:`check_bindable`): a port in use ends the
+command with a one-line error and exit status 1 before anything starts -- no snapshot
+restored, no stream consumed, no "svmstream ready" logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import sys
+from typing import Any
+
+import uvicorn
+
+from svmstream.app.main import create_app
+from svmstream.app.settings import Settings
+
+
+def _label(text: str) -> Any:
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return int(value) if value.is_integer() else value
+
+
+_HYPER_SETTINGS = (
+    ("budget", "default_budget"),
+    ("gamma", "default_gamma"),
+    ("C", "default_c"),
+    ("lambda_", "default_lambda"),
+    ("n_samples", "default_n_samples"),
+    ("random_state", "default_random_state"),
+    ("n_features", "default_n_features"),
+    ("algorithm", "default_algorithm"),
+    ("maintenance", "default_maintenance"),
+    ("merge_solver", "default_merge_solver"),
+    ("schedule", "default_schedule"),
+    ("eta", "default_eta"),
+    ("radius", "default_radius"),
+    ("fit_intercept", "default_fit_intercept"),
+)
+"""``serve`` option destination -> the setting it overrides."""
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """:class:`svmstream.app.settings.Settings` from the environment, overridden by ``serve``
+    options."""
+    overrides: dict[str, Any] = {}
+    for key in (
+        "host",
+        "port",
+        "snapshot_dir",
+        "snapshot_interval_s",
+        "snapshot_keep",
+        "max_body_bytes",
+        "default_model",
+        "log_level",
+        "redis_url",
+        "stream_models",
+    ):
+        value = getattr(args, key)
+        if value is not None:
+            overrides[key] = value
+    for key, setting in _HYPER_SETTINGS:
+        value = getattr(args, key)
+        if value is not None:
+            overrides[setting] = value
+    if args.classes:
+        overrides["default_classes"] = [_label(c.strip()) for c in args.classes.split(",")]
+    return Settings(**overrides)
+
+
+def check_bindable(host: str, port: int) -> None:
+    """Bind (then release) every address uvicorn will listen on for ``host:port``, the way
+    asyncio does (``SO_REUSEADDR``; IPv6 sockets IPv6-only).
+
+    Raises
+    ------
+    OSError
+        The address cannot be listened on (``[Errno 98] Address already in use``, an unknown
+        host, a privileged port ...).
+    """
+    infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    held: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            held.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Run the service until it is stopped; 1 when its address cannot be listened on."""
+    settings = settings_from_args(args)
+    try:
+        check_bindable(settings.host, settings.port)
+    except OSError as exc:
+        print(f"error: cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
+        return 1
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        workers=1,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=30,
+    )
+    return 0

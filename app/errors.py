@@ -1,0 +1,137 @@
+"""The service's errors: one hierarchy, one JSON body, one set of handlers.
+
+Every error the service answers with is a :class:`ServiceError`; its HTTP response is
+``{"detail": message, "field": field, "index": index}`` with the error's ``status`` (and
+its ``headers``, e.g. ``WWW-Authenticate: Bearer`` on a 401).  ``detail`` starts with the
+offending field and example index where there is one (``"X[3][5]: nan is not a finite
+number"``).
+
+=========================  ======  ==============================================
+class                      status  meaning
+=========================  ======  ==============================================
+:class:`ServiceError`      422     base class (any status may be given)
+:class:`InvalidInput`      422     a rejected request body, entry or parameter
+                                   (400 for malformed JSON or a bad header)
+:class:`PayloadTooLarge`   413     a body over the configured byte limit
+:class:`Unauthorized`      401     missing or wrong bearer token
+:class:`ModelNotFound`     404     no model of that name
+:class:`ModelNotFitted`    409     the model has not learned from any example yet
+:class:`ModelClosed`       409     the model was deleted or replaced meanwhile
+:class:`BatchModelReadOnly` 409    ``learn`` on a batch-trained model
+:class:`LearnerBusy`       429     too many batches queued for the model
+=========================  ======  ==============================================
+
+The subclasses also derive from the built-in exception they stand for (``ValueError``,
+``LookupError``, ``RuntimeError``), so generic ``except`` clauses keep working.
+
+:func:`install_error_handlers` registers the one handler on a FastAPI app.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+_JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+class ServiceError(Exception):
+    """An error answered with a JSON body naming the offending field.
+
+    Parameters
+    ----------
+    message : str
+        Human-readable reason, starting with ``field`` when there is one.
+    field : str or None
+        Locator of the offending value, e.g. ``"X[3][5]"``, ``"y[7]"`` or ``"body"``.
+    index : int or None
+        Index of the first offending example in the batch, if the error is per example.
+    status : int
+        HTTP status to answer with (the class's ``default_status`` when not given).
+    """
+
+    default_status = 422
+    headers: dict[str, str] | None = None
+
+    def __init__(
+        self, message: str, field: str | None = None, index: int | None = None, status: int | None = None
+    ):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.index = index
+        self.status = self.default_status if status is None else status
+
+    def to_json(self) -> dict[str, Any]:
+        return {"detail": self.message, "field": self.field, "index": self.index}
+
+
+class InvalidInput(ServiceError, ValueError):
+    """A rejected input (422; 400 for a body that is not JSON or a bad header)."""
+
+
+class PayloadTooLarge(InvalidInput):
+    """A request body over the configured limit (413)."""
+
+    default_status = 413
+
+
+class Unauthorized(ServiceError):
+    """401 with ``WWW-Authenticate: Bearer``."""
+
+    default_status = 401
+    headers = {"WWW-Authenticate": "Bearer"}
+
+    def __init__(self, message: str):
+        super().__init__(message, field="authorization")
+
+
+class ModelNotFound(ServiceError, LookupError):
+    """No model of that name (HTTP 404)."""
+
+    default_status = 404
+
+
+class ModelNotFitted(ServiceError, RuntimeError):
+    """The model has not learned from any example yet (HTTP 409)."""
+
+    default_status = 409
+
+
+class ModelClosed(ServiceError, RuntimeError):
+    """The model was deleted or replaced while the request was in flight (HTTP 409)."""
+
+    default_status = 409
+
+
+class BatchModelReadOnly(ModelClosed):
+    """``learn`` on a model trained by a batch job (HTTP 409).  A :class:`ModelClosed` so
+    that a stream consumer of such a model stops instead of retrying the batch."""
+
+
+class LearnerBusy(ServiceError, RuntimeError):
+    """Too many batches are queued for the model (HTTP 429)."""
+
+    default_status = 429
+
+
+def error_response(exc: ServiceError) -> Response:
+    """The JSON response of ``exc`` (orjson-encoded, with the error's headers)."""
+    return Response(
+        orjson.dumps(exc.to_json(), option=_JSON_OPTIONS),
+        status_code=exc.status,
+        headers=exc.headers,
+        media_type="application/json",
+    )
+
+
+async def _handle(request: Request, exc: ServiceError) -> Response:
+    return error_response(exc)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Answer every :class:`ServiceError` raised by a route with :func:`error_response`."""
+    app.add_exception_handler(ServiceError, _handle)

@@ -1,0 +1,382 @@
+"""Redis stream entries -> the arrays of the good entries, and a reason for each bad one.
+
+Entries are validated **one by one**: a bad entry never rejects the others (the stream
+consumer dead-letters it with its reason and learns from the rest).  The checks and
+messages are those of the HTTP path -- the same helpers of :mod:`.decode`,
+:mod:`.features` and :mod:`.labels` -- applied per entry, with the field names of the
+entry (``x``, ``xb``, ``y``) and no example index.
+
+Entry format (field values are bytes as Redis returns them, or str):
+
+* ``y`` -- the label: a JSON number or string, or plain text (a string label);
+* ``x`` -- JSON: a dense list of d numbers or a sparse ``{"index": value}`` object with
+  0-based integer keys; **or** ``xb`` -- little-endian float32 bytes, dense, 4·d bytes;
+* ``id`` -- optional, the producer's own reference (not used by the learner).
+
+No other field is allowed.  The kind of each entry's features is an :class:`EntryKind`.
+An entry may come as a mapping or as Redis' raw ``[field, value, field, value, ...]``
+reply; the raw reply ``[b"y", label, b"xb", features]`` -- what ``svmstream replay
+--redis`` and most producers write -- is read without building a dict (the fast path of a
+high-rate stream).
+
+Labels repeat, so each distinct raw ``y`` is parsed once per batch.  Rows of one kind are
+converted together (one ``np.asarray`` for the JSON lists, one buffer for the float32
+bytes); the good entries come back as one dense matrix, or as a CSR matrix when sparse
+entries make the batch wide (:func:`svmstream.app.ingest.features.should_densify`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from svmstream.app.errors import InvalidInput
+from svmstream.app.ingest.decode import decode_json, may_contain_bools
+from svmstream.app.ingest.features import (
+    first_non_number,
+    no_features,
+    nonfinite_cells,
+    not_a_number,
+    not_a_row,
+    number_error,
+    numeric_matrix,
+    should_densify,
+    sparse_row,
+    wrong_width,
+)
+from svmstream.app.ingest.labels import LabelCodec, parse_stream_label
+
+STREAM_FIELDS = frozenset({"y", "x", "xb", "id"})
+_STREAM_FIELDS_B = frozenset(f.encode() for f in STREAM_FIELDS) | STREAM_FIELDS
+
+
+class EntryKind(IntEnum):
+    """How an entry gives its features (stored as ``int8`` per entry)."""
+
+    REJECTED = 0
+    DENSE = 1
+    """``x``: a JSON list of d numbers."""
+    FLOAT32 = 2
+    """``xb``: 4·d bytes of little-endian float32 (also the raw-reply fast path)."""
+    SPARSE = 3
+    """``x``: a JSON ``{"index": value}`` object."""
+
+
+_REJECTED, _DENSE, _FLOAT32, _SPARSE = (int(k) for k in EntryKind)  # plain ints for the per-entry loop
+
+
+@dataclass(frozen=True)
+class EntryBatch:
+    """Stream entries validated one by one.
+
+    Attributes
+    ----------
+    X : ndarray of shape (g, d), float64, CSR matrix of shape (g, d), or None
+        Features of the ``g`` good entries, in entry order (None if there is none).
+    y : ndarray of shape (g,), int64, or None
+        Their class indices.
+    good : ndarray of shape (g,), int64
+        Positions of the good entries in the input sequence (increasing).
+    rejected : list of (int, str)
+        ``(position, reason)`` of every bad entry, by position; the reason starts with
+        the field (``"x[3]: nan is not a finite number"``).
+    """
+
+    X: np.ndarray | sp.csr_matrix | None
+    y: np.ndarray | None
+    good: np.ndarray
+    rejected: list[tuple[int, str]]
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def _entry_fields(fields: Mapping[Any, Any] | list) -> tuple[Any, Any, Any]:
+    """``(y, x, xb)`` raw values of an entry (``x`` or ``xb`` is None); the envelope checks.
+
+    Raises
+    ------
+    InvalidInput
+        Unknown field, no ``y``, both or neither of ``x`` and ``xb``.
+    """
+    if type(fields) is list:  # a raw reply: [field, value, field, value, ...]
+        fields = dict(zip(fields[::2], fields[1::2]))
+    if not fields.keys() <= _STREAM_FIELDS_B:
+        unknown = sorted(_text(k) for k in fields if k not in _STREAM_FIELDS_B)
+        raise InvalidInput(
+            f"entry: unknown field {unknown[0]!r}; allowed fields are {sorted(STREAM_FIELDS)}",
+            field=unknown[0],
+        )
+    get = fields.get
+    y_raw = get(b"y")
+    if y_raw is None:
+        y_raw = get("y")
+        if y_raw is None:
+            raise InvalidInput("y: field required", field="y")
+    x_raw = get(b"x")
+    xb_raw = get(b"xb")
+    if x_raw is None and xb_raw is None:
+        x_raw = get("x")
+        xb_raw = get("xb")
+    if x_raw is not None and xb_raw is not None:
+        raise InvalidInput("entry: give the features as 'x' or as 'xb', not both", field="xb")
+    if x_raw is None and xb_raw is None:
+        raise InvalidInput("x: field required (features as JSON 'x' or float32 bytes 'xb')", field="x")
+    return y_raw, x_raw, xb_raw
+
+
+def _label_or_error(raw: Any) -> Any:
+    try:
+        return parse_stream_label(raw)
+    except InvalidInput as exc:
+        return exc
+
+
+def _json_kind(value: Any) -> int:
+    """:class:`EntryKind` of a decoded ``x``; raises for an empty list or a non-row."""
+    if isinstance(value, list):
+        if not value:
+            raise no_features("x")
+        return _DENSE
+    if isinstance(value, dict):
+        return _SPARSE
+    raise not_a_row("x", value)
+
+
+def _entry_row(i: int) -> tuple[str, int | None]:
+    return "x", None
+
+
+_UNSEEN = object()
+
+
+@dataclass
+class _Entries:
+    """The entries of one batch while they are validated (positions are entry indices)."""
+
+    n: int
+    d: int | None
+    whose: str
+    kinds: Any = None  # list of int while reading, then ndarray of int8
+    rows: list[Any] = field(default_factory=list)
+    labels: list[Any] = field(default_factory=list)
+    rejected: dict[int, str] = field(default_factory=dict)
+
+    def read(self, entries: Sequence[Any]) -> None:
+        """Per entry: envelope, label, feature kind and width (the one per-entry loop)."""
+        n, d, whose = self.n, self.d, self.whose
+        kinds = [_REJECTED] * n
+        rows: list[Any] = [None] * n
+        labels: list[Any] = [None] * n
+        rejected = self.rejected
+        label_cache: dict[Any, Any] = {}  # raw y -> label (or its InvalidInput): labels repeat
+        for i, fields in enumerate(entries):
+            try:
+                if type(fields) is list and len(fields) == 4 and fields[0] == b"y" and fields[2] == b"xb":
+                    y_raw, x_raw, xb_raw = fields[1], None, fields[3]  # the common raw reply: no dict
+                else:
+                    y_raw, x_raw, xb_raw = _entry_fields(fields)
+                label = label_cache.get(y_raw, _UNSEEN)
+                if label is _UNSEEN:
+                    label = label_cache[y_raw] = _label_or_error(y_raw)
+                if label.__class__ is InvalidInput:
+                    raise label
+                if xb_raw is not None:
+                    if isinstance(xb_raw, str):
+                        xb_raw = xb_raw.encode("latin-1", "replace")
+                    size = len(xb_raw)
+                    if size == 0 or size % 4:
+                        raise InvalidInput(
+                            f"xb: has {size} bytes, expected 4 per feature (little-endian float32)",
+                            field="xb",
+                        )
+                    if d is None:
+                        d = size // 4
+                    elif size != 4 * d:
+                        raise wrong_width("xb", size // 4, whose, d)
+                    kinds[i] = _FLOAT32
+                    rows[i] = xb_raw
+                else:
+                    value = decode_json(x_raw, "x")
+                    kind = _json_kind(value)
+                    if kind == _DENSE:
+                        if d is None:
+                            d = len(value)
+                        elif len(value) != d:
+                            raise wrong_width("x", len(value), whose, d)
+                        if may_contain_bools(x_raw):
+                            error = number_error(value, "x")
+                            if error is not None:
+                                raise error
+                    kinds[i] = kind
+                    rows[i] = value
+                labels[i] = label
+            except InvalidInput as exc:
+                rejected[i] = exc.message
+                kinds[i] = _REJECTED
+        self.d = d
+        self.kinds = np.array(kinds, dtype=np.int8)
+        self.rows = rows
+        self.labels = labels
+
+    def reject(self, i: int, reason: str) -> None:
+        self.rejected[int(i)] = reason
+        self.kinds[i] = _REJECTED
+
+    def dense_matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(positions, float64 rows)`` of the JSON-list entries: one conversion, then the
+        entries whose values are not all numbers are rejected."""
+        width = self.d or 0
+        pos = np.flatnonzero(self.kinds == _DENSE)
+        if not pos.size:
+            return pos, np.empty((0, width))
+        rows = self.rows
+        dense = numeric_matrix([rows[i] for i in pos])
+        if dense is not None:
+            return pos, dense.astype(np.float64, copy=False)
+        good_rows = []  # strings, nulls, nested lists: find them row by row
+        for i in pos:
+            j = first_non_number(rows[i])
+            if j is None:
+                good_rows.append(rows[i])
+            else:
+                self.reject(i, not_a_number(f"x[{j}]", rows[i][j]).message)
+        pos = np.flatnonzero(self.kinds == _DENSE)
+        return pos, np.array(good_rows, dtype=np.float64).reshape(len(good_rows), width)
+
+    def float32_matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(positions, float32 rows)`` of the ``xb`` entries, read from one buffer."""
+        width = self.d or 0
+        pos = np.flatnonzero(self.kinds == _FLOAT32)
+        if not pos.size:
+            return pos, np.empty((0, width), dtype=np.float32)
+        rows = self.rows
+        return pos, np.frombuffer(b"".join(rows[i] for i in pos), dtype="<f4").reshape(pos.size, width)
+
+    def reject_nonfinite(self, pos: np.ndarray, arr: np.ndarray, name: str) -> None:
+        for r, j in nonfinite_cells(arr):
+            self.reject(pos[r], f"{name}[{j}]: {float(arr[r, j])!r} is not a finite number")
+
+    def sparse_rows(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """``{position: (sorted indices, values)}`` of the sparse entries that pass the checks."""
+        out = {}
+        d = self.d
+        for i in np.flatnonzero(self.kinds == _SPARSE):
+            try:
+                ix, val = sparse_row(self.rows[i], _entry_row)
+                if d is not None and ix.size and int(ix[-1]) >= d:
+                    raise InvalidInput(
+                        f"x: feature index {int(ix[-1])} is out of range: the model expects {d} "
+                        f"features (indices 0..{d - 1})",
+                        field="x",
+                    )
+            except InvalidInput as exc:
+                self.reject(i, exc.message)
+                continue
+            out[int(i)] = (ix, val)
+        return out
+
+    def encode_labels(self, codec: LabelCodec) -> np.ndarray | None:
+        """Class indices of the entries still good; unknown labels reject their entry."""
+        cand = np.flatnonzero(self.kinds > 0)
+        if not cand.size:
+            return None
+        labels = self.labels
+        idx, bad = codec.encode_each([labels[i] for i in cand])
+        for k, message in bad:
+            self.reject(cand[k], message)
+        keep = np.ones(cand.size, dtype=bool)
+        keep[[k for k, _ in bad]] = False
+        return idx[keep]
+
+
+def _dense_batch(entries: _Entries, good: np.ndarray, d: int, parts: list, sparse: dict) -> np.ndarray:
+    """The good entries as one dense (g, d) float64 matrix."""
+    kinds = entries.kinds
+    row_of = np.full(entries.n, -1, dtype=np.int64)
+    row_of[good] = np.arange(good.size)
+    X = np.empty((good.size, d), dtype=np.float64)
+    for kind, pos, arr in parts:
+        sel = kinds[pos] == kind
+        X[row_of[pos[sel]]] = arr[sel]
+    for i, (ix, val) in sparse.items():
+        if kinds[i] == _SPARSE:
+            r = row_of[i]
+            X[r] = 0.0
+            X[r, ix] = val
+    return X
+
+
+def _csr_batch(entries: _Entries, good: np.ndarray, d: int, parts: list, sparse: dict) -> sp.csr_matrix:
+    """The good entries as one (g, d) CSR matrix (a wide batch with sparse entries)."""
+    dense_rows = {int(i): r.astype(np.float64, copy=False) for _, pos, arr in parts for i, r in zip(pos, arr)}
+    indptr = [0]
+    all_idx: list[np.ndarray] = []
+    all_val: list[np.ndarray] = []
+    for i in good.tolist():
+        if entries.kinds[i] == _SPARSE:
+            ix, val = sparse[i]
+        else:
+            row = dense_rows[i]
+            ix = np.flatnonzero(row)
+            val = row[ix]
+        all_idx.append(ix)
+        all_val.append(val)
+        indptr.append(indptr[-1] + ix.size)
+    return sp.csr_matrix(
+        (np.concatenate(all_val), np.concatenate(all_idx), np.asarray(indptr, dtype=np.int64)),
+        shape=(good.size, d),
+    )
+
+
+def parse_stream_entries(
+    entries: Sequence[Mapping[Any, Any]], codec: LabelCodec, n_features: int | None, model: str = "model"
+) -> EntryBatch:
+    """Validate Redis stream entries **one by one** (a bad entry never rejects the others).
+
+    Parameters
+    ----------
+    entries : sequence of mappings or of flat lists
+        The entries' fields, in stream order: ``{field: value}`` or Redis' raw
+        ``[field, value, field, value, ...]`` (see the module docstring for the format).
+    codec : LabelCodec
+        Label set of the model.
+    n_features : int or None
+        The model's d; None while it is not fixed (then the first good dense entry fixes
+        it for this batch, or, for an all-sparse batch, the largest index + 1).
+    model : str
+        Model name for messages.
+
+    Returns
+    -------
+    EntryBatch
+        The good entries as arrays, in order; the bad ones with their reasons.
+    """
+    whose = f"model {model!r}" if n_features is not None else "the batch's first example"
+    table = _Entries(len(entries), n_features, whose)
+    table.read(entries)
+    parts = []
+    for kind, name, (pos, arr) in (
+        (_DENSE, "x", table.dense_matrix()),
+        (_FLOAT32, "xb", table.float32_matrix()),
+    ):
+        table.reject_nonfinite(pos, arr, name)
+        parts.append((kind, pos, arr))
+    sparse = table.sparse_rows()
+    y = table.encode_labels(codec)
+    good = np.flatnonzero(table.kinds > 0).astype(np.int64)
+    rejected = sorted(table.rejected.items())
+    if good.size == 0:
+        return EntryBatch(None, None, good, rejected)
+    d = table.d
+    if d is None:  # an all-sparse batch of a model without d yet
+        d = max((int(sparse[i][0][-1]) + 1 for i in good.tolist() if sparse[i][0].size), default=1)
+    if not sparse or should_densify(good.size, d):
+        return EntryBatch(_dense_batch(table, good, d, parts, sparse), y, good, rejected)
+    return EntryBatch(_csr_batch(table, good, d, parts, sparse), y, good, rejected)

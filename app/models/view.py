@@ -1,0 +1,105 @@
+""":class:`ModelView`: an immutable published state of a model, read by predictions,
+snapshots and ``GET /models`` without waiting for the learner.
+
+The learner of a :class:`~svmstream.app.models.registry.ModelHandle` publishes a new view
+after each applied batch, holding a *copy* of its estimator
+(:func:`svmstream.app.models.factory.copy_estimator`), and swaps the handle's ``view``
+reference; nobody mutates a published view.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from svmstream.app.errors import ModelNotFitted
+from svmstream.app.ingest.labels import LabelCodec
+from svmstream.app.models.config import ModelConfig
+
+
+def estimator_stats(est) -> dict[str, Any]:
+    """The figures of an estimator shown by ``GET /models`` and ``/metrics`` (``est`` may be None).
+
+    Keys: ``n_support_vectors``, ``t``, ``n_merges``, ``n_seen``, ``lambda_eff``,
+    ``merging_frequency``, ``average_weight_degradation`` and ``statistics`` (the
+    estimator's ``statistics()`` without ``per_class``).
+    """
+    if est is None:
+        return {
+            "n_support_vectors": 0,
+            "t": 0,
+            "n_merges": 0,
+            "n_seen": 0,
+            "lambda_eff": None,
+            "merging_frequency": 0.0,
+            "average_weight_degradation": 0.0,
+            "statistics": {},
+        }
+    lam = getattr(est, "lambda_eff_", None)
+    statistics = est.statistics() if hasattr(est, "statistics") else {}
+    statistics = {k: v for k, v in statistics.items() if k != "per_class"}
+    return {
+        "n_support_vectors": int(getattr(est, "n_support_vectors_", 0)),
+        "t": int(statistics.get("steps", getattr(est, "t_", 0))),
+        "n_merges": int(statistics.get("merges", getattr(est, "n_merges_", 0))),
+        "n_seen": int(statistics.get("examples_seen", getattr(est, "n_seen_", 0))),
+        "lambda_eff": None if lam is None else float(lam),
+        "merging_frequency": float(statistics.get("merging_frequency", 0.0)),
+        "average_weight_degradation": float(statistics.get("average_weight_degradation", 0.0)),
+        "statistics": statistics,
+    }
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """An immutable published state of a model.
+
+    Attributes
+    ----------
+    estimator : estimator or None
+        A private copy nobody mutates (``None`` before the first batch).
+    version : int
+        Number of batches applied since the model was created (survives restarts).
+    n_features : int or None
+        Input dimension ``d`` of the estimator.
+    stats : dict
+        :func:`estimator_stats` of the estimator.
+    extra : dict
+        Caller metadata attached to applied batches (e.g. last stream entry ID).
+    """
+
+    name: str
+    config: ModelConfig
+    codec: LabelCodec
+    estimator: Any | None
+    version: int
+    n_features: int | None
+    stats: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+    published_at: float = field(default_factory=time.time)
+
+    def decision_function(self, X) -> np.ndarray:
+        """Decision values, shape (n,), float64.  Raises :class:`~svmstream.app.errors.ModelNotFitted`.
+
+        Safe to call from several threads at once on one view (the estimator's
+        ``decision_function`` only reads the model; checked by
+        ``tests/test_service_registry.py::test_concurrent_predictions_on_one_view_are_correct``).
+        """
+        if self.estimator is None:
+            raise ModelNotFitted(f"model {self.name!r} has not learned from any example yet")
+        return np.asarray(self.estimator.decision_function(X), dtype=np.float64)
+
+    def labels_from_decision(self, decision: np.ndarray) -> list[Any]:
+        """Predicted JSON labels: ``classes[1]`` where decision > 0, else ``classes[0]``
+        (the scikit-learn binary convention used by ``predict``); for a multi-class model
+        (decision of shape (n, K), batch-trained one-vs-rest) the class of the largest score."""
+        if decision.ndim == 2:
+            return self.codec.decode(np.argmax(decision, axis=1).astype(np.int64))
+        return self.codec.decode((decision > 0).astype(np.int64))
+
+    def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
+        """The estimator's ``get_state()`` (arrays, meta), or None before the first batch."""
+        return None if self.estimator is None else self.estimator.get_state()

@@ -1,0 +1,97 @@
+"""The set of stream consumers of a server, kept in line with its registry.
+
+:class:`StreamManager` starts one :class:`~svmstream.app.stream.consumer.StreamConsumer`
+per streamed model (``Settings.streamed``; batch-trained models get none), stops the
+consumers of deleted or replaced models, routes the registry's snapshot notifications to
+the right consumer (the commit point of ack-on-snapshot) and, at shutdown, stops every
+consumer and acknowledges what the final snapshots cover.  :func:`run_stream_manager` is
+the service's background task that reconciles every 0.5 s.  The protocol is described in
+:mod:`svmstream.app.stream.consumer` and ``docs/stream.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import weakref
+
+from svmstream.app.models.config import BATCH_ALGORITHMS
+from svmstream.app.models.registry import ModelHandle, Registry
+from svmstream.app.models.view import ModelView
+from svmstream.app.settings import Settings
+from svmstream.app.stream.consumer import StreamConsumer
+
+log = logging.getLogger("svmstream.stream")
+
+
+class StreamManager:
+    """Starts one :class:`StreamConsumer` per streamed model and keeps that set in line
+    with the registry (models created, replaced or deleted over HTTP)."""
+
+    def __init__(self, registry: Registry, settings: Settings):
+        self.registry = registry
+        self.settings = settings
+        self.consumers: dict[str, StreamConsumer] = {}
+        self._retired: list[StreamConsumer] = []
+        self._refused: weakref.WeakSet[ModelHandle] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        registry.snapshot_listeners.append(self._on_snapshot)
+
+    def _on_snapshot(self, handle: ModelHandle, view: ModelView, path: str) -> None:
+        consumer = self.consumers.get(handle.name)
+        if consumer is not None and consumer.handle is handle:
+            consumer.on_snapshot(view)
+
+    def reconcile(self) -> None:
+        """Start consumers for new/replaced streamed models, stop those of deleted ones.
+
+        Models trained by batch jobs (``BATCH_ALGORITHMS``) do not learn online and get no
+        consumer; a consumer that stopped because its model refused to learn is not restarted
+        for the same model."""
+        with self._lock:
+            wanted = {
+                h.name: h
+                for h in self.registry.handles()
+                if self.settings.streamed(h.name)
+                and h.config.algorithm not in BATCH_ALGORITHMS
+                and h not in self._refused
+            }
+            for name, consumer in list(self.consumers.items()):
+                if consumer.refused:  # the model itself refused to learn: do not try again
+                    self._refused.add(consumer.handle)
+                if wanted.get(name) is not consumer.handle or not consumer.alive:
+                    if consumer.alive:
+                        consumer.stop()
+                        self._retired.append(consumer)
+                    del self.consumers[name]
+            self._retired = [c for c in self._retired if c.alive]
+            for name, handle in wanted.items():
+                if name not in self.consumers and not handle.closed:
+                    self.consumers[name] = StreamConsumer(self.registry, handle, self.settings).start()
+                    log.info("model %r: consuming stream %r", name, self.consumers[name].key)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop every consumer and wait for their threads (batches in flight are applied)."""
+        with self._lock:
+            everyone = list(self.consumers.values()) + self._retired
+            for consumer in everyone:
+                consumer.stop()
+            deadline = time.monotonic() + timeout
+            for consumer in everyone:
+                consumer.join(max(0.0, deadline - time.monotonic()))
+
+    def flush(self) -> int:
+        """After the final snapshots: acknowledge what they cover and release the leases."""
+        return sum(c.flush() for c in self.consumers.values())
+
+
+async def run_stream_manager(manager: StreamManager, interval_s: float = 0.5) -> None:
+    """Reconcile the consumers with the registry every ``interval_s`` seconds until cancelled."""
+    while True:
+        try:
+            manager.reconcile()
+        except Exception:  # keep the loop alive; logged with its traceback
+            log.exception("stream manager: reconcile failed")
+        await asyncio.sleep(interval_s)

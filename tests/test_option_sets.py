@@ -1,0 +1,24 @@
+"""The service's option lists equal the solvers' single source (``svmstream.solvers._params``).
+
+``svmstream.app.models.config`` spells its ``Literal`` types out so that light commands
+(``svmstream healthcheck``) do not import numba; this test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import typing
+
+import svmstream.solvers as solvers
+from svmstream.app.models import config
+
+
+def _literal(tp) -> set:
+    return set(typing.get_args(tp))
+
+
+def test_config_literals_equal_the_solver_option_sets():
+    assert _literal(config.Algorithm) == set(solvers.ONLINE_ALGORITHMS)
+    assert _literal(config.BatchAlgorithm) == set(solvers.BATCH_ALGORITHMS) == set(config.BATCH_ALGORITHMS)
+    assert _literal(config.Maintenance) == set(solvers.MAINTENANCE)
+    assert _literal(config.MergeSolver) == set(solvers.MERGE_SOLVERS)
+    assert _literal(config.Schedule) == set(solvers.SCHEDULES)
