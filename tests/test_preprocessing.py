@@ -318,3 +318,50 @@ def test_bsca_one_vs_rest_shares_the_preprocessing():
     restored = BudgetedSCAClassifier.from_state(*est.get_state())
     np.testing.assert_array_equal(restored.decision_function(X), est.decision_function(X))
     assert restored.n_seen_ == est.n_seen_ and restored.n_replayed_ == est.n_replayed_
+
+
+# ----------------------------------------------------------------------------- growing sparse input
+
+
+@pytest.mark.parametrize("cls", [BudgetedSGDClassifier, BudgetedSCAClassifier])
+def test_grow_features_keeps_decisions_and_learning_continues(cls):
+    """A grown model decides old rows (zeros in the new features) exactly as before, keeps
+    learning from wider rows, and round-trips its state."""
+    X, y = _raw_data(3000, d=5, seed=3)
+    est = cls(budget=40, random_state=0, shuffle_buffer=800)
+    est.partial_fit(sp.csr_matrix(X[:1500]), y[:1500], classes=[0, 1])
+    pending, seen = est.n_pending_, est.n_seen_
+    before = est.decision_function(X[1500:1700])
+    assert est.grow_features(9) is est and est.n_features_in_ == 9
+    assert (est.n_pending_, est.n_seen_) == (pending, seen)
+    np.testing.assert_array_equal(
+        est.decision_function(np.hstack([X[1500:1700], np.zeros((200, 4))])), before
+    )
+    wide = np.hstack([X[1500:], np.random.default_rng(1).normal(size=(1500, 4)) * 0.01])
+    t = est.t_
+    est.partial_fit(sp.csr_matrix(wide), y[1500:])
+    assert est.n_seen_ == 3000 and est.t_ >= t + 1500 - est.n_pending_
+    copy = type(est).from_state(*est.get_state())
+    np.testing.assert_array_equal(copy.decision_function(wide), est.decision_function(wide))
+    with pytest.raises(ValueError, match="n_features must be >= the model's 9"):
+        est.grow_features(8)
+
+
+def test_grow_features_in_the_window_and_when_the_buffer_bound_shrinks():
+    """Growing while the window is open pads its rows; growing so wide that the buffer's
+    64 MiB bound holds fewer rows learns the excess at once (nothing is lost)."""
+    X, y = _raw_data(2500, d=5, seed=4)
+    est = BudgetedSGDClassifier(budget=30, random_state=0)
+    est.partial_fit(sp.csr_matrix(X[:600]), y[:600], classes=[0, 1])
+    est.grow_features(6)
+    assert est.warming_up_ and est.n_pending_ == 600
+    est.partial_fit(sp.csr_matrix(np.hstack([X[600:], np.ones((1900, 1))])), y[600:])
+    assert not est.warming_up_
+    held, seen = est.n_pending_, est.n_seen_
+    d_new = 20_000  # 64 MiB / (8 * 20,000) = 419 rows fit the buffer now
+    assert held > buffer_capacity(DEFAULT_SHUFFLE_BUFFER, d_new)
+    learned = est.t_ - est.n_replayed_
+    est.grow_features(d_new)
+    assert est.n_pending_ == buffer_capacity(DEFAULT_SHUFFLE_BUFFER, d_new) and est.n_seen_ == seen
+    assert est.t_ - est.n_replayed_ == learned + held - est.n_pending_
+    assert est.last_y_.shape[0] == held - est.n_pending_

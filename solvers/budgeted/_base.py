@@ -30,7 +30,7 @@ from .._params import (
 from ._decision import rbf_decision_batch
 from ._lookup import merge_tables
 from ._merging import N_DIAG
-from ._preprocessing import Preprocessor
+from ._preprocessing import Preprocessor, buffer_capacity, guard_capacity
 from ._state import (
     C_MAINTENANCE,
     C_MERGES,
@@ -74,6 +74,23 @@ def resolve_lambda(lambda_, C, n_samples, n_rows=None):
             f"1/(lambda t)), got {lam!r}"
         )
     return lam
+
+
+def model_bytes(budget, n_features, shuffle_buffer=0, run_guard=False, n_classes=2, maintenance="merge"):
+    """Bytes of the dense arrays a budgeted model of this shape allocates (an estimate made
+    before any allocation): the SV matrix (B + 1) · d · 8, the shuffle buffer (at most
+    64 MiB of rows), the run guard's reservoirs (at most 16 MiB), and K⁻¹ for
+    ``maintenance="project"``.  The warm-up window (raw rows as received) is not counted."""
+    d = max(1, int(n_features))
+    cap = int(budget) + 1
+    n_cols = 1 if n_classes == 2 else int(n_classes)
+    total = cap * d * 8 + cap * 8 * (2 + n_cols)  # SVs; their norms, coefficients, kernel row
+    total += buffer_capacity(int(shuffle_buffer), d) * (d + 1) * 8
+    if run_guard:
+        total += guard_capacity(n_classes, d) * n_classes * d * 8
+    if maintenance == "project":
+        total += cap * cap * 8
+    return int(total)
 
 
 def iter_dense_rows(X, order, chunk_rows):
@@ -327,6 +344,33 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "classes_")
         self._learn_fed(self._pp.drain(self.rng_))
         return self
+
+    def grow_features(self, n_features):
+        """Widen the model to ``n_features`` input features (sparse input whose largest index
+        grew; a missing feature is a zero).  Returns self.
+
+        Support vectors, held and buffered rows get zeros in the new features, which are
+        scaled with offset 0 and factor 1; everything else is kept, so decisions on rows
+        that are zero in the new features do not change.  If the shuffle buffer's byte bound
+        (64 MiB of rows) now holds fewer rows, the rows beyond it are learned now, drawn at
+        random.  ``n_features`` below ``n_features_in_`` raises ValueError.
+        """
+        check_is_fitted(self, "classes_")
+        d_old, d_new = self.n_features_in_, int(n_features)
+        if d_new < d_old:
+            raise ValueError(f"n_features must be >= the model's {d_old}, got {n_features!r}")
+        if d_new == d_old:
+            return self
+        self._grow_arrays(d_new)
+        self._learn_fed(self._pp.grow(d_new, self.shuffle_buffer, self.rng_))
+        return self
+
+    def _grow_arrays(self, d_new):
+        sv_t = np.zeros((d_new, self._sv_t.shape[1]))
+        sv_t[: self._sv_t.shape[0]] = self._sv_t
+        self._sv_t = sv_t
+        self._x_buf = np.zeros(d_new)
+        self.n_features_in_ = d_new
 
     def _learn_fed(self, fed):
         """Learn the rows the preprocessor released (None: none yet) and record the originals."""

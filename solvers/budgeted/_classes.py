@@ -295,6 +295,23 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         self._ovr_learn(self._pp.drain(self.rng_))
         return self
 
+    def grow_features(self, n_features):
+        """Widen the model to ``n_features`` (see :meth:`BudgetedKernelModel.grow_features`)."""
+        if not self._is_ovr():
+            return super().grow_features(n_features)
+        d_old, d_new = self.n_features_in_, int(n_features)
+        if d_new < d_old:
+            raise ValueError(f"n_features must be >= the model's {d_old}, got {n_features!r}")
+        if d_new == d_old:
+            return self
+        for binary in getattr(self, "estimators_", []):
+            if hasattr(binary, "classes_"):
+                binary._grow_arrays(d_new)
+                binary._pp.grow(d_new, 0, binary.rng_)  # no buffer: nothing is released
+        self.n_features_in_ = d_new
+        self._ovr_learn(self._pp.grow(d_new, self.shuffle_buffer, self.rng_))
+        return self
+
     # ------------------------------------------------------------------ prediction
     def decision_function(self, X):
         """(n,) float64 for binary models; (n, n_classes) one-vs-rest scores otherwise."""

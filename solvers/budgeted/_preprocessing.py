@@ -237,6 +237,15 @@ def guard_capacity(n_classes: int, n_features: int) -> int:
     return int(max(1, min(GUARD_RESERVOIR, per_class)))
 
 
+def _widen(X, d):
+    """Rows X (dense or CSR) with zero columns appended up to width d."""
+    if X.shape[1] >= d:
+        return X
+    if sp.issparse(X):
+        return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
+    return np.hstack([np.asarray(X, dtype=np.float64), np.zeros((X.shape[0], d - X.shape[1]))])
+
+
 def _stack(parts):
     return sp.vstack(parts, format="csr") if any(sp.issparse(p) for p in parts) else np.vstack(parts)
 
@@ -380,6 +389,51 @@ class Preprocessor:
             out_orig,
         )
         return out_X[:k], out_y[:k], out_orig[:k]
+
+    def grow(self, n_features: int, shuffle_buffer: int, rng) -> tuple[np.ndarray, np.ndarray] | None:
+        """Widen to ``n_features`` (sparse input whose largest index grew): the new features
+        are zeros in every held row and get offset 0, factor 1.
+
+        The buffer's byte bound (:data:`BUFFER_MAX_BYTES`) may now allow fewer rows (K of
+        ``shuffle_buffer``); the rows beyond it are taken out at random and returned as
+        as :meth:`feed` returns rows to learn (None when none; ``rng``: the model's).  Reservoirs of the run
+        guard that no longer fit their bound keep their first rows.
+        """
+        d_old, d_new = self.n_features, int(n_features)
+        if d_new <= d_old:
+            return None
+        pad = d_new - d_old
+        self.offset = np.concatenate([self.offset, np.zeros(pad)])
+        self.factor = np.concatenate([self.factor, np.ones(pad)])
+        self.window_parts = [(_widen(X, d_new), y) for X, y in self.window_parts]
+        m = int(self.state[S_BUF_N])
+        cap = (
+            min(self.buf_X.shape[0], buffer_capacity(int(shuffle_buffer), d_new))
+            if self.buf_X.shape[0]
+            else 0
+        )
+        released = None
+        if m > cap:
+            keep = np.zeros(m, dtype=bool)
+            keep[:cap] = True
+            rng.shuffle(keep)
+            released = (_widen(self.buf_X[:m][~keep], d_new), self.buf_y[:m][~keep].copy())
+            kept_X, kept_y = self.buf_X[:m][keep], self.buf_y[:m][keep]
+            m = cap
+        else:
+            kept_X, kept_y = self.buf_X[:m], self.buf_y[:m]
+        buf_X, buf_y = np.zeros((cap, d_new)), np.zeros(cap)
+        buf_X[:m, :d_old] = kept_X
+        buf_y[:m] = kept_y
+        self.buf_X, self.buf_y = buf_X, buf_y
+        self.state[S_BUF_N] = m
+        res = min(self.res_X.shape[1], guard_capacity(self.n_classes, d_new)) if self.guard else 0
+        res_X = np.zeros((self.n_classes, res, d_new))
+        res_X[:, :, :d_old] = self.res_X[:, :res]
+        self.res_X = res_X
+        np.minimum(self.res_n, res, out=self.res_n)
+        self.n_features = d_new
+        return None if released is None else self._pass(*released, rng, through_buffer=False)
 
     @property
     def pending(self) -> int:
