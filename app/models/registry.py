@@ -30,6 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from svmstream.app.errors import (
     BatchModelReadOnly,
@@ -38,14 +39,16 @@ from svmstream.app.errors import (
     ModelClosed,
     ModelNotFitted,
     ModelNotFound,
+    NumericalOverflow,
 )
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import LabelCodec
 from svmstream.app.models.config import BATCH_ALGORITHMS, MODEL_NAME_RE, ModelConfig, check_model_name
 from svmstream.app.models.factory import check_config, copy_estimator, make_estimator
-from svmstream.app.models.meters import PrequentialWindow, RateMeter, correct_predictions
+from svmstream.app.models.limits import check_config_limits, check_width, max_width
+from svmstream.app.models.meters import LabelRunMeter, PrequentialWindow, RateMeter, correct_predictions
 from svmstream.app.models.snapshots import SnapshotStore
-from svmstream.app.models.view import ModelView, estimator_stats
+from svmstream.app.models.view import ModelView, check_finite, estimator_stats
 from svmstream.app.settings import Settings
 
 log = logging.getLogger("svmstream.registry")
@@ -62,17 +65,20 @@ class ModelHandle:
         estimator: Any | None = None,
         version: int = 0,
         n_features: int | None = None,
+        n_features_fixed: bool | None = None,
         extra: dict[str, Any] | None = None,
-        max_pending: int = 8,
-        metrics_window: int = 10_000,
-        rate_window_s: float = 10.0,
+        settings: Settings | None = None,
     ):
+        settings = settings if settings is not None else Settings()
         self.name = name
         self.config = config
+        self.settings = settings
         self.codec = LabelCodec(config.classes)
-        self.max_pending = max_pending
+        self.max_pending = settings.max_pending_batches
         self._est = copy_estimator(estimator) if estimator is not None else None
         self._n_features = n_features if n_features is not None else config.n_features
+        # sparse input widens a model until dense rows or a declared n_features fix d
+        self._fixed = bool(config.n_features is not None if n_features_fixed is None else n_features_fixed)
         self._lock = threading.Lock()
         self._pending = 0
         self._closed = False
@@ -86,10 +92,13 @@ class ModelHandle:
             n_features=self._n_features,
             stats=estimator_stats(estimator),
             extra=dict(extra or {}),
+            n_features_fixed=self._fixed,
         )
         # learning metrics, written by the learner thread
-        self.prequential = PrequentialWindow(metrics_window)
-        self.rate = RateMeter(rate_window_s)
+        self.prequential = PrequentialWindow(settings.metrics_window)
+        self.rate = RateMeter(settings.rate_window_s)
+        self.label_runs = LabelRunMeter(settings.label_run_window)
+        self.overflows = 0
         self.created_at = time.time()
         # set by a stream consumer: () -> dict of stream figures for info() and /metrics
         self.stream_status: Callable[[], dict[str, Any]] | None = None
@@ -103,6 +112,16 @@ class ModelHandle:
         return self._n_features
 
     @property
+    def n_features_fixed(self) -> bool:
+        return self._fixed
+
+    def growth_limit(self) -> int | None:
+        """The widest sparse rows this model accepts now (None: its dimension is fixed)."""
+        if self._fixed or self.config.algorithm in BATCH_ALGORITHMS:
+            return None
+        return max_width(self.config, self.settings)
+
+    @property
     def pending(self) -> int:
         return self._pending
 
@@ -110,47 +129,119 @@ class ModelHandle:
     def closed(self) -> bool:
         return self._closed
 
-    def submit(self, X, y: np.ndarray, *, declared: int | None = None, extra: dict | None = None) -> Future:
+    def _read_only(self) -> BatchModelReadOnly | None:
+        if self.config.algorithm not in BATCH_ALGORITHMS:
+            return None
+        return BatchModelReadOnly(
+            f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); "
+            "it does not learn online (train a new one with POST /jobs)"
+        )
+
+    def submit(
+        self,
+        X,
+        y: np.ndarray,
+        *,
+        declared: int | None = None,
+        extra: dict | None = None,
+        sparse: bool | None = None,
+    ) -> Future:
         """Queue a validated batch; returns a future resolving to the new :class:`ModelView`.
+
+        ``sparse`` (default: whether X is a CSR matrix) says the rows came as sparse
+        ``{index: value}`` objects: they may widen a model whose dimension is not fixed.
 
         Raises
         ------
         InvalidInput
-            Dimension mismatch (the first accepted batch fixes ``d``).
+            Dimension mismatch (dense rows and a declared ``n_features`` fix ``d``), or a
+            dimension over ``max_features`` / ``max_model_bytes`` (see :mod:`.limits`).
         LearnerBusy, ModelClosed (also BatchModelReadOnly for a batch-trained model)
         """
-        if self.config.algorithm in BATCH_ALGORITHMS:
-            raise BatchModelReadOnly(
-                f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); "
-                "it does not learn online (train a new one with POST /jobs)"
-            )
+        error = self._read_only()
+        if error is not None:
+            raise error
         if y.shape != (X.shape[0],):
             raise InvalidInput(f"y: has {y.shape[0]} labels for {X.shape[0]} examples in X", field="y")
+        sparse = sp.issparse(X) if sparse is None else bool(sparse)
         with self._lock:
             if self._closed:
                 raise ModelClosed(f"model {self.name!r} was deleted or replaced")
             if self._pending >= self.max_pending:
                 raise LearnerBusy(f"model {self.name!r} has {self._pending} batches queued; retry later")
-            X = conform(X, self._n_features, declared, self.name)
-            if self._n_features is None:
-                self._n_features = int(X.shape[1])
-            self._pending += 1
-            try:
-                return self._executor.submit(self._apply, X, y, extra)
-            except RuntimeError as exc:  # executor shut down
-                self._pending -= 1
-                raise ModelClosed(f"model {self.name!r} was deleted or replaced") from exc
+            d = self._n_features
+            if d is None or (sparse and not self._fixed and X.shape[1] > d):
+                check_width(X, self.config, self.settings, sparse)
+                d = max(int(X.shape[1]), d or 0)
+            X = conform(X, d, declared, self.name)
+            self._n_features = d
+            self._fixed = self._fixed or not sparse or declared is not None
+            return self._queue(self._apply, X, y, extra)
+
+    def submit_flush(self) -> Future:
+        """Queue a flush (learn every pending example now); returns a future of the new view.
+
+        Raises BatchModelReadOnly, LearnerBusy, ModelClosed."""
+        error = self._read_only()
+        if error is not None:
+            raise error
+        with self._lock:
+            if self._closed:
+                raise ModelClosed(f"model {self.name!r} was deleted or replaced")
+            if self._pending >= self.max_pending:
+                raise LearnerBusy(f"model {self.name!r} has {self._pending} batches queued; retry later")
+            return self._queue(self._flush)
+
+    def _queue(self, fn, *args) -> Future:
+        """Under the lock: count a pending batch and hand ``fn`` to the learner."""
+        self._pending += 1
+        try:
+            return self._executor.submit(fn, *args)
+        except RuntimeError as exc:  # executor shut down
+            self._pending -= 1
+            raise ModelClosed(f"model {self.name!r} was deleted or replaced") from exc
 
     def _apply(self, X, y: np.ndarray, extra: dict | None) -> ModelView:
-        """Learner thread: one ``partial_fit`` call, then publish a copy."""
+        """Learner thread: one ``partial_fit`` call (after widening the model if a sparse
+        batch grew ``d``), then publish a copy."""
+
+        def step(est):
+            if hasattr(est, "n_features_in_") and X.shape[1] > est.n_features_in_:
+                est.grow_features(X.shape[1])
+            est.partial_fit(X, y, classes=np.arange(len(self.codec.classes)))
+            return X
+
+        view = self._learn_step(step, extra, int(X.shape[0]))
+        if self.label_runs.add(y) and len(self.codec.classes) >= 2:
+            log.warning(
+                "model %r: the last %d examples received all have label %r: the source looks sorted by "
+                "label; the shuffle buffer and the run guard compensate, but shuffling the source is better",
+                self.name,
+                self.label_runs.window,
+                self.codec.classes[self.label_runs.label],
+            )
+        return view
+
+    def _flush(self) -> ModelView:
+        """Learner thread: ``flush()`` the estimator (nothing to do before the first batch)."""
+        if self._est is None:
+            with self._lock:
+                self._pending -= 1
+            return self.view
+        return self._learn_step(lambda est: est.flush() and None, None, 0)
+
+    def _learn_step(self, step, extra: dict | None, n_received: int) -> ModelView:
+        """Run ``step(estimator)`` on the private estimator, check it stayed finite, update the
+        meters and publish; on any error rebuild the estimator from the last published view."""
         try:
             est = self._est if self._est is not None else make_estimator(self.config)
-            est.partial_fit(X, y, classes=np.arange(len(self.codec.classes)))
+            probe = step(est)
             self._est = est
-            margins = getattr(est, "last_margins_", None)
-            if margins is not None and len(margins) == len(y):
-                self.prequential.add(correct_predictions(margins, y))
-            self.rate.add(len(y))
+            check_finite(est, probe)
+            margins, learned = getattr(est, "last_margins_", None), getattr(est, "last_y_", None)
+            if margins is not None and learned is not None and len(margins) == len(learned):
+                self.prequential.add(correct_predictions(margins, np.asarray(learned, dtype=np.int64)))
+            self.rate.add(n_received)
             old = self.view
             view = ModelView(
                 name=self.name,
@@ -158,16 +249,19 @@ class ModelHandle:
                 codec=self.codec,
                 estimator=copy_estimator(est),
                 version=old.version + 1,
-                n_features=int(X.shape[1]),
+                n_features=getattr(est, "n_features_in_", old.n_features),
                 stats=estimator_stats(est),
                 extra={**old.extra, **extra} if extra else old.extra,
+                n_features_fixed=self._fixed,
             )
             self.view = view
             return view
-        except BaseException:
-            log.exception(
-                "model %r: learning a batch of %d examples failed; model rolled back", self.name, X.shape[0]
-            )
+        except BaseException as exc:
+            if isinstance(exc, NumericalOverflow):
+                self.overflows += 1
+                log.error("model %r: %s; model rolled back", self.name, exc)
+            else:
+                log.exception("model %r: learning a batch of %d examples failed; model rolled back", self.name, n_received)
             published = self.view.estimator
             self._est = copy_estimator(published) if published is not None else None
             raise
@@ -195,6 +289,9 @@ class ModelHandle:
             "prequential_accuracy": self.prequential.accuracy(),
             "prequential_window": self.prequential.count(),
             "prequential_window_size": self.prequential.size,
+            "single_label_run": self.label_runs.length,
+            "single_label_runs": self.label_runs.detections,
+            "numerical_overflows": self.overflows,
         }
         if self.stream_status is not None:
             try:
@@ -213,6 +310,7 @@ class ModelHandle:
             "budget": self.config.budget,
             "config": self.config.to_json(),
             "n_features": self._n_features,
+            "n_features_fixed": self._fixed,
             "fitted": view.estimator is not None,
             **stats,
             "version": view.version,
@@ -275,7 +373,10 @@ class Registry:
         return ModelConfig.model_validate(merged)
 
     def check_config(self, config: ModelConfig) -> None:
-        """See :func:`svmstream.app.models.factory.check_config` (raises ValueError)."""
+        """The size guards (:func:`svmstream.app.models.limits.check_config_limits`, raises
+        :class:`InvalidInput` naming the field), then the estimator's own checks
+        (:func:`svmstream.app.models.factory.check_config`, raises ValueError)."""
+        check_config_limits(config, self.settings)
         check_config(config)
 
     def create(
@@ -283,7 +384,7 @@ class Registry:
     ) -> tuple[ModelHandle, bool]:
         """Create (or replace) model ``name``; returns ``(handle, replaced)``.
 
-        ``state`` (``estimator``, ``version``, ``n_features``, ``extra``) restores a saved
+        ``state`` (``estimator``, ``version``, ``n_features``, ``n_features_fixed``, ``extra``) restores a saved
         model.  With ``snapshot`` the new model is written at once, so that a replaced
         model cannot come back from an older file after a restart.
 
@@ -296,9 +397,7 @@ class Registry:
         handle = ModelHandle(
             name,
             config,
-            max_pending=self.settings.max_pending_batches,
-            metrics_window=self.settings.metrics_window,
-            rate_window_s=self.settings.rate_window_s,
+            settings=self.settings,
             **state,
         )
         with self._lock:
@@ -356,6 +455,13 @@ class Registry:
         """
         return self.get(name).submit(X, y, declared=declared, extra=extra)
 
+    def flush(self, name: str) -> Future:
+        """Queue a flush of model ``name``: learn every pending example (warm-up window and
+        shuffle buffer) now.  Returns a future of the published view.
+
+        Raises ModelNotFound, BatchModelReadOnly, LearnerBusy, ModelClosed."""
+        return self.get(name).submit_flush()
+
     def predict(self, name: str, X, declared: int | None = None) -> tuple[ModelView, np.ndarray]:
         """Decision values of the current published view of ``name``.
 
@@ -365,7 +471,7 @@ class Registry:
 
         Raises
         ------
-        ModelNotFound, ModelNotFitted, InvalidInput
+        ModelNotFound, ModelNotFitted, ModelWarmingUp (409), InvalidInput
         """
         view = self.get(name).view
         if view.estimator is None:
@@ -395,6 +501,7 @@ class Registry:
                 version=view.version,
                 n_features=view.n_features,
                 extra=view.extra,
+                n_features_fixed=view.n_features_fixed,
             )
             handle.saved_version = view.version
             handle.last_snapshot_time = saved_at
@@ -448,6 +555,7 @@ class Registry:
                 estimator=found.estimator,
                 version=found.version,
                 n_features=found.n_features,
+                n_features_fixed=found.n_features_fixed,
                 extra=found.extra,
             )
             handle.saved_version = found.version
