@@ -118,9 +118,7 @@ class ModelConfig(BaseModel):
         description="RBF kernel width: k(x,x') = exp(-gamma ||x-x'||^2); "
         '"scale": 1/(d Var) of the scaled warm-up window',
     )
-    C: float | None = Field(
-        1.0, gt=0, le=C_MAX, description="SVM C; lambda = 1/(C n) unless lambda is given"
-    )
+    C: float | None = Field(1.0, gt=0, le=C_MAX, description="SVM C; lambda = 1/(C n) unless lambda is given")
     lambda_: float | None = Field(
         None, alias="lambda", ge=LAMBDA_MIN, description="regularisation lambda (overrides C)"
     )

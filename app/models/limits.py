@@ -95,6 +95,8 @@ def check_width(X, config: ModelConfig, settings: Settings, sparse: bool) -> Non
             i = int(np.searchsorted(X.indptr, pos, side="right") - 1)
             index = int(X.indices[pos])
             reason = size_message(config, index + 1, settings)
-            raise InvalidInput(f"X[{i}]: feature index {index} is out of range: {reason}", field=f"X[{i}]", index=i)
+            raise InvalidInput(
+                f"X[{i}]: feature index {index} is out of range: {reason}", field=f"X[{i}]", index=i
+            )
     reason = size_message(config, int(X.shape[1]), settings)
     raise InvalidInput(f"X[0]: has {X.shape[1]} features: {reason}", field="X[0]", index=0)

@@ -89,7 +89,9 @@ def estimator_stats(est) -> dict[str, Any]:
 
 
 def _float_or_none(value) -> float | None:
-    return float(value) if isinstance(value, (int, float, np.floating)) and not isinstance(value, bool) else None
+    return (
+        float(value) if isinstance(value, (int, float, np.floating)) and not isinstance(value, bool) else None
+    )
 
 
 @dataclass(frozen=True)

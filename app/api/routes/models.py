@@ -22,7 +22,9 @@ def validation_error(exc: ValidationError) -> InvalidInput:
     err = exc.errors()[0]
     loc = err.get("loc", ())
     # the field, then list positions; not the member tags of a union (gamma: number or "scale")
-    field = ".".join(str(part) for part in loc[:1] + tuple(p for p in loc[1:] if isinstance(p, int))) or "body"
+    field = (
+        ".".join(str(part) for part in loc[:1] + tuple(p for p in loc[1:] if isinstance(p, int))) or "body"
+    )
     return InvalidInput(f"{field}: {err.get('msg', 'invalid value')}", field=field)
 
 
@@ -100,7 +102,9 @@ async def flush_model(name: str, registry: RegistryDep) -> OrjsonResponse:
     trained by a batch job."""
     before = registry.get(name).view.stats.get("pending", 0)
     view = await applied(registry.flush(name))
-    return OrjsonResponse({"model": name, "flushed": before - view.stats.get("pending", 0), **learn_figures(view)})
+    return OrjsonResponse(
+        {"model": name, "flushed": before - view.stats.get("pending", 0), **learn_figures(view)}
+    )
 
 
 @router.delete(
