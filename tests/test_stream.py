@@ -447,8 +447,8 @@ def test_replay_produces_the_file_in_order_in_each_format(redis_server, tmp_path
     for fmt in ("xb", "dense", "sparse"):
         name = unique(f"replay-{fmt}")
         result = run_stream_replay(
-            str(path), redis_server.url, model=name, batch=400, fmt=fmt, progress=False
-        )
+            str(path), redis_server.url, model=name, batch=400, fmt=fmt, progress=False, shuffle_seed=None
+        )  # file order (the default is shuffled)
         entries = r.xrange(f"svmstream:{name}:examples")
         assert result["examples"] == len(entries) == 1500
         assert [e[0].decode() for e in (entries[0], entries[-1])] == [result["first_id"], result["last_id"]]

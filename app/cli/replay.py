@@ -106,8 +106,8 @@ def _ensure_model(client, model: str, hyper: dict[str, Any], X, y, file: str, ou
     """Create, continue or replace the model, and say which; returns ``(info, X, y)`` with X
     re-read at the model's d if wider.
 
-    * no such model: ``PUT /models/{model}`` with ``hyper``, the file's dimension and labels
-      ("created");
+    * no such model: ``PUT /models/{model}`` with ``hyper``, the file's dimension and labels,
+      and ``n_samples`` = the file's rows unless ``lambda``/``n_samples`` is given ("created");
     * an existing model and no ``hyper``, or ``hyper`` equal to its configuration: continue it
       ("continued (n_seen=...)");
     * an existing model whose configuration differs from ``hyper``: replace it with ``replace``
@@ -125,6 +125,8 @@ def _ensure_model(client, model: str, hyper: dict[str, Any], X, y, file: str, ou
             "replace it with a new model, or give no hyperparameters to continue it"
         )
     if existing is None or differs:
+        if "n_samples" not in body and "lambda" not in body:
+            body["n_samples"] = int(n)  # the stream's length is known: lambda = 1/(C n)
         body["n_features"] = int(d)
         if len(labels) > 2:
             raise ReplayError(f"{file} has {len(labels)} distinct labels; the service's models are binary")
@@ -192,8 +194,8 @@ def run_replay(
     """Replay a LIBSVM file into a running service; optionally score a test file.
 
     The model is created, continued or replaced as :func:`_ensure_model` says (a new model
-    gets ``n_features`` = the file's dimension and ``classes`` = its two labels; λ follows the
-    documented default unless ``lambda``/``C``/``n_samples`` are given).  Batches are sent in
+    gets ``n_features`` = the file's dimension, ``classes`` = its two labels and
+    ``n_samples`` = its rows unless ``lambda`` or ``n_samples`` is given).  Batches are sent in
     a permutation per pass drawn from ``numpy.random.default_rng(shuffle_seed)`` (the
     default, seed 0), or in file order with ``shuffle_seed=None``, with one request in
     flight while the next body is being prepared, so the order of application is

@@ -56,6 +56,8 @@ Gamma = Annotated[float, Field(gt=0)] | Literal["scale"]
 #: The largest C and the smallest lambda the solvers accept (the step 1/(lambda t) overflows beyond).
 C_MAX = 1e10
 LAMBDA_MIN = 1e-12
+#: n in lambda = 1/(C n) for a stream of unknown length (no n_samples): C = 1 gives 1e-4.
+REFERENCE_N = 10_000
 #: The solvers' defaults of the streaming preprocessing.
 DEFAULT_WARMUP = 1000
 DEFAULT_SHUFFLE_BUFFER = 20_000

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from svmstream.app.errors import InvalidInput
-from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
+from svmstream.app.models.config import BATCH_ALGORITHMS, LAMBDA_MIN, REFERENCE_N, ModelConfig
 from svmstream.app.settings import MIB, Settings
 from svmstream.solvers import model_bytes
 
@@ -53,6 +53,15 @@ def check_config_limits(config: ModelConfig, settings: Settings) -> None:
     """Raises :class:`InvalidInput` naming ``budget`` or ``n_features`` for a model over a limit."""
     if config.algorithm in BATCH_ALGORITHMS:
         return
+    if config.lambda_ is None and config.C is not None:
+        n = config.n_samples if config.n_samples is not None else REFERENCE_N
+        lam = 1.0 / (config.C * n)
+        if lam < LAMBDA_MIN:
+            raise InvalidInput(
+                f"C: C = {config.C:g} with n = {n} gives lambda = 1/(C n) = {lam:.3g} < {LAMBDA_MIN:g}, "
+                "which overflows the step size 1/(lambda t); lower C, or give n_samples or lambda",
+                field="C",
+            )
     if config.budget > settings.max_budget:
         raise InvalidInput(
             f"budget: {config.budget} exceeds max_budget = {settings.max_budget}", field="budget"
