@@ -193,14 +193,11 @@ def run_replay(
 ) -> dict[str, Any]:
     """Replay a LIBSVM file into a running service; optionally score a test file.
 
-    The model is created, continued or replaced as :func:`_ensure_model` says (a new model
-    gets ``n_features`` = the file's dimension, ``classes`` = its two labels and
-    ``n_samples`` = its rows unless ``lambda`` or ``n_samples`` is given).  Batches are sent in
-    a permutation per pass drawn from ``numpy.random.default_rng(shuffle_seed)`` (the
-    default, seed 0), or in file order with ``shuffle_seed=None``, with one request in
-    flight while the next body is being prepared, so the order of application is
-    deterministic; at the end ``POST /models/{model}/flush`` learns what the warm-up window
-    and the shuffle buffer still hold.  ``token`` is sent as ``Authorization: Bearer``.
+    The model is created, continued or replaced as :func:`_ensure_model` says.  Batches go in
+    a permutation per pass from ``numpy.random.default_rng(shuffle_seed)`` (file order with
+    ``shuffle_seed=None``), one request in flight while the next body is built (a
+    deterministic order); then ``POST /models/{model}/flush`` learns what is still pending.
+    ``token`` is sent as ``Authorization: Bearer``.
 
     Returns
     -------
@@ -321,9 +318,8 @@ def run_stream_replay(
 
     With ``url`` the model is first created/checked as in :func:`run_replay`; with ``wait``
     (needs ``url``) the call returns once the service's consumer has applied the whole
-    stream (the model's ``stream.last_applied_id`` reaches the last entry produced, or no
-    entry is left undelivered or pending) and flushes the model (``POST /models/{model}/flush``),
-    then ``test`` is scored through ``/predict``.
+    stream (``stream.last_applied_id`` reaches the last entry, or nothing is left undelivered
+    or pending) and flushed the model; then ``test`` is scored through ``/predict``.
 
     Returns
     -------
@@ -331,10 +327,7 @@ def run_stream_replay(
         ``examples``, ``seconds``, ``examples_per_s`` (production), ``first_id``/``last_id``,
         and, with ``wait``, ``applied_seconds`` and the model info.
 
-    Raises
-    ------
-    ReplayError
-        On a service error; redis-py errors propagate.
+    Raises ReplayError on a service error; redis-py errors propagate.
     """
     hyper = {k: v for k, v in (hyper or {}).items() if v is not None}
     X, y = _load(file)
