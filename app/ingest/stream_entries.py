@@ -316,6 +316,8 @@ def _dense_batch(entries: _Entries, good: np.ndarray, d: int, parts: list, spars
     row_of[good] = np.arange(good.size)
     X = np.empty((good.size, d), dtype=np.float64)
     for kind, pos, arr in parts:
+        if not pos.size:  # (an all-sparse batch may be wider than the model's d)
+            continue
         sel = kinds[pos] == kind
         X[row_of[pos[sel]]] = arr[sel]
     for i, (ix, val) in sparse.items():
