@@ -16,6 +16,8 @@ class                      status  meaning
 :class:`Unauthorized`      401     missing or wrong bearer token
 :class:`ModelNotFound`     404     no model of that name
 :class:`ModelNotFitted`    409     the model has not learned from any example yet
+:class:`ModelWarmingUp`    409     the model's warm-up window is still open
+:class:`NumericalOverflow` 422     a batch made the model non-finite (rolled back)
 :class:`ModelClosed`       409     the model was deleted or replaced meanwhile
 :class:`BatchModelReadOnly` 409    ``learn`` on a batch-trained model
 :class:`LearnerBusy`       429     too many batches queued for the model
@@ -99,6 +101,15 @@ class ModelNotFitted(ServiceError, RuntimeError):
     """The model has not learned from any example yet (HTTP 409)."""
 
     default_status = 409
+
+
+class ModelWarmingUp(ModelNotFitted):
+    """The model's warm-up window is still open: no predictions yet (HTTP 409)."""
+
+
+class NumericalOverflow(InvalidInput):
+    """A batch made the model's margins or coefficients non-finite; the model was rolled
+    back (HTTP 422; a stream entry goes to the dead-letter stream)."""
 
 
 class ModelClosed(ServiceError, RuntimeError):

@@ -8,7 +8,7 @@ All settings are read from environment variables with the prefix ``SVMSTREAM_``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     create_default_model: bool = True
     default_algorithm: str = "bsgd"
     default_budget: int = Field(500, ge=1)
-    default_gamma: float = Field(1.0, gt=0)
+    default_gamma: float | Literal["scale"] = "scale"
     default_c: float | None = Field(1.0, gt=0)
     default_lambda: float | None = Field(None, gt=0)
     default_n_samples: int | None = Field(None, ge=1)
@@ -56,6 +56,22 @@ class Settings(BaseSettings):
     default_eta: float = Field(1.0, gt=0)
     default_radius: float | None = Field(None, gt=0)
     default_fit_intercept: bool = False
+    default_scaling: str = "auto"
+    default_warmup: int = Field(1000, ge=0)
+    default_shuffle_buffer: int = Field(20_000, ge=0)
+    default_run_guard: bool = True
+
+    # ---------------------------------------------------------------- guards (docs/defaults.md)
+    max_budget: int = Field(100_000, ge=2)
+    """The largest budget B a model may have (422 beyond)."""
+    max_features: int = Field(2**20, ge=1)
+    """The largest input dimension d: a sparse feature index must be below it (422 beyond)."""
+    max_model_bytes: int = Field(256 * MIB, ge=1)
+    """The largest estimated size of a model's arrays (SVs B x d x 8 bytes, shuffle buffer,
+    run guard); checked before anything is allocated (422 beyond)."""
+    label_run_window: int = Field(1000, ge=1)
+    """A model warns (log and ``svmstream_single_label_runs_total``) when this many received
+    examples in a row have one label while it has two or more classes."""
 
     # ---------------------------------------------------------------- auth
     api_token: SecretStr | None = None
@@ -159,6 +175,10 @@ class Settings(BaseSettings):
             "eta": self.default_eta,
             "radius": self.default_radius,
             "fit_intercept": self.default_fit_intercept,
+            "scaling": self.default_scaling,
+            "warmup": self.default_warmup,
+            "shuffle_buffer": self.default_shuffle_buffer,
+            "run_guard": self.default_run_guard,
         }
 
     def token(self) -> str | None:

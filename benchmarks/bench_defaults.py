@@ -142,7 +142,7 @@ def baselines(X, y, Xt, yt, sparse: bool, seed: int) -> dict:
     out["svc_%"] = 100 * float(np.mean(svc.predict(_int32(Xt)) == yt))
     out["svc_rows"] = Xs.shape[0]
     pipe = make_pipeline(
-        StandardScaler(with_mean=not sparse),
+        StandardScaler(with_mean=not (sparse or sp.issparse(X))),  # LIBSVM files load as CSR
         Nystroem(n_components=500, random_state=seed),
         SGDClassifier(loss="hinge", random_state=seed),
     )

@@ -92,7 +92,10 @@ class Server:
     def __init__(self, snapshot_dir: Path, *args: str, env: dict | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        # the repository first, but a PYTHONPATH already set (e.g. a worktree's package
+        # symlinks) keeps precedence over it
+        path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))
+        full_env = {**os.environ, "PYTHONPATH": path, **(env or {})}
         self.proc = subprocess.Popen(
             [
                 sys.executable,

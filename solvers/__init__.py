@@ -14,15 +14,20 @@ sets below are the single source the service's schemas and the CLI read.
 from ._params import (
     BATCH_ALGORITHMS,
     BUDGET_MIN,
+    C_MAX,
+    DEFAULT_SHUFFLE_BUFFER,
+    DEFAULT_WARMUP,
     KERNELS,
+    LAMBDA_MIN,
     MAINTENANCE,
     MERGE_SOLVERS,
     ONLINE_ALGORITHMS,
     SAMPLINGS,
+    SCALINGS,
     SCHEDULES,
     SELECTIONS,
 )
-from .budgeted import BudgetedSCAClassifier, BudgetedSGDClassifier
+from .budgeted import BudgetedSCAClassifier, BudgetedSGDClassifier, WarmingUp, model_bytes
 from .exact import DCSVMClassifier
 from .exceptions import Cancelled
 from .linear import LinearDualCDClassifier
@@ -30,11 +35,16 @@ from .linear import LinearDualCDClassifier
 __all__ = [
     "BATCH_ALGORITHMS",
     "BUDGET_MIN",
+    "C_MAX",
+    "DEFAULT_SHUFFLE_BUFFER",
+    "DEFAULT_WARMUP",
     "KERNELS",
+    "LAMBDA_MIN",
     "MAINTENANCE",
     "MERGE_SOLVERS",
     "ONLINE_ALGORITHMS",
     "SAMPLINGS",
+    "SCALINGS",
     "SCHEDULES",
     "SELECTIONS",
     "BudgetedSCAClassifier",
@@ -42,4 +52,6 @@ __all__ = [
     "Cancelled",
     "DCSVMClassifier",
     "LinearDualCDClassifier",
+    "WarmingUp",
+    "model_bytes",
 ]

@@ -35,6 +35,7 @@ def _app(tmp_path, **kw) -> TestClient:
         warm_up=False,
         api_token=TOKEN,
         default_n_samples=100,
+        default_warmup=0,  # the first batch closes the warm-up window: predictions right away
         **kw,
     )
     return TestClient(create_app(settings))
@@ -57,6 +58,7 @@ def test_mutating_routes_need_the_token_and_change_nothing_without_it(tmp_path):
                 ("PUT", "/models/other", {"budget": 5}),
                 ("PUT", "/models/default", {"budget": 5}),
                 ("DELETE", "/models/default", None),
+                ("POST", "/models/default/flush", None),
             ):
                 r = c.request(method, path, json=body, headers=headers)
                 assert r.status_code == 401, (method, path, headers, r.text)

@@ -26,6 +26,11 @@ def shared_server(tmp_path_factory):
             server.terminate()
 
 
+#: the raw step (no scaling, warm-up window, shuffle buffer or run guard) for the tests that pin
+#: numerics or need predictions from the first batch on
+RAW = {"scaling": "none", "warmup": 0, "shuffle_buffer": 0, "run_guard": False}
+RAW_ARGS = ("--scaling", "none", "--warmup", "0", "--shuffle-buffer", "0", "--no-run-guard")
+
 BC_MODEL = {
     "budget": 40,
     "gamma": 0.03,
@@ -33,6 +38,7 @@ BC_MODEL = {
     "n_samples": 569,
     "classes": ["benign", "malignant"],
     "random_state": 1,
+    **RAW,
 }
 
 
@@ -133,6 +139,7 @@ def test_sigkill_mid_replay_then_restart_keeps_learning(start_server, tmp_path):
             "1.0",
             "--C",
             "10",
+            *RAW_ARGS,
             "--no-progress",
         ],
         cwd=REPO,
@@ -254,7 +261,7 @@ def test_server_keeps_answering_while_a_batch_is_learned(shared_server):
     applied: learning runs off the event loop and never blocks it."""
     X, y = two_moons_like(25_000, d=10, seed=9)
     with shared_server.client() as c:
-        assert c.put("/models/busy", json={"budget": 800, "gamma": 0.5, "C": 1.0}).status_code == 201
+        assert c.put("/models/busy", json={"budget": 800, "gamma": 0.5, "C": 1.0, **RAW}).status_code == 201
         assert (
             c.post("/learn", json={"model": "busy", "X": X[:500].tolist(), "y": y[:500].tolist()}).status_code
             == 200

@@ -73,7 +73,9 @@ def app_client(tmp_path_factory):
         yield c
 
 
-CFG = {"budget": 25, "gamma": 1.0, "C": 10.0, "n_samples": 1000, "random_state": 0}
+# the raw step (no warm-up window, buffer or guard): each request's rows are the rows learned
+RAW = {"scaling": "none", "warmup": 0, "shuffle_buffer": 0, "run_guard": False}
+CFG = {"budget": 25, "gamma": 1.0, "C": 10.0, "n_samples": 1000, "random_state": 0, **RAW}
 
 
 def test_prequential_accuracy_and_prometheus_metrics_match_a_direct_computation(app_client):
@@ -137,3 +139,24 @@ def test_prequential_accuracy_and_prometheus_metrics_match_a_direct_computation(
         == 3
     )
     assert "svmstream_stream_lag_entries" not in {s.name for f in families.values() for s in f.samples}
+
+
+def test_prequential_accuracy_with_the_defaults_scores_the_examples_actually_learned(app_client):
+    """With the warm-up window and the shuffle buffer, a request's rows are not the rows its
+    partial_fit learns: the service scores last_margins_ against last_y_ (the learned ones)."""
+    c = app_client
+    cfg = {"budget": 25, "random_state": 0, "warmup": 200, "shuffle_buffer": 300}
+    assert c.put("/models/pd", json=cfg).status_code == 201
+    X, y = two_moons_like(1500, d=5, seed=5)
+    est = make_estimator(ModelConfig.model_validate({**cfg, "classes": [-1, 1]}))
+    outcomes = []
+    for start in range(0, 1500, 100):
+        Xb, yb = X[start : start + 100], y[start : start + 100]
+        r = c.post("/learn", json={"model": "pd", "X": Xb.tolist(), "y": yb.tolist()})
+        est.partial_fit(Xb, (yb == 1).astype(np.int64), classes=np.arange(2))
+        assert r.status_code == 200 and r.json()["buffered"] == est.n_pending_
+        outcomes.extend(correct_predictions(est.last_margins_, est.last_y_).tolist())
+    assert 0 < len(outcomes) < 1500  # the buffer still holds some
+    metrics = c.get("/models/pd").json()["metrics"]
+    assert metrics["prequential_accuracy"] == pytest.approx(float(np.mean(outcomes[-300:])), abs=1e-12)
+    assert metrics["prequential_accuracy"] > 0.7

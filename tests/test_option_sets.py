@@ -22,3 +22,15 @@ def test_config_literals_equal_the_solver_option_sets():
     assert _literal(config.Maintenance) == set(solvers.MAINTENANCE)
     assert _literal(config.MergeSolver) == set(solvers.MERGE_SOLVERS)
     assert _literal(config.Schedule) == set(solvers.SCHEDULES)
+    assert _literal(config.Scaling) == set(solvers.SCALINGS)
+
+
+def test_config_bounds_and_defaults_equal_the_solvers():
+    from svmstream.solvers._params import REFERENCE_N
+
+    assert (config.C_MAX, config.LAMBDA_MIN) == (solvers.C_MAX, solvers.LAMBDA_MIN)
+    assert (config.DEFAULT_WARMUP, config.DEFAULT_SHUFFLE_BUFFER) == (
+        solvers.DEFAULT_WARMUP,
+        solvers.DEFAULT_SHUFFLE_BUFFER,
+    )
+    assert config.REFERENCE_N == REFERENCE_N

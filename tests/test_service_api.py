@@ -31,6 +31,11 @@ def client(tmp_path_factory):
         default_gamma=1.0,
         default_c=10.0,
         default_n_samples=300,
+        # the numerics these tests pin: raw features, no warm-up window, buffer or run guard
+        default_scaling="none",
+        default_warmup=0,
+        default_shuffle_buffer=0,
+        default_run_guard=False,
     )
     with TestClient(create_app(settings)) as c:
         r = c.post("/learn", json={"X": X0.tolist(), "y": Y0.tolist()})

@@ -17,7 +17,9 @@ from svmstream.app.settings import Settings
 from svmstream.solvers.persistence import CorruptStateError, encode_state
 from tests.conftest import two_moons_like
 
-CFG = ModelConfig(budget=30, gamma=1.0, C=10.0, n_samples=600, random_state=7)
+#: the raw step these tests pin: no scaling, warm-up window, shuffle buffer or run guard
+RAW = dict(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
+CFG = ModelConfig(budget=30, gamma=1.0, C=10.0, n_samples=600, random_state=7, **RAW)
 
 
 def _registry(tmp_path, keep: int = 3) -> Registry:
@@ -70,7 +72,7 @@ def test_published_views_are_immutable(tmp_path, data):
 def test_predict_does_not_wait_for_the_learner(tmp_path):
     X, y = two_moons_like(40_000, d=10, seed=2)
     reg = _registry(tmp_path)
-    reg.create("m", ModelConfig(budget=200, gamma=0.5, C=1.0))
+    reg.create("m", ModelConfig(budget=200, gamma=0.5, C=1.0, **RAW))
     reg.learn("m", X[:200], (y[:200] > 0).astype(np.int64)).result()
     future = reg.learn("m", X, (y > 0).astype(np.int64))  # ~1 s of solver work
     view, decision = reg.predict("m", X[:500])
@@ -286,7 +288,7 @@ def test_wide_sparse_batches_learn_like_dense_ones(tmp_path):
     dense = np.where(rng.random((400, 1500)) < 0.01, rng.normal(size=(400, 1500)), 0.0)
     y = (dense[:, :750].sum(axis=1) > dense[:, 750:].sum(axis=1)).astype(np.int64)
     reg = _registry(tmp_path)
-    cfg = ModelConfig(budget=50, gamma=0.2, C=10.0, n_samples=400, random_state=1, n_features=1500)
+    cfg = ModelConfig(budget=50, gamma=0.2, C=10.0, n_samples=400, random_state=1, n_features=1500, **RAW)
     reg.create("dense", cfg)
     reg.create("sparse", cfg)
     _learn(reg, "dense", dense, y)

@@ -447,8 +447,8 @@ def test_replay_produces_the_file_in_order_in_each_format(redis_server, tmp_path
     for fmt in ("xb", "dense", "sparse"):
         name = unique(f"replay-{fmt}")
         result = run_stream_replay(
-            str(path), redis_server.url, model=name, batch=400, fmt=fmt, progress=False
-        )
+            str(path), redis_server.url, model=name, batch=400, fmt=fmt, progress=False, shuffle_seed=None
+        )  # file order (the default is shuffled)
         entries = r.xrange(f"svmstream:{name}:examples")
         assert result["examples"] == len(entries) == 1500
         assert [e[0].decode() for e in (entries[0], entries[-1])] == [result["first_id"], result["last_id"]]
@@ -458,3 +458,23 @@ def test_replay_produces_the_file_in_order_in_each_format(redis_server, tmp_path
         np.testing.assert_array_equal(batch.X, expected)
         np.testing.assert_array_equal(batch.y, (yf == 1).astype(np.int64))
         assert (b"xb" in entries[0][1]) == (fmt == "xb")
+
+
+def test_sparse_entries_widen_a_model_whose_dimension_is_not_fixed():
+    """With ``grow_to`` (a model that sparse input may widen), an all-sparse batch takes the
+    largest index + 1 as its width up to the limit; a dense entry in the batch fixes d."""
+    codec = LabelCodec([-1, 1])
+    entries = [
+        {b"y": b"1", b"x": b'{"0": 1}'},
+        {b"y": b"-1", b"x": b'{"7": 2}'},
+        {b"y": b"1", b"x": b'{"50": 1}'},
+    ]
+    batch = parse_stream_entries(entries, codec, n_features=4, model="m", grow_to=10)
+    assert batch.good.tolist() == [0, 1] and batch.sparse and batch.X.shape == (2, 8)
+    assert dict(batch.rejected)[2].startswith(
+        "x: feature index 50 is out of range: the model may grow to at most 10"
+    )
+    mixed = [*entries[:2], {b"y": b"1", b"x": b"[1, 2, 3, 4]"}]
+    batch = parse_stream_entries(mixed, codec, n_features=4, model="m", grow_to=10)
+    assert batch.good.tolist() == [0, 2] and not batch.sparse and batch.X.shape == (2, 4)
+    assert dict(batch.rejected)[1].startswith("x: feature index 7 is out of range: the model expects 4")

@@ -23,6 +23,8 @@ from tests.test_stream import good_entries, produce, stream_settings, streaming,
 
 X, Y = two_moons_like(600, d=4, seed=21)
 PROBE = two_moons_like(50, d=4, seed=22)[0]
+#: the raw step these tests compare with a direct estimator: no scaling, window, buffer or guard
+RAW = {"scaling": "none", "warmup": 0, "shuffle_buffer": 0, "run_guard": False}
 BSCA = {
     "algorithm": "bsca",
     "budget": 30,
@@ -32,6 +34,7 @@ BSCA = {
     "random_state": 0,
     "maintenance": "merge",
     "merge_solver": "lookup-wd",
+    **RAW,
 }
 
 
@@ -115,7 +118,7 @@ def test_bsca_model_learns_predicts_snapshots_and_restores_over_http(tmp_path):
     ],
 )
 def test_bsgd_options_reach_the_solver(tmp_path, options):
-    config = {"budget": 20, "gamma": 1.0, "C": 5.0, "n_samples": 600, "random_state": 0, **options}
+    config = {"budget": 20, "gamma": 1.0, "C": 5.0, "n_samples": 600, "random_state": 0, **RAW, **options}
     with TestClient(create_app(_settings(tmp_path))) as c:
         r = c.put("/models/opt", json=config)
         assert r.status_code == 201, r.text

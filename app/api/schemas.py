@@ -13,7 +13,17 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from svmstream.app.models.config import Algorithm, Label, Maintenance, MergeSolver, Schedule
+from svmstream.app.models.config import (
+    C_MAX,
+    LAMBDA_MIN,
+    Algorithm,
+    Gamma,
+    Label,
+    Maintenance,
+    MergeSolver,
+    Scaling,
+    Schedule,
+)
 
 
 class ModelCreate(BaseModel):
@@ -24,9 +34,9 @@ class ModelCreate(BaseModel):
 
     algorithm: Algorithm | None = None
     budget: int | None = Field(None, ge=1)
-    gamma: float | None = Field(None, gt=0)
-    C: float | None = Field(None, gt=0)
-    lambda_: float | None = Field(None, alias="lambda", gt=0)
+    gamma: Gamma | None = None
+    C: float | None = Field(None, gt=0, le=C_MAX)
+    lambda_: float | None = Field(None, alias="lambda", ge=LAMBDA_MIN)
     n_samples: int | None = Field(None, ge=1)
     n_features: int | None = Field(None, ge=1)
     classes: list[Label] | None = None
@@ -37,6 +47,10 @@ class ModelCreate(BaseModel):
     eta: float | None = Field(None, gt=0)
     radius: float | None = Field(None, gt=0)
     fit_intercept: bool | None = None
+    scaling: Scaling | None = None
+    warmup: int | None = Field(None, ge=0)
+    shuffle_buffer: int | None = Field(None, ge=0)
+    run_guard: bool | None = None
 
 
 Features = list[float] | dict[str, float]
@@ -77,8 +91,13 @@ class ModelInfo(BaseModel):
     average_weight_degradation: float = Field(
         0.0, description="mean weight degradation per maintenance event"
     )
-    n_seen: int = Field(description="examples applied")
-    lambda_eff: float | None
+    n_seen: int = Field(description="examples received (learned or pending)")
+    lambda_eff: float | None = Field(description="the lambda in use")
+    gamma_eff: float | None = Field(None, description="the gamma in use (null while warming up)")
+    scaling: str | None = Field(None, description="the feature scaling in use (null while warming up)")
+    warming_up: bool = Field(False, description="true while the warm-up window is open (/predict: 409)")
+    pending: int = Field(0, description="examples received but not learned yet (window + shuffle buffer)")
+    n_replayed: int = Field(0, description="examples the run guard replayed")
     version: int = Field(description="batches applied since creation")
     pending_batches: int
     last_snapshot_time: float | None = Field(description="unix time of the last snapshot written or restored")
@@ -102,6 +121,17 @@ class LearnResponse(BaseModel):
     n_seen: int
     n_support_vectors: int
     t: int
+    buffered: int = Field(description="examples pending after this batch (warm-up window + shuffle buffer)")
+
+
+class FlushResponse(BaseModel):
+    model: str
+    flushed: int = Field(description="pending examples learned by this call")
+    version: int
+    n_seen: int
+    n_support_vectors: int
+    t: int
+    buffered: int
 
 
 class PredictResponse(BaseModel):

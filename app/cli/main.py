@@ -26,7 +26,14 @@ from collections.abc import Sequence
 from typing import Any, get_args
 
 from svmstream.app.cli.client import DEFAULT_URL, api_token, auth_headers
-from svmstream.app.models.config import BATCH_ALGORITHMS, Algorithm, Maintenance, MergeSolver, Schedule
+from svmstream.app.models.config import (
+    BATCH_ALGORITHMS,
+    Algorithm,
+    Maintenance,
+    MergeSolver,
+    Scaling,
+    Schedule,
+)
 
 HYPER_ARGS = (
     "algorithm",
@@ -42,6 +49,10 @@ HYPER_ARGS = (
     "eta",
     "radius",
     "fit_intercept",
+    "scaling",
+    "warmup",
+    "shuffle_buffer",
+    "run_guard",
 )
 """Destinations of the model hyperparameter options of ``serve`` and ``replay``."""
 
@@ -57,7 +68,11 @@ def _add_hyper(parser: argparse.ArgumentParser, what: str) -> None:
         help="bsgd (budgeted SGD) or bsca (budgeted coordinate ascent)",
     )
     g.add_argument("--budget", type=int, help="maximum number of support vectors B")
-    g.add_argument("--gamma", type=float, help="RBF width: k(x,x') = exp(-gamma ||x-x'||^2)")
+    g.add_argument(
+        "--gamma",
+        type=_gamma,
+        help="RBF width: k(x,x') = exp(-gamma ||x-x'||^2), or 'scale' (the default: from the warm-up window)",
+    )
     g.add_argument("--C", dest="C", type=float, help="SVM C (lambda = 1/(C n))")
     g.add_argument("--lambda", dest="lambda_", type=float, help="regularisation lambda (overrides C)")
     g.add_argument("--n-samples", dest="n_samples", type=int, help="n in lambda = 1/(C n)")
@@ -75,6 +90,23 @@ def _add_hyper(parser: argparse.ArgumentParser, what: str) -> None:
     g.add_argument(
         "--fit-intercept", dest="fit_intercept", action="store_const", const=True, help="bsgd: learn a bias b"
     )
+    g.add_argument("--scaling", choices=get_args(Scaling), help="feature scaling (default auto = max-abs)")
+    g.add_argument("--warmup", type=int, help="examples of the warm-up window (default 1000)")
+    g.add_argument(
+        "--shuffle-buffer", dest="shuffle_buffer", type=int, help="shuffle buffer K (default 20000; 0: off)"
+    )
+    g.add_argument(
+        "--run-guard",
+        dest="run_guard",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="replay other classes during improbably long one-class runs (default on)",
+    )
+
+
+def _gamma(value: str) -> float | str:
+    """``--gamma``: a number or ``scale``."""
+    return value if value == "scale" else float(value)
 
 
 def add_serve_parser(sub) -> argparse.ArgumentParser:
@@ -137,16 +169,27 @@ def add_replay_parser(sub) -> argparse.ArgumentParser:
     )
     replay.add_argument("--model", default="default", help="model name (default 'default')")
     replay.add_argument("--batch", type=int, default=1000, help="examples per request (default 1000)")
-    replay.add_argument(
-        "--passes", type=int, default=1, help="passes over the file, in file order (default 1)"
-    )
+    replay.add_argument("--passes", type=int, default=1, help="passes over the file (default 1)")
     replay.add_argument("--test", help="LIBSVM test file scored through /predict afterwards")
     replay.add_argument(
         "--shuffle",
         dest="shuffle_seed",
         type=int,
+        default=0,
         metavar="SEED",
-        help="send the rows in a random order (new permutation per pass, fixed by SEED)",
+        help="seed of the random order the rows are sent in (the default order; new permutation per "
+        "pass; default 0)",
+    )
+    replay.add_argument(
+        "--file-order",
+        dest="file_order",
+        action="store_true",
+        help="send the rows in the file's order (LIBSVM files are often sorted by label)",
+    )
+    replay.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace an existing model whose hyperparameters differ from the ones given",
     )
     replay.add_argument(
         "--format",
@@ -159,7 +202,11 @@ def add_replay_parser(sub) -> argparse.ArgumentParser:
     replay.add_argument(
         "--json", dest="json_out", action="store_true", help="print the result as one JSON line"
     )
-    _add_hyper(replay, "given: (re)create the model with PUT /models/{name}")
+    _add_hyper(
+        replay,
+        "given: create the model with them, or check an existing model has them (--replace: replace it); "
+        "none: continue an existing model",
+    )
     return replay
 
 

@@ -1,4 +1,5 @@
-"""``svmstream replay``: a LIBSVM file into a running service, in file order.
+"""``svmstream replay``: a LIBSVM file into a running service, shuffled (``--file-order``:
+in the file's order), then ``POST /models/{name}/flush``.
 
 * :func:`run_replay` sends the file to ``POST /learn`` batch by batch (one request in flight
   while the next body is built), then optionally scores a test file through ``/predict``.
@@ -88,31 +89,73 @@ def _bodies(
             yield stop - start, orjson.dumps(obj, option=opt)
 
 
-def _ensure_model(client, model: str, hyper: dict[str, Any], X, y, file: str, out):
-    """Create the model with ``PUT /models/{model}`` when ``hyper`` has a value or the model
-    does not exist; returns ``(info, X, y)`` with X re-read at the model's d if wider."""
+def _differences(config: dict[str, Any], body: dict[str, Any]) -> list[str]:
+    """``"budget 500 (model) != 100 (given)"`` for each given hyperparameter the model lacks."""
+    out = []
+    for key, value in body.items():
+        have = config.get(key)
+        same = have == value or (
+            isinstance(have, (int, float)) and isinstance(value, (int, float)) and float(have) == float(value)
+        )
+        if not same:
+            out.append(f"{key} {json.dumps(have)} (model) != {json.dumps(value)} (given)")
+    return out
+
+
+def _ensure_model(client, model: str, hyper: dict[str, Any], X, y, file: str, out, replace: bool = False):
+    """Create, continue or replace the model, and say which; returns ``(info, X, y)`` with X
+    re-read at the model's d if wider.
+
+    * no such model: ``PUT /models/{model}`` with ``hyper``, the file's dimension and labels,
+      and ``n_samples`` = the file's rows unless ``lambda``/``n_samples`` is given ("created");
+    * an existing model and no ``hyper``, or ``hyper`` equal to its configuration: continue it
+      ("continued (n_seen=...)");
+    * an existing model whose configuration differs from ``hyper``: replace it with ``replace``
+      ("replaced"), else :class:`ReplayError` (exit status 1).
+    """
     n, d = X.shape
     labels = np.unique(y)
     response = client.get(f"/models/{model}")
-    if response.status_code == 404 or hyper:
-        body: dict[str, Any] = {k if k != "lambda_" else "lambda": v for k, v in hyper.items()}
+    body: dict[str, Any] = {k if k != "lambda_" else "lambda": v for k, v in hyper.items()}
+    existing = None if response.status_code == 404 else _check(response)
+    differs = _differences(existing["config"], body) if existing is not None else []
+    if existing is not None and differs and not replace:
+        raise ReplayError(
+            f"model {model!r} exists with other hyperparameters ({'; '.join(differs)}): pass --replace to "
+            "replace it with a new model, or give no hyperparameters to continue it"
+        )
+    if existing is None or differs:
         if "n_samples" not in body and "lambda" not in body:
-            body["n_samples"] = int(n)
+            body["n_samples"] = int(n)  # the stream's length is known: lambda = 1/(C n)
         body["n_features"] = int(d)
         if len(labels) > 2:
             raise ReplayError(f"{file} has {len(labels)} distinct labels; the service's models are binary")
         if len(labels) == 2:
             body["classes"] = [int(v) if float(v).is_integer() else float(v) for v in labels]
         info = _check(client.put(f"/models/{model}", json=body))
-        print(f"model {model!r} created: {json.dumps(info['config'])}", file=out)
+        print(
+            f"model {model!r} {'replaced' if existing else 'created'}: {json.dumps(info['config'])}", file=out
+        )
     else:
-        info = _check(response)
+        info = existing
+        print(f"model {model!r} continued (n_seen={info['n_seen']:,})", file=out)
     model_d = info.get("n_features")
     if model_d is not None and model_d != d:
         if d > model_d:
             raise ReplayError(f"{file} has {d} features, model {model!r} expects {model_d}")
         X, y = _load(file, n_features=model_d)
     return info, X, y
+
+
+def _order(shuffle_seed: int | None) -> str:
+    return "file order" if shuffle_seed is None else f"shuffled (seed {shuffle_seed})"
+
+
+def _flush(client, model: str, out) -> dict[str, Any]:
+    """``POST /models/{model}/flush``: learn what the warm-up window and the shuffle buffer hold."""
+    flushed = _check(client.post(f"/models/{model}/flush"))
+    print(f"flushed {flushed['flushed']:,} pending examples into model {model!r}", file=out)
+    return flushed
 
 
 def _score(client, model: str, test: str, d: int, batch: int, dense: bool, out) -> dict[str, Any]:
@@ -144,18 +187,17 @@ def run_replay(
     fmt: str = "auto",
     progress: bool = True,
     out=sys.stderr,
-    shuffle_seed: int | None = None,
+    shuffle_seed: int | None = 0,
     token: str | None = None,
+    replace: bool = False,
 ) -> dict[str, Any]:
     """Replay a LIBSVM file into a running service; optionally score a test file.
 
-    The model is (re)created with ``PUT /models/{model}`` when ``hyper`` has any value or
-    the model does not exist, with ``n_samples`` = rows of ``file`` (unless ``lambda`` or
-    ``n_samples`` is given), ``n_features`` = the file's dimension and ``classes`` = its
-    two labels.  Batches are sent in file order (or, with ``shuffle_seed``, in a
-    permutation per pass drawn from ``numpy.random.default_rng(shuffle_seed)``) with one
-    request in flight while the next body is being prepared, so the order of application
-    is deterministic.  ``token`` is sent as ``Authorization: Bearer``.
+    The model is created, continued or replaced as :func:`_ensure_model` says.  Batches go in
+    a permutation per pass from ``numpy.random.default_rng(shuffle_seed)`` (file order with
+    ``shuffle_seed=None``), one request in flight while the next body is built (a
+    deterministic order); then ``POST /models/{model}/flush`` learns what is still pending.
+    ``token`` is sent as ``Authorization: Bearer``.
 
     Returns
     -------
@@ -173,7 +215,10 @@ def run_replay(
     hyper = {k: v for k, v in (hyper or {}).items() if v is not None}
     X, y = _load(file)
     with http_client(url, token) as client:
-        info, X, y = _ensure_model(client, model, hyper, X, y, file, sys.stderr if out is None else out)
+        info, X, y = _ensure_model(
+            client, model, hyper, X, y, file, sys.stderr if out is None else out, replace
+        )
+        print(f"sending {file} in {_order(shuffle_seed)}", file=out)
         n, d = X.shape
         dense = fmt == "dense" or (fmt == "auto" and X.nnz >= 0.25 * n * d)
         y_json = _labels_json(y)
@@ -183,8 +228,9 @@ def run_replay(
         sent, last = _send_in_order(
             client, _bodies(model, X, y_json, batch, dense, passes, shuffle_seed), bar
         )
-        seconds = time.perf_counter() - t0
         bar.close()
+        flushed = _flush(client, model, out)
+        seconds = time.perf_counter() - t0
         info = _check(client.get(f"/models/{model}"))
         result: dict[str, Any] = {
             "file": file,
@@ -193,6 +239,7 @@ def run_replay(
             "passes": passes,
             "batch": batch,
             "order": "file" if shuffle_seed is None else f"shuffled (seed {shuffle_seed})",
+            "flushed": flushed["flushed"],
             "format": "dense" if dense else "sparse",
             "seconds": seconds,
             "examples_per_s": sent / seconds if seconds > 0 else float("inf"),
@@ -263,15 +310,16 @@ def run_stream_replay(
     progress: bool = True,
     out=sys.stderr,
     token: str | None = None,
-    shuffle_seed: int | None = None,
+    shuffle_seed: int | None = 0,
+    replace: bool = False,
 ) -> dict[str, Any]:
     """Produce a LIBSVM file into a model's Redis stream: pipelined XADD, ``batch`` entries
-    per round trip, in file order (or a seeded permutation per pass).
+    per round trip, in a seeded permutation per pass (or file order with ``shuffle_seed=None``).
 
     With ``url`` the model is first created/checked as in :func:`run_replay`; with ``wait``
     (needs ``url``) the call returns once the service's consumer has applied the whole
-    stream (the model's ``stream.last_applied_id`` reaches the last entry produced, or no
-    entry is left undelivered or pending), then ``test`` is scored through ``/predict``.
+    stream (``stream.last_applied_id`` reaches the last entry, or nothing is left undelivered
+    or pending) and flushed the model; then ``test`` is scored through ``/predict``.
 
     Returns
     -------
@@ -279,10 +327,7 @@ def run_stream_replay(
         ``examples``, ``seconds``, ``examples_per_s`` (production), ``first_id``/``last_id``,
         and, with ``wait``, ``applied_seconds`` and the model info.
 
-    Raises
-    ------
-    ReplayError
-        On a service error; redis-py errors propagate.
+    Raises ReplayError on a service error; redis-py errors propagate.
     """
     hyper = {k: v for k, v in (hyper or {}).items() if v is not None}
     X, y = _load(file)
@@ -290,13 +335,14 @@ def run_stream_replay(
     info = None
     if url:
         client = http_client(url, token)
-        info, X, y = _ensure_model(client, model, hyper, X, y, file, out)
+        info, X, y = _ensure_model(client, model, hyper, X, y, file, out, replace)
     elif wait or test:
         raise ReplayError("--wait and --test need --url (the service to follow)")
     n, d = X.shape
     if fmt == "auto":
         fmt = "xb" if X.nnz >= 0.25 * n * d else "sparse"
     key = stream_key.format(model=model)
+    print(f"producing {file} in {_order(shuffle_seed)}", file=out)
     r = redis.Redis.from_url(redis_url)
     bar = _progress_bar(n * passes, f"XADD {key}", progress, out)
     t0 = time.perf_counter()
@@ -343,6 +389,8 @@ def _follow(
             f"({info['n_seen']:,} examples seen)",
             file=out,
         )
+        result["flushed"] = _flush(client, model, out)["flushed"]
+        info = _check(client.get(f"/models/{model}"))
     if test:
         result.update(_score(client, model, test, d, batch, fmt != "sparse", out))
     result["model"] = info
@@ -369,6 +417,7 @@ def replay(args: argparse.Namespace) -> int:
     2 service or Redis unreachable)."""
     hyper = {k: getattr(args, k) for k in HYPER_ARGS}
     token = api_token(args.token)
+    seed = None if args.file_order else args.shuffle_seed
     try:
         if args.redis_url:
             result = run_stream_replay(
@@ -385,7 +434,8 @@ def replay(args: argparse.Namespace) -> int:
                 test=args.test,
                 progress=not args.no_progress,
                 token=token,
-                shuffle_seed=args.shuffle_seed,
+                shuffle_seed=seed,
+                replace=args.replace,
             )
         else:
             result = run_replay(
@@ -398,8 +448,9 @@ def replay(args: argparse.Namespace) -> int:
                 hyper=hyper,
                 fmt=args.format,
                 progress=not args.no_progress,
-                shuffle_seed=args.shuffle_seed,
+                shuffle_seed=seed,
                 token=token,
+                replace=args.replace,
             )
     except ReplayError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -41,6 +41,10 @@ _HYPER_SETTINGS = (
     ("eta", "default_eta"),
     ("radius", "default_radius"),
     ("fit_intercept", "default_fit_intercept"),
+    ("scaling", "default_scaling"),
+    ("warmup", "default_warmup"),
+    ("shuffle_buffer", "default_shuffle_buffer"),
+    ("run_guard", "default_run_guard"),
 )
 """``serve`` option destination -> the setting it overrides."""
 

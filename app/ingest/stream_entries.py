@@ -85,12 +85,16 @@ class EntryBatch:
     rejected : list of (int, str)
         ``(position, reason)`` of every bad entry, by position; the reason starts with
         the field (``"x[3]: nan is not a finite number"``).
+    sparse : bool
+        Every good entry gave sparse ``{index: value}`` features (such a batch may widen
+        a model whose dimension is not fixed).
     """
 
     X: np.ndarray | sp.csr_matrix | None
     y: np.ndarray | None
     good: np.ndarray
     rejected: list[tuple[int, str]]
+    sparse: bool = False
 
 
 def _text(value: Any) -> str:
@@ -163,6 +167,7 @@ class _Entries:
     n: int
     d: int | None
     whose: str
+    grow_to: int | None = None  # sparse entries may widen the batch up to this width
     kinds: Any = None  # list of int while reading, then ndarray of int8
     rows: list[Any] = field(default_factory=list)
     labels: list[Any] = field(default_factory=list)
@@ -267,10 +272,18 @@ class _Entries:
         """``{position: (sorted indices, values)}`` of the sparse entries that pass the checks."""
         out = {}
         d = self.d
+        # without dense entries in the batch, a model whose d is not fixed grows up to grow_to
+        grows = self.grow_to is not None and not np.any((self.kinds == _DENSE) | (self.kinds == _FLOAT32))
         for i in np.flatnonzero(self.kinds == _SPARSE):
             try:
                 ix, val = sparse_row(self.rows[i], _entry_row)
-                if d is not None and ix.size and int(ix[-1]) >= d:
+                if grows and ix.size and int(ix[-1]) >= self.grow_to:
+                    raise InvalidInput(
+                        f"x: feature index {int(ix[-1])} is out of range: the model may grow to at most "
+                        f"{self.grow_to} features (max_features, max_model_bytes)",
+                        field="x",
+                    )
+                if not grows and d is not None and ix.size and int(ix[-1]) >= d:
                     raise InvalidInput(
                         f"x: feature index {int(ix[-1])} is out of range: the model expects {d} "
                         f"features (indices 0..{d - 1})",
@@ -303,6 +316,8 @@ def _dense_batch(entries: _Entries, good: np.ndarray, d: int, parts: list, spars
     row_of[good] = np.arange(good.size)
     X = np.empty((good.size, d), dtype=np.float64)
     for kind, pos, arr in parts:
+        if not pos.size:  # (an all-sparse batch may be wider than the model's d)
+            continue
         sel = kinds[pos] == kind
         X[row_of[pos[sel]]] = arr[sel]
     for i, (ix, val) in sparse.items():
@@ -336,7 +351,11 @@ def _csr_batch(entries: _Entries, good: np.ndarray, d: int, parts: list, sparse:
 
 
 def parse_stream_entries(
-    entries: Sequence[Mapping[Any, Any]], codec: LabelCodec, n_features: int | None, model: str = "model"
+    entries: Sequence[Mapping[Any, Any]],
+    codec: LabelCodec,
+    n_features: int | None,
+    model: str = "model",
+    grow_to: int | None = None,
 ) -> EntryBatch:
     """Validate Redis stream entries **one by one** (a bad entry never rejects the others).
 
@@ -352,6 +371,9 @@ def parse_stream_entries(
         it for this batch, or, for an all-sparse batch, the largest index + 1).
     model : str
         Model name for messages.
+    grow_to : int or None
+        For a model whose dimension is not fixed (sparse input): in a batch without dense
+        entries, sparse indices up to ``grow_to - 1`` are accepted and widen the batch.
 
     Returns
     -------
@@ -359,7 +381,7 @@ def parse_stream_entries(
         The good entries as arrays, in order; the bad ones with their reasons.
     """
     whose = f"model {model!r}" if n_features is not None else "the batch's first example"
-    table = _Entries(len(entries), n_features, whose)
+    table = _Entries(len(entries), n_features, whose, grow_to)
     table.read(entries)
     parts = []
     for kind, name, (pos, arr) in (
@@ -375,8 +397,10 @@ def parse_stream_entries(
     if good.size == 0:
         return EntryBatch(None, None, good, rejected)
     d = table.d
-    if d is None:  # an all-sparse batch of a model without d yet
-        d = max((int(sparse[i][0][-1]) + 1 for i in good.tolist() if sparse[i][0].size), default=1)
+    all_sparse = bool(np.all(table.kinds[good] == _SPARSE))
+    if d is None or (all_sparse and grow_to is not None):  # all-sparse: the largest index fixes the width
+        widest = max((int(sparse[i][0][-1]) + 1 for i in good.tolist() if sparse[i][0].size), default=1)
+        d = max(d or 1, widest)
     if not sparse or should_densify(good.size, d):
-        return EntryBatch(_dense_batch(table, good, d, parts, sparse), y, good, rejected)
-    return EntryBatch(_csr_batch(table, good, d, parts, sparse), y, good, rejected)
+        return EntryBatch(_dense_batch(table, good, d, parts, sparse), y, good, rejected, all_sparse)
+    return EntryBatch(_csr_batch(table, good, d, parts, sparse), y, good, rejected, all_sparse)

@@ -6,14 +6,16 @@ and the CLI; it imports nothing from the service, nor the solvers (importing
 :mod:`svmstream.solvers` compiles-or-loads numba kernels, about a second: ``svmstream
 healthcheck`` reads this module and must start fast).  The option sets below spell out
 those of :mod:`svmstream.solvers` (``ONLINE_ALGORITHMS``, ``BATCH_ALGORITHMS``,
-``MAINTENANCE``, ``MERGE_SOLVERS``, ``SCHEDULES``) and must stay equal to them.
+``MAINTENANCE``, ``MERGE_SOLVERS``, ``SCHEDULES``, ``SCALINGS``, ``C_MAX``, ``LAMBDA_MIN``,
+``DEFAULT_WARMUP``, ``DEFAULT_SHUFFLE_BUFFER``) and must stay equal to them
+(``tests/test_option_sets.py``).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -46,6 +48,19 @@ BATCH_ALGORITHMS = ("dcsvm", "avsf", "liblinear-cd")
 Maintenance = Literal["merge", "remove", "project"]
 MergeSolver = Literal["gss", "gss-precise", "lookup-h", "lookup-wd"]
 Schedule = Literal["pegasos", "norma", "perceptron"]
+Scaling = Literal["auto", "standard", "maxabs", "none"]
+"""Feature scaling frozen from the warm-up window; ``auto`` is max-abs (``docs/defaults.md``)."""
+Gamma = Annotated[float, Field(gt=0)] | Literal["scale"]
+"""RBF width: a positive number, or ``"scale"``: 1 / (d · Var) of the scaled warm-up window."""
+
+#: The largest C and the smallest lambda the solvers accept (the step 1/(lambda t) overflows beyond).
+C_MAX = 1e10
+LAMBDA_MIN = 1e-12
+#: n in lambda = 1/(C n) for a stream of unknown length (no n_samples): C = 1 gives 1e-4.
+REFERENCE_N = 10_000
+#: The solvers' defaults of the streaming preprocessing.
+DEFAULT_WARMUP = 1000
+DEFAULT_SHUFFLE_BUFFER = 20_000
 
 
 def check_model_name(name: str) -> None:
@@ -89,21 +104,28 @@ class ModelConfig(BaseModel):
     """Hyperparameters of one named model (fully resolved, defaults filled in).
 
     JSON uses the key ``"lambda"`` for :attr:`lambda_`.  The regularisation is
-    ``lambda`` when given, else ``1 / (C * n)`` with ``n = n_samples`` when given, else the
-    number of rows of the first batch (Wang, Crammer & Vucetic 2012, Pegasos objective).
+    ``lambda`` when given, else ``1 / (C * n)`` with ``n = n_samples`` when given, else
+    ``n = 10,000`` (a stream of unknown length; C = 1 gives 1e-4) -- never a batch size.
+    Online models warm up on their first ``warmup`` examples (scaling and ``gamma="scale"``
+    are fixed from them), then learn through a shuffle buffer and a run guard
+    (``docs/defaults.md``).
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False, frozen=True)
 
     algorithm: Algorithm | BatchAlgorithm = "bsgd"
     budget: int = Field(500, ge=1, description="maximum number of support vectors B")
-    gamma: float = Field(1.0, gt=0, description="RBF kernel width: k(x,x') = exp(-gamma ||x-x'||^2)")
-    C: float | None = Field(1.0, gt=0, description="SVM C; lambda = 1/(C n) unless lambda is given")
+    gamma: Gamma = Field(
+        "scale",
+        description="RBF kernel width: k(x,x') = exp(-gamma ||x-x'||^2); "
+        '"scale": 1/(d Var) of the scaled warm-up window',
+    )
+    C: float | None = Field(1.0, gt=0, le=C_MAX, description="SVM C; lambda = 1/(C n) unless lambda is given")
     lambda_: float | None = Field(
-        None, alias="lambda", gt=0, description="regularisation lambda (overrides C)"
+        None, alias="lambda", ge=LAMBDA_MIN, description="regularisation lambda (overrides C)"
     )
     n_samples: int | None = Field(
-        None, ge=1, description="n in lambda = 1/(C n); default: rows of the first batch"
+        None, ge=1, description="n in lambda = 1/(C n); default: 10,000 (lambda = 1e-4 for C = 1)"
     )
     n_features: int | None = Field(
         None, ge=1, description="input dimension d; default: fixed by the first accepted batch"
@@ -124,6 +146,16 @@ class ModelConfig(BaseModel):
         None, gt=0, description="bsgd perceptron: radius U of the ball (default 1/sqrt(lambda))"
     )
     fit_intercept: bool = Field(False, description="bsgd: learn an unregularised bias b")
+    scaling: Scaling = Field("auto", description="feature scaling from the warm-up window (auto = max-abs)")
+    warmup: int = Field(
+        DEFAULT_WARMUP, ge=0, description="examples held before learning starts (they fix scaling and gamma)"
+    )
+    shuffle_buffer: int = Field(
+        DEFAULT_SHUFFLE_BUFFER, ge=0, description="shuffle buffer K (examples; 0: off; at most 64 MiB)"
+    )
+    run_guard: bool = Field(
+        True, description="replay other classes during improbably long one-class runs (label-sorted sources)"
+    )
 
     @field_validator("classes")
     @classmethod

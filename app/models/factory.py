@@ -45,6 +45,10 @@ def make_estimator(config: ModelConfig):
         maintenance=config.maintenance,
         merge_solver=config.merge_solver,
         random_state=config.random_state,
+        scaling=config.scaling,
+        warmup=config.warmup,
+        shuffle_buffer=config.shuffle_buffer,
+        run_guard=config.run_guard,
     )
     if config.algorithm == "bsgd":
         return BudgetedSGDClassifier(

@@ -7,6 +7,8 @@
   Machine Learning 90: prequential error with a sliding window).
 * :class:`RateMeter` -- examples applied per second over the last ``window_s`` seconds.
 * :func:`correct_predictions` -- whether each pre-update prediction was right.
+* :class:`LabelRunMeter` -- the run of one label among received examples, for the
+  label-sorted source warning (a stream in file order of a LIBSVM file sorted by label).
 
 Their Prometheus exposition is :mod:`svmstream.app.observability.prometheus`.
 """
@@ -98,6 +100,41 @@ class PrequentialWindow:
     def count(self) -> int:
         """Examples currently in the window (``min(size, examples seen)``)."""
         return self._count
+
+
+class LabelRunMeter:
+    """The current run of one label among the received examples (the request's labels, in
+    arrival order) and how many runs reached ``window`` examples.
+
+    A model of two or more classes that receives ``window`` examples in a row of one label
+    is probably fed a label-sorted source: the shuffle buffer and the run guard compensate,
+    but shuffling the source is better.
+    """
+
+    def __init__(self, window: int = 1000):
+        self.window = int(window)
+        self.label: int | None = None
+        self.length = 0
+        self.detections = 0
+        self._lock = threading.Lock()
+
+    def add(self, y: np.ndarray) -> int:
+        """Append received labels (class indices, oldest first); returns how many runs
+        reached ``window`` within them (each run counts once)."""
+        y = np.asarray(y)
+        if y.size == 0:
+            return 0
+        starts = np.concatenate(([0], np.flatnonzero(y[1:] != y[:-1]) + 1))
+        lengths = np.diff(np.append(starts, y.size))
+        with self._lock:
+            before = np.zeros(lengths.size, dtype=np.int64)
+            if self.label is not None and int(y[0]) == self.label:
+                before[0] = self.length
+            total = before + lengths
+            found = int(np.count_nonzero((before < self.window) & (total >= self.window)))
+            self.label, self.length = int(y[-1]), int(total[-1])
+            self.detections += found
+        return found
 
 
 class RateMeter:

@@ -24,205 +24,28 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
 from svmstream.app.errors import (
-    BatchModelReadOnly,
-    InvalidInput,
-    LearnerBusy,
-    ModelClosed,
     ModelNotFitted,
     ModelNotFound,
 )
 from svmstream.app.ingest.features import conform
-from svmstream.app.ingest.labels import LabelCodec
-from svmstream.app.models.config import BATCH_ALGORITHMS, MODEL_NAME_RE, ModelConfig, check_model_name
-from svmstream.app.models.factory import check_config, copy_estimator, make_estimator
-from svmstream.app.models.meters import PrequentialWindow, RateMeter, correct_predictions
+from svmstream.app.models.config import MODEL_NAME_RE, ModelConfig, check_model_name
+from svmstream.app.models.factory import check_config
+from svmstream.app.models.handle import ModelHandle
+from svmstream.app.models.limits import check_config_limits
 from svmstream.app.models.snapshots import SnapshotStore
-from svmstream.app.models.view import ModelView, estimator_stats
+from svmstream.app.models.view import ModelView
 from svmstream.app.settings import Settings
 
 log = logging.getLogger("svmstream.registry")
 
-
-class ModelHandle:
-    """One named model: configuration, private estimator, learner thread, current view."""
-
-    def __init__(
-        self,
-        name: str,
-        config: ModelConfig,
-        *,
-        estimator: Any | None = None,
-        version: int = 0,
-        n_features: int | None = None,
-        extra: dict[str, Any] | None = None,
-        max_pending: int = 8,
-        metrics_window: int = 10_000,
-        rate_window_s: float = 10.0,
-    ):
-        self.name = name
-        self.config = config
-        self.codec = LabelCodec(config.classes)
-        self.max_pending = max_pending
-        self._est = copy_estimator(estimator) if estimator is not None else None
-        self._n_features = n_features if n_features is not None else config.n_features
-        self._lock = threading.Lock()
-        self._pending = 0
-        self._closed = False
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"learner-{name}")
-        self.view = ModelView(
-            name=name,
-            config=config,
-            codec=self.codec,
-            estimator=estimator,
-            version=version,
-            n_features=self._n_features,
-            stats=estimator_stats(estimator),
-            extra=dict(extra or {}),
-        )
-        # learning metrics, written by the learner thread
-        self.prequential = PrequentialWindow(metrics_window)
-        self.rate = RateMeter(rate_window_s)
-        self.created_at = time.time()
-        # set by a stream consumer: () -> dict of stream figures for info() and /metrics
-        self.stream_status: Callable[[], dict[str, Any]] | None = None
-        # snapshot bookkeeping (written by Registry.snapshot under its lock)
-        self.saved_version = -1
-        self.last_snapshot_time: float | None = None
-        self.last_snapshot_path: str | None = None
-
-    @property
-    def n_features(self) -> int | None:
-        return self._n_features
-
-    @property
-    def pending(self) -> int:
-        return self._pending
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def submit(self, X, y: np.ndarray, *, declared: int | None = None, extra: dict | None = None) -> Future:
-        """Queue a validated batch; returns a future resolving to the new :class:`ModelView`.
-
-        Raises
-        ------
-        InvalidInput
-            Dimension mismatch (the first accepted batch fixes ``d``).
-        LearnerBusy, ModelClosed (also BatchModelReadOnly for a batch-trained model)
-        """
-        if self.config.algorithm in BATCH_ALGORITHMS:
-            raise BatchModelReadOnly(
-                f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); "
-                "it does not learn online (train a new one with POST /jobs)"
-            )
-        if y.shape != (X.shape[0],):
-            raise InvalidInput(f"y: has {y.shape[0]} labels for {X.shape[0]} examples in X", field="y")
-        with self._lock:
-            if self._closed:
-                raise ModelClosed(f"model {self.name!r} was deleted or replaced")
-            if self._pending >= self.max_pending:
-                raise LearnerBusy(f"model {self.name!r} has {self._pending} batches queued; retry later")
-            X = conform(X, self._n_features, declared, self.name)
-            if self._n_features is None:
-                self._n_features = int(X.shape[1])
-            self._pending += 1
-            try:
-                return self._executor.submit(self._apply, X, y, extra)
-            except RuntimeError as exc:  # executor shut down
-                self._pending -= 1
-                raise ModelClosed(f"model {self.name!r} was deleted or replaced") from exc
-
-    def _apply(self, X, y: np.ndarray, extra: dict | None) -> ModelView:
-        """Learner thread: one ``partial_fit`` call, then publish a copy."""
-        try:
-            est = self._est if self._est is not None else make_estimator(self.config)
-            est.partial_fit(X, y, classes=np.arange(len(self.codec.classes)))
-            self._est = est
-            margins = getattr(est, "last_margins_", None)
-            if margins is not None and len(margins) == len(y):
-                self.prequential.add(correct_predictions(margins, y))
-            self.rate.add(len(y))
-            old = self.view
-            view = ModelView(
-                name=self.name,
-                config=self.config,
-                codec=self.codec,
-                estimator=copy_estimator(est),
-                version=old.version + 1,
-                n_features=int(X.shape[1]),
-                stats=estimator_stats(est),
-                extra={**old.extra, **extra} if extra else old.extra,
-            )
-            self.view = view
-            return view
-        except BaseException:
-            log.exception(
-                "model %r: learning a batch of %d examples failed; model rolled back", self.name, X.shape[0]
-            )
-            published = self.view.estimator
-            self._est = copy_estimator(published) if published is not None else None
-            raise
-        finally:
-            with self._lock:
-                self._pending -= 1
-
-    def close(self, wait: bool = True) -> None:
-        """Refuse new batches; with ``wait``, block until queued batches are applied."""
-        with self._lock:
-            self._closed = True
-        self._executor.shutdown(wait=wait)
-
-    def metrics(self) -> dict[str, Any]:
-        """Learning figures that change only when the model or its stream does (so that
-        two reads of an idle model are equal): examples applied, examples/s over the
-        window ending at the last applied batch, its unix time, prequential accuracy, and
-        the stream consumer's status.  The live, time-dependent figures (current rate,
-        snapshot age) are in ``/metrics``."""
-        view = self.view
-        out: dict[str, Any] = {
-            "examples_applied": view.stats["n_seen"],
-            "applied_per_s": self.rate.rate_at_last(),
-            "last_applied_at": view.published_at if view.version else None,
-            "prequential_accuracy": self.prequential.accuracy(),
-            "prequential_window": self.prequential.count(),
-            "prequential_window_size": self.prequential.size,
-        }
-        if self.stream_status is not None:
-            try:
-                out["stream"] = self.stream_status()
-            except Exception:  # never let a status read break GET /models
-                log.exception("model %r: stream status failed", self.name)
-        return out
-
-    def info(self) -> dict[str, Any]:
-        """JSON-ready description (``GET /models/{name}``)."""
-        view = self.view
-        stats = {k: v for k, v in view.stats.items() if k != "statistics"}
-        return {
-            "name": self.name,
-            "algorithm": self.config.algorithm,
-            "budget": self.config.budget,
-            "config": self.config.to_json(),
-            "n_features": self._n_features,
-            "fitted": view.estimator is not None,
-            **stats,
-            "version": view.version,
-            "pending_batches": self._pending,
-            "last_snapshot_time": self.last_snapshot_time,
-            "last_snapshot_path": self.last_snapshot_path,
-            "extra": view.extra,
-            "statistics": view.stats.get("statistics", {}),
-            "metrics": self.metrics(),
-        }
+__all__ = ["ModelHandle", "Registry"]
 
 
 class Registry:
@@ -275,7 +98,10 @@ class Registry:
         return ModelConfig.model_validate(merged)
 
     def check_config(self, config: ModelConfig) -> None:
-        """See :func:`svmstream.app.models.factory.check_config` (raises ValueError)."""
+        """The size guards (:func:`svmstream.app.models.limits.check_config_limits`, raises
+        :class:`InvalidInput` naming the field), then the estimator's own checks
+        (:func:`svmstream.app.models.factory.check_config`, raises ValueError)."""
+        check_config_limits(config, self.settings)
         check_config(config)
 
     def create(
@@ -283,7 +109,7 @@ class Registry:
     ) -> tuple[ModelHandle, bool]:
         """Create (or replace) model ``name``; returns ``(handle, replaced)``.
 
-        ``state`` (``estimator``, ``version``, ``n_features``, ``extra``) restores a saved
+        ``state`` (``estimator``, ``version``, ``n_features``, ``n_features_fixed``, ``extra``) restores a saved
         model.  With ``snapshot`` the new model is written at once, so that a replaced
         model cannot come back from an older file after a restart.
 
@@ -296,9 +122,7 @@ class Registry:
         handle = ModelHandle(
             name,
             config,
-            max_pending=self.settings.max_pending_batches,
-            metrics_window=self.settings.metrics_window,
-            rate_window_s=self.settings.rate_window_s,
+            settings=self.settings,
             **state,
         )
         with self._lock:
@@ -328,7 +152,14 @@ class Registry:
 
     # ------------------------------------------------------------------ learn / predict
     def learn(
-        self, name: str, X, y: np.ndarray, *, declared: int | None = None, extra: dict | None = None
+        self,
+        name: str,
+        X,
+        y: np.ndarray,
+        *,
+        declared: int | None = None,
+        extra: dict | None = None,
+        sparse: bool | None = None,
     ) -> Future:
         """Queue a batch for model ``name``; callable from any thread.
 
@@ -344,6 +175,8 @@ class Registry:
         extra : dict, optional
             JSON metadata merged into the model's ``extra`` once the batch is applied
             (saved with the next snapshot), e.g. ``{"stream_id": "1700000000000-0"}``.
+        sparse : bool, optional
+            The rows came as sparse objects (default: X is CSR); they may widen the model.
 
         Returns
         -------
@@ -354,7 +187,14 @@ class Registry:
         ------
         ModelNotFound, InvalidInput, LearnerBusy, ModelClosed
         """
-        return self.get(name).submit(X, y, declared=declared, extra=extra)
+        return self.get(name).submit(X, y, declared=declared, extra=extra, sparse=sparse)
+
+    def flush(self, name: str) -> Future:
+        """Queue a flush of model ``name``: learn every pending example (warm-up window and
+        shuffle buffer) now.  Returns a future of the published view.
+
+        Raises ModelNotFound, BatchModelReadOnly, LearnerBusy, ModelClosed."""
+        return self.get(name).submit_flush()
 
     def predict(self, name: str, X, declared: int | None = None) -> tuple[ModelView, np.ndarray]:
         """Decision values of the current published view of ``name``.
@@ -365,7 +205,7 @@ class Registry:
 
         Raises
         ------
-        ModelNotFound, ModelNotFitted, InvalidInput
+        ModelNotFound, ModelNotFitted, ModelWarmingUp (409), InvalidInput
         """
         view = self.get(name).view
         if view.estimator is None:
@@ -395,6 +235,7 @@ class Registry:
                 version=view.version,
                 n_features=view.n_features,
                 extra=view.extra,
+                n_features_fixed=view.n_features_fixed,
             )
             handle.saved_version = view.version
             handle.last_snapshot_time = saved_at
@@ -448,6 +289,7 @@ class Registry:
                 estimator=found.estimator,
                 version=found.version,
                 n_features=found.n_features,
+                n_features_fixed=found.n_features_fixed,
                 extra=found.extra,
             )
             handle.saved_version = found.version

@@ -8,7 +8,12 @@ header with the payload length and SHA-256, ``.npz`` payload) written with
 directory).  The service adds ``meta["service"]``::
 
     {"format": 1, "model": name, "seq": seq, "config": {...}, "version": batches applied,
-     "n_features": d or null, "extra": {...}, "saved_at": unix time}
+     "n_features": d or null, "n_features_fixed": bool, "extra": {...}, "saved_at": unix time}
+
+``n_features_fixed`` is false while sparse input may still widen the model (files without it:
+true).  A configuration saved before the streaming preprocessing existed (no ``scaling``)
+restores with it off (``scaling="none"``, ``warmup=0``, ``shuffle_buffer=0``,
+``run_guard=false``), which is what such a model ran.
 
 ``extra`` carries caller metadata such as the last applied stream entry ID.  A model
 that has not learned yet is saved with ``meta["estimator"] = None`` and no arrays, so
@@ -65,6 +70,7 @@ class RestoredModel:
     path: Path
     saved_at: float
     seq: int
+    n_features_fixed: bool = True
 
 
 @dataclass
@@ -127,6 +133,7 @@ class SnapshotStore:
         version: int,
         n_features: int | None,
         extra: dict[str, Any],
+        n_features_fixed: bool = True,
     ) -> tuple[Path, float]:
         """Write a snapshot of model ``name`` and prune old files.
 
@@ -160,6 +167,7 @@ class SnapshotStore:
             "config": config.to_json(),
             "version": version,
             "n_features": n_features,
+            "n_features_fixed": bool(n_features_fixed),
             "extra": extra,
             "saved_at": saved_at,
         }
@@ -208,7 +216,10 @@ class SnapshotStore:
         arrays, meta = decode_state(blob)
         try:
             service = meta["service"]
-            config = ModelConfig.model_validate(service["config"])
+            saved = dict(service["config"])
+            if "scaling" not in saved:  # saved before the streaming preprocessing existed
+                saved.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
+            config = ModelConfig.model_validate(saved)
             estimator = None
             if meta.get("estimator") is not None:
                 estimator = estimator_from_state(arrays, meta)
@@ -222,6 +233,7 @@ class SnapshotStore:
                 path=path,
                 saved_at=float(service.get("saved_at", path.stat().st_mtime)),
                 seq=int(service.get("seq", 0)),
+                n_features_fixed=bool(service.get("n_features_fixed", True)),
             )
         except CorruptStateError:
             raise

@@ -15,15 +15,40 @@ from typing import Any
 
 import numpy as np
 
-from svmstream.app.errors import ModelNotFitted
+from svmstream.app.errors import ModelNotFitted, ModelWarmingUp, NumericalOverflow
 from svmstream.app.ingest.labels import LabelCodec
 from svmstream.app.models.config import ModelConfig
+from svmstream.solvers import WarmingUp
+
+#: Rows of a batch on which the learner checks the model's decisions after learning.
+PROBE_ROWS = 4
+
+
+def check_finite(est, X=None) -> None:
+    """Raise :class:`NumericalOverflow` if the estimator's last margins, coefficients,
+    intercept or decisions on the first rows of ``X`` are not finite (public attributes only)."""
+    parts = {
+        "margins": getattr(est, "last_margins_", None),
+        "dual coefficients": getattr(est, "dual_coef_", None),
+        "intercept": getattr(est, "intercept_", None),
+    }
+    if X is not None and not getattr(est, "warming_up_", False) and getattr(est, "n_support_vectors_", 0):
+        parts["decisions"] = est.decision_function(X[:PROBE_ROWS])
+    for what, values in parts.items():
+        if values is not None and not np.isfinite(np.asarray(values, dtype=np.float64)).all():
+            raise NumericalOverflow(
+                f"numerical overflow: the batch made the model's {what} non-finite; it was not applied "
+                "(lower C or the feature values, or raise lambda)",
+                field="X",
+            )
 
 
 def estimator_stats(est) -> dict[str, Any]:
     """The figures of an estimator shown by ``GET /models`` and ``/metrics`` (``est`` may be None).
 
     Keys: ``n_support_vectors``, ``t``, ``n_merges``, ``n_seen``, ``lambda_eff``,
+    ``gamma_eff`` (None while warming up), ``scaling`` (in use; None while warming up),
+    ``warming_up``, ``pending`` (window + shuffle buffer), ``n_replayed``,
     ``merging_frequency``, ``average_weight_degradation`` and ``statistics`` (the
     estimator's ``statistics()`` without ``per_class``).
     """
@@ -34,6 +59,11 @@ def estimator_stats(est) -> dict[str, Any]:
             "n_merges": 0,
             "n_seen": 0,
             "lambda_eff": None,
+            "gamma_eff": None,
+            "scaling": None,
+            "warming_up": False,
+            "pending": 0,
+            "n_replayed": 0,
             "merging_frequency": 0.0,
             "average_weight_degradation": 0.0,
             "statistics": {},
@@ -47,10 +77,21 @@ def estimator_stats(est) -> dict[str, Any]:
         "n_merges": int(statistics.get("merges", getattr(est, "n_merges_", 0))),
         "n_seen": int(statistics.get("examples_seen", getattr(est, "n_seen_", 0))),
         "lambda_eff": None if lam is None else float(lam),
+        "gamma_eff": _float_or_none(getattr(est, "gamma_", None)),
+        "scaling": getattr(est, "scaling_", None),
+        "warming_up": bool(getattr(est, "warming_up_", False)),
+        "pending": int(getattr(est, "n_pending_", 0)),
+        "n_replayed": int(getattr(est, "n_replayed_", 0)),
         "merging_frequency": float(statistics.get("merging_frequency", 0.0)),
         "average_weight_degradation": float(statistics.get("average_weight_degradation", 0.0)),
         "statistics": statistics,
     }
+
+
+def _float_or_none(value) -> float | None:
+    return (
+        float(value) if isinstance(value, (int, float, np.floating)) and not isinstance(value, bool) else None
+    )
 
 
 @dataclass(frozen=True)
@@ -65,6 +106,8 @@ class ModelView:
         Number of batches applied since the model was created (survives restarts).
     n_features : int or None
         Input dimension ``d`` of the estimator.
+    n_features_fixed : bool
+        False while sparse input may still widen the model.
     stats : dict
         :func:`estimator_stats` of the estimator.
     extra : dict
@@ -80,6 +123,7 @@ class ModelView:
     stats: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
     published_at: float = field(default_factory=time.time)
+    n_features_fixed: bool = True
 
     def decision_function(self, X) -> np.ndarray:
         """Decision values, shape (n,), float64.  Raises :class:`~svmstream.app.errors.ModelNotFitted`.
@@ -90,7 +134,12 @@ class ModelView:
         """
         if self.estimator is None:
             raise ModelNotFitted(f"model {self.name!r} has not learned from any example yet")
-        return np.asarray(self.estimator.decision_function(X), dtype=np.float64)
+        try:
+            return np.asarray(self.estimator.decision_function(X), dtype=np.float64)
+        except WarmingUp as exc:
+            raise ModelWarmingUp(
+                f"model {self.name!r}: {exc} (or POST /models/{self.name}/flush to learn what it holds now)"
+            ) from None
 
     def labels_from_decision(self, decision: np.ndarray) -> list[Any]:
         """Predicted JSON labels: ``classes[1]`` where decision > 0, else ``classes[0]``

@@ -16,10 +16,12 @@ def warm_up() -> None:
     X = rng.normal(size=(8, 3))
     y = np.tile([0, 1], 4)
     for rows in (X, sp.csr_matrix(X)):
-        est = make_estimator(ModelConfig(budget=2, gamma=1.0, C=1.0, random_state=0))
+        # a small window and buffer: the window closes, rows pass the buffer and the guard
+        est = make_estimator(ModelConfig(budget=2, warmup=4, shuffle_buffer=2, random_state=0))
         est.partial_fit(rows, y, classes=np.arange(2))
+        est.flush()
         copy_estimator(est).decision_function(rows)
     # the lookup-table merge solvers build their (H, WD) tables once per process (~0.5 s):
     # do it now rather than in the first batch of a lookup-wd model; and BSCA's step
     for config in (ModelConfig(budget=2, merge_solver="lookup-wd"), ModelConfig(algorithm="bsca", budget=2)):
-        make_estimator(config).partial_fit(X, y, classes=np.arange(2))
+        make_estimator(config).partial_fit(X, y, classes=np.arange(2)).flush()

@@ -39,6 +39,27 @@ _FAMILIES: dict[str, tuple[type, str, str]] = {
     "wd": (_GAUGE, "svmstream_average_weight_degradation", "Mean weight degradation per maintenance event."),
     "version": (_GAUGE, "svmstream_model_version", "Batches applied since creation."),
     "pending": (_GAUGE, "svmstream_learner_pending_batches", "Batches queued for the learner."),
+    "buffered": (
+        _GAUGE,
+        "svmstream_pending_examples",
+        "Examples received, not learned yet (warm-up window + shuffle buffer).",
+    ),
+    "warming_up": (_GAUGE, "svmstream_warming_up", "1 while the warm-up window is open (/predict: 409)."),
+    "label_run": (
+        _GAUGE,
+        "svmstream_single_label_run",
+        "Length of the current run of one label among the examples received.",
+    ),
+    "label_runs": (
+        _COUNTER,
+        "svmstream_single_label_runs",
+        "Runs of one label that reached label_run_window examples (a label-sorted source).",
+    ),
+    "overflow": (
+        _COUNTER,
+        "svmstream_numerical_overflow",
+        "Batches rolled back because they made the model non-finite.",
+    ),
     "snap_age": (
         _GAUGE,
         "svmstream_snapshot_age_seconds",
@@ -108,6 +129,11 @@ def _add_model(families: dict[str, Any], handle: ModelHandle, now: float) -> Non
     families["wd"].add_metric(name, stats.get("average_weight_degradation", 0.0))
     families["version"].add_metric(name, view.version)
     families["pending"].add_metric(name, handle.pending)
+    families["buffered"].add_metric(name, stats.get("pending", 0))
+    families["warming_up"].add_metric(name, 1.0 if stats.get("warming_up") else 0.0)
+    families["label_run"].add_metric(name, handle.label_runs.length)
+    families["label_runs"].add_metric(name, handle.label_runs.detections)
+    families["overflow"].add_metric(name, handle.overflows)
     if handle.last_snapshot_time is not None:
         families["snap_age"].add_metric(name, max(0.0, now - handle.last_snapshot_time))
     status = handle.stream_status() if handle.stream_status is not None else None

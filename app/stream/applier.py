@@ -48,6 +48,13 @@ class PendingBatch:
     n: int
 
 
+def _failed_future(exc: BaseException) -> Future:
+    """A future that failed with ``exc`` (its batch is dead-lettered like a failed learn)."""
+    future: Future = Future()
+    future.set_exception(exc)
+    return future
+
+
 class StreamApplier:
     """Applied and durable entry IDs of one model's stream, and the work of one read.
 
@@ -193,21 +200,29 @@ class StreamApplier:
 
     def _parse(self, fresh):
         return parse_stream_entries(
-            [f for _, f in fresh], self.handle.codec, self.handle.n_features, self.name
+            [f for _, f in fresh],
+            self.handle.codec,
+            self.handle.n_features,
+            self.name,
+            grow_to=self.handle.growth_limit(),
         )
 
     def _submit(self, batch, fresh, extra) -> Future:
+        retried = False
         while True:
             try:
-                return self.registry.learn(self.name, batch.X, batch.y, extra=extra)
+                return self.registry.learn(self.name, batch.X, batch.y, extra=extra, sparse=batch.sparse)
             except LearnerBusy:
                 self._sleep(0.01)
-            except InvalidInput as exc:  # d was fixed meanwhile by another writer: validate again
+            except InvalidInput as exc:
+                if retried:  # the batch itself is refused (e.g. over a size guard): dead-letter it
+                    return _failed_future(exc)
+                # d was fixed meanwhile by another writer: validate again
                 log.info("model %r: re-validating a stream batch (%s)", self.name, exc)
                 batch2 = self._parse(fresh)
                 if batch2.good.size != batch.good.size or not np.array_equal(batch2.good, batch.good):
                     raise RuntimeError("stream batch changed on re-validation") from exc
-                batch = batch2
+                batch, retried = batch2, True
 
     def collect_done(self, client, block: bool) -> None:
         while self._inflight and (block or self._inflight[0].future.done()):

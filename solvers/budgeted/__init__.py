@@ -1,5 +1,6 @@
 """Budgeted online kernel SVMs: BSGD and BSCA with budget maintenance (merge, remove, project)."""
 
+from ._base import WarmingUp, model_bytes
 from ._classes import BudgetedSCAClassifier, BudgetedSGDClassifier
 
-__all__ = ["BudgetedSCAClassifier", "BudgetedSGDClassifier"]
+__all__ = ["BudgetedSCAClassifier", "BudgetedSGDClassifier", "WarmingUp", "model_bytes"]

@@ -12,13 +12,25 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._params import BUDGET_MIN, MAINTENANCE, MERGE_SOLVERS, check_choice, check_positive
+from .._params import (
+    BUDGET_MIN,
+    C_MAX,
+    LAMBDA_MIN,
+    MAINTENANCE,
+    MERGE_SOLVERS,
+    REFERENCE_N,
+    SCALINGS,
+    check_choice,
+    check_positive,
+)
 from ._decision import rbf_decision_batch
 from ._lookup import merge_tables
 from ._merging import N_DIAG
+from ._preprocessing import Preprocessor, buffer_capacity, guard_capacity
 from ._state import (
     C_MAINTENANCE,
     C_MERGES,
@@ -36,11 +48,13 @@ from ._state import (
 DENSE_CHUNK_ELEMENTS = 4_000_000
 
 
-def resolve_lambda(lambda_, C, n_samples, n_rows):
+def resolve_lambda(lambda_, C, n_samples, n_rows=None):
     """Regularisation λ: ``lambda_`` if given, else ``1 / (C · n)``.
 
-    ``n`` is ``n_samples`` when set, otherwise ``n_rows`` (rows of the first fit or
-    partial_fit call).  C = 1/(nλ) is the usual SVM relation (Wang et al. 2012, §2).
+    ``n`` is ``n_samples`` when set, else ``n_rows`` (the rows of :meth:`fit`), else — a
+    stream of unknown length — :data:`~svmstream.solvers._params.REFERENCE_N`, so that λ
+    never depends on how a stream is cut into batches.  C = 1/(nλ) is the usual SVM
+    relation (Wang et al. 2012, §2).
 
     Raises
     ------
@@ -50,11 +64,33 @@ def resolve_lambda(lambda_, C, n_samples, n_rows):
     if lambda_ is not None:
         lam = float(lambda_)
     else:
-        n = n_samples if n_samples is not None else n_rows
+        n = n_samples if n_samples is not None else (n_rows if n_rows is not None else REFERENCE_N)
         lam = 1.0 / (float(C) * float(n))
     if not np.isfinite(lam) or lam <= 0.0:
         raise ValueError(f"regularisation lambda must be positive and finite, got {lam!r}")
+    if lam < LAMBDA_MIN:
+        raise ValueError(
+            f"regularisation lambda must be >= {LAMBDA_MIN:g} (smaller values overflow the step size "
+            f"1/(lambda t)), got {lam!r}"
+        )
     return lam
+
+
+def model_bytes(budget, n_features, shuffle_buffer=0, run_guard=False, n_classes=2, maintenance="merge"):
+    """Bytes of the dense arrays a budgeted model of this shape allocates (an estimate made
+    before any allocation): the SV matrix (B + 1) · d · 8, the shuffle buffer (at most
+    64 MiB of rows), the run guard's reservoirs (at most 16 MiB), and K⁻¹ for
+    ``maintenance="project"``.  The warm-up window (raw rows as received) is not counted."""
+    d = max(1, int(n_features))
+    cap = int(budget) + 1
+    n_cols = 1 if n_classes == 2 else int(n_classes)
+    total = cap * d * 8 + cap * 8 * (2 + n_cols)  # SVs; their norms, coefficients, kernel row
+    total += buffer_capacity(int(shuffle_buffer), d) * (d + 1) * 8
+    if run_guard:
+        total += guard_capacity(n_classes, d) * n_classes * d * 8
+    if maintenance == "project":
+        total += cap * cap * 8
+    return int(total)
 
 
 def iter_dense_rows(X, order, chunk_rows):
@@ -77,6 +113,14 @@ def iter_dense_rows(X, order, chunk_rows):
 _NO_TABLE = np.zeros((2, 2))
 
 
+class WarmingUp(NotFittedError):
+    """Raised by ``decision_function``/``predict`` while the warm-up window is still open.
+
+    The message says how many of the ``warmup`` examples have arrived.  A subclass of
+    scikit-learn's ``NotFittedError`` (hence of ``ValueError`` and ``AttributeError``).
+    """
+
+
 class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     """Shared state and prediction of budgeted Gaussian-kernel classifiers (BSGD, BSCA).
 
@@ -86,8 +130,11 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     Subclasses implement the learning step (``_apply``) and parameter checks.
     """
 
-    #: bumped whenever the saved layout changes
-    STATE_VERSION = 2
+    #: bumped whenever the saved layout changes (3: warm-up window, scaler, shuffle buffer;
+    #: 4: run guard, buffer that learns while it fills)
+    STATE_VERSION = 4
+    #: versions :meth:`from_state` still loads (2: raw features; 3: no run guard)
+    STATE_VERSIONS = (2, 3, 4)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -124,7 +171,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         return index.astype(np.float64)
 
     # ------------------------------------------------------------------ state
-    def _init_state(self, n_features, classes, n_rows):
+    def _init_state(self, n_features, classes, n_rows=None, streaming=True):
         classes = np.unique(np.asarray(classes))
         if classes.shape[0] < 2:
             raise ValueError(
@@ -149,9 +196,41 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self._f_buf = np.zeros(n_cols, dtype=np.float64)
         self.merge_diagnostics_ = np.zeros(N_DIAG, dtype=np.float64)
         self.rng_ = np.random.default_rng(self.random_state)
+        self._pp = Preprocessor(
+            self.scaling,
+            self.gamma,
+            self.warmup,
+            self.shuffle_buffer if streaming else 0,
+            self.n_features_in_,
+            classes.shape[0],
+            streaming and self.run_guard,
+        )
+        self.last_margins_ = np.zeros((0,) if n_cols == 1 else (0, n_cols))
+        self.last_y_ = self.classes_[:0]
 
     def _resolve_lambda(self, n_rows):
         return resolve_lambda(self.lambda_, self.C, self.n_samples, n_rows)
+
+    @property
+    def gamma_(self):
+        """The kernel width in use: ``gamma``, or the value ``"scale"`` resolved to when the
+        warm-up window closed (None before)."""
+        return self._pp.gamma
+
+    @property
+    def scaling_(self):
+        """The feature scaling in use ("standard", "maxabs" or "none"; None before the window closes)."""
+        return self._pp.kind
+
+    @property
+    def n_pending_(self):
+        """Examples received but not learned yet: in the warm-up window or the shuffle buffer."""
+        return self._pp.pending
+
+    @property
+    def warming_up_(self):
+        """True while the warm-up window is open (predictions raise :class:`WarmingUp`)."""
+        return not self._pp.ready
 
     def _tables(self):
         """The merge lookup tables ``(H, W)`` if a lookup solver is in use, else 2×2 dummies."""
@@ -165,8 +244,13 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     def _check_budget_params(self):
         """Validate the parameters every budgeted model has; raises ValueError."""
-        check_positive("gamma", self.gamma)
+        if not (isinstance(self.gamma, str) and self.gamma == "scale"):
+            check_positive("gamma", self.gamma)
+            if not np.isfinite(self.gamma):
+                raise ValueError(f"gamma must be finite, got {self.gamma!r}")
         check_positive("C", self.C)
+        if self.C > C_MAX:
+            raise ValueError(f"C must be <= {C_MAX:g} (larger values overflow the step size), got {self.C!r}")
         check_positive("epochs", self.epochs, numbers.Integral)
         check_positive("lambda_", self.lambda_, allow_none=True)
         check_positive("n_samples", self.n_samples, numbers.Integral, allow_none=True)
@@ -175,6 +259,13 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         if not 0.0 < self.gss_eps < 1.0:
             raise ValueError(f"gss_eps must be in (0, 1), got {self.gss_eps!r}")
         check_choice("maintenance", self.maintenance, MAINTENANCE)
+        check_choice("scaling", self.scaling, SCALINGS)
+        if not isinstance(self.run_guard, (bool, np.bool_)):
+            raise ValueError(f"run_guard must be a bool, got {self.run_guard!r}")
+        for name in ("warmup", "shuffle_buffer"):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
         check_choice("merge_solver", self.merge_solver, MERGE_SOLVERS)
         if self.compare_merge_solver is not None:
             check_choice("compare_merge_solver", self.compare_merge_solver, MERGE_SOLVERS)
@@ -210,9 +301,11 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=True)
         check_classification_targets(y)
         X = X if sp.issparse(X) else np.ascontiguousarray(X)
-        self._init_state(X.shape[1], np.unique(y), X.shape[0])
+        self._init_state(X.shape[1], np.unique(y), X.shape[0], streaming=False)
         labels = self._encode_labels(y)
-        self._fit_epochs(X, labels, callback)
+        if self._pp.needs_window:  # fit sees all its data: the statistics come from all of X
+            self._pp.fit(X)
+        self._fit_epochs(self._pp.transform(X), labels, callback)
         return self
 
     def _fit_epochs(self, X, labels, callback=None):
@@ -236,19 +329,74 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=first)
         X = X if sp.issparse(X) else np.ascontiguousarray(X)
         if first:
-            self._init_state(X.shape[1], classes, X.shape[0])
+            self._init_state(X.shape[1], classes)
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise ValueError(f"classes {list(classes)} differ from the first call's {self.classes_.tolist()}")
         labels = self._encode_labels(y)
-        self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
+        self._learn_fed(self._pp.feed(X, labels, self.rng_))
         return self
+
+    def flush(self):
+        """Learn every pending example now: close an open warm-up window with what it holds,
+        then empty the shuffle buffer in a random order (the end of a stream).  Returns self.
+
+        ``last_margins_``/``last_y_`` then describe the examples learned by this call."""
+        check_is_fitted(self, "classes_")
+        self._learn_fed(self._pp.drain(self.rng_))
+        return self
+
+    def grow_features(self, n_features):
+        """Widen the model to ``n_features`` input features (sparse input whose largest index
+        grew; a missing feature is a zero).  Returns self.
+
+        Support vectors, held and buffered rows get zeros in the new features, which are
+        scaled with offset 0 and factor 1; everything else is kept, so decisions on rows
+        that are zero in the new features do not change.  If the shuffle buffer's byte bound
+        (64 MiB of rows) now holds fewer rows, the rows beyond it are learned now, drawn at
+        random.  ``n_features`` below ``n_features_in_`` raises ValueError.
+        """
+        check_is_fitted(self, "classes_")
+        d_old, d_new = self.n_features_in_, int(n_features)
+        if d_new < d_old:
+            raise ValueError(f"n_features must be >= the model's {d_old}, got {n_features!r}")
+        if d_new == d_old:
+            return self
+        self._grow_arrays(d_new)
+        self._learn_fed(self._pp.grow(d_new, self.shuffle_buffer, self.rng_))
+        return self
+
+    def _grow_arrays(self, d_new):
+        sv_t = np.zeros((d_new, self._sv_t.shape[1]))
+        sv_t[: self._sv_t.shape[0]] = self._sv_t
+        self._sv_t = sv_t
+        self._x_buf = np.zeros(d_new)
+        self.n_features_in_ = d_new
+
+    def _learn_fed(self, fed):
+        """Learn the rows the preprocessor released (None: none yet) and record the originals."""
+        if fed is None:
+            self._learned(None, np.zeros(0))
+            return
+        X, labels, original = fed
+        margins = self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
+        self._learned(margins[original], labels[original])
+
+    def _learned(self, margins, labels):
+        """Record the examples a call learned: ``last_margins_`` (f before each step, None:
+        nothing learned) and ``last_y_`` (their labels, from ``classes_``)."""
+        if margins is None:
+            n_cols = self._coef.shape[1]
+            margins = np.zeros((0,) if n_cols == 1 else (0, n_cols))
+        self.last_margins_ = margins
+        index = (labels > 0).astype(np.intp) if self.classes_.shape[0] == 2 else labels.astype(np.intp)
+        self.last_y_ = self.classes_[index]
 
     # ------------------------------------------------------------------ prediction
     def decision_function(self, X):
         """f(x) = Σ_j α_j k(sv_j, x) (+ b): (n,) float64 for binary models (positive side =
         ``classes_[1]``), (n, n_classes) float64 for multi-class models."""
         check_is_fitted(self, "classes_")
-        X = self._validate_X(X, reset=False)
+        X = self._pp_transform(self._validate_X(X, reset=False))
         out = np.empty((X.shape[0], self._coef.shape[1]), dtype=np.float64)
         row_buf = np.empty_like(self._row_buf)  # own scratch: concurrent predictions are safe
         chunk_rows = max(1, DENSE_CHUNK_ELEMENTS // max(1, X.shape[1]))
@@ -263,13 +411,22 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
                 self._coef,
                 self._bias,
                 self.n_support_vectors_,
-                float(self.gamma),
+                self.gamma_,
                 float(self._reals[R_SCALE]),
                 part,
                 row_buf,
             )
             done += local_order.shape[0]
         return out[:, 0] if out.shape[1] == 1 else out
+
+    def _pp_transform(self, X):
+        """X scaled for prediction; raises :class:`WarmingUp` while the window is open."""
+        if not self._pp.ready:
+            raise WarmingUp(
+                f"{type(self).__name__} is warming up: {self._pp.window_n} of {self._pp.warmup} examples "
+                "received; predictions start when the warm-up window closes"
+            )
+        return self._pp.transform(X)
 
     def predict(self, X):
         """Predicted labels (n,) from ``classes_``."""
@@ -285,11 +442,18 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     @property
     def t_(self):
+        """Learning steps taken, including the run guard's replayed examples (``n_replayed_``)."""
         return int(self._counters[C_STEPS])
 
     @property
+    def n_replayed_(self):
+        """Examples the run guard replayed (each one a learning step counted in ``t_``)."""
+        return self._pp.n_replayed
+
+    @property
     def n_seen_(self):
-        return int(self._counters[C_STEPS])
+        """Examples received: learned (``t_`` − ``n_replayed_``) plus pending (``n_pending_``)."""
+        return int(self._counters[C_STEPS]) - self._pp.n_replayed + self._pp.pending
 
     @property
     def n_merges_(self):
@@ -360,7 +524,10 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         }
         if self._k_inv.shape[0] > 1:
             arrays["k_inv"] = self._k_inv[:n, :n].copy()
+        pp_arrays, pp_meta = self._pp.get_state()
+        arrays.update(pp_arrays)
         meta = {
+            "preprocessing": pp_meta,
             "estimator": type(self).__name__,
             "state_version": self.STATE_VERSION,
             "params": self.get_params(),
@@ -375,10 +542,20 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         """Rebuild an estimator that continues exactly where :meth:`get_state` left off.
 
         Raises ValueError if the state's version or shapes do not fit."""
-        if meta.get("state_version") != cls.STATE_VERSION:
-            raise ValueError(f"unsupported {cls.__name__} state version {meta.get('state_version')}")
-        est = cls(**meta["params"])
+        version = meta.get("state_version")
+        if version not in cls.STATE_VERSIONS:
+            raise ValueError(f"unsupported {cls.__name__} state version {version}")
+        params = dict(meta["params"])
+        if version == 2:  # saved before scaling and the shuffle buffer existed: raw features
+            params.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
+        if version == 3:  # saved before the run guard existed: it stays off
+            params["run_guard"] = False
+        est = cls(**params)
         est._init_state(meta["n_features_in"], arrays["classes"], 1)
+        if version >= 3:
+            est._pp = Preprocessor.from_state(
+                arrays, meta["preprocessing"], est.scaling, est.n_features_in_, est.classes_.shape[0]
+            )
         est.lambda_eff_ = float(meta["lambda_eff"])
         n = arrays["coef"].shape[0]
         if (

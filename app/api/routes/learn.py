@@ -12,6 +12,7 @@ from svmstream.app.api.auth import require_write
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
 from svmstream.app.api.http import OrjsonResponse, read_body
 from svmstream.app.api.schemas import ErrorResponse, LearnRequest, LearnResponse
+from svmstream.app.errors import ServiceError
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
 from svmstream.app.ingest.examples import parse_examples
 from svmstream.app.models.registry import Registry
@@ -53,8 +54,9 @@ async def learn(
 ) -> OrjsonResponse:
     """Validate the whole batch, then apply it with one ``partial_fit`` call.
 
-    The response is sent once the batch is applied and published.  A rejected batch
-    (4xx) changes nothing.
+    The response is sent once the batch is applied and published; ``buffered`` counts the
+    examples still pending (warm-up window and shuffle buffer).  A rejected batch (4xx,
+    also a batch that made the model non-finite: 422 "numerical overflow") changes nothing.
     """
     started = time.perf_counter()
     body = await read_body(request, settings.max_body_bytes)
@@ -62,26 +64,32 @@ async def learn(
         name, n, future = _parse_and_submit(registry, body, settings.default_model)
     else:
         name, n, future = await run_in_threadpool(_parse_and_submit, registry, body, settings.default_model)
-    try:
-        view = await asyncio.wrap_future(future)
-    except Exception as exc:  # solver failure: the learner rolled the model back (logged there)
-        return OrjsonResponse(
-            {
-                "detail": f"learning failed: {type(exc).__name__}: {exc}; the model was left unchanged",
-                "field": None,
-                "index": None,
-            },
-            status_code=500,
-        )
-    stats = view.stats
+    view = await applied(future)
     observe("learn", name, time.perf_counter() - started)
-    return OrjsonResponse(
-        {
-            "model": name,
-            "n_examples": n,
-            "version": view.version,
-            "n_seen": stats["n_seen"],
-            "n_support_vectors": stats["n_support_vectors"],
-            "t": stats["t"],
-        }
-    )
+    return OrjsonResponse({"model": name, "n_examples": n, **learn_figures(view)})
+
+
+async def applied(future):
+    """The view a learner future resolves to; a solver failure (the learner rolled the model
+    back and logged it) raises a 500, a rejected batch (numerical overflow) its 422."""
+    try:
+        return await asyncio.wrap_future(future)
+    except ServiceError:
+        raise
+    except Exception as exc:
+        raise ServiceError(
+            f"learning failed: {type(exc).__name__}: {exc}; the model was left unchanged", status=500
+        ) from None
+
+
+def learn_figures(view) -> dict:
+    """What ``/learn`` and ``/models/{name}/flush`` report after applying: ``version``,
+    ``n_seen``, ``n_support_vectors``, ``t`` and ``buffered`` (examples pending)."""
+    stats = view.stats
+    return {
+        "version": view.version,
+        "n_seen": stats["n_seen"],
+        "n_support_vectors": stats["n_support_vectors"],
+        "t": stats["t"],
+        "buffered": stats.get("pending", 0),
+    }

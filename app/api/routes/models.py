@@ -9,7 +9,8 @@ from starlette.concurrency import run_in_threadpool
 from svmstream.app.api.auth import require_read, require_write
 from svmstream.app.api.deps import RegistryDep, SettingsDep
 from svmstream.app.api.http import OrjsonResponse, read_body
-from svmstream.app.api.schemas import ErrorResponse, ModelCreate, ModelInfo
+from svmstream.app.api.routes.learn import applied, learn_figures
+from svmstream.app.api.schemas import ErrorResponse, FlushResponse, ModelCreate, ModelInfo
 from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import decode_body
 
@@ -19,7 +20,11 @@ router = APIRouter(prefix="/models", tags=["models"])
 def validation_error(exc: ValidationError) -> InvalidInput:
     """The first pydantic error as an :class:`~svmstream.app.errors.InvalidInput` naming its field."""
     err = exc.errors()[0]
-    field = ".".join(str(part) for part in err.get("loc", ())) or "body"
+    loc = err.get("loc", ())
+    # the field, then list positions; not the member tags of a union (gamma: number or "scale")
+    field = (
+        ".".join(str(part) for part in loc[:1] + tuple(p for p in loc[1:] if isinstance(p, int))) or "body"
+    )
     return InvalidInput(f"{field}: {err.get('msg', 'invalid value')}", field=field)
 
 
@@ -74,6 +79,8 @@ async def put_model(
         raise validation_error(exc) from None
     try:
         registry.check_config(config)
+    except InvalidInput:
+        raise
     except ValueError as exc:
         raise InvalidInput(f"config: {exc}", field="config") from None
     try:
@@ -81,6 +88,23 @@ async def put_model(
     except ValueError as exc:
         raise InvalidInput(f"name: {exc}", field="name") from None
     return OrjsonResponse(handle.info(), status_code=200 if replaced else 201)
+
+
+@router.post(
+    "/{name}/flush",
+    response_model=FlushResponse,
+    responses={404: {"model": ErrorResponse}, 409: {"model": ErrorResponse}, 429: {"model": ErrorResponse}},
+    dependencies=[Depends(require_write)],
+)
+async def flush_model(name: str, registry: RegistryDep) -> OrjsonResponse:
+    """Learn every pending example now: close an open warm-up window with what it holds and
+    empty the shuffle buffer (the end of a stream or of a replayed file).  409 for a model
+    trained by a batch job."""
+    before = registry.get(name).view.stats.get("pending", 0)
+    view = await applied(registry.flush(name))
+    return OrjsonResponse(
+        {"model": name, "flushed": before - view.stats.get("pending", 0), **learn_figures(view)}
+    )
 
 
 @router.delete(

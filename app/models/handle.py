@@ -1,0 +1,314 @@
+"""One named model: its configuration, private estimator, single learner thread and
+published view (:class:`ModelHandle`); the :class:`~svmstream.app.models.registry.Registry`
+holds them by name.  See :mod:`svmstream.app.models.registry` for the concurrency model.
+
+Learning a batch (:meth:`ModelHandle.submit`): the dimension rules (dense rows and a declared
+``n_features`` fix ``d``; sparse rows widen a model up to the size guards of
+:mod:`.limits`), one ``partial_fit`` on the learner thread, a finiteness check
+(:func:`svmstream.app.models.view.check_finite`; a non-finite model is rolled back:
+422 "numerical overflow"), the meters (prequential accuracy from ``last_margins_`` and
+``last_y_``, rate, label runs), then a published copy.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from svmstream.app.errors import (
+    BatchModelReadOnly,
+    InvalidInput,
+    LearnerBusy,
+    ModelClosed,
+    NumericalOverflow,
+)
+from svmstream.app.ingest.features import conform
+from svmstream.app.ingest.labels import LabelCodec
+from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
+from svmstream.app.models.factory import copy_estimator, make_estimator
+from svmstream.app.models.limits import check_width, max_width
+from svmstream.app.models.meters import LabelRunMeter, PrequentialWindow, RateMeter, correct_predictions
+from svmstream.app.models.view import ModelView, check_finite, estimator_stats
+from svmstream.app.settings import Settings
+
+log = logging.getLogger("svmstream.registry")
+
+
+class ModelHandle:
+    """One named model: configuration, private estimator, learner thread, current view."""
+
+    def __init__(
+        self,
+        name: str,
+        config: ModelConfig,
+        *,
+        estimator: Any | None = None,
+        version: int = 0,
+        n_features: int | None = None,
+        n_features_fixed: bool | None = None,
+        extra: dict[str, Any] | None = None,
+        settings: Settings | None = None,
+    ):
+        settings = settings if settings is not None else Settings()
+        self.name = name
+        self.config = config
+        self.settings = settings
+        self.codec = LabelCodec(config.classes)
+        self.max_pending = settings.max_pending_batches
+        self._est = copy_estimator(estimator) if estimator is not None else None
+        self._n_features = n_features if n_features is not None else config.n_features
+        # sparse input widens a model until dense rows or a declared n_features fix d
+        self._fixed = bool(config.n_features is not None if n_features_fixed is None else n_features_fixed)
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._closed = False
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"learner-{name}")
+        self.view = ModelView(
+            name=name,
+            config=config,
+            codec=self.codec,
+            estimator=estimator,
+            version=version,
+            n_features=self._n_features,
+            stats=estimator_stats(estimator),
+            extra=dict(extra or {}),
+            n_features_fixed=self._fixed,
+        )
+        # learning metrics, written by the learner thread
+        self.prequential = PrequentialWindow(settings.metrics_window)
+        self.rate = RateMeter(settings.rate_window_s)
+        self.label_runs = LabelRunMeter(settings.label_run_window)
+        self.overflows = 0
+        self.created_at = time.time()
+        # set by a stream consumer: () -> dict of stream figures for info() and /metrics
+        self.stream_status: Callable[[], dict[str, Any]] | None = None
+        # snapshot bookkeeping (written by Registry.snapshot under its lock)
+        self.saved_version = -1
+        self.last_snapshot_time: float | None = None
+        self.last_snapshot_path: str | None = None
+
+    @property
+    def n_features(self) -> int | None:
+        return self._n_features
+
+    @property
+    def n_features_fixed(self) -> bool:
+        return self._fixed
+
+    def growth_limit(self) -> int | None:
+        """The widest sparse rows this model accepts now (None: its dimension is fixed)."""
+        if self._fixed or self.config.algorithm in BATCH_ALGORITHMS:
+            return None
+        return max_width(self.config, self.settings)
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _read_only(self) -> BatchModelReadOnly | None:
+        if self.config.algorithm not in BATCH_ALGORITHMS:
+            return None
+        return BatchModelReadOnly(
+            f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); "
+            "it does not learn online (train a new one with POST /jobs)"
+        )
+
+    def submit(
+        self,
+        X,
+        y: np.ndarray,
+        *,
+        declared: int | None = None,
+        extra: dict | None = None,
+        sparse: bool | None = None,
+    ) -> Future:
+        """Queue a validated batch; returns a future resolving to the new :class:`ModelView`.
+
+        ``sparse`` (default: whether X is a CSR matrix) says the rows came as sparse
+        ``{index: value}`` objects: they may widen a model whose dimension is not fixed.
+
+        Raises
+        ------
+        InvalidInput
+            Dimension mismatch (dense rows and a declared ``n_features`` fix ``d``), or a
+            dimension over ``max_features`` / ``max_model_bytes`` (see :mod:`.limits`).
+        LearnerBusy, ModelClosed (also BatchModelReadOnly for a batch-trained model)
+        """
+        error = self._read_only()
+        if error is not None:
+            raise error
+        if y.shape != (X.shape[0],):
+            raise InvalidInput(f"y: has {y.shape[0]} labels for {X.shape[0]} examples in X", field="y")
+        sparse = sp.issparse(X) if sparse is None else bool(sparse)
+        with self._lock:
+            if self._closed:
+                raise ModelClosed(f"model {self.name!r} was deleted or replaced")
+            if self._pending >= self.max_pending:
+                raise LearnerBusy(f"model {self.name!r} has {self._pending} batches queued; retry later")
+            d = self._n_features
+            if d is None or (sparse and not self._fixed and X.shape[1] > d):
+                check_width(X, self.config, self.settings, sparse)
+                d = max(int(X.shape[1]), d or 0)
+            X = conform(X, d, declared, self.name)
+            self._n_features = d
+            self._fixed = self._fixed or not sparse or declared is not None
+            return self._queue(self._apply, X, y, extra)
+
+    def submit_flush(self) -> Future:
+        """Queue a flush (learn every pending example now); returns a future of the new view.
+
+        Raises BatchModelReadOnly, LearnerBusy, ModelClosed."""
+        error = self._read_only()
+        if error is not None:
+            raise error
+        with self._lock:
+            if self._closed:
+                raise ModelClosed(f"model {self.name!r} was deleted or replaced")
+            if self._pending >= self.max_pending:
+                raise LearnerBusy(f"model {self.name!r} has {self._pending} batches queued; retry later")
+            return self._queue(self._flush)
+
+    def _queue(self, fn, *args) -> Future:
+        """Under the lock: count a pending batch and hand ``fn`` to the learner."""
+        self._pending += 1
+        try:
+            return self._executor.submit(fn, *args)
+        except RuntimeError as exc:  # executor shut down
+            self._pending -= 1
+            raise ModelClosed(f"model {self.name!r} was deleted or replaced") from exc
+
+    def _apply(self, X, y: np.ndarray, extra: dict | None) -> ModelView:
+        """Learner thread: one ``partial_fit`` call (after widening the model if a sparse
+        batch grew ``d``), then publish a copy."""
+
+        def step(est):
+            if hasattr(est, "n_features_in_") and X.shape[1] > est.n_features_in_:
+                est.grow_features(X.shape[1])
+            est.partial_fit(X, y, classes=np.arange(len(self.codec.classes)))
+            return X
+
+        view = self._learn_step(step, extra, int(X.shape[0]))
+        if self.label_runs.add(y) and len(self.codec.classes) >= 2:
+            log.warning(
+                "model %r: the last %d examples received all have label %r: the source looks sorted by "
+                "label; the shuffle buffer and the run guard compensate, but shuffling the source is better",
+                self.name,
+                self.label_runs.window,
+                self.codec.classes[self.label_runs.label],
+            )
+        return view
+
+    def _flush(self) -> ModelView:
+        """Learner thread: ``flush()`` the estimator (nothing to do before the first batch)."""
+        if self._est is None:
+            with self._lock:
+                self._pending -= 1
+            return self.view
+        return self._learn_step(lambda est: est.flush() and None, None, 0)
+
+    def _learn_step(self, step, extra: dict | None, n_received: int) -> ModelView:
+        """Run ``step(estimator)`` on the private estimator, check it stayed finite, update the
+        meters and publish; on any error rebuild the estimator from the last published view."""
+        try:
+            est = self._est if self._est is not None else make_estimator(self.config)
+            probe = step(est)
+            self._est = est
+            check_finite(est, probe)
+            margins, learned = getattr(est, "last_margins_", None), getattr(est, "last_y_", None)
+            if margins is not None and learned is not None and len(margins) == len(learned):
+                self.prequential.add(correct_predictions(margins, np.asarray(learned, dtype=np.int64)))
+            self.rate.add(n_received)
+            old = self.view
+            view = ModelView(
+                name=self.name,
+                config=self.config,
+                codec=self.codec,
+                estimator=copy_estimator(est),
+                version=old.version + 1,
+                n_features=getattr(est, "n_features_in_", old.n_features),
+                stats=estimator_stats(est),
+                extra={**old.extra, **extra} if extra else old.extra,
+                n_features_fixed=self._fixed,
+            )
+            self.view = view
+            return view
+        except BaseException as exc:
+            if isinstance(exc, NumericalOverflow):
+                self.overflows += 1
+                log.error("model %r: %s; model rolled back", self.name, exc)
+            else:
+                log.exception(
+                    "model %r: learning a batch of %d examples failed; model rolled back",
+                    self.name,
+                    n_received,
+                )
+            published = self.view.estimator
+            self._est = copy_estimator(published) if published is not None else None
+            raise
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def close(self, wait: bool = True) -> None:
+        """Refuse new batches; with ``wait``, block until queued batches are applied."""
+        with self._lock:
+            self._closed = True
+        self._executor.shutdown(wait=wait)
+
+    def metrics(self) -> dict[str, Any]:
+        """Learning figures that change only when the model or its stream does (so that
+        two reads of an idle model are equal): examples applied, examples/s over the
+        window ending at the last applied batch, its unix time, prequential accuracy, and
+        the stream consumer's status.  The live, time-dependent figures (current rate,
+        snapshot age) are in ``/metrics``."""
+        view = self.view
+        out: dict[str, Any] = {
+            "examples_applied": view.stats["n_seen"],
+            "applied_per_s": self.rate.rate_at_last(),
+            "last_applied_at": view.published_at if view.version else None,
+            "prequential_accuracy": self.prequential.accuracy(),
+            "prequential_window": self.prequential.count(),
+            "prequential_window_size": self.prequential.size,
+            "single_label_run": self.label_runs.length,
+            "single_label_runs": self.label_runs.detections,
+            "numerical_overflows": self.overflows,
+        }
+        if self.stream_status is not None:
+            try:
+                out["stream"] = self.stream_status()
+            except Exception:  # never let a status read break GET /models
+                log.exception("model %r: stream status failed", self.name)
+        return out
+
+    def info(self) -> dict[str, Any]:
+        """JSON-ready description (``GET /models/{name}``)."""
+        view = self.view
+        stats = {k: v for k, v in view.stats.items() if k != "statistics"}
+        return {
+            "name": self.name,
+            "algorithm": self.config.algorithm,
+            "budget": self.config.budget,
+            "config": self.config.to_json(),
+            "n_features": self._n_features,
+            "n_features_fixed": self._fixed,
+            "fitted": view.estimator is not None,
+            **stats,
+            "version": view.version,
+            "pending_batches": self._pending,
+            "last_snapshot_time": self.last_snapshot_time,
+            "last_snapshot_path": self.last_snapshot_path,
+            "extra": view.extra,
+            "statistics": view.stats.get("statistics", {}),
+            "metrics": self.metrics(),
+        }

@@ -1,0 +1,111 @@
+"""The size guards of online models: budget, input dimension and estimated bytes.
+
+Checked before anything is allocated -- at ``PUT /models`` (budget; size when ``n_features``
+is declared) and when a batch fixes or widens the model's dimension (the first ``/learn``
+batch or stream read, a sparse row with a larger index).  Limits are the settings
+``max_budget``, ``max_features`` and ``max_model_bytes`` (``docs/defaults.md``); the size
+estimate is :func:`svmstream.solvers.model_bytes` (SVs (B + 1) x d x 8 bytes, the shuffle
+buffer of at most 64 MiB, the run guard's reservoirs, K^-1 for projection).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from svmstream.app.errors import InvalidInput
+from svmstream.app.models.config import BATCH_ALGORITHMS, LAMBDA_MIN, REFERENCE_N, ModelConfig
+from svmstream.app.settings import MIB, Settings
+from svmstream.solvers import model_bytes
+
+
+def estimate_bytes(config: ModelConfig, n_features: int) -> int:
+    """Estimated bytes of the arrays of an online model of dimension ``n_features``."""
+    return model_bytes(
+        config.budget,
+        n_features,
+        config.shuffle_buffer,
+        config.run_guard,
+        len(config.classes),
+        config.maintenance,
+    )
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def size_message(config: ModelConfig, n_features: int, settings: Settings) -> str | None:
+    """Why a model of dimension ``n_features`` is refused (None if it is not)."""
+    if n_features > settings.max_features:
+        return f"{n_features} features exceed max_features = {settings.max_features}"
+    size = estimate_bytes(config, n_features)
+    if size > settings.max_model_bytes:
+        return (
+            f"a model of {n_features} features with budget {config.budget} needs an estimated "
+            f"{_mb(size)} ({config.budget + 1} x {n_features} x 8 bytes of support vectors, plus the "
+            f"shuffle buffer and run guard), over max_model_bytes = {settings.max_model_bytes / MIB:g} MiB"
+        )
+    return None
+
+
+def check_config_limits(config: ModelConfig, settings: Settings) -> None:
+    """Raises :class:`InvalidInput` naming ``budget`` or ``n_features`` for a model over a limit."""
+    if config.algorithm in BATCH_ALGORITHMS:
+        return
+    if config.lambda_ is None and config.C is not None:
+        n = config.n_samples if config.n_samples is not None else REFERENCE_N
+        lam = 1.0 / (config.C * n)
+        if lam < LAMBDA_MIN:
+            raise InvalidInput(
+                f"C: C = {config.C:g} with n = {n} gives lambda = 1/(C n) = {lam:.3g} < {LAMBDA_MIN:g}, "
+                "which overflows the step size 1/(lambda t); lower C, or give n_samples or lambda",
+                field="C",
+            )
+    if config.budget > settings.max_budget:
+        raise InvalidInput(
+            f"budget: {config.budget} exceeds max_budget = {settings.max_budget}", field="budget"
+        )
+    if config.n_features is not None:
+        reason = size_message(config, config.n_features, settings)
+        if reason is not None:
+            raise InvalidInput(f"n_features: {reason}", field="n_features")
+
+
+def max_width(config: ModelConfig, settings: Settings) -> int:
+    """The largest dimension a model of ``config`` may have (``max_features`` and the size bound)."""
+    lo, hi = 1, settings.max_features
+    if estimate_bytes(config, hi) <= settings.max_model_bytes:
+        return hi
+    while lo < hi:  # the estimate grows with d
+        mid = (lo + hi + 1) // 2
+        if estimate_bytes(config, mid) <= settings.max_model_bytes:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def check_width(X, config: ModelConfig, settings: Settings, sparse: bool) -> None:
+    """Refuse a batch that would make the model wider than :func:`max_width` allows.
+
+    Raises
+    ------
+    InvalidInput
+        ``X[i]`` (the first sparse row with a too large index, or ``X[0]`` of dense rows)
+        with the limit and the size estimate.
+    """
+    limit = max_width(config, settings)
+    if X.shape[1] <= limit:
+        return
+    if sparse and sp.issparse(X):
+        pos = int(np.flatnonzero(X.indices >= limit)[0]) if X.nnz and X.indices.max() >= limit else None
+        if pos is not None:
+            i = int(np.searchsorted(X.indptr, pos, side="right") - 1)
+            index = int(X.indices[pos])
+            reason = size_message(config, index + 1, settings)
+            raise InvalidInput(
+                f"X[{i}]: feature index {index} is out of range: {reason}", field=f"X[{i}]", index=i
+            )
+    reason = size_message(config, int(X.shape[1]), settings)
+    raise InvalidInput(f"X[0]: has {X.shape[1]} features: {reason}", field="X[0]", index=0)
