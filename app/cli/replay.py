@@ -107,7 +107,8 @@ def _ensure_model(client, model: str, hyper: dict[str, Any], X, y, file: str, ou
     re-read at the model's d if wider.
 
     * no such model: ``PUT /models/{model}`` with ``hyper``, the file's dimension and labels,
-      and ``n_samples`` = the file's rows unless ``lambda``/``n_samples`` is given ("created");
+      and, when ``C`` is given without ``lambda``/``n_samples``, ``n_samples`` = the file's rows
+      (λ = 1/(C·n)); with no hyperparameters λ is the service default, 1e-4 ("created");
     * an existing model and no ``hyper``, or ``hyper`` equal to its configuration: continue it
       ("continued (n_seen=...)");
     * an existing model whose configuration differs from ``hyper``: replace it with ``replace``
@@ -125,8 +126,8 @@ def _ensure_model(client, model: str, hyper: dict[str, Any], X, y, file: str, ou
             "replace it with a new model, or give no hyperparameters to continue it"
         )
     if existing is None or differs:
-        if "n_samples" not in body and "lambda" not in body:
-            body["n_samples"] = int(n)  # the stream's length is known: lambda = 1/(C n)
+        if "C" in body and "n_samples" not in body and "lambda" not in body:
+            body["n_samples"] = int(n)  # C given and the stream's length known: lambda = 1/(C n)
         body["n_features"] = int(d)
         if len(labels) > 2:
             raise ReplayError(f"{file} has {len(labels)} distinct labels; the service's models are binary")
