@@ -121,9 +121,9 @@ def _figures(bench: str, payload: dict) -> dict[str, float]:
     }
 
 
-def run_once(tree: Path, bench: str) -> dict:
+def run_once(tree: Path, bench: str, extra_path: str = "") -> dict:
     args, result_name = BENCHES[bench]
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (extra_path, str(tree)) if p)}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load = os.getloadavg()[0]
     started = time.perf_counter()
@@ -148,14 +148,22 @@ def main(argv=None) -> int:
     parser.add_argument("--after", type=Path, default=Path("."))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--benches", nargs="+", default=list(BENCHES), choices=list(BENCHES))
+    parser.add_argument("--before-path", default="", help="extra PYTHONPATH entry first for the before tree")
+    parser.add_argument(
+        "--after-path",
+        default="",
+        help="extra PYTHONPATH entry first for the after tree (e.g. a "
+        "folder whose svmstream/app and svmstream/solvers link into a worktree)",
+    )
     args = parser.parse_args(argv)
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
+    paths = {"before": args.before_path, "after": args.after_path}
     runs: list[dict] = []
     try:
         # one untimed run per tree and benchmark first: numba compiles into its on-disk cache
         # there, so the timed rounds measure steady state (compile time reported separately)
         compile_runs = {
-            (side, bench): run_once(trees[side], bench)
+            (side, bench): run_once(trees[side], bench, paths[side])
             for bench in args.benches
             for side in ("before", "after")
         }
@@ -164,7 +172,7 @@ def main(argv=None) -> int:
         for rnd in range(args.rounds):
             for bench in args.benches:
                 for side in ("before", "after"):  # A B, A B, ...
-                    result = run_once(trees[side], bench)
+                    result = run_once(trees[side], bench, paths[side])
                     runs.append({"round": rnd + 1, "bench": bench, "side": side, **result})
                     print(
                         f"round {rnd + 1} {bench} {side}: cpu {result['cpu_s']:.1f} s, "
