@@ -122,7 +122,7 @@ class Service:
         }
         full_env.update(
             {
-                "PYTHONPATH": str(REPO),
+                "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)])),
                 "SVMSTREAM_REDIS_URL": redis_url,
                 "SVMSTREAM_DEFAULT_MODEL": MODEL,
                 "SVMSTREAM_DEFAULT_BUDGET": "500",
@@ -264,7 +264,10 @@ def end_to_end(tmp, rs, r, train, n, Xt, yt, ref, fsync, rows):
             "--json",
         ],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)])),
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
