@@ -196,17 +196,22 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self._f_buf = np.zeros(n_cols, dtype=np.float64)
         self.merge_diagnostics_ = np.zeros(N_DIAG, dtype=np.float64)
         self.rng_ = np.random.default_rng(self.random_state)
-        self._pp = Preprocessor(
+        self._pp = self._new_preprocessor(streaming)
+        self.last_margins_ = np.zeros((0,) if n_cols == 1 else (0, n_cols))
+        self.last_y_ = self.classes_[:0]
+
+    def _new_preprocessor(self, streaming):
+        """The warm-up window, scaler, shuffle buffer and run guard of a fresh model (buffer and
+        guard only when streaming: ``fit`` sees all its data at once)."""
+        return Preprocessor(
             self.scaling,
             self.gamma,
             self.warmup,
             self.shuffle_buffer if streaming else 0,
             self.n_features_in_,
-            classes.shape[0],
+            self.classes_.shape[0],
             streaming and self.run_guard,
         )
-        self.last_margins_ = np.zeros((0,) if n_cols == 1 else (0, n_cols))
-        self.last_y_ = self.classes_[:0]
 
     def _resolve_lambda(self, n_rows):
         return resolve_lambda(self.lambda_, self.C, self.n_samples, n_rows)

@@ -155,15 +155,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         self.classes_ = np.unique(classes)
         self.n_features_in_ = int(n_features)
         self.rng_ = np.random.default_rng(self.random_state)
-        self._pp = Preprocessor(
-            self.scaling,
-            self.gamma,
-            self.warmup,
-            self.shuffle_buffer if streaming else 0,
-            self.n_features_in_,
-            self.classes_.shape[0],
-            streaming and self.run_guard,
-        )
+        self._pp = self._new_preprocessor(streaming)
         self.last_margins_ = np.zeros((0, self.classes_.shape[0]))
         self.last_y_ = self.classes_[:0]
 
