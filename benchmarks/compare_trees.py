@@ -147,6 +147,9 @@ def main(argv=None) -> int:
     parser.add_argument("--before", type=Path, required=True)
     parser.add_argument("--after", type=Path, default=Path("."))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--name", default="compare_trees", help="results file name (benchmarks/results/NAME.*)"
+    )
     parser.add_argument("--benches", nargs="+", default=list(BENCHES), choices=list(BENCHES))
     parser.add_argument("--before-path", default="", help="extra PYTHONPATH entry first for the before tree")
     parser.add_argument(
@@ -242,7 +245,7 @@ def main(argv=None) -> int:
     }
     loads = ", ".join(f"{r['load_avg']:.2f}" for r in runs)
     write_results(
-        "compare_trees",
+        args.name,
         payload,
         rows,
         "Interleaved before/after speed (bench_skeleton --quick, bench_stream part A)",
