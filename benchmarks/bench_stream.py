@@ -228,7 +228,10 @@ def solver_anchor(X, y, Xt):
 
     est = BudgetedSGDClassifier(budget=500, gamma=2.0, C=32.0, n_samples=X.shape[0], merge_solver="lookup-wd")
     est.partial_fit(X[:1000], (y[:1000] > 0).astype(np.int64), classes=np.arange(2))  # compile
-    est = BudgetedSGDClassifier(budget=500, gamma=2.0, C=32.0, n_samples=X.shape[0], merge_solver="lookup-wd")
+    # random_state 0: the service's default seed (the shuffle buffer and run guard draw from it)
+    est = BudgetedSGDClassifier(
+        budget=500, gamma=2.0, C=32.0, n_samples=X.shape[0], merge_solver="lookup-wd", random_state=0
+    )
     labels = (y > 0).astype(np.int64)
     started = time.perf_counter()
     for start in range(0, X.shape[0], 1000):
@@ -262,6 +265,7 @@ def end_to_end(tmp, rs, r, train, n, Xt, yt, ref, fsync, rows):
             "1000",
             "--no-progress",
             "--json",
+            "--file-order",  # the same order as part B's producer and the solver-alone anchor
         ],
         cwd=REPO,
         env={

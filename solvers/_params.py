@@ -67,10 +67,10 @@ def check_positive(name: str, value: Any, kind=numbers.Real, allow_none: bool = 
 
 #: Feature scaling of online models (``svmstream.solvers.budgeted._preprocessing``).
 SCALINGS = ("auto", "standard", "maxabs", "none")
-#: n in λ = 1/(C·n) for a stream of unknown length (no ``n_samples``): C = 1 gives λ = 1e-4,
+#: n in λ = 1/(C·n) for a stream of unknown length (no ``n_samples``): C = 1 gives λ = 1/30,000 ≈ 3.3e-5,
 #: the only λ of 1e-3…1e-6 that met the target on all 6 sets of the issue "Good models with
 #: no settings" (1e-3 misses reuters and ijcnn1, 1e-5 misses a9a shuffled).
-REFERENCE_N = 10_000
+REFERENCE_N = 30_000
 #: Default size of the warm-up window (examples) whose statistics fix the scaling and γ.
 DEFAULT_WARMUP = 1000
 #: Default shuffle buffer K (examples); 0 turns it off.  K = 1,000 missed the target by

@@ -42,7 +42,7 @@ def test_raw_label_sorted_data_without_settings_over_http(start_server):
             )
             assert r.status_code == 200, r.text
         info = c.get("/models/default").json()
-        assert info["lambda_eff"] == pytest.approx(1e-4) and info["config"]["gamma"] == "scale"
+        assert info["lambda_eff"] == pytest.approx(1 / 30_000) and info["config"]["gamma"] == "scale"
         assert info["metrics"]["single_label_runs"] == 0  # breast_cancer's runs are < 1,000
         assert c.post("/models/default/flush").json()["buffered"] == 0
         accuracy, majority = _accuracy_and_majority(c, "default", Xte, yte)
@@ -69,7 +69,7 @@ def test_raw_label_sorted_data_without_settings_through_the_stream(start_server,
             lambda: c.get(f"/models/{name}").json()["n_seen"] >= len(X), timeout=60, what="stream consumed"
         )
         info = c.get(f"/models/{name}").json()
-        assert info["pending"] > 0 and info["lambda_eff"] == pytest.approx(1e-4)
+        assert info["pending"] > 0 and info["lambda_eff"] == pytest.approx(1 / 30_000)
         assert c.post(f"/models/{name}/flush").status_code == 200
         accuracy, majority = _accuracy_and_majority(c, name, Xte, yte)
     assert accuracy >= majority + 0.15, (accuracy, majority)

@@ -99,7 +99,7 @@ def test_model_does_not_depend_on_batch_sizes(params):
         models.append(est)
         learned.append(np.concatenate(labels))
     for est, labels in zip(models[1:], learned[1:]):
-        assert est.lambda_eff_ == models[0].lambda_eff_ == 1e-4
+        assert est.lambda_eff_ == models[0].lambda_eff_ == 1 / REFERENCE_N
         assert est.gamma_ == models[0].gamma_
         assert est.t_ == models[0].t_ == 600
         np.testing.assert_array_equal(labels, learned[0])  # the same order of learned examples

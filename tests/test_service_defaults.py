@@ -53,11 +53,11 @@ def test_config_and_settings_defaults_follow_the_estimator():
 
 
 def test_readme_walkthrough_warm_up_409_then_flush(client):
-    """The README's curl example: λ = 1e-4, warming up with 3 pending, 409, flush, predict."""
+    """The README's curl example: λ = 1/30,000, warming up with 3 pending, 409, flush, predict."""
     r = client.post("/learn", json={"X": [[0.0, 1.0], [1.0, 0.0], [0.9, 0.1]], "y": [1, -1, -1]})
     assert r.status_code == 200 and r.json()["buffered"] == 3 and r.json()["n_seen"] == 3
     info = client.get("/models/default").json()
-    assert info["lambda_eff"] == pytest.approx(1e-4) and info["warming_up"] and info["pending"] == 3
+    assert info["lambda_eff"] == pytest.approx(1 / 30_000) and info["warming_up"] and info["pending"] == 3
     assert info["gamma_eff"] is None and info["scaling"] is None and info["n_replayed"] == 0
     r = client.post("/predict", json={"X": [[0.2, 0.8]]})
     assert r.status_code == 409
@@ -81,7 +81,7 @@ def test_flush_of_a_batch_trained_model_is_409(client):
 
 
 def test_defaults_learn_a_good_model_without_settings(client):
-    """Features on scales 1 and 1000, no hyperparameters: after the window, λ = 1e-4, γ from
+    """Features on scales 1 and 1000, no hyperparameters: after the window, λ = 1/30,000, γ from
     the data, max-abs scaling; the model beats the majority rate by far."""
     X, y = two_moons_like(3000, d=4, seed=1)
     X = X * np.array([1.0, 1000.0, 1.0, 1000.0])
@@ -106,7 +106,7 @@ def test_defaults_learn_a_good_model_without_settings(client):
         ({"budget": 10**12}, "budget", "max_budget = 100000"),
         ({"C": 1e300}, "C", "less than or equal to 10000000000"),
         ({"lambda": 1e-300}, "lambda", "greater than or equal to 0.000000000001"),
-        ({"C": 1e10}, "C", "lambda = 1/(C n) = 1e-14 < 1e-12"),
+        ({"C": 1e10}, "C", "lambda = 1/(C n) = 3.33e-15 < 1e-12"),
         ({"n_features": 10**9}, "n_features", "max_features = 1048576"),
         ({"n_features": 10**5}, "n_features", "over max_model_bytes = 256 MiB"),
     ],
@@ -131,8 +131,8 @@ def test_guards_refuse_before_allocating_and_predictions_stay_finite(client):
     estimate = float(detail.split("estimated ")[1].split(" MB")[0].replace(",", ""))
     assert estimate > 400  # 501 x 100,001 x 8 bytes of SVs alone
     assert client.get("/models/default").json()["n_features"] is None  # nothing was fixed
-    # a model at the largest C and smallest lambda allowed, fed huge raw features
-    cfg = {"C": 1e8, "scaling": "none", "gamma": 1e-3, "warmup": 0, "shuffle_buffer": 0}
+    # a model near the largest C allowed with the default n (lambda = 1/(3e7 * 30,000) ~ 1.1e-12 >= 1e-12), fed huge raw features
+    cfg = {"C": 3e7, "scaling": "none", "gamma": 1e-3, "warmup": 0, "shuffle_buffer": 0}
     assert client.put("/models/edge", json=cfg).status_code == 201
     X, y = two_moons_like(400, d=3, seed=2)
     for scale in (1.0, 1e100, 1e150):

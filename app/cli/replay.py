@@ -108,7 +108,7 @@ def _ensure_model(client, model: str, hyper: dict[str, Any], X, y, file: str, ou
 
     * no such model: ``PUT /models/{model}`` with ``hyper``, the file's dimension and labels,
       and, when ``C`` is given without ``lambda``/``n_samples``, ``n_samples`` = the file's rows
-      (λ = 1/(C·n)); with no hyperparameters λ is the service default, 1e-4 ("created");
+      (λ = 1/(C·n)); with no hyperparameters λ is the service default, 1/30,000 ≈ 3.3e-5 ("created");
     * an existing model and no ``hyper``, or ``hyper`` equal to its configuration: continue it
       ("continued (n_seen=...)");
     * an existing model whose configuration differs from ``hyper``: replace it with ``replace``

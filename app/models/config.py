@@ -56,8 +56,8 @@ Gamma = Annotated[float, Field(gt=0)] | Literal["scale"]
 #: The largest C and the smallest lambda the solvers accept (the step 1/(lambda t) overflows beyond).
 C_MAX = 1e10
 LAMBDA_MIN = 1e-12
-#: n in lambda = 1/(C n) for a stream of unknown length (no n_samples): C = 1 gives 1e-4.
-REFERENCE_N = 10_000
+#: n in lambda = 1/(C n) for a stream of unknown length (no n_samples): C = 1 gives 1/30,000 ≈ 3.3e-5.
+REFERENCE_N = 30_000
 #: The solvers' defaults of the streaming preprocessing.
 DEFAULT_WARMUP = 1000
 DEFAULT_SHUFFLE_BUFFER = 20_000
@@ -105,7 +105,7 @@ class ModelConfig(BaseModel):
 
     JSON uses the key ``"lambda"`` for :attr:`lambda_`.  The regularisation is
     ``lambda`` when given, else ``1 / (C * n)`` with ``n = n_samples`` when given, else
-    ``n = 10,000`` (a stream of unknown length; C = 1 gives 1e-4) -- never a batch size.
+    ``n = 30,000`` (a stream of unknown length; C = 1 gives λ ≈ 3.3e-5) -- never a batch size.
     Online models warm up on their first ``warmup`` examples (scaling and ``gamma="scale"``
     are fixed from them), then learn through a shuffle buffer and a run guard
     (``docs/defaults.md``).
@@ -125,7 +125,7 @@ class ModelConfig(BaseModel):
         None, alias="lambda", ge=LAMBDA_MIN, description="regularisation lambda (overrides C)"
     )
     n_samples: int | None = Field(
-        None, ge=1, description="n in lambda = 1/(C n); default: 10,000 (lambda = 1e-4 for C = 1)"
+        None, ge=1, description="n in lambda = 1/(C n); default: 30,000 (lambda = 3.3e-5 for C = 1)"
     )
     n_features: int | None = Field(
         None, ge=1, description="input dimension d; default: fixed by the first accepted batch"
