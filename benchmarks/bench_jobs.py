@@ -94,6 +94,22 @@ class Hammer:
         self.client.close()
 
 
+def _submit(client, body: dict) -> str:
+    """POST /jobs (raises on an error status); the job's id."""
+    r = client.post("/jobs", json=body)
+    r.raise_for_status()
+    return r.json()["id"]
+
+
+# the DC-SVM job of part A on ijcnn1 (also with an early level)
+IJCNN1_DCSVM = {
+    "algorithm": "dcsvm",
+    "data": "ijcnn1.bz2",
+    "test": "ijcnn1.t.bz2",
+    "params": {"C": 32, "gamma": 2},
+}
+
+
 def _wait(client, job_id: str, poll: float = 0.25, until=None, timeout: float = 1800.0):
     """Poll a job; returns ``(job, polls)`` with ``polls`` = [(t, state, phase, stage, level)]."""
     polls = []
@@ -249,18 +265,7 @@ def main(argv=None) -> int:
 
         # ------------------------------------------------------------- A: DC-SVM job under load
         t_sub = time.perf_counter()
-        r = c.post(
-            "/jobs",
-            json={
-                "algorithm": "dcsvm",
-                "data": "ijcnn1.bz2",
-                "test": "ijcnn1.t.bz2",
-                "params": {"C": 32, "gamma": 2},
-                "model": "ijcnn1-dcsvm",
-            },
-        )
-        r.raise_for_status()
-        job, polls = _wait(c, r.json()["id"])
+        job, polls = _wait(c, _submit(c, {**IJCNN1_DCSVM, "model": "ijcnn1-dcsvm"}))
         t_done = time.perf_counter()
         during = hammer.between(t_sub, t_done)
         hammer.stop()
@@ -302,19 +307,7 @@ def main(argv=None) -> int:
 
         if not args.quick:
             t0 = time.perf_counter()
-            r = c.post(
-                "/jobs",
-                json={
-                    "algorithm": "dcsvm",
-                    "data": "ijcnn1.bz2",
-                    "test": "ijcnn1.t.bz2",
-                    "params": {"C": 32, "gamma": 2},
-                    "early_level": 3,
-                    "model": "ijcnn1-early",
-                },
-            )
-            r.raise_for_status()
-            early, _ = _wait(c, r.json()["id"])
+            early, _ = _wait(c, _submit(c, {**IJCNN1_DCSVM, "early_level": 3, "model": "ijcnn1-early"}))
             wall = time.perf_counter() - t0
             acc_e, score_e = (
                 _score(c, "ijcnn1-early", Xijt, yijt) if early["state"] == "succeeded" else (None, None)
@@ -332,18 +325,8 @@ def main(argv=None) -> int:
             targets = targets[1:2]
         cancels = []
         for stage, label in targets:
-            r = c.post(
-                "/jobs",
-                json={
-                    "algorithm": "dcsvm",
-                    "data": "ijcnn1.bz2",
-                    "params": {"C": 32, "gamma": 2},
-                    "model": "ijcnn1-cancelled",
-                    "replace": True,
-                },
-            )
-            r.raise_for_status()
-            jid = r.json()["id"]
+            body = {"algorithm": "dcsvm", "data": "ijcnn1.bz2", "params": {"C": 32, "gamma": 2}}
+            jid = _submit(c, {**body, "model": "ijcnn1-cancelled", "replace": True})
 
             def reached(j, stage=stage):
                 p = j["progress"]
@@ -375,18 +358,14 @@ def main(argv=None) -> int:
         # ------------------------------------------------------------- C: linear jobs (a9a)
         for algorithm in ("avsf", "liblinear-cd"):
             t0 = time.perf_counter()
-            r = c.post(
-                "/jobs",
-                json={
-                    "algorithm": algorithm,
-                    "data": "a9a.bz2",
-                    "test": "a9a.t.bz2",
-                    "params": {"C": 1.0, "tol": 0.001, "random_state": 0},
-                    "model": f"a9a-{algorithm}",
-                },
-            )
-            r.raise_for_status()
-            lj, _ = _wait(c, r.json()["id"], poll=0.1)
+            body = {
+                "algorithm": algorithm,
+                "data": "a9a.bz2",
+                "test": "a9a.t.bz2",
+                "params": {"C": 1.0, "tol": 0.001, "random_state": 0},
+                "model": f"a9a-{algorithm}",
+            }
+            lj, _ = _wait(c, _submit(c, body), poll=0.1)
             wall = time.perf_counter() - t0
             acc_l, score_l = (
                 _score(c, f"a9a-{algorithm}", Xat, yat, sparse=True)

@@ -164,17 +164,10 @@ def run_sklearn(X32, y, C, eps, max_iter):
             t, c = time.perf_counter() - t0, time.process_time() - c0
         return t, c, (cap.text, clf.coef_.ravel().copy())
 
-    t, cpu, (text, w) = _timed(once)
-    it, dual, capped = _parse_liblinear(text)
-    return {
-        "seconds": t,
-        "cpu_seconds": cpu,
-        "iterations": it,
-        "dual": dual,
-        "primal": _primal(X32, y, w, C),
-        "capped": capped or it >= max_iter,
-        "max_iter": max_iter,
-    }
+    res = _timed_liblinear_run(once, X32, y, C)
+    res["capped"] = res["capped"] or res["iterations"] >= max_iter
+    res["max_iter"] = max_iter
+    return res
 
 
 def run_liblinear(X, y, C, eps):
@@ -198,6 +191,13 @@ def run_liblinear(X, y, C, eps):
             w = -w
         return t, c, (cap.text, w)
 
+    return _timed_liblinear_run(once, X, y, C)
+
+
+def _timed_liblinear_run(once, X, y, C) -> dict:
+    """Time ``once`` (it returns ``(seconds, cpu_seconds, (LIBLINEAR's verbose output, w))``);
+    the result: times, iterations, dual and whether LIBLINEAR hit its cap (from its output),
+    and the primal objective of ``w`` computed here."""
     t, cpu, (text, w) = _timed(once)
     it, dual, capped = _parse_liblinear(text)
     return {

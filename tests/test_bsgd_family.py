@@ -130,14 +130,24 @@ def test_merge_solvers_agree_with_gss_precise(cancer, solver):
     assert est.score(Xte, yte) > 0.9
 
 
+def _small_budget_fit(Xtr, ytr, maintenance: str) -> BudgetedSGDClassifier:
+    """B = 10, 2 epochs on the cancer data: the budget is maintained often."""
+    return BudgetedSGDClassifier(
+        **RAW, maintenance=maintenance, budget=10, gamma=1.0, C=10.0, epochs=2, random_state=0
+    ).fit(Xtr, ytr)
+
+
+def _mean_degradation(est) -> float:
+    """Mean weight degradation per budget-maintenance step."""
+    return est.weight_degradation_total_ / est.n_maintenance_
+
+
 def test_removal_degrades_more_than_merging(cancer):
     Xtr, _, ytr, _ = cancer
-    kw = dict(budget=10, gamma=1.0, C=10.0, epochs=2, random_state=0)
-    merged = BudgetedSGDClassifier(**RAW, maintenance="merge", **kw).fit(Xtr, ytr)
-    removed = BudgetedSGDClassifier(**RAW, maintenance="remove", **kw).fit(Xtr, ytr)
+    merged = _small_budget_fit(Xtr, ytr, "merge")
+    removed = _small_budget_fit(Xtr, ytr, "remove")
     assert removed.n_maintenance_ > 0 and removed.n_merges_ == 0
-    avg = lambda e: e.weight_degradation_total_ / e.n_maintenance_  # noqa: E731
-    assert avg(removed) > 2 * avg(merged)
+    assert _mean_degradation(removed) > 2 * _mean_degradation(merged)
 
 
 def test_norma_schedule_learns(cancer):
@@ -205,8 +215,6 @@ def test_projection_maintenance_keeps_the_inverse_and_learns(cancer, cls_name):
 
 def test_projection_degrades_less_than_removal(cancer):
     Xtr, _, ytr, _ = cancer
-    kw = dict(budget=10, gamma=1.0, C=10.0, epochs=2, random_state=0)
-    projected = BudgetedSGDClassifier(**RAW, maintenance="project", **kw).fit(Xtr, ytr)
-    removed = BudgetedSGDClassifier(**RAW, maintenance="remove", **kw).fit(Xtr, ytr)
-    avg = lambda e: e.weight_degradation_total_ / e.n_maintenance_  # noqa: E731
-    assert avg(projected) < 0.5 * avg(removed)
+    projected = _small_budget_fit(Xtr, ytr, "project")
+    removed = _small_budget_fit(Xtr, ytr, "remove")
+    assert _mean_degradation(projected) < 0.5 * _mean_degradation(removed)

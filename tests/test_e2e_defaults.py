@@ -11,7 +11,7 @@ import pytest
 from sklearn.datasets import load_breast_cancer
 from sklearn.model_selection import train_test_split
 
-from tests.conftest import PYTHON, REPO, subprocess_env, write_libsvm
+from tests.conftest import run_cli, write_libsvm
 from tests.test_stream import produce, unique, wait_for, xb
 
 
@@ -76,25 +76,7 @@ def test_raw_label_sorted_data_without_settings_through_the_stream(start_server,
 
 
 def _replay(url: str, path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            PYTHON,
-            "-m",
-            "svmstream.app.cli.main",
-            "replay",
-            str(path),
-            "--url",
-            url,
-            "--no-progress",
-            "--json",
-            *args,
-        ],
-        cwd=REPO,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli(["replay", str(path), "--url", url, "--no-progress", "--json", *args], timeout=300)
 
 
 def test_replay_creates_continues_and_replaces_honestly(start_server, tmp_path):

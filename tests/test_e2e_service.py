@@ -11,7 +11,15 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.conftest import PYTHON, REPO, ServerProcess, subprocess_env, two_moons_like, write_libsvm
+from tests.conftest import (
+    CLI,
+    REPO,
+    ServerProcess,
+    run_cli,
+    subprocess_env,
+    two_moons_like,
+    write_libsvm,
+)
 
 
 @pytest.fixture(scope="module")
@@ -120,9 +128,7 @@ def test_sigkill_mid_replay_then_restart_keeps_learning(start_server, tmp_path):
     passes = 200  # 400,000 examples: far more than can be applied before the kill
     replay = subprocess.Popen(
         [
-            PYTHON,
-            "-m",
-            "svmstream.app.cli.main",
+            *CLI,
             "replay",
             str(train),
             "--url",
@@ -187,11 +193,8 @@ def test_replay_cli_with_test_file(shared_server, tmp_path):
     train = write_libsvm(tmp_path / "train.bz2", X[:2000], y[:2000])
     test = write_libsvm(tmp_path / "test", X[2000:], y[2000:])
     server = shared_server
-    out = subprocess.run(
+    out = run_cli(
         [
-            PYTHON,
-            "-m",
-            "svmstream.app.cli.main",
             "replay",
             str(train),
             "--url",
@@ -213,10 +216,6 @@ def test_replay_cli_with_test_file(shared_server, tmp_path):
             "--json",
             "--no-progress",
         ],
-        cwd=REPO,
-        env=subprocess_env(),
-        capture_output=True,
-        text=True,
         timeout=300,
     )
     assert out.returncode == 0, out.stderr

@@ -11,7 +11,6 @@ import gzip
 import os
 import re
 import signal
-import subprocess
 import time
 from types import SimpleNamespace
 
@@ -19,7 +18,12 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.conftest import PYTHON, REPO, ServerProcess, subprocess_env, two_moons_like, write_libsvm
+from tests.conftest import (
+    ServerProcess,
+    run_cli,
+    two_moons_like,
+    write_libsvm,
+)
 
 FINISHED = ("succeeded", "failed", "cancelled")
 
@@ -98,22 +102,27 @@ def predict_labels(client, model: str, X: np.ndarray) -> tuple[np.ndarray, list]
     return np.asarray(body["labels"]), body["decision"]
 
 
+def submit_job(c, body: dict) -> dict:
+    """POST /jobs; asserts 201 Created and returns the job record."""
+    r = c.post("/jobs", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+# the DC-SVM job on the moons files of the two tests below (exact, and early prediction)
+MOONS_DCSVM = {
+    "algorithm": "dcsvm",
+    "data": "moons.bz2",
+    "test": "moons.t",
+    "params": {"C": 10, "gamma": 1.0, "random_state": 0},
+}
+
+
 def test_dcsvm_job_over_http_progress_result_and_serving(env):
     from sklearn.svm import SVC
 
     c = env.client
-    r = c.post(
-        "/jobs",
-        json={
-            "algorithm": "dcsvm",
-            "data": "moons.bz2",
-            "test": "moons.t",
-            "params": {"C": 10, "gamma": 1.0, "random_state": 0},
-            "model": "moons",
-        },
-    )
-    assert r.status_code == 201, r.text
-    job = r.json()
+    job = submit_job(c, {**MOONS_DCSVM, "model": "moons"})
     assert job["state"] in ("queued", "running") and job["model"] == "moons"
     job, seen = wait_job(c, job["id"])
     assert job["state"] == "succeeded", (job["error"], env.server.log_text()[-3000:])
@@ -159,19 +168,7 @@ def test_dcsvm_job_over_http_progress_result_and_serving(env):
 
 def test_dcsvm_early_prediction_job(env):
     c = env.client
-    r = c.post(
-        "/jobs",
-        json={
-            "algorithm": "dcsvm",
-            "data": "moons.bz2",
-            "test": "moons.t",
-            "early_level": 2,
-            "params": {"C": 10, "gamma": 1.0, "random_state": 0},
-            "model": "moons-early",
-        },
-    )
-    assert r.status_code == 201, r.text
-    job, _ = wait_job(c, r.json()["id"])
+    job, _ = wait_job(c, submit_job(c, {**MOONS_DCSVM, "early_level": 2, "model": "moons-early"})["id"])
     assert job["state"] == "succeeded", job["error"]
     res = job["result"]
     assert res["mode"] == "early" and res["early_level"] == 2 and res["early_clusters"] == 16
@@ -209,18 +206,14 @@ def test_upload_and_multiclass_avsf_job(env, tmp_path):
     up_test = r.json()
     assert up_test["format"] == "csv" and up_test["compression"] is None
     assert {u["id"] for u in c.get("/uploads").json()["uploads"]} >= {up_train["id"], up_test["id"]}
-    r = c.post(
-        "/jobs",
-        json={
-            "algorithm": "avsf",
-            "data": up_train["id"],
-            "test": up_test["id"],
-            "params": {"C": 1.0, "tol": 0.01, "random_state": 0},
-            "model": "digits",
-        },
-    )
-    assert r.status_code == 201, r.text
-    job, _ = wait_job(c, r.json()["id"])
+    body = {
+        "algorithm": "avsf",
+        "data": up_train["id"],
+        "test": up_test["id"],
+        "params": {"C": 1.0, "tol": 0.01, "random_state": 0},
+        "model": "digits",
+    }
+    job, _ = wait_job(c, submit_job(c, body)["id"])
     assert job["state"] == "succeeded", job["error"]
     res = job["result"]
     assert res["mode"] == "linear" and res["classes"] == list(range(10)) and res["n_sv"] is None
@@ -239,19 +232,15 @@ def test_upload_and_multiclass_avsf_job(env, tmp_path):
 
 
 def _start_long_job(c, model: str) -> dict:
-    r = c.post(
-        "/jobs",
-        json={
-            "algorithm": "dcsvm",
-            "data": "long.libsvm",
-            "model": model,
-            "params": {"C": 1000, "gamma": 4.0, "tol": 1e-5, "random_state": 0, "n_jobs": 2},
-        },
-    )
-    assert r.status_code == 201, r.text
+    body = {
+        "algorithm": "dcsvm",
+        "data": "long.libsvm",
+        "model": model,
+        "params": {"C": 1000, "gamma": 4.0, "tol": 1e-5, "random_state": 0, "n_jobs": 2},
+    }
     job, _ = wait_job(
         c,
-        r.json()["id"],
+        submit_job(c, body)["id"],
         until=lambda j: (
             j["progress"].get("stage") in ("level", "kmeans") and j["progress"].get("phase") == "training"
         ),
@@ -293,9 +282,9 @@ def test_cancel_stops_the_worker_within_a_second(env):
 
 def test_crashed_worker_marks_the_job_failed_with_the_reason(env):
     c = env.client
-    r = c.post("/jobs", json={"algorithm": "liblinear-cd", "data": "bad.libsvm", "model": "bad"})
-    assert r.status_code == 201, r.text
-    job, _ = wait_job(c, r.json()["id"])
+    job, _ = wait_job(
+        c, submit_job(c, {"algorithm": "liblinear-cd", "data": "bad.libsvm", "model": "bad"})["id"]
+    )
     assert job["state"] == "failed" and "bad.libsvm" in job["error"] and "LIBSVM" in job["error"], job[
         "error"
     ]
@@ -362,10 +351,7 @@ def test_train_cli_submits_to_the_server(env, tmp_path, capsys):
     train = write_libsvm(tmp_path / "d.libsvm", X[:600], y[:600] % 2)
     test = write_libsvm(tmp_path / "d.t.libsvm", Xt, yt % 2)
     # the console entry point in its own process: files uploaded (POST /uploads), one JSON line
-    cmd = [
-        PYTHON,
-        "-m",
-        "svmstream.app.cli.main",
+    argv = [
         "train",
         "--algorithm",
         "liblinear-cd",
@@ -381,7 +367,7 @@ def test_train_cli_submits_to_the_server(env, tmp_path, capsys):
         "--json",
         "--no-progress",
     ]
-    out = subprocess.run(cmd, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    out = run_cli(argv, timeout=120)
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["model"] == "cli-upload" and 0.8 < res["test_accuracy"] <= 1.0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,7 @@ from svmstream.app.cli.main import build_parser, main
 from svmstream.app.cli.replay import _bodies
 from svmstream.app.cli.serve import settings_from_args
 from svmstream.app.jobs.datasets import load_dataset as load_libsvm
-from tests.conftest import PYTHON, REPO, subprocess_env, write_libsvm
+from tests.conftest import run_cli, serve_args, write_libsvm
 
 
 def test_serve_options_override_environment(monkeypatch, tmp_path):
@@ -105,27 +104,7 @@ def test_serve_on_a_port_in_use_fails_first_with_a_clear_message(tmp_path):
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        proc = subprocess.run(
-            [
-                PYTHON,
-                "-m",
-                "svmstream.app.cli.main",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--snapshot-dir",
-                str(tmp_path / "snap"),
-                "--log-level",
-                "info",
-            ],
-            cwd=REPO,
-            env=subprocess_env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        proc = run_cli([*serve_args(port, tmp_path / "snap"), "--log-level", "info"], timeout=120)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 1, output
     assert f"error: cannot listen on 127.0.0.1:{port}" in proc.stderr

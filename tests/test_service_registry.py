@@ -26,6 +26,14 @@ def _registry(tmp_path, keep: int = 3) -> Registry:
     return Registry(Settings(snapshot_dir=tmp_path, snapshot_keep=keep), SnapshotStore(tmp_path, keep=keep))
 
 
+def _direct(X, y, batch: int):
+    """The solver alone (``make_estimator(CFG)``) fed the first 600 rows in batches of ``batch``."""
+    direct = make_estimator(CFG)
+    for start in range(0, 600, batch):
+        direct.partial_fit(X[start : start + batch], y[start : start + batch], classes=np.arange(2))
+    return direct
+
+
 def _learn(reg: Registry, name: str, X, y, batch: int = 100, **kw):
     view = None
     for start in range(0, X.shape[0], batch):
@@ -44,9 +52,7 @@ def test_service_applies_exactly_the_estimators_partial_fit_sequence(tmp_path, d
     reg = _registry(tmp_path)
     reg.create("m", CFG)
     _learn(reg, "m", X, y, batch=150)
-    direct = make_estimator(CFG)
-    for start in range(0, 600, 150):
-        direct.partial_fit(X[start : start + 150], y[start : start + 150], classes=np.arange(2))
+    direct = _direct(X, y, batch=150)
     view = reg.get("m").view
     assert view.version == 4 and view.stats["n_seen"] == 600 == direct.n_seen_
     np.testing.assert_array_equal(view.decision_function(X), direct.decision_function(X))
@@ -125,9 +131,7 @@ def test_snapshot_restore_roundtrip_with_extra_metadata_and_listener(tmp_path, d
     np.testing.assert_array_equal(view.decision_function(X), reg.get("m").view.decision_function(X))
     # the restored model continues exactly like the original would have
     _learn(reg2, "m", X[200:], y[200:])
-    direct = make_estimator(CFG)
-    for start in range(0, 600, 100):
-        direct.partial_fit(X[start : start + 100], y[start : start + 100], classes=np.arange(2))
+    direct = _direct(X, y, batch=100)
     np.testing.assert_array_equal(reg2.get("m").view.decision_function(X), direct.decision_function(X))
     reg2.close()
 
@@ -248,9 +252,7 @@ def test_a_failing_partial_fit_leaves_the_model_unchanged(tmp_path, data, caplog
     assert "model rolled back" in caplog.text
     assert reg.get("m").view is before and reg.get("m").pending == 0
     _learn(reg, "m", X[200:], y[200:])  # continues as if the bad batch never came
-    direct = make_estimator(CFG)
-    for start in range(0, 600, 100):
-        direct.partial_fit(X[start : start + 100], y[start : start + 100], classes=np.arange(2))
+    direct = _direct(X, y, batch=100)
     np.testing.assert_array_equal(reg.get("m").view.decision_function(X), direct.decision_function(X))
     reg.close()
 

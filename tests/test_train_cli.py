@@ -11,7 +11,6 @@ import gzip
 import io
 import json
 import os
-import subprocess
 
 import numpy as np
 import pytest
@@ -23,7 +22,11 @@ from svmstream.app.jobs.datasets import detect_format, load_csv, load_dataset, p
 from svmstream.app.jobs.uploads import JobError, UploadStore, resolve_data_ref
 from svmstream.app.jobs.worker import run_training
 from svmstream.app.models.factory import make_job_estimator
-from tests.conftest import PYTHON, REPO, subprocess_env, two_moons_like, write_libsvm
+from tests.conftest import (
+    run_cli,
+    two_moons_like,
+    write_libsvm,
+)
 
 
 def _csv(X, y, header=True) -> str:
@@ -263,10 +266,7 @@ def test_train_locally_prints_accuracy_and_saves_the_model(tmp_path, capsys):
     train = write_libsvm(tmp_path / "tr.bz2", X, y)
     test = write_libsvm(tmp_path / "te.libsvm", Xt, yt)
     saved = tmp_path / "model.svmstate"
-    cmd = [
-        PYTHON,
-        "-m",
-        "svmstream.app.cli.main",
+    argv = [
         "train",
         "--algorithm",
         "dcsvm",
@@ -284,7 +284,7 @@ def test_train_locally_prints_accuracy_and_saves_the_model(tmp_path, capsys):
         "--save",
         str(saved),
     ]
-    out = subprocess.run(cmd, cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=180)
+    out = run_cli(argv, timeout=180)
     assert out.returncode == 0, out.stderr
     assert "level 2 (16 clusters): 100%" in out.stderr and "level 1 (4 clusters): 100%" in out.stderr
     acc_line = next(
