@@ -542,6 +542,8 @@ def main(argv=None) -> int:
             good = {"authorization": "Bearer bench-token"}
             body = {"model": MODEL, "X": Xt[:20].tolist(), "y": yt[:20].tolist()}
             assert svc.http.post("/learn", json=body, headers=good).status_code == 200
+            # 20 rows stay in the warm-up window: learn them now so that /predict answers
+            assert svc.http.post(f"/models/{MODEL}/flush", headers=good).status_code == 200
             before = (svc.info(), svc.http.get("/models").json(), svc.decision(Xt[:200]).tolist())
             calls = [
                 ("POST", "/learn", body),
