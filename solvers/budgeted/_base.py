@@ -308,9 +308,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         X = X if sp.issparse(X) else np.ascontiguousarray(X)
         self._init_state(X.shape[1], np.unique(y), X.shape[0], streaming=False)
         labels = self._encode_labels(y)
-        if self._pp.needs_window:  # fit sees all its data: the statistics come from all of X
-            self._pp.fit(X)
-        self._fit_epochs(self._pp.transform(X), labels, callback)
+        # fit sees all its data: the statistics come from all of X
+        self._fit_epochs(self._pp.fit_transform(X), labels, callback)
         return self
 
     def _fit_epochs(self, X, labels, callback=None):

@@ -229,9 +229,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         X = X if sp.issparse(X) else np.ascontiguousarray(X)
         self._init_state(X.shape[1], classes, X.shape[0], streaming=False)
         signs = self._encode_labels(y)
-        if self._pp.needs_window:  # fit sees all its data: the statistics come from all of X
-            self._pp.fit(X)
-        X = self._pp.transform(X)
+        X = self._pp.fit_transform(X)  # fit sees all its data: the statistics come from all of X
         n = X.shape[0]
         self.dual_alpha_ = np.zeros(n, dtype=np.float64)
         if sp.issparse(X):
@@ -248,9 +246,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
 
     def _fit_ovr(self, X, y, classes, callback):
         self._start_ovr(X.shape[1], classes, streaming=False)
-        if self._pp.needs_window:
-            self._pp.fit(X)
-        X = self._pp.transform(X)
+        X = self._pp.fit_transform(X)
         self.estimators_ = []
         for k, label in enumerate(classes):
             binary = self._make_binary(k)

@@ -303,17 +303,22 @@ class Preprocessor:
         """Freeze scaling and γ from the window; returns its rows scaled, in a shuffled order."""
         X = _stack([p for p, _ in self.window_parts])
         labels = np.concatenate([y for _, y in self.window_parts])
-        self.fit(X)
+        scaled = self.fit_transform(X)
         self.window_parts, self.window_n = [], 0
         order = rng.permutation(labels.shape[0])
-        return self.transform(X)[order], labels[order]
+        return scaled[order], labels[order]
 
-    def fit(self, X) -> None:
-        """Freeze the scaler and γ from the rows X (the window, or all of ``fit``'s data)."""
+    def fit_transform(self, X):
+        """Freeze the scaler and γ from the rows X (the window, or all of ``fit``'s data) and
+        return X scaled, as :meth:`transform` would — scaled once, for γ and the caller."""
+        if not self.needs_window:  # raw features and a numeric γ: nothing to compute
+            return self.transform(X)
         self.kind, self.offset, self.factor = fit_scaler(X, self.scaling)
+        scaled = self.transform(X)
         if self.gamma is None:
-            self.gamma = scale_gamma(scale_dense(X, self.offset, self.factor))
+            self.gamma = scale_gamma(scaled.toarray() if sp.issparse(scaled) else scaled)
         self.ready = True
+        return scaled
 
     def transform(self, X):
         """X scaled with the frozen statistics: dense float64 (n, d), or X itself when kind is "none"."""
@@ -460,16 +465,15 @@ class Preprocessor:
             "pp_seen": self.seen.copy(),
         }
         if self.window_parts:
-            parts = [p for p, _ in self.window_parts]
-            W = sp.vstack(parts, format="csr") if any(sp.issparse(p) for p in parts) else None
-            if W is not None:
+            W = _stack([p for p, _ in self.window_parts])
+            if sp.issparse(W):
                 arrays.update(
                     pp_win_data=W.data,
                     pp_win_indices=W.indices.astype(np.int64),
                     pp_win_indptr=W.indptr.astype(np.int64),
                 )
             else:
-                arrays["pp_win_dense"] = np.vstack(parts)
+                arrays["pp_win_dense"] = W
             arrays["pp_win_y"] = np.concatenate([y for _, y in self.window_parts])
         meta = {
             "ready": self.ready,
