@@ -116,13 +116,19 @@ class ModelHandle:
     def closed(self) -> bool:
         return self._closed
 
-    def _read_only(self) -> BatchModelReadOnly | None:
-        if self.config.algorithm not in BATCH_ALGORITHMS:
-            return None
-        return BatchModelReadOnly(
-            f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); "
-            "it does not learn online (train a new one with POST /jobs)"
-        )
+    def _refuse_if_batch_trained(self) -> None:
+        if self.config.algorithm in BATCH_ALGORITHMS:
+            raise BatchModelReadOnly(
+                f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); "
+                "it does not learn online (train a new one with POST /jobs)"
+            )
+
+    def _check_can_queue(self) -> None:
+        """Under the lock: raise ModelClosed or LearnerBusy when nothing may be queued now."""
+        if self._closed:
+            raise ModelClosed(f"model {self.name!r} was deleted or replaced")
+        if self._pending >= self.max_pending:
+            raise LearnerBusy(f"model {self.name!r} has {self._pending} batches queued; retry later")
 
     def submit(
         self,
@@ -145,17 +151,12 @@ class ModelHandle:
             dimension over ``max_features`` / ``max_model_bytes`` (see :mod:`.limits`).
         LearnerBusy, ModelClosed (also BatchModelReadOnly for a batch-trained model)
         """
-        error = self._read_only()
-        if error is not None:
-            raise error
+        self._refuse_if_batch_trained()
         if y.shape != (X.shape[0],):
             raise InvalidInput(f"y: has {y.shape[0]} labels for {X.shape[0]} examples in X", field="y")
         sparse = sp.issparse(X) if sparse is None else bool(sparse)
         with self._lock:
-            if self._closed:
-                raise ModelClosed(f"model {self.name!r} was deleted or replaced")
-            if self._pending >= self.max_pending:
-                raise LearnerBusy(f"model {self.name!r} has {self._pending} batches queued; retry later")
+            self._check_can_queue()
             d = self._n_features
             if d is None or (sparse and not self._fixed and X.shape[1] > d):
                 check_width(X, self.config, self.settings, sparse)
@@ -169,14 +170,9 @@ class ModelHandle:
         """Queue a flush (learn every pending example now); returns a future of the new view.
 
         Raises BatchModelReadOnly, LearnerBusy, ModelClosed."""
-        error = self._read_only()
-        if error is not None:
-            raise error
+        self._refuse_if_batch_trained()
         with self._lock:
-            if self._closed:
-                raise ModelClosed(f"model {self.name!r} was deleted or replaced")
-            if self._pending >= self.max_pending:
-                raise LearnerBusy(f"model {self.name!r} has {self._pending} batches queued; retry later")
+            self._check_can_queue()
             return self._queue(self._flush)
 
     def _queue(self, fn, *args) -> Future:
