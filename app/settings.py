@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     default_lambda: float | None = Field(None, gt=0)
     default_n_samples: int | None = Field(None, ge=1)
     default_n_features: int | None = Field(None, ge=1)
-    default_classes: list[Any] = Field(default_factory=lambda: [-1, 1])
+    default_classes: list[Any] | None = None
     default_random_state: int | None = 0
     default_maintenance: str = "merge"
     default_merge_solver: str = "gss"
@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     default_warmup: int = Field(1000, ge=0)
     default_shuffle_buffer: int = Field(20_000, ge=0)
     default_run_guard: bool = True
+    default_max_classes: int = Field(1000, ge=2, le=100_000)
+    default_on_drift: Literal["none", "reset_schedule"] = "reset_schedule"
 
     # ---------------------------------------------------------------- guards (docs/defaults.md)
     max_budget: int = Field(100_000, ge=2)
@@ -167,7 +169,7 @@ class Settings(BaseSettings):
             "lambda": self.default_lambda,
             "n_samples": self.default_n_samples,
             "n_features": self.default_n_features,
-            "classes": list(self.default_classes),
+            "classes": None if self.default_classes is None else list(self.default_classes),
             "random_state": self.default_random_state,
             "maintenance": self.default_maintenance,
             "merge_solver": self.default_merge_solver,
@@ -179,6 +181,8 @@ class Settings(BaseSettings):
             "warmup": self.default_warmup,
             "shuffle_buffer": self.default_shuffle_buffer,
             "run_guard": self.default_run_guard,
+            "max_classes": self.default_max_classes,
+            "on_drift": self.default_on_drift,
         }
 
     def token(self) -> str | None:

@@ -22,8 +22,12 @@ MAINTENANCE = {"merge": 0, "remove": 1, "project": 2}
 #: How merging finds h and the partner: GSS to ``gss_eps``, GSS to 1e-10, lookup tables
 #: (Glasmachers & Qaadan 2018).
 MERGE_SOLVERS = {"gss": 0, "gss-precise": 1, "lookup-h": 2, "lookup-wd": 3}
-#: BSGD learning-rate schedules (Wang et al. 2012, Table 2).
-SCHEDULES = {"pegasos": 0, "norma": 1, "perceptron": 2}
+#: BSGD learning-rate schedules (Wang et al. 2012, Table 2), and a fixed step η for streams
+#: known to drift (``"constant"``: η_t = ``eta``, shrink 1 − ηλ: a memory of about 1/(ηλ) examples).
+SCHEDULES = {"pegasos": 0, "norma": 1, "perceptron": 2, "constant": 3}
+#: What an online model does when its drift detector fires: count and report only, or restart
+#: the step-size schedule at t = ``DRIFT_RESET_T0`` (keeping the support vectors).
+ON_DRIFT = ("none", "reset_schedule")
 #: How BSCA's ``fit`` picks the coordinates of an epoch.
 SAMPLINGS = {
     "permutation": "each coordinate once per epoch, in a fresh random order",

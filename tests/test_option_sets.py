@@ -23,6 +23,12 @@ def test_config_literals_equal_the_solver_option_sets():
     assert _literal(config.MergeSolver) == set(solvers.MERGE_SOLVERS)
     assert _literal(config.Schedule) == set(solvers.SCHEDULES)
     assert _literal(config.Scaling) == set(solvers.SCALINGS)
+    assert _literal(config.OnDrift) == set(solvers.ON_DRIFT)
+
+
+def test_config_on_drift_default_equals_the_estimators():
+    assert config.ModelConfig().on_drift == solvers.BudgetedSGDClassifier().on_drift
+    assert solvers.BudgetedSCAClassifier().on_drift == solvers.BudgetedSGDClassifier().on_drift
 
 
 def test_config_bounds_and_defaults_equal_the_solvers():

@@ -31,6 +31,7 @@ def client(tmp_path_factory):
         default_gamma=1.0,
         default_c=10.0,
         default_n_samples=300,
+        default_classes=[-1, 1],  # declared: unknown labels are refused
         # the numerics these tests pin: raw features, no warm-up window, buffer or run guard
         default_scaling="none",
         default_warmup=0,
@@ -225,7 +226,12 @@ def test_bad_predict_input(client, body, status, detail):
     "name, body, detail",
     [
         ("m1", {"budget": 0}, "budget: Input should be greater than or equal to 1"),
-        ("m1", {"classes": [1, 2, 3]}, "classes: Value error, a 'bsgd' model is binary"),
+        ("m1", {"classes": [1]}, "classes: Value error, give at least 2 classes"),
+        (
+            "m1",
+            {"classes": [1, 2, 3], "max_classes": 2},
+            "classes: Value error, 3 labels exceed max_classes = 2",
+        ),
         ("m1", {"gamma": -1}, "gamma: Input should be greater than 0"),
         ("m1", {"algorithm": "svc"}, "algorithm: Input should be 'bsgd'"),
         ("m1", {"budgets": 5}, "budgets: Extra inputs are not permitted"),

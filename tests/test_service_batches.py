@@ -174,8 +174,11 @@ def test_decode_body_reads_nan_literals_and_rejects_garbage():
 def test_model_config_normalises_and_validates():
     cfg = ModelConfig.model_validate({"classes": [1.0, 0.0], "lambda": 0.01, "C": None})
     assert cfg.classes == [0, 1] and cfg.lambda_ == 0.01 and cfg.to_json()["lambda"] == 0.01
+    assert ModelConfig().classes is None and ModelConfig().learns_classes
+    assert ModelConfig.model_validate({"classes": [3, 1, 2]}).classes == [1, 2, 3]
     for bad in (
-        {"classes": [1, 2, 3]},
+        {"classes": [1]},
+        {"classes": [1, 2, 3], "max_classes": 2},
         {"classes": [1, 1.0]},
         {"classes": [1, "a"]},
         {"classes": [True, 0]},

@@ -22,7 +22,7 @@ from svmstream.app.stream.redis_ops import format_id, next_id, parse_id
 from tests.conftest import two_moons_like
 
 D = 6
-CONFIG = {"budget": 40, "gamma": 1.0, "C": 10.0, "n_samples": 20_000, "random_state": 0}
+CONFIG = {"budget": 40, "gamma": 1.0, "C": 10.0, "n_samples": 20_000, "random_state": 0, "classes": [-1, 1]}
 
 
 # ----------------------------------------------------------------------------- helpers

@@ -16,11 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from svmstream.app.models.config import (
     C_MAX,
     LAMBDA_MIN,
+    MAX_CLASSES_LIMIT,
     Algorithm,
     Gamma,
     Label,
     Maintenance,
     MergeSolver,
+    OnDrift,
     Scaling,
     Schedule,
 )
@@ -39,7 +41,10 @@ class ModelCreate(BaseModel):
     lambda_: float | None = Field(None, alias="lambda", ge=LAMBDA_MIN)
     n_samples: int | None = Field(None, ge=1)
     n_features: int | None = Field(None, ge=1)
-    classes: list[Label] | None = None
+    classes: list[Label] | None = Field(
+        None, description="2 or more labels; omitted: learned from the data (up to max_classes)"
+    )
+    max_classes: int | None = Field(None, ge=2, le=MAX_CLASSES_LIMIT)
     random_state: int | None = None
     maintenance: Maintenance | None = None
     merge_solver: MergeSolver | None = None
@@ -51,6 +56,7 @@ class ModelCreate(BaseModel):
     warmup: int | None = Field(None, ge=0)
     shuffle_buffer: int | None = Field(None, ge=0)
     run_guard: bool | None = None
+    on_drift: OnDrift | None = None
 
 
 Features = list[float] | dict[str, float]
@@ -73,6 +79,7 @@ class PredictRequest(BaseModel):
     model: str | None = None
     X: list[Features]
     n_features: int | None = None
+    proba: bool = Field(False, description="also answer calibrated class probabilities")
 
 
 class ModelInfo(BaseModel):
@@ -83,6 +90,11 @@ class ModelInfo(BaseModel):
     budget: int
     config: dict[str, Any]
     n_features: int | None
+    classes: list[Label] = Field(
+        default_factory=list,
+        description="the model's labels: declared, or learned so far in order of appearance",
+    )
+    classes_learned: bool = Field(False, description="true when the labels are learned from the data")
     fitted: bool
     n_support_vectors: int
     t: int = Field(description="SGD steps taken")
@@ -98,6 +110,11 @@ class ModelInfo(BaseModel):
     warming_up: bool = Field(False, description="true while the warm-up window is open (/predict: 409)")
     pending: int = Field(0, description="examples received but not learned yet (window + shuffle buffer)")
     n_replayed: int = Field(0, description="examples the run guard replayed")
+    n_discarded: int = Field(0, description="buffered examples dropped at drift detections (on_drift)")
+    drift: dict[str, Any] = Field(
+        default_factory=dict,
+        description="drift detections on the prequential errors: detections, last_at (example count)",
+    )
     version: int = Field(description="batches applied since creation")
     pending_batches: int
     last_snapshot_time: float | None = Field(description="unix time of the last snapshot written or restored")
@@ -138,7 +155,13 @@ class PredictResponse(BaseModel):
     model: str
     version: int
     labels: list[Label]
-    decision: list[float]
+    decision: list[float] | list[list[float]] = Field(
+        description="binary: f(x) (> 0: classes[1]); multi-class: one score per class, in classes order"
+    )
+    classes: list[Label] | None = Field(None, description='with "proba": the column order of proba')
+    proba: list[list[float]] | None = Field(
+        None, description='with "proba": true: calibrated probabilities, rows sum to 1, argmax = label'
+    )
 
 
 class ErrorResponse(BaseModel):

@@ -128,7 +128,8 @@ def add_serve_parser(sub) -> argparse.ArgumentParser:
         "--n-features", dest="n_features", type=int, help="input dimension of the default model"
     )
     serve.add_argument(
-        "--classes", help="labels of the default model, comma separated; write --classes=-1,1 (default -1,1)"
+        "--classes",
+        help="labels of the default model, comma separated; write --classes=-1,1 (default: learned from the data)",
     )
     serve.add_argument("--log-level", default=None, help="debug, info, warning, ...")
     serve.add_argument(

@@ -129,9 +129,7 @@ def _ensure_model(client, model: str, hyper: dict[str, Any], X, y, file: str, ou
         if "C" in body and "n_samples" not in body and "lambda" not in body:
             body["n_samples"] = int(n)  # C given and the stream's length known: lambda = 1/(C n)
         body["n_features"] = int(d)
-        if len(labels) > 2:
-            raise ReplayError(f"{file} has {len(labels)} distinct labels; the service's models are binary")
-        if len(labels) == 2:
+        if len(labels) >= 2:
             body["classes"] = [int(v) if float(v).is_integer() else float(v) for v in labels]
         info = _check(client.put(f"/models/{model}", json=body))
         print(

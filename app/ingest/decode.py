@@ -20,7 +20,7 @@ import orjson
 from svmstream.app.errors import InvalidInput
 
 LEARN_FIELDS = frozenset({"model", "X", "x", "y", "n_features"})
-PREDICT_FIELDS = frozenset({"model", "X", "x", "n_features"})
+PREDICT_FIELDS = frozenset({"model", "X", "x", "n_features", "proba"})
 
 
 def describe(value: Any) -> str:
@@ -105,3 +105,6 @@ def check_envelope(obj: Any, allowed: frozenset[str], require_y: bool) -> None:
     nf = obj.get("n_features")
     if nf is not None and (not isinstance(nf, int) or isinstance(nf, bool) or nf < 1):
         raise InvalidInput(f"n_features: expected a positive integer, got {describe(nf)}", field="n_features")
+    proba = obj.get("proba", False)
+    if not isinstance(proba, bool):
+        raise InvalidInput(f"proba: expected true or false, got {describe(proba)}", field="proba")

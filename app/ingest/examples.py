@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import LEARN_FIELDS, PREDICT_FIELDS, check_envelope
 from svmstream.app.ingest.features import parse_features
-from svmstream.app.ingest.labels import LabelCodec
+from svmstream.app.ingest.labels import LabelCodec, NewLabels
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,14 @@ class Batch:
         Class indices into the model's sorted class list (``None`` for predict batches).
     n_features : int or None
         Dimension declared by the request (``"n_features"``), if any.
+    new_labels : NewLabels or None
+        Labels the batch adds to a model that learns its classes (provisional indices in ``y``).
     """
 
     X: np.ndarray | sp.csr_matrix
     y: np.ndarray | None
     n_features: int | None = None
+    new_labels: NewLabels | None = None
 
     @property
     def n(self) -> int:
@@ -88,5 +91,6 @@ def parse_examples(obj: Mapping[str, Any], codec: LabelCodec | None, check_bools
         labels = obj["y"]
         if isinstance(labels, list) and len(labels) != X.shape[0]:
             raise InvalidInput(f"y: has {len(labels)} labels for {X.shape[0]} examples in X", field="y")
-        y = codec.encode(labels)
+        y, new = codec.encode_with_new(labels)
+        return Batch(X=X, y=y, n_features=declared, new_labels=new)
     return Batch(X=X, y=y, n_features=declared)

@@ -8,12 +8,26 @@ One lookup (:meth:`LabelCodec.lookup`) serves both inputs: a request's ``y`` is
 rejected as a whole at its first unknown label (:meth:`LabelCodec.encode`, field
 ``y[i]``), a batch of stream entries rejects each entry with an unknown label on its own
 (:meth:`LabelCodec.encode_each`, field ``y``).
+
+A model without declared ``classes`` learns them (``learn=True``): its class indices are
+in order of first appearance (:attr:`LabelCodec.classes`: the estimator's classes, never
+renumbered), and a label it has not seen gets a *provisional* index ``len(classes) + j``
+(:class:`NewLabels`).  Users see the labels sorted (:attr:`LabelCodec.public_classes`, as
+declared classes are), so the scikit-learn binary convention holds for learned labels too:
+a positive decision means the larger label; :attr:`LabelCodec.public_order` maps between
+the two orders.  The codec is never changed by a lookup: the
+model's learner thread commits new labels when it applies the batch
+(:meth:`svmstream.app.models.handle.ModelHandle.submit`), so a refused batch adds nothing.
+Labels of the wrong kind (a string for a model whose labels are numbers, or the reverse)
+are refused in both modes.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,57 +37,120 @@ from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import describe
 
 
+@dataclass(frozen=True)
+class NewLabels:
+    """Labels a batch brings to a model that learns its classes.
+
+    ``labels[j]`` has the provisional index ``base + j`` in the batch's encoded ``y``
+    (``base``: the number of classes the codec had at encoding time)."""
+
+    base: int
+    labels: tuple[Any, ...]
+
+
+def _normalise(v: Any) -> Any:
+    """A label as a model stores it: integral floats become ``int`` (``1.0 -> 1``)."""
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
 class LabelCodec:
     """Map JSON labels to class indices of a model and back.
 
     Parameters
     ----------
     classes : list of int/float or list of str
-        The model's normalised (sorted) class list, see
-        :func:`svmstream.app.models.config.normalise_classes`.
+        The model's class list: declared (normalised and sorted, see
+        :func:`svmstream.app.models.config.normalise_classes`) or learned so far (in order
+        of first appearance; may be empty).
+    learn : bool
+        The model learns its classes: unseen labels get provisional indices (see the module
+        docstring) instead of being refused.
     """
 
-    def __init__(self, classes: Sequence[Any]):
+    def __init__(self, classes: Sequence[Any], learn: bool = False):
         self.classes = list(classes)
-        self.numeric = not isinstance(self.classes[0], str)
-        self._values = np.asarray(self.classes, dtype=np.float64) if self.numeric else None
+        self.learn = bool(learn)
+        self.numeric = None if not self.classes else not isinstance(self.classes[0], str)
+        values = np.asarray(self.classes if self.numeric else [], dtype=np.float64)
+        self._sort = np.argsort(values, kind="stable")
+        self._sorted = values[self._sort]
         self._index = {c: k for k, c in enumerate(self.classes)}
+        self.public_classes = sorted(self.classes)
+        #: ``public_classes[p] == classes[public_order[p]]``
+        self.public_order = np.asarray([self._index[c] for c in self.public_classes], dtype=np.int64)
+        self.identity = bool(np.array_equal(self.public_order, np.arange(len(self.classes))))
 
-    def lookup(self, labels: Sequence[Any]) -> tuple[np.ndarray, list[tuple[int, Any]]]:
-        """Class index of every label, and the labels outside the class set.
+    def public_decision(self, decision: np.ndarray) -> np.ndarray:
+        """Estimator decisions in the order of :attr:`public_classes`: binary (n,) negated when
+        the estimator's positive class is the smaller label; (n, K) columns reordered."""
+        if self.identity:
+            return decision
+        if decision.ndim == 1:
+            return -decision
+        return decision[:, self.public_order]
+
+    def public_columns(self, values: np.ndarray) -> np.ndarray:
+        """(n, K) per-class values (probabilities) in the order of :attr:`public_classes`."""
+        return values if self.identity else values[:, self.public_order]
+
+    def extended(self, labels: Sequence[Any]) -> LabelCodec:
+        """A new codec with ``labels`` appended (this one is left as it is: published views
+        keep theirs)."""
+        return LabelCodec(self.classes + list(labels), learn=self.learn)
+
+    def index_of(self, label: Any) -> int | None:
+        """Index of a normalised label, or None."""
+        return self._index.get(label)
+
+    def lookup(self, labels: Sequence[Any]) -> tuple[np.ndarray, list[tuple[int, Any]], NewLabels | None]:
+        """Class index of every label, the labels refused, and the labels it would add.
 
         Returns
         -------
         idx : ndarray of shape (n,), int64
-            Class indices (meaningless at the bad positions).
+            Class indices (meaningless at the bad positions); unseen labels of a learning
+            codec get provisional indices ``len(classes) + j``.
         bad : list of (int, label)
             Position and value (as looked up: an integral float label that is read one by
-            one is compared as an ``int``) of each unknown label or label of the wrong
-            type.  When the labels read as one numeric array, booleans come first (a
-            request's error names the first boolean), then the others in order; otherwise
-            in order.
+            one is compared as an ``int``) of each unknown label (declared classes only)
+            or label of the wrong type.  When the labels read as one numeric array,
+            booleans come first (a request's error names the first boolean), then the
+            others in order; otherwise in order.
+        new : NewLabels or None
+            The unseen labels, in order of first appearance (learning codec only).
         """
-        if self.numeric:
+        if self.numeric is not False:
             found = self._lookup_numbers(labels)
             if found is not None:
                 return found
         out = np.zeros(len(labels), dtype=np.int64)
         bad = []
-        index = self._index
+        index = dict(self._index)
+        numeric = self.numeric
+        base = len(self.classes)
         for i, v in enumerate(labels):
             if isinstance(v, bool) or not isinstance(v, (int, float, str)):
                 bad.append((i, v))
                 continue
-            if self.numeric and isinstance(v, float) and v.is_integer():
-                v = int(v)
-            k = index.get(v) if isinstance(v, str) != self.numeric else None
+            if isinstance(v, float) and not math.isfinite(v):
+                bad.append((i, v))
+                continue
+            v = _normalise(v)
+            if numeric is None and self.learn:
+                numeric = not isinstance(v, str)
+            k = index.get(v) if isinstance(v, str) != numeric else None
+            if k is None and self.learn and isinstance(v, str) != numeric:
+                k = index[v] = len(index)
             if k is None:
                 bad.append((i, v))
             else:
                 out[i] = k
-        return out, bad
+        added = tuple(list(index)[base:])
+        return out, bad, NewLabels(base, added) if added else None
 
-    def _lookup_numbers(self, labels: Sequence[Any]) -> tuple[np.ndarray, list[tuple[int, Any]]] | None:
+    def _lookup_numbers(
+        self, labels: Sequence[Any]
+    ) -> tuple[np.ndarray, list[tuple[int, Any]], NewLabels | None] | None:
         """:meth:`lookup` in one vectorised pass when the labels read as a numeric array."""
         try:
             arr = np.asarray(labels)
@@ -83,13 +160,46 @@ class LabelCodec:
             return None
         bools = [i for i, v in enumerate(labels) if v.__class__ is bool]
         arr = arr.astype(np.float64, copy=False)
-        idx = np.searchsorted(self._values, arr)
-        np.minimum(idx, len(self.classes) - 1, out=idx)
-        unknown = np.flatnonzero(self._values[idx] != arr).tolist()
+        bad_values = ~np.isfinite(arr)
+        if bools:
+            bad_values[bools] = True
+        k = len(self.classes)
+        if k:
+            pos = np.minimum(np.searchsorted(self._sorted, arr), k - 1)
+            idx = self._sort[pos]
+            unknown = self._sorted[pos] != arr
+        else:
+            idx = np.zeros(arr.shape[0], dtype=np.int64)
+            unknown = np.ones(arr.shape[0], dtype=bool)
+        new = None
+        if self.learn:
+            fresh = unknown & ~bad_values
+            if fresh.any():
+                values, first, inverse = np.unique(arr[fresh], return_index=True, return_inverse=True)
+                rank = np.empty(values.shape[0], dtype=np.int64)
+                rank[np.argsort(first, kind="stable")] = np.arange(values.shape[0])
+                idx = idx.copy()
+                idx[fresh] = k + rank[inverse.ravel()]
+                ordered = values[np.argsort(first, kind="stable")]
+                new = NewLabels(k, tuple(_normalise(float(v)) for v in ordered))
+            unknown = bad_values
+        else:
+            unknown = unknown | bad_values
+        refused = np.flatnonzero(unknown).tolist()
         if bools:
             seen = set(bools)
-            unknown = bools + [i for i in unknown if i not in seen]
-        return idx.astype(np.int64, copy=False), [(i, labels[i]) for i in unknown]
+            refused = bools + [i for i in refused if i not in seen]
+        return idx.astype(np.int64, copy=False), [(i, labels[i]) for i in refused], new
+
+    def encode_with_new(self, labels: Any) -> tuple[np.ndarray, NewLabels | None]:
+        """:meth:`encode`, and the labels the batch would add to a learning codec."""
+        if not isinstance(labels, list):
+            raise InvalidInput(f"y: expected a list of labels, got {describe(labels)}", field="y")
+        idx, bad, new = self.lookup(labels)
+        if bad:
+            i, v = bad[0]
+            raise InvalidInput(self._unknown(f"y[{i}]", v), field=f"y[{i}]", index=i)
+        return idx, new
 
     def encode(self, labels: Any) -> np.ndarray:
         """Encode a request's JSON list of labels.
@@ -105,15 +215,11 @@ class LabelCodec:
             ``"y[i]: unknown label ...; model classes are [...]"`` for the first label
             outside the class set (or of the wrong type); also if ``labels`` is not a list.
         """
-        if not isinstance(labels, list):
-            raise InvalidInput(f"y: expected a list of labels, got {describe(labels)}", field="y")
-        idx, bad = self.lookup(labels)
-        if bad:
-            i, v = bad[0]
-            raise InvalidInput(self._unknown(f"y[{i}]", v), field=f"y[{i}]", index=i)
-        return idx
+        return self.encode_with_new(labels)[0]
 
-    def encode_each(self, labels: Sequence[Any]) -> tuple[np.ndarray, list[tuple[int, str]]]:
+    def encode_each(
+        self, labels: Sequence[Any]
+    ) -> tuple[np.ndarray, list[tuple[int, str]], NewLabels | None]:
         """Encode labels one by one, collecting every unknown one instead of stopping.
 
         Returns
@@ -122,17 +228,26 @@ class LabelCodec:
             Class indices (meaningless at the rejected positions).
         rejected : list of (int, str)
             ``(position, "y: unknown label ...; model classes are [...]")``, by position.
+        new : NewLabels or None
+            Labels the good entries would add (learning codec only).
         """
-        idx, bad = self.lookup(labels)
-        return idx, [(i, self._unknown("y", labels[i])) for i, _ in sorted(bad, key=lambda b: b[0])]
+        idx, bad, new = self.lookup(labels)
+        return idx, [(i, self._unknown("y", labels[i])) for i, _ in sorted(bad, key=lambda b: b[0])], new
 
     def _unknown(self, field: str, v: Any) -> str:
+        if self.learn:
+            kind = "numbers" if self.numeric else "strings"
+            if self.numeric is None:
+                return f"{field}: {describe(v)} is not a class label (use numbers or strings, not both)"
+            return f"{field}: {describe(v)} is not a valid label; the model's labels are {kind}"
         return f"{field}: unknown label {describe(v)}; model classes are {json.dumps(self.classes)}"
 
     def decode(self, idx: np.ndarray) -> list[Any]:
-        """Class indices -> JSON labels (list of length n)."""
+        """Class indices -> JSON labels (list of length n).  An index past the labels (a
+        model that has seen one class answers with its only label) decodes to the last one."""
         classes = self.classes
-        return [classes[k] for k in idx.tolist()]
+        last = len(classes) - 1
+        return [classes[min(k, last)] for k in idx.tolist()]
 
 
 def parse_stream_label(raw: Any) -> Any:

@@ -49,7 +49,7 @@ from svmstream.app.ingest.features import (
     sparse_row,
     wrong_width,
 )
-from svmstream.app.ingest.labels import LabelCodec, parse_stream_label
+from svmstream.app.ingest.labels import LabelCodec, NewLabels, parse_stream_label
 
 STREAM_FIELDS = frozenset({"y", "x", "xb", "id"})
 _STREAM_FIELDS_B = frozenset(f.encode() for f in STREAM_FIELDS) | STREAM_FIELDS
@@ -88,6 +88,8 @@ class EntryBatch:
     sparse : bool
         Every good entry gave sparse ``{index: value}`` features (such a batch may widen
         a model whose dimension is not fixed).
+    new_labels : NewLabels or None
+        Labels the good entries add to a model that learns its classes.
     """
 
     X: np.ndarray | sp.csr_matrix | None
@@ -95,6 +97,7 @@ class EntryBatch:
     good: np.ndarray
     rejected: list[tuple[int, str]]
     sparse: bool = False
+    new_labels: NewLabels | None = None
 
 
 def _text(value: Any) -> str:
@@ -295,18 +298,19 @@ class _Entries:
             out[int(i)] = (ix, val)
         return out
 
-    def encode_labels(self, codec: LabelCodec) -> np.ndarray | None:
-        """Class indices of the entries still good; unknown labels reject their entry."""
+    def encode_labels(self, codec: LabelCodec) -> tuple[np.ndarray | None, NewLabels | None]:
+        """Class indices of the entries still good (unknown labels reject their entry), and
+        the labels they add to a model that learns its classes."""
         cand = np.flatnonzero(self.kinds > 0)
         if not cand.size:
-            return None
+            return None, None
         labels = self.labels
-        idx, bad = codec.encode_each([labels[i] for i in cand])
+        idx, bad, new = codec.encode_each([labels[i] for i in cand])
         for k, message in bad:
             self.reject(cand[k], message)
         keep = np.ones(cand.size, dtype=bool)
         keep[[k for k, _ in bad]] = False
-        return idx[keep]
+        return idx[keep], new
 
 
 def _dense_batch(entries: _Entries, good: np.ndarray, d: int, parts: list, sparse: dict) -> np.ndarray:
@@ -391,7 +395,7 @@ def parse_stream_entries(
         table.reject_nonfinite(pos, arr, name)
         parts.append((kind, pos, arr))
     sparse = table.sparse_rows()
-    y = table.encode_labels(codec)
+    y, new = table.encode_labels(codec)
     good = np.flatnonzero(table.kinds > 0).astype(np.int64)
     rejected = sorted(table.rejected.items())
     if good.size == 0:
@@ -402,5 +406,5 @@ def parse_stream_entries(
         widest = max((int(sparse[i][0][-1]) + 1 for i in good.tolist() if sparse[i][0].size), default=1)
         d = max(d or 1, widest)
     if not sparse or should_densify(good.size, d):
-        return EntryBatch(_dense_batch(table, good, d, parts, sparse), y, good, rejected, all_sparse)
-    return EntryBatch(_csr_batch(table, good, d, parts, sparse), y, good, rejected, all_sparse)
+        return EntryBatch(_dense_batch(table, good, d, parts, sparse), y, good, rejected, all_sparse, new)
+    return EntryBatch(_csr_batch(table, good, d, parts, sparse), y, good, rejected, all_sparse, new)

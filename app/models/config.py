@@ -47,7 +47,9 @@ predictions but do not learn online.  Not accepted by ``PUT /models``."""
 BATCH_ALGORITHMS = ("dcsvm", "avsf", "liblinear-cd")
 Maintenance = Literal["merge", "remove", "project"]
 MergeSolver = Literal["gss", "gss-precise", "lookup-h", "lookup-wd"]
-Schedule = Literal["pegasos", "norma", "perceptron"]
+Schedule = Literal["pegasos", "norma", "perceptron", "constant"]
+OnDrift = Literal["none", "reset_schedule"]
+"""What an online model does when its drift detector fires (``docs/online.md``)."""
 Scaling = Literal["auto", "standard", "maxabs", "none"]
 """Feature scaling frozen from the warm-up window; ``auto`` is max-abs (``docs/defaults.md``)."""
 Gamma = Annotated[float, Field(gt=0)] | Literal["scale"]
@@ -61,6 +63,10 @@ REFERENCE_N = 30_000
 #: The solvers' defaults of the streaming preprocessing.
 DEFAULT_WARMUP = 1000
 DEFAULT_SHUFFLE_BUFFER = 20_000
+#: Classes a model learns from its data at most, unless its configuration says otherwise.
+DEFAULT_MAX_CLASSES = 1000
+#: The largest ``max_classes`` a configuration may ask for.
+MAX_CLASSES_LIMIT = 100_000
 
 
 def check_model_name(name: str) -> None:
@@ -130,7 +136,17 @@ class ModelConfig(BaseModel):
     n_features: int | None = Field(
         None, ge=1, description="input dimension d; default: fixed by the first accepted batch"
     )
-    classes: list[Label] = Field(default_factory=lambda: [-1, 1], description="the two class labels")
+    max_classes: int = Field(
+        DEFAULT_MAX_CLASSES,
+        ge=2,
+        le=MAX_CLASSES_LIMIT,
+        description="most classes a model with learned classes may have; a label beyond is refused",
+    )
+    classes: list[Label] | None = Field(
+        None,
+        description="the class labels (2 or more); omitted: learned from the data (a new label adds a "
+        "class, up to max_classes; shown sorted, as declared ones)",
+    )
     random_state: int | None = Field(None, description="seed of the solver's random number generator")
     maintenance: Maintenance = Field(
         "merge", description="budget maintenance: merge two SVs, remove one, or project it"
@@ -156,16 +172,22 @@ class ModelConfig(BaseModel):
     run_guard: bool = Field(
         True, description="replay other classes during improbably long one-class runs (label-sorted sources)"
     )
+    on_drift: OnDrift = Field(
+        "reset_schedule",
+        description="when the drift detector fires: restart the step-size schedule, or only report it",
+    )
 
     @field_validator("classes")
     @classmethod
-    def _check_classes(cls, value: list[Any], info: ValidationInfo) -> list[Any]:
+    def _check_classes(cls, value: list[Any] | None, info: ValidationInfo) -> list[Any] | None:
+        if value is None:
+            return None
         value = normalise_classes(value)
-        if info.data.get("algorithm") in BATCH_ALGORITHMS and len(value) >= 2:
-            return value  # batch-trained models may be multi-class (one-vs-rest)
-        if len(value) != 2:
-            algorithm = info.data.get("algorithm", "bsgd")
-            raise ValueError(f"a {algorithm!r} model is binary: give exactly 2 classes, got {len(value)}")
+        if len(value) < 2:
+            raise ValueError(f"give at least 2 classes (or omit classes to learn them), got {len(value)}")
+        limit = info.data.get("max_classes", DEFAULT_MAX_CLASSES)
+        if len(value) > limit:
+            raise ValueError(f"{len(value)} labels exceed max_classes = {limit}")
         return value
 
     @model_validator(mode="after")
@@ -173,6 +195,11 @@ class ModelConfig(BaseModel):
         if self.C is None and self.lambda_ is None:
             raise ValueError("give either C or lambda")
         return self
+
+    @property
+    def learns_classes(self) -> bool:
+        """True when the label set is learned from the data (no ``classes`` declared)."""
+        return self.classes is None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict with the public key names (``"lambda"``)."""

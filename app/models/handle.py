@@ -30,10 +30,10 @@ from svmstream.app.errors import (
     NumericalOverflow,
 )
 from svmstream.app.ingest.features import conform
-from svmstream.app.ingest.labels import LabelCodec
+from svmstream.app.ingest.labels import LabelCodec, NewLabels
 from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
 from svmstream.app.models.factory import copy_estimator, make_estimator
-from svmstream.app.models.limits import check_width, max_width
+from svmstream.app.models.limits import check_width, estimate_bytes, max_width
 from svmstream.app.models.meters import LabelRunMeter, PrequentialWindow, RateMeter, correct_predictions
 from svmstream.app.models.view import ModelView, check_finite, estimator_stats
 from svmstream.app.settings import Settings
@@ -55,12 +55,18 @@ class ModelHandle:
         n_features_fixed: bool | None = None,
         extra: dict[str, Any] | None = None,
         settings: Settings | None = None,
+        classes: list[Any] | None = None,
     ):
         settings = settings if settings is not None else Settings()
         self.name = name
         self.config = config
         self.settings = settings
-        self.codec = LabelCodec(config.classes)
+        # learned classes (restored from a snapshot: ``classes``) are committed by the learner
+        # thread only; readers use the published view's codec
+        if config.learns_classes:
+            self.codec = LabelCodec(classes or [], learn=True)
+        else:
+            self.codec = LabelCodec(config.classes)
         self.max_pending = settings.max_pending_batches
         self._est = copy_estimator(estimator) if estimator is not None else None
         self._n_features = n_features if n_features is not None else config.n_features
@@ -86,6 +92,7 @@ class ModelHandle:
         self.rate = RateMeter(settings.rate_window_s)
         self.label_runs = LabelRunMeter(settings.label_run_window)
         self.overflows = 0
+        self._drift_logged = int(self.view.stats["drift"]["detections"])
         self.created_at = time.time()
         # set by a stream consumer: () -> dict of stream figures for info() and /metrics
         self.stream_status: Callable[[], dict[str, Any]] | None = None
@@ -138,11 +145,14 @@ class ModelHandle:
         declared: int | None = None,
         extra: dict | None = None,
         sparse: bool | None = None,
+        new_labels: NewLabels | None = None,
     ) -> Future:
         """Queue a validated batch; returns a future resolving to the new :class:`ModelView`.
 
         ``sparse`` (default: whether X is a CSR matrix) says the rows came as sparse
         ``{index: value}`` objects: they may widen a model whose dimension is not fixed.
+        ``new_labels``: labels the batch adds to a model that learns its classes (``y``
+        holds their provisional indices); the learner commits them (:meth:`_commit_labels`).
 
         Raises
         ------
@@ -164,7 +174,7 @@ class ModelHandle:
             X = conform(X, d, declared, self.name)
             self._n_features = d
             self._fixed = self._fixed or not sparse or declared is not None
-            return self._queue(self._apply, X, y, extra)
+            return self._queue(self._apply, X, y, extra, new_labels)
 
     def submit_flush(self) -> Future:
         """Queue a flush (learn every pending example now); returns a future of the new view.
@@ -184,18 +194,73 @@ class ModelHandle:
             self._pending -= 1
             raise ModelClosed(f"model {self.name!r} was deleted or replaced") from exc
 
-    def _apply(self, X, y: np.ndarray, extra: dict | None) -> ModelView:
-        """Learner thread: one ``partial_fit`` call (after widening the model if a sparse
-        batch grew ``d``), then publish a copy."""
+    def _commit_labels(self, y: np.ndarray, new: NewLabels | None) -> tuple[np.ndarray, LabelCodec]:
+        """Learner thread: map provisional label indices to final ones and extend the codec.
+
+        A label another batch added since this one was encoded keeps its index; the others
+        are appended in order of first appearance.  Returns ``(y, codec)``; the handle's codec
+        is replaced only once the batch is applied.
+
+        Raises
+        ------
+        InvalidInput
+            ``y[i]`` for the first example whose label would exceed ``max_classes`` or the
+            size bound ``max_model_bytes``; nothing is changed.
+        """
+        codec = self.codec
+        if new is None:
+            return y, codec
+        mapping = np.arange(new.base + len(new.labels), dtype=np.int64)
+        added: list[Any] = []
+        for j, label in enumerate(new.labels):
+            k = codec.index_of(label)
+            if k is None:
+                k = len(codec.classes) + len(added)
+                added.append(label)
+            mapping[new.base + j] = k
+        y = mapping[y]
+        if not added:
+            return y, codec
+        n_classes = len(codec.classes) + len(added)
+        limit = self.config.max_classes
+        reason = None
+        if n_classes > limit:
+            reason = f"a new class would exceed max_classes = {limit} (the model has {len(codec.classes)})"
+        elif self._n_features is not None:
+            size = estimate_bytes(self.config, self._n_features, n_classes)
+            if size > self.settings.max_model_bytes:
+                reason = f"{n_classes} classes need an estimated {size / 1e6:,.1f} MB, over max_model_bytes"
+                limit = len(codec.classes)
+        if reason is not None:
+            i = int(np.flatnonzero(y >= limit)[0]) if (y >= limit).any() else 0
+            raise InvalidInput(f"y[{i}]: label {added[0]!r}: {reason}", field=f"y[{i}]", index=i)
+        log.info("model %r: new class(es) %s learned from the data (%d classes)", self.name, added, n_classes)
+        return y, codec.extended(added)
+
+    def _apply(self, X, y: np.ndarray, extra: dict | None, new: NewLabels | None = None) -> ModelView:
+        """Learner thread: commit new labels, one ``partial_fit`` call (after widening the
+        model if a sparse batch grew ``d``, and adding learned classes), then publish a copy."""
+        try:
+            y, codec = self._commit_labels(y, new)
+        except InvalidInput:
+            with self._lock:
+                self._pending -= 1
+            raise
 
         def step(est):
             if hasattr(est, "n_features_in_") and X.shape[1] > est.n_features_in_:
                 est.grow_features(X.shape[1])
-            est.partial_fit(X, y, classes=np.arange(len(self.codec.classes)))
+            n_classes = max(2, len(codec.classes))  # a model that has seen one label is binary
+            if not hasattr(est, "classes_"):
+                est.partial_fit(X, y, classes=np.arange(n_classes))
+                return X
+            for k in range(len(est.classes_), n_classes):
+                est.add_class(k)
+            est.partial_fit(X, y)
             return X
 
-        view = self._learn_step(step, extra, int(X.shape[0]))
-        if self.label_runs.add(y) and len(self.codec.classes) >= 2:
+        view = self._learn_step(step, extra, int(X.shape[0]), codec)
+        if self.label_runs.add(y):
             log.warning(
                 "model %r: the last %d examples received all have label %r: the source looks sorted by "
                 "label; the shuffle buffer and the run guard compensate, but shuffling the source is better",
@@ -213,9 +278,13 @@ class ModelHandle:
             return self.view
         return self._learn_step(lambda est: est.flush() and None, None, 0)
 
-    def _learn_step(self, step, extra: dict | None, n_received: int) -> ModelView:
+    def _learn_step(
+        self, step, extra: dict | None, n_received: int, codec: LabelCodec | None = None
+    ) -> ModelView:
         """Run ``step(estimator)`` on the private estimator, check it stayed finite, update the
-        meters and publish; on any error rebuild the estimator from the last published view."""
+        meters and publish (with ``codec`` as the model's labels, when given); on any error
+        rebuild the estimator from the last published view."""
+        codec = self.codec if codec is None else codec
         try:
             est = self._est if self._est is not None else make_estimator(self.config)
             probe = step(est)
@@ -225,11 +294,13 @@ class ModelHandle:
             if margins is not None and learned is not None and len(margins) == len(learned):
                 self.prequential.add(correct_predictions(margins, np.asarray(learned, dtype=np.int64)))
             self.rate.add(n_received)
+            self._count_drift(est)
             old = self.view
+            self.codec = codec
             view = ModelView(
                 name=self.name,
                 config=self.config,
-                codec=self.codec,
+                codec=codec,
                 estimator=copy_estimator(est),
                 version=old.version + 1,
                 n_features=getattr(est, "n_features_in_", old.n_features),
@@ -255,6 +326,20 @@ class ModelHandle:
         finally:
             with self._lock:
                 self._pending -= 1
+
+    def _count_drift(self, est) -> None:
+        """Learner thread: log each new drift detection of the estimator with its example count."""
+        drift = getattr(est, "drift_", None)
+        if drift is None or drift.n_detections <= self._drift_logged:
+            return
+        log.warning(
+            "model %r: concept drift detected at example %s (%d detections so far); on_drift=%s",
+            self.name,
+            drift.last_detection_at,
+            drift.n_detections,
+            self.config.on_drift,
+        )
+        self._drift_logged = drift.n_detections
 
     def close(self, wait: bool = True) -> None:
         """Refuse new batches; with ``wait``, block until queued batches are applied."""
@@ -298,6 +383,8 @@ class ModelHandle:
             "config": self.config.to_json(),
             "n_features": self._n_features,
             "n_features_fixed": self._fixed,
+            "classes": view.codec.public_classes,
+            "classes_learned": self.config.learns_classes,
             "fitted": view.estimator is not None,
             **stats,
             "version": view.version,

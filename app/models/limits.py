@@ -19,14 +19,17 @@ from svmstream.app.settings import MIB, Settings
 from svmstream.solvers import model_bytes
 
 
-def estimate_bytes(config: ModelConfig, n_features: int) -> int:
-    """Estimated bytes of the arrays of an online model of dimension ``n_features``."""
+def estimate_bytes(config: ModelConfig, n_features: int, n_classes: int | None = None) -> int:
+    """Estimated bytes of the arrays of an online model of dimension ``n_features`` with
+    ``n_classes`` classes (default: the declared classes, or 2 for a model that learns them)."""
+    if n_classes is None:
+        n_classes = 2 if config.classes is None else len(config.classes)
     return model_bytes(
         config.budget,
         n_features,
         config.shuffle_buffer,
         config.run_guard,
-        len(config.classes),
+        max(2, n_classes),
         config.maintenance,
     )
 

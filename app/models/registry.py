@@ -35,6 +35,7 @@ from svmstream.app.errors import (
     ModelNotFound,
 )
 from svmstream.app.ingest.features import conform
+from svmstream.app.ingest.labels import NewLabels
 from svmstream.app.models.config import MODEL_NAME_RE, ModelConfig, check_model_name
 from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
@@ -160,6 +161,7 @@ class Registry:
         declared: int | None = None,
         extra: dict | None = None,
         sparse: bool | None = None,
+        new_labels: NewLabels | None = None,
     ) -> Future:
         """Queue a batch for model ``name``; callable from any thread.
 
@@ -177,6 +179,8 @@ class Registry:
             (saved with the next snapshot), e.g. ``{"stream_id": "1700000000000-0"}``.
         sparse : bool, optional
             The rows came as sparse objects (default: X is CSR); they may widen the model.
+        new_labels : NewLabels, optional
+            Labels the batch adds to a model that learns its classes (from the codec).
 
         Returns
         -------
@@ -187,7 +191,9 @@ class Registry:
         ------
         ModelNotFound, InvalidInput, LearnerBusy, ModelClosed
         """
-        return self.get(name).submit(X, y, declared=declared, extra=extra, sparse=sparse)
+        return self.get(name).submit(
+            X, y, declared=declared, extra=extra, sparse=sparse, new_labels=new_labels
+        )
 
     def flush(self, name: str) -> Future:
         """Queue a flush of model ``name``: learn every pending example (warm-up window and
@@ -196,12 +202,13 @@ class Registry:
         Raises ModelNotFound, BatchModelReadOnly, LearnerBusy, ModelClosed."""
         return self.get(name).submit_flush()
 
-    def predict(self, name: str, X, declared: int | None = None) -> tuple[ModelView, np.ndarray]:
+    def predict(self, name: str, X, declared: int | None = None, with_rows: bool = False):
         """Decision values of the current published view of ``name``.
 
         Returns
         -------
-        (view, decision) with decision of shape (n,), float64.
+        (view, decision) with decision of shape (n,) (binary) or (n, K), float64; with
+        ``with_rows`` ``(view, X, decision)``, X conformed to the model's dimension.
 
         Raises
         ------
@@ -211,7 +218,8 @@ class Registry:
         if view.estimator is None:
             raise ModelNotFitted(f"model {name!r} has not learned from any example yet")
         X = conform(X, view.n_features, declared, name)
-        return view, view.decision_function(X)
+        decision = view.decision_function(X)
+        return (view, X, decision) if with_rows else (view, decision)
 
     # ------------------------------------------------------------------ snapshots
     def snapshot(self, handle: ModelHandle, *, force: bool = False) -> str | None:
@@ -236,6 +244,7 @@ class Registry:
                 n_features=view.n_features,
                 extra=view.extra,
                 n_features_fixed=view.n_features_fixed,
+                classes=view.codec.classes,
             )
             handle.saved_version = view.version
             handle.last_snapshot_time = saved_at
@@ -291,6 +300,7 @@ class Registry:
                 n_features=found.n_features,
                 n_features_fixed=found.n_features_fixed,
                 extra=found.extra,
+                classes=found.classes,
             )
             handle.saved_version = found.version
             handle.last_snapshot_time = found.saved_at

@@ -71,6 +71,7 @@ class RestoredModel:
     saved_at: float
     seq: int
     n_features_fixed: bool = True
+    classes: list[Any] | None = None
 
 
 @dataclass
@@ -134,6 +135,7 @@ class SnapshotStore:
         n_features: int | None,
         extra: dict[str, Any],
         n_features_fixed: bool = True,
+        classes: list[Any] | None = None,
     ) -> tuple[Path, float]:
         """Write a snapshot of model ``name`` and prune old files.
 
@@ -145,6 +147,8 @@ class SnapshotStore:
             The estimator's ``get_state()``; None for a model that has not learned yet.
         version, n_features, extra
             Batches applied, input dimension, caller metadata (saved in ``meta["service"]``).
+        classes
+            The model's labels (learned ones for a model without declared ``classes``).
 
         Returns
         -------
@@ -169,6 +173,7 @@ class SnapshotStore:
             "n_features": n_features,
             "n_features_fixed": bool(n_features_fixed),
             "extra": extra,
+            "classes": classes,
             "saved_at": saved_at,
         }
         path = directory / f"{name}-{seq:012d}{SUFFIX}"
@@ -219,6 +224,8 @@ class SnapshotStore:
             saved = dict(service["config"])
             if "scaling" not in saved:  # saved before the streaming preprocessing existed
                 saved.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
+            if "on_drift" not in saved:  # saved before drift handling existed: it stays off
+                saved["on_drift"] = "none"
             config = ModelConfig.model_validate(saved)
             estimator = None
             if meta.get("estimator") is not None:
@@ -234,6 +241,7 @@ class SnapshotStore:
                 saved_at=float(service.get("saved_at", path.stat().st_mtime)),
                 seq=int(service.get("seq", 0)),
                 n_features_fixed=bool(service.get("n_features_fixed", True)),
+                classes=service.get("classes"),
             )
         except CorruptStateError:
             raise

@@ -49,9 +49,15 @@ def estimator_stats(est) -> dict[str, Any]:
     Keys: ``n_support_vectors``, ``t``, ``n_merges``, ``n_seen``, ``lambda_eff``,
     ``gamma_eff`` (None while warming up), ``scaling`` (in use; None while warming up),
     ``warming_up``, ``pending`` (window + shuffle buffer), ``n_replayed``,
-    ``merging_frequency``, ``average_weight_degradation`` and ``statistics`` (the
+    ``merging_frequency``, ``average_weight_degradation``, ``drift`` (``detections``,
+    ``last_at``: the example count of the last one, or None) and ``statistics`` (the
     estimator's ``statistics()`` without ``per_class``).
     """
+    drift_monitor = getattr(est, "drift_", None)
+    drift = {
+        "detections": 0 if drift_monitor is None else int(drift_monitor.n_detections),
+        "last_at": None if drift_monitor is None else drift_monitor.last_detection_at,
+    }
     if est is None:
         return {
             "n_support_vectors": 0,
@@ -64,8 +70,10 @@ def estimator_stats(est) -> dict[str, Any]:
             "warming_up": False,
             "pending": 0,
             "n_replayed": 0,
+            "n_discarded": 0,
             "merging_frequency": 0.0,
             "average_weight_degradation": 0.0,
+            "drift": drift,
             "statistics": {},
         }
     lam = getattr(est, "lambda_eff_", None)
@@ -82,8 +90,10 @@ def estimator_stats(est) -> dict[str, Any]:
         "warming_up": bool(getattr(est, "warming_up_", False)),
         "pending": int(getattr(est, "n_pending_", 0)),
         "n_replayed": int(getattr(est, "n_replayed_", 0)),
+        "n_discarded": int(getattr(est, "n_discarded_", 0)),
         "merging_frequency": float(statistics.get("merging_frequency", 0.0)),
         "average_weight_degradation": float(statistics.get("average_weight_degradation", 0.0)),
+        "drift": drift,
         "statistics": statistics,
     }
 
@@ -135,19 +145,39 @@ class ModelView:
         if self.estimator is None:
             raise ModelNotFitted(f"model {self.name!r} has not learned from any example yet")
         try:
-            return np.asarray(self.estimator.decision_function(X), dtype=np.float64)
+            return self.codec.public_decision(
+                np.asarray(self.estimator.decision_function(X), dtype=np.float64)
+            )
         except WarmingUp as exc:
             raise ModelWarmingUp(
                 f"model {self.name!r}: {exc} (or POST /models/{self.name}/flush to learn what it holds now)"
             ) from None
 
+    def predict_proba(self, X, decision: np.ndarray) -> tuple[list[Any], np.ndarray]:
+        """``(classes, proba)``: the model's JSON labels and calibrated probabilities of shape
+        (n, len(classes)), rows summing to 1, ``argmax`` = the label of ``decision``.
+
+        A model that has seen a single label so far answers probability 1 for it.  Raises
+        :class:`~svmstream.app.errors.ModelNotFitted` for a model without probabilities."""
+        classes = self.codec.public_classes
+        if len(classes) == 1:
+            return classes, np.ones((decision.shape[0], 1))
+        proba = getattr(self.estimator, "predict_proba", None)
+        if proba is None:
+            raise ModelNotFitted(f"model {self.name!r} has no calibrated probabilities")
+        try:
+            return classes, self.codec.public_columns(np.asarray(proba(X), dtype=np.float64))
+        except WarmingUp as exc:
+            raise ModelWarmingUp(f"model {self.name!r}: {exc}") from None
+
     def labels_from_decision(self, decision: np.ndarray) -> list[Any]:
         """Predicted JSON labels: ``classes[1]`` where decision > 0, else ``classes[0]``
         (the scikit-learn binary convention used by ``predict``); for a multi-class model
         (decision of shape (n, K), batch-trained one-vs-rest) the class of the largest score."""
-        if decision.ndim == 2:
-            return self.codec.decode(np.argmax(decision, axis=1).astype(np.int64))
-        return self.codec.decode((decision > 0).astype(np.int64))
+        classes = self.codec.public_classes
+        last = len(classes) - 1
+        index = np.argmax(decision, axis=1) if decision.ndim == 2 else (decision > 0).astype(np.int64)
+        return [classes[min(k, last)] for k in index.tolist()]
 
     def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
         """The estimator's ``get_state()`` (arrays, meta), or None before the first batch."""

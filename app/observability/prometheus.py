@@ -60,6 +60,12 @@ _FAMILIES: dict[str, tuple[type, str, str]] = {
         "svmstream_numerical_overflow",
         "Batches rolled back because they made the model non-finite.",
     ),
+    "drift": (
+        _COUNTER,
+        "svmstream_drift_detected",
+        "Concept drift detections on the prequential errors (survives restarts).",
+    ),
+    "classes": (_GAUGE, "svmstream_classes", "Classes of the model (declared or learned so far)."),
     "snap_age": (
         _GAUGE,
         "svmstream_snapshot_age_seconds",
@@ -134,6 +140,8 @@ def _add_model(families: dict[str, Any], handle: ModelHandle, now: float) -> Non
     families["label_run"].add_metric(name, handle.label_runs.length)
     families["label_runs"].add_metric(name, handle.label_runs.detections)
     families["overflow"].add_metric(name, handle.overflows)
+    families["drift"].add_metric(name, stats.get("drift", {}).get("detections", 0))
+    families["classes"].add_metric(name, len(view.codec.classes))
     if handle.last_snapshot_time is not None:
         families["snap_age"].add_metric(name, max(0.0, now - handle.last_snapshot_time))
     status = handle.stream_status() if handle.stream_status is not None else None

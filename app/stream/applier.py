@@ -211,7 +211,9 @@ class StreamApplier:
         retried = False
         while True:
             try:
-                return self.registry.learn(self.name, batch.X, batch.y, extra=extra, sparse=batch.sparse)
+                return self.registry.learn(
+                    self.name, batch.X, batch.y, extra=extra, sparse=batch.sparse, new_labels=batch.new_labels
+                )
             except LearnerBusy:
                 self._sleep(0.01)
             except InvalidInput as exc:

@@ -22,11 +22,14 @@ from .._params import (
     LAMBDA_MIN,
     MAINTENANCE,
     MERGE_SOLVERS,
+    ON_DRIFT,
     REFERENCE_N,
     SCALINGS,
     check_choice,
     check_positive,
 )
+from ..calibration import MarginCalibrator
+from ..drift import DriftMonitor
 from ._decision import rbf_decision_batch
 from ._lookup import merge_tables
 from ._merging import N_DIAG
@@ -35,17 +38,29 @@ from ._state import (
     C_MAINTENANCE,
     C_MERGES,
     C_N_SV,
+    C_RESET_PENDING,
+    C_SCHED_SHIFT,
     C_STEPS,
     C_VIOLATIONS,
     N_COUNTERS,
     N_REALS,
     R_MERGE_SECONDS,
+    R_NORM2,
     R_SCALE,
     R_WD_SUM,
 )
 
 #: Sparse input is densified this many matrix elements at a time.
 DENSE_CHUNK_ELEMENTS = 4_000_000
+#: Streaming: a batch is taken in pieces that end where the count of received examples is a
+#: multiple of this; after each piece the learner monitors what it learned and applies a drift
+#: reset, so detections and resets do not depend on how the stream is cut into batches
+#: (exactly-once recovery rebuilds the identical model).
+DRIFT_CHECK_EVERY = 256
+#: ``on_drift="reset_schedule"``: the schedule restarts at this t (Pegasos: η = 1/(λ t0)), so
+#: the old model weighs like t0 examples and fades as t0 / (t0 + m) over the next m steps.
+#: Chosen by ``benchmarks/bench_online.py`` (docs/online.md).
+DRIFT_RESET_T0 = 1000
 
 
 def resolve_lambda(lambda_, C, n_samples, n_rows=None):
@@ -122,6 +137,10 @@ class WarmingUp(NotFittedError):
 
 
 class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
+    #: True for the binary models inside a one-vs-rest BSCA model: the parent calibrates
+    #: and detects drift for all of them
+    _ovr_child = False
+
     """Shared state and prediction of budgeted Gaussian-kernel classifiers (BSGD, BSCA).
 
     Holds the SV matrix (capacity B + 1), coefficients (one column per class, or a single
@@ -131,10 +150,11 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     """
 
     #: bumped whenever the saved layout changes (3: warm-up window, scaler, shuffle buffer;
-    #: 4: run guard, buffer that learns while it fills)
-    STATE_VERSION = 4
-    #: versions :meth:`from_state` still loads (2: raw features; 3: no run guard)
-    STATE_VERSIONS = (2, 3, 4)
+    #: 4: run guard, buffer that learns while it fills; 5: calibrator, drift detector, schedule shift)
+    STATE_VERSION = 5
+    #: versions :meth:`from_state` still loads (2: raw features; 3: no run guard; 4: no
+    #: calibration or drift state — they start fresh)
+    STATE_VERSIONS = (2, 3, 4, 5)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -197,8 +217,15 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self.merge_diagnostics_ = np.zeros(N_DIAG, dtype=np.float64)
         self.rng_ = np.random.default_rng(self.random_state)
         self._pp = self._new_preprocessor(streaming)
+        self._new_monitors()
         self.last_margins_ = np.zeros((0,) if n_cols == 1 else (0, n_cols))
         self.last_y_ = self.classes_[:0]
+
+    def _new_monitors(self):
+        """A fresh probability calibrator (:class:`~svmstream.solvers.calibration.MarginCalibrator`)
+        and drift detector (:class:`~svmstream.solvers.drift.DriftMonitor`)."""
+        self.calibrator_ = MarginCalibrator(self.classes_.shape[0])
+        self.drift_ = DriftMonitor()
 
     def _new_preprocessor(self, streaming):
         """The warm-up window, scaler, shuffle buffer and run guard of a fresh model (buffer and
@@ -265,6 +292,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             raise ValueError(f"gss_eps must be in (0, 1), got {self.gss_eps!r}")
         check_choice("maintenance", self.maintenance, MAINTENANCE)
         check_choice("scaling", self.scaling, SCALINGS)
+        check_choice("on_drift", self.on_drift, ON_DRIFT)
         if not isinstance(self.run_guard, (bool, np.bool_)):
             raise ValueError(f"run_guard must be a bool, got {self.run_guard!r}")
         for name in ("warmup", "shuffle_buffer"):
@@ -314,9 +342,12 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     def _fit_epochs(self, X, labels, callback=None):
         for epoch in range(int(self.epochs)):
-            self._learn(X, labels, self.rng_.permutation(X.shape[0]).astype(np.int64))
+            order = self.rng_.permutation(X.shape[0]).astype(np.int64)
+            margins = self._learn(X, labels, order)
             if callback is not None:
                 callback(self, epoch + 1)
+        # probabilities: calibrated on the last epoch's margins, each taken before its step
+        self.calibrator_.fit(margins, self._class_index(labels[order]))
 
     def partial_fit(self, X, y, classes=None):
         """Apply one learning step per row of X, in order.
@@ -337,8 +368,22 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise ValueError(f"classes {list(classes)} differ from the first call's {self.classes_.tolist()}")
         labels = self._encode_labels(y)
-        self._learn_fed(self._pp.feed(X, labels, self.rng_))
+        self._feed_in_pieces(X, labels, self._learn_fed)
         return self
+
+    def _feed_in_pieces(self, X, labels, learn_fed):
+        """Pass the received rows through the preprocessing and ``learn_fed`` piece by piece
+        (see :data:`DRIFT_CHECK_EVERY`); ``last_margins_``/``last_y_`` then cover the batch."""
+        margins, learned = [], []
+        for lo, hi in self._pieces(X.shape[0]):
+            learn_fed(self._pp.feed(X[lo:hi], labels[lo:hi], self.rng_))
+            margins.append(self.last_margins_)
+            learned.append(self.last_y_)
+            if self.n_seen_ % DRIFT_CHECK_EVERY == 0:
+                self._apply_pending_reset()
+        if len(margins) > 1:
+            self.last_margins_ = np.concatenate(margins)
+            self.last_y_ = np.concatenate(learned)
 
     def flush(self):
         """Learn every pending example now: close an open warm-up window with what it holds,
@@ -377,13 +422,63 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = d_new
 
     def _learn_fed(self, fed):
-        """Learn the rows the preprocessor released (None: none yet) and record the originals."""
+        """Learn the rows the preprocessor released (None: none yet), record the originals and
+        feed their margins to the calibrator and the drift detector (:meth:`_monitor`)."""
         if fed is None:
             self._learned(None, np.zeros(0))
             return
         X, labels, original = fed
         margins = self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
+        self._monitor(margins[original], labels[original])
         self._learned(margins[original], labels[original])
+
+    def _pieces(self, n):
+        """``(lo, hi)`` ranges covering ``n`` received rows, cut where the count of received
+        examples (``n_seen_``) reaches a multiple of :data:`DRIFT_CHECK_EVERY`."""
+        out, lo, seen = [], 0, self.n_seen_
+        while lo < n:
+            hi = min(n, lo + DRIFT_CHECK_EVERY - (seen + lo) % DRIFT_CHECK_EVERY)
+            out.append((lo, hi))
+            lo = hi
+        return out
+
+    def _class_index(self, labels):
+        """Encoded labels (±1 binary, index otherwise) → class indices (n,) int64."""
+        if self.classes_.shape[0] == 2:
+            return (np.asarray(labels) > 0).astype(np.int64)
+        return np.asarray(labels).astype(np.int64)
+
+    def _monitor(self, margins, labels):
+        """Feed the prequential margins of received examples to the calibrator and their 0/1
+        errors to the drift detector; on a detection apply ``on_drift``."""
+        if margins.shape[0] == 0 or self._ovr_child:
+            return
+        y_index = self._class_index(labels)
+        predicted = (margins > 0).astype(np.int64) if margins.ndim == 1 else np.argmax(margins, axis=1)
+        self.calibrator_.update(margins, y_index)
+        fired = self.drift_.update(predicted != y_index)
+        if len(fired) and self.on_drift == "reset_schedule":
+            self._reset_flags()[C_RESET_PENDING] = 1
+
+    def _reset_flags(self):
+        """The counters array that holds the pending-reset flag (the model's own)."""
+        return self._counters
+
+    def _apply_pending_reset(self):
+        """At a piece boundary: carry out a reset a detection asked for — restart the
+        schedule (:meth:`_reset_schedule`) and drop the shuffle buffer's rows
+        (:meth:`~._preprocessing.Preprocessor.discard_buffer`: they came before the drift was
+        noticed)."""
+        flags = self._reset_flags()
+        if flags[C_RESET_PENDING]:
+            flags[C_RESET_PENDING] = 0
+            self._reset_schedule()
+            self._pp.discard_buffer()
+
+    def _reset_schedule(self):
+        """Restart the step-size schedule at t = :data:`DRIFT_RESET_T0` (the step count
+        ``t_`` is kept; the kernels read t − shift)."""
+        self._counters[C_SCHED_SHIFT] = max(0, int(self._counters[C_STEPS]) - DRIFT_RESET_T0)
 
     def _learned(self, margins, labels):
         """Record the examples a call learned: ``last_margins_`` (f before each step, None:
@@ -439,6 +534,64 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             return self.classes_[(scores > 0).astype(np.intp)]
         return self.classes_[np.argmax(scores, axis=1)]
 
+    def predict_proba(self, X):
+        """Calibrated class probabilities, (n, n_classes) float64, columns in ``classes_``
+        order, rows summing to 1; ``argmax`` of a row is always the label :meth:`predict`
+        gives.
+
+        The calibration (:class:`~svmstream.solvers.calibration.MarginCalibrator`: a
+        slope/temperature on the decision values) is learned online from the margins the
+        learner computes before each step (prequential), refitted on a sliding window;
+        :meth:`fit` calibrates on its last epoch's margins.  Raises like :meth:`decision_function`.
+        """
+        decision = self.decision_function(X)  # raises NotFittedError before fit
+        return self.calibrator_.predict_proba(decision)
+
+    def add_class(self, label):
+        """Add a class learned from the data (a label not seen before); returns self.
+
+        ``label`` must sort after every class in ``classes_``, so existing classes keep
+        their indices (the service passes class indices 0, 1, 2, … in order of first
+        appearance).  The new class starts with zero coefficients.  A binary model becomes
+        a multi-class one: BSGD's single weight vector w becomes the Crammer–Singer
+        columns (−w/2, w/2, 0), whose margin f_y − f_r equals the binary margin y·f, so
+        its decisions do not change; BSCA becomes one-vs-rest with models (−w, w, 0).
+        The preprocessing, the calibrator and the run guard grow with it.
+
+        Raises
+        ------
+        ValueError
+            If ``label`` does not sort after ``classes_[-1]``.
+        """
+        check_is_fitted(self, "classes_")
+        if not np.asarray(label) > self.classes_[-1]:
+            raise ValueError(
+                f"a new class must sort after the model's classes {self.classes_.tolist()}, got {label!r}"
+            )
+        self._add_class_arrays()
+        self.classes_ = np.append(self.classes_, label)
+        self._pp.add_class()
+        self.calibrator_.add_class()
+        n_cols = self.classes_.shape[0]
+        self.last_margins_ = np.zeros((0, n_cols))
+        self.last_y_ = self.classes_[:0]
+        return self
+
+    def _add_class_arrays(self):
+        """Grow the coefficient columns by one class (see :meth:`add_class`)."""
+        cap, k = self._coef.shape[0], self.classes_.shape[0]
+        coef = np.zeros((cap, k + 1))
+        bias = np.zeros(k + 1)
+        if k == 2:  # binary w → Crammer–Singer (−w/2, w/2, 0): same margins and decisions
+            coef[:, 0], coef[:, 1] = -0.5 * self._coef[:, 0], 0.5 * self._coef[:, 0]
+            bias[0], bias[1] = -0.5 * self._bias[0], 0.5 * self._bias[0]
+            self._reals[R_NORM2] *= 0.5  # ‖w/2‖² twice
+        else:
+            coef[:, :k] = self._coef
+            bias[:k] = self._bias
+        self._coef, self._bias = coef, bias
+        self._f_buf = np.zeros(k + 1)
+
     # ------------------------------------------------------------------ statistics
     @property
     def n_support_vectors_(self):
@@ -455,9 +608,14 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         return self._pp.n_replayed
 
     @property
+    def n_discarded_(self):
+        """Buffered examples dropped when a drift was detected (``on_drift="reset_schedule"``)."""
+        return self._pp.n_discarded
+
+    @property
     def n_seen_(self):
         """Examples received: learned (``t_`` − ``n_replayed_``) plus pending (``n_pending_``)."""
-        return int(self._counters[C_STEPS]) - self._pp.n_replayed + self._pp.pending
+        return int(self._counters[C_STEPS]) - self._pp.n_replayed + self._pp.pending + self._pp.n_discarded
 
     @property
     def n_merges_(self):
@@ -530,7 +688,9 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             arrays["k_inv"] = self._k_inv[:n, :n].copy()
         pp_arrays, pp_meta = self._pp.get_state()
         arrays.update(pp_arrays)
+        monitors = self._monitors_state(arrays)
         meta = {
+            **monitors,
             "preprocessing": pp_meta,
             "estimator": type(self).__name__,
             "state_version": self.STATE_VERSION,
@@ -540,6 +700,24 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             "rng_state": self.rng_.bit_generator.state,
         }
         return arrays, meta
+
+    def _monitors_state(self, arrays):
+        """Add the calibrator's and the drift detector's arrays (prefixed ``cal__``,
+        ``drift__``) to ``arrays``; returns their meta."""
+        cal_arrays, cal_meta = self.calibrator_.get_state()
+        drift_arrays, drift_meta = self.drift_.get_state()
+        arrays.update({f"cal__{k}": v for k, v in cal_arrays.items()})
+        arrays.update({f"drift__{k}": v for k, v in drift_arrays.items()})
+        return {"calibration": cal_meta, "drift": drift_meta}
+
+    def _load_monitors(self, arrays, meta):
+        """Restore what :meth:`_monitors_state` saved (a state without them starts fresh)."""
+        if "calibration" in meta:
+            cal = {k[5:]: v for k, v in arrays.items() if k.startswith("cal__")}
+            self.calibrator_ = MarginCalibrator.from_state(cal, meta["calibration"])
+        if "drift" in meta:
+            drift = {k[7:]: v for k, v in arrays.items() if k.startswith("drift__")}
+            self.drift_ = DriftMonitor.from_state(drift, meta["drift"])
 
     @classmethod
     def from_state(cls, arrays, meta):
@@ -554,6 +732,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             params.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
         if version == 3:  # saved before the run guard existed: it stays off
             params["run_guard"] = False
+        if version <= 4:  # saved before drift handling existed: it stays off
+            params["on_drift"] = "none"
         est = cls(**params)
         est._init_state(meta["n_features_in"], arrays["classes"], 1)
         if version >= 3:
@@ -572,10 +752,11 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         est._sv_sq[:n] = arrays["sv_sq"]
         est._coef[:n] = arrays["coef"]
         est._bias[:] = arrays["bias"]
-        est._counters[:] = arrays["counters"]
+        est._counters[: arrays["counters"].shape[0]] = arrays["counters"]  # v4 and older: no shift
         est._reals[:] = arrays["reals"]
         est.merge_diagnostics_[:] = arrays["merge_diagnostics"]
         if "k_inv" in arrays:
             est._k_inv[:n, :n] = arrays["k_inv"]
         est.rng_.bit_generator.state = meta["rng_state"]
+        est._load_monitors(arrays, meta)
         return est

@@ -43,12 +43,14 @@ from ._decision import squared_model_norm
 from ._maintenance import add_support_vector, maintain_budget
 from ._state import (
     C_N_SV,
+    C_SCHED_SHIFT,
     C_STEPS,
     C_VIOLATIONS,
     MAINT_MERGE,
     R_NORM2,
     R_SCALE,
     RESCALE_BELOW,
+    SCHED_CONSTANT,
     SCHED_NORMA,
     SCHED_PEGASOS,
     SCHED_PERCEPTRON,
@@ -57,11 +59,13 @@ from ._state import (
 
 @nb.njit(nogil=True, cache=True)
 def learning_rate(schedule, t, lam, eta0):
-    """(η_t, shrink factor 1 − η_t·λ) of step t ≥ 1 under ``schedule``."""
+    """(η_t, shrink factor 1 − η_t·λ) of step t ≥ 1 under ``schedule`` (the perceptron: no shrink)."""
     if schedule == SCHED_PEGASOS:
         eta = 1.0 / (lam * t)
     elif schedule == SCHED_NORMA:
         eta = eta0 / np.sqrt(t)
+    elif schedule == SCHED_CONSTANT:
+        eta = eta0
     else:
         return eta0, 1.0
     return eta, 1.0 - eta * lam
@@ -123,6 +127,7 @@ def bsgd_steps(
     """
     n_sv = counters[C_N_SV]
     t = counters[C_STEPS]
+    shift = counters[C_SCHED_SHIFT]  # a drift reset restarts the schedule without losing the count
     scale = reals[R_SCALE]
     n_classes = coef.shape[1]
     for r in range(order.shape[0]):
@@ -153,7 +158,7 @@ def bsgd_steps(
             sign = 1.0
 
         t += 1
-        eta, shrink = learning_rate(schedule, t, lam, eta0)
+        eta, shrink = learning_rate(schedule, t - shift, lam, eta0)
         if shrink <= 0.0:
             for j in range(n_sv):
                 for c in range(n_classes):

@@ -25,12 +25,13 @@ from .._params import (
     check_positive,
 )
 from ..persistence import register_estimator
-from ._base import BudgetedKernelModel
+from ._base import DRIFT_RESET_T0, BudgetedKernelModel
 from ._bsca import bsca_steps
 from ._bsgd import bsgd_steps
 from ._decision import squared_model_norm
 from ._gss import GSS_STANDARD_EPS
 from ._preprocessing import Preprocessor
+from ._state import C_SCHED_SHIFT, C_STEPS, N_COUNTERS
 
 
 @register_estimator
@@ -64,6 +65,8 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     random_state : int or None — seed of the coordinate draws
     scaling, warmup, shuffle_buffer, run_guard : streaming preprocessing, as in
         :class:`BudgetedSGDClassifier`; one-vs-rest models share one of each
+    on_drift : {"reset_schedule", "none"} — as in :class:`BudgetedSGDClassifier`; BSCA has
+        no step size, so a reset scales the coefficients by t0 / (steps since the last reset)
 
     Attributes
     ----------
@@ -101,6 +104,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         warmup=DEFAULT_WARMUP,
         shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
         run_guard=True,
+        on_drift="reset_schedule",
     ):
         self.budget = budget
         self.gamma = gamma
@@ -119,6 +123,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         self.warmup = warmup
         self.shuffle_buffer = shuffle_buffer
         self.run_guard = run_guard
+        self.on_drift = on_drift
 
     # ------------------------------------------------------------------ parameters
     def check_params(self):
@@ -146,34 +151,81 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     def _make_binary(self, k):
         """Binary model k of one-vs-rest: it sees rows the parent already scaled and shuffled."""
         params = self.get_params()
-        params.update(scaling="none", gamma=self._pp.gamma, warmup=0, shuffle_buffer=0, run_guard=False)
+        params.update(
+            scaling="none", gamma=self._pp.gamma, warmup=0, shuffle_buffer=0, run_guard=False, on_drift="none"
+        )
         if self.random_state is not None:
             params["random_state"] = int(self.random_state) + k
-        return type(self)(**params)
+        child = type(self)(**params)
+        child._ovr_child = True
+        return child
 
     def _start_ovr(self, n_features, classes, streaming):
         self.classes_ = np.unique(classes)
         self.n_features_in_ = int(n_features)
         self.rng_ = np.random.default_rng(self.random_state)
         self._pp = self._new_preprocessor(streaming)
+        self._new_monitors()
+        self._counters = np.zeros(N_COUNTERS, dtype=np.int64)  # one-vs-rest: only the drift flag
         self.last_margins_ = np.zeros((0, self.classes_.shape[0]))
         self.last_y_ = self.classes_[:0]
 
     def _ovr_learn(self, fed):
         """One streaming step per released row for every binary model (None: nothing released);
-        records margins and labels of the original (not replayed) rows."""
+        records margins and labels of the original (not replayed) rows.  Pieces and
+        monitoring as in :meth:`BudgetedKernelModel._learn_fed`."""
         if fed is None or fed[0].shape[0] == 0:
             self.last_margins_, self.last_y_ = np.zeros((0, self.classes_.shape[0])), self.classes_[:0]
             return
         X, index, original = fed
         if not hasattr(self, "estimators_"):
-            self.estimators_ = [self._make_binary(k) for k in range(self.classes_.shape[0])]
+            self.estimators_ = [self._fresh_binary(k) for k in range(self.classes_.shape[0])]
         for k, binary in enumerate(self.estimators_):
             binary.partial_fit(X, np.where(index == k, 1.0, -1.0), classes=[-1.0, 1.0])
         self.C_eff_ = self.estimators_[0].C_eff_
         self.lambda_eff_ = self.estimators_[0].lambda_eff_
         self.last_margins_ = np.column_stack([b.last_margins_ for b in self.estimators_])[original]
+        self._monitor(self.last_margins_, index[original])
         self.last_y_ = self.classes_[index[original].astype(np.intp)]
+
+    def _reset_schedule(self):
+        """BSCA has no step size: a drift reset scales the coefficients by t0 / (steps since
+        the last reset), so the old model weighs like t0 = ``DRIFT_RESET_T0`` examples."""
+        if self._is_ovr():
+            for binary in getattr(self, "estimators_", []):
+                binary._reset_schedule()
+            return
+        since = int(self._counters[C_STEPS] - self._counters[C_SCHED_SHIFT])
+        if since > DRIFT_RESET_T0:
+            self._coef *= DRIFT_RESET_T0 / since
+        self._counters[C_SCHED_SHIFT] = max(0, int(self._counters[C_STEPS]) - DRIFT_RESET_T0)
+
+    def _add_class_arrays(self):
+        """Binary → one-vs-rest with models (−w, w, 0); one-vs-rest: one more (empty) model."""
+        k = self.classes_.shape[0]
+        if k > 2:
+            if hasattr(self, "estimators_"):
+                self.estimators_.append(self._fresh_binary(k))
+            return
+        if self._pp.ready:  # learning has started: the binary model becomes models 0 and 1
+            self.estimators_ = [self._binary_copy(0, -1.0), self._binary_copy(1, 1.0), self._fresh_binary(2)]
+        for name in ("_sv_t", "_sv_sq", "_coef", "_k_inv", "_x_buf", "_row_buf"):
+            setattr(self, name, np.zeros((0,) * getattr(self, name).ndim))
+
+    def _fresh_binary(self, k):
+        """One-vs-rest model k, fitted state allocated, no support vectors yet."""
+        binary = self._make_binary(k)
+        binary._init_state(self.n_features_in_, np.array([-1.0, 1.0]), streaming=True)
+        return binary
+
+    def _binary_copy(self, k, sign):
+        """One-vs-rest model k holding this binary model's SVs with coefficients × ``sign``."""
+        binary = self._fresh_binary(k)
+        for name in ("_sv_t", "_sv_sq", "_counters", "_reals", "_k_inv", "merge_diagnostics_"):
+            getattr(binary, name)[...] = getattr(self, name)
+        binary._coef[...] = sign * self._coef
+        binary.C_eff_, binary.lambda_eff_ = self.C_eff_, self.lambda_eff_
+        return binary
 
     # ------------------------------------------------------------------ the step
     def _steps(self, X, signs, order, alpha, stream, margins):
@@ -226,7 +278,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         if classes.shape[0] > 2:
             self._fit_ovr(X, y, classes, callback)
             return self
-        X = X if sp.issparse(X) else np.ascontiguousarray(X)
+        X = X_raw = X if sp.issparse(X) else np.ascontiguousarray(X)
         self._init_state(X.shape[1], classes, X.shape[0], streaming=False)
         signs = self._encode_labels(y)
         X = self._pp.fit_transform(X)  # fit sees all its data: the statistics come from all of X
@@ -242,11 +294,14 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             self._steps(X, signs, order, self.dual_alpha_, False, np.empty(n))
             if callback is not None:
                 callback(self, epoch + 1)
+        # probabilities: BSCA's margins in later epochs include each point's own α, so the
+        # calibration uses the final model's decisions on the training rows
+        self.calibrator_.fit(self.decision_function(X_raw), self._class_index(signs))
         return self
 
     def _fit_ovr(self, X, y, classes, callback):
         self._start_ovr(X.shape[1], classes, streaming=False)
-        X = self._pp.fit_transform(X)
+        X_raw, X = X, self._pp.fit_transform(X)
         self.estimators_ = []
         for k, label in enumerate(classes):
             binary = self._make_binary(k)
@@ -254,6 +309,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             self.estimators_.append(binary)
         self.C_eff_ = self.estimators_[0].C_eff_
         self.lambda_eff_ = self.estimators_[0].lambda_eff_
+        self.calibrator_.fit(self.decision_function(X_raw), np.searchsorted(classes, y))
         if callback is not None:
             callback(self, int(self.epochs))
 
@@ -273,7 +329,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         if first:
             self._start_ovr(X.shape[1], classes, streaming=True)
         index = self._encode_labels(y)  # validates every label before any model changes
-        self._ovr_learn(self._pp.feed(X, index, self.rng_))
+        self._feed_in_pieces(X, index, self._ovr_learn)
         return self
 
     def flush(self):
@@ -382,7 +438,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     @property
     def n_seen_(self):
         if self._is_ovr():
-            return self.t_ - self._pp.n_replayed + self._pp.pending
+            return self.t_ - self._pp.n_replayed + self._pp.pending + self._pp.n_discarded
         return super().n_seen_
 
     # ------------------------------------------------------------------ persistence
@@ -393,9 +449,10 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             arrays, meta = super().get_state()
             meta["C_eff"] = self.C_eff_
             return arrays, meta
-        arrays = {"classes": self.classes_.copy()}
+        arrays = {"classes": self.classes_.copy(), "ovr_counters": self._counters.copy()}
         pp_arrays, pp_meta = self._pp.get_state()
         arrays.update(pp_arrays)
+        monitors = self._monitors_state(arrays)
         metas = []
         for k, binary in enumerate(getattr(self, "estimators_", [])):
             if not hasattr(binary, "classes_"):
@@ -411,6 +468,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             "n_features_in": self.n_features_in_,
             "ovr": metas,
             "preprocessing": pp_meta,
+            **monitors,
             "rng_state": self.rng_.bit_generator.state,
         }
         return arrays, meta
@@ -428,6 +486,8 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             params.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
         if meta.get("state_version") == 3:  # saved before the run guard existed: it stays off
             params["run_guard"] = False
+        if meta.get("state_version") <= 4:  # saved before drift handling existed: it stays off
+            params["on_drift"] = "none"
         est = cls(**params)
         est._start_ovr(meta["n_features_in"], arrays["classes"], streaming=True)
         if "preprocessing" in meta:
@@ -439,12 +499,18 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             est.estimators_ = []
         for k, sub_meta in enumerate(meta["ovr"]):
             if sub_meta is None:
-                est.estimators_.append(est._make_binary(k))
+                ready = est._pp.gamma is not None
+                est.estimators_.append(est._fresh_binary(k) if ready else est._make_binary(k))
                 continue
             prefix = f"ovr{k}__"
             sub = {name[len(prefix) :]: value for name, value in arrays.items() if name.startswith(prefix)}
-            est.estimators_.append(cls.from_state(sub, sub_meta))
-        fitted = [b for b in est.estimators_ if hasattr(b, "C_eff_")]
+            binary = cls.from_state(sub, sub_meta)
+            binary._ovr_child = True
+            est.estimators_.append(binary)
+        est._load_monitors(arrays, meta)
+        if "ovr_counters" in arrays:
+            est._counters[:] = arrays["ovr_counters"]
+        fitted = [b for b in getattr(est, "estimators_", []) if hasattr(b, "C_eff_")]
         if fitted:
             est.C_eff_ = fitted[0].C_eff_
             est.lambda_eff_ = fitted[0].lambda_eff_
@@ -486,9 +552,10 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         How merging finds h and the partner (GSS to ``gss_eps``; GSS to 1e-10; lookup tables).
         Multi-class merging has no lookup table: it runs GSS to ``gss_eps`` with ``"gss"``
         and GSS to 1e-10 with every other solver.
-    schedule : {"pegasos", "norma", "perceptron"}
-        η_t = 1/(λt); η_t = eta/√t; or the margin perceptron (λ = 0, η_t = eta, projection
-        onto ‖w‖ ≤ radius).
+    schedule : {"pegasos", "norma", "perceptron", "constant"}
+        η_t = 1/(λt); η_t = eta/√t; the margin perceptron (λ = 0, η_t = eta, projection
+        onto ‖w‖ ≤ radius); or a fixed η_t = eta with the shrink 1 − ηλ, a memory of about
+        1/(ηλ) examples, for streams known to drift (eta = 1, λ = 1/30,000: ~30,000).
     eta : float > 0
         Base learning rate of Norma and the perceptron.
     radius : float > 0 or None
@@ -522,6 +589,12 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         learned example by one example of another class replayed from a per-class reservoir
         (200 rows).  Needed for label-sorted streams (skin_nonskin in file order: 78.9% = the
         majority rate without it).  See :mod:`._preprocessing`.
+    on_drift : {"reset_schedule", "none"}
+        Streaming: the 0/1 errors of the margins taken before each step feed a drift
+        detector (:class:`svmstream.solvers.drift.DriftMonitor`, checked every 256 steps);
+        on a detection ``"reset_schedule"`` restarts the schedule at t0 = 1,000 (Pegasos:
+        η = 1/(λ t0)), so the learner adapts fast while keeping its support vectors;
+        ``"none"`` only counts detections (``drift_``).
 
     Attributes
     ----------
@@ -536,6 +609,9 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
     last_margins_ : f(x) before each step of the last fit/partial_fit/flush on a received
         example (replayed examples are left out); ``last_y_`` their labels
     merge_diagnostics_ : (6,) float64, see :mod:`svmstream.solvers.budgeted._merging` ``D_*``
+    calibrator_ : :class:`svmstream.solvers.calibration.MarginCalibrator` — maps decisions to
+        :meth:`predict_proba`, learned from the prequential margins
+    drift_ : :class:`svmstream.solvers.drift.DriftMonitor` — ``n_detections``, ``last_detection_at``
 
     Examples
     --------
@@ -578,6 +654,7 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         warmup=DEFAULT_WARMUP,
         shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
         run_guard=True,
+        on_drift="reset_schedule",
     ):
         self.budget = budget
         self.gamma = gamma
@@ -599,6 +676,7 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         self.warmup = warmup
         self.shuffle_buffer = shuffle_buffer
         self.run_guard = run_guard
+        self.on_drift = on_drift
 
     def check_params(self):
         """Validate the parameters; returns self.

@@ -20,7 +20,9 @@ C_STEPS = 1
 C_MERGES = 2
 C_VIOLATIONS = 3
 C_MAINTENANCE = 4
-N_COUNTERS = 5
+C_SCHED_SHIFT = 5  # the schedule's t is C_STEPS − C_SCHED_SHIFT (a drift reset moves it)
+C_RESET_PENDING = 6  # 1: a drift was detected; the reset waits for the next piece boundary
+N_COUNTERS = 7
 # reals[...]
 R_SCALE = 0
 R_WD_SUM = 1  # Σ weight degradation (effective units) over maintenance events
@@ -32,6 +34,7 @@ N_REALS = 4
 SCHED_PEGASOS = SCHEDULES["pegasos"]  # η_t = 1/(λt)
 SCHED_NORMA = SCHEDULES["norma"]  # η_t = η/√t
 SCHED_PERCEPTRON = SCHEDULES["perceptron"]  # λ = 0, η_t = η, projection onto ‖w‖ ≤ U
+SCHED_CONSTANT = SCHEDULES["constant"]  # η_t = η, shrink 1 − ηλ (a fixed memory, for drifting streams)
 
 # budget maintenance (§6)
 MAINT_MERGE = MAINTENANCE["merge"]

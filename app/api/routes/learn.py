@@ -29,7 +29,11 @@ def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
     name = obj.get("model") if isinstance(obj, dict) else None
     handle = registry.get(name if isinstance(name, str) else default_model)
     batch = parse_examples(obj, handle.codec, check_bools=may_contain_bools(body))
-    return handle.name, batch.n, handle.submit(batch.X, batch.y, declared=batch.n_features)
+    return (
+        handle.name,
+        batch.n,
+        handle.submit(batch.X, batch.y, declared=batch.n_features, new_labels=batch.new_labels),
+    )
 
 
 @router.post(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
@@ -24,13 +25,17 @@ def _predict(registry: Registry, body: bytes, default_model: str) -> dict:
     name = name if isinstance(name, str) else default_model
     registry.get(name)
     batch = parse_examples(obj, None, check_bools=may_contain_bools(body))
-    view, decision = registry.predict(name, batch.X, declared=batch.n_features)
-    return {
+    view, X, decision = registry.predict(name, batch.X, declared=batch.n_features, with_rows=True)
+    out = {
         "model": name,
         "version": view.version,
         "labels": view.labels_from_decision(decision),
-        "decision": decision,
+        "decision": np.ascontiguousarray(decision),  # orjson serialises C-contiguous arrays only
     }
+    if obj.get("proba"):
+        classes, proba = view.predict_proba(X, decision)
+        out["classes"], out["proba"] = classes, np.ascontiguousarray(proba)
+    return out
 
 
 @router.post(
@@ -55,7 +60,9 @@ async def predict(
 ) -> OrjsonResponse:
     """Predict with the model's current published view (never waits for the learner).
 
-    ``labels[i]`` is ``classes[1]`` when ``decision[i] > 0`` else ``classes[0]``.
+    ``labels[i]`` is ``classes[1]`` when ``decision[i] > 0`` else ``classes[0]`` (binary),
+    the class of the largest score (multi-class).  With ``"proba": true`` the answer adds
+    ``classes`` and ``proba`` (calibrated probabilities, rows sum to 1, ``argmax`` = label).
     """
     started = time.perf_counter()
     body = await read_body(request, settings.max_body_bytes)
