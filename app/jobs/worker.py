@@ -29,6 +29,7 @@ import numpy as np
 from svmstream.app.jobs.datasets import load_dataset, prepare_X
 from svmstream.app.models.factory import make_job_estimator
 from svmstream.solvers import Cancelled
+from svmstream.solvers.calibration import expected_calibration_error
 from svmstream.solvers.persistence import encode_state, write_atomic
 
 PROGRESS_INTERVAL_S = 0.2
@@ -110,9 +111,13 @@ def run_training(
     result : dict
         ``n_train``, ``n_features``, ``classes`` (sorted labels), ``train_seconds`` (the
         ``fit`` call), ``load_seconds``, ``n_sv`` (DC-SVM; None for linear models),
-        ``dual_objective``, ``gamma`` (DC-SVM), ``mode`` (exact/early/linear), and with a
-        test file ``n_test``, ``test_accuracy``, ``test_seconds``, plus
-        ``peak_rss_mb`` (this process) and ``peak_rss_children_mb`` (pool workers).
+        ``dual_objective``, ``gamma`` (DC-SVM), ``mode`` (exact/early/linear),
+        ``calibration`` ("held-out", "held-out-refit", "in-sample"; None without
+        ``probability``),
+        ``calibration_rows``, ``calibration_slope``, and with a test file ``n_test``,
+        ``test_accuracy``, ``test_seconds`` and (calibrated models) ``test_log_loss``,
+        ``test_ece``, plus ``peak_rss_mb`` (this process) and ``peak_rss_children_mb`` (pool
+        workers).
 
     Raises
     ------
@@ -170,16 +175,29 @@ def _load_training(path: str, fmt: str | None) -> tuple[Any, np.ndarray, np.ndar
     return prepare_X(X), y, classes, y_idx
 
 
+def _calibration_summary(est) -> dict[str, Any]:
+    """Which decision values the probabilities were calibrated on, how many, and the slope."""
+    calibrator = getattr(est, "calibrator_", None)
+    return {
+        "calibration": getattr(est, "calibration_", None),
+        "calibration_rows": None if calibrator is None else int(calibrator.n_fitted_),
+        "calibration_slope": None if calibrator is None else float(calibrator.slope_),
+    }
+
+
 def _model_summary(est, algorithm: str) -> dict[str, Any]:
-    """The algorithm-specific figures of a fitted estimator (mode, gamma, steps ...)."""
+    """The algorithm-specific figures of a fitted estimator (mode, gamma, steps ...) and its
+    calibration."""
+    out: dict[str, Any] = _calibration_summary(est)
     if algorithm == "dcsvm":
-        out: dict[str, Any] = {"gamma": float(est.kernel_spec_.gamma)}
+        out["gamma"] = float(est.kernel_spec_.gamma)
         out["mode"] = "early" if est.early_models_ is not None else "exact"
         if est.early_models_ is not None:
             out["early_level"] = int(est.early_models_[0].level)
             out["early_clusters"] = int(est.early_models_[0].clusters.n_clusters)
         return out
     return {
+        **out,
         "mode": "linear",
         "n_steps": [int(v) for v in est.n_steps_],
         "n_iter": [int(v) for v in est.n_iter_],
@@ -190,16 +208,32 @@ def _model_summary(est, algorithm: str) -> dict[str, Any]:
 def _score_test(
     est, task: dict[str, Any], d: int, classes: np.ndarray, label_indices: bool
 ) -> dict[str, Any]:
-    """Accuracy of ``est`` on the task's test file (read with the training width ``d``)."""
+    """Accuracy of ``est`` on the task's test file (read with the training width ``d``), and
+    for a calibrated model the log-loss and ECE of its probabilities (over the test rows whose
+    label the model knows; None if there are none)."""
     t2 = time.perf_counter()
     Xt, yt = load_dataset(task["test"], n_features=d, fmt=task.get("test_format"))
-    pred = est.predict(prepare_X(Xt))
+    Xt = prepare_X(Xt)
+    out: dict[str, Any] = {}
+    if hasattr(est, "predict_proba"):
+        proba = est.predict_proba(Xt)
+        # the argmax of every row is the predicted class (MarginCalibrator's guarantee), so
+        # the decision values are computed once
+        pred = est.classes_[np.argmax(proba, axis=1)]
+        index = np.minimum(np.searchsorted(classes, yt), classes.shape[0] - 1)
+        known = classes[index] == yt
+        p_true = np.clip(proba[known, index[known]], 1e-15, 1.0)
+        out["test_log_loss"] = float(-np.mean(np.log(p_true))) if known.any() else None
+        out["test_ece"] = expected_calibration_error(proba[known], index[known]) if known.any() else None
+    else:
+        pred = est.predict(Xt)
     labels = classes[np.asarray(pred, dtype=np.int64)] if label_indices else pred
     correct = int(np.sum(labels == yt))
     return dict(
         n_test=int(Xt.shape[0]),
         test_correct=correct,
         test_accuracy=correct / Xt.shape[0],
+        **out,
         test_seconds=time.perf_counter() - t2,
     )
 

@@ -49,6 +49,7 @@ def make_estimator(config: ModelConfig):
         warmup=config.warmup,
         shuffle_buffer=config.shuffle_buffer,
         run_guard=config.run_guard,
+        on_drift=config.on_drift,
     )
     if config.algorithm == "bsgd":
         return BudgetedSGDClassifier(
@@ -97,6 +98,8 @@ def make_job_estimator(
         (``C``, ``gamma``, ``kernel``, ``tol``, ``cache_size``, ``n_levels``, ``n_jobs`` ...)
         or of :class:`svmstream.solvers.LinearDualCDClassifier` (``C``, ``tol``,
         ``max_iter``, ``random_state``; ``selection`` comes from ``algorithm``).
+        ``probability`` defaults to True here (the estimators' default is False): job models
+        serve calibrated probabilities, fitted on a held-out 10% of the training rows.
     early_level : int, optional
         DC-SVM only: serve the early-prediction model of this level.
     default_n_jobs : int, optional
@@ -113,6 +116,8 @@ def make_job_estimator(
         linear algorithm.
     """
     params = dict(params or {})
+    # job models serve probabilities: calibrated on a held-out split unless the job opts out
+    params.setdefault("probability", True)
     if algorithm == "dcsvm":
         if early_level is not None:
             if params.get("early_level") not in (None, early_level):

@@ -13,6 +13,10 @@ The kernel is ``k'(x, z) = k(x, z) + bias**2``: the bias-free dual of the paper'
 with a constant feature ``bias`` appended to every point (LIBLINEAR's ``-B``), i.e. a
 regularised intercept ``b = bias**2 sum_j alpha_j y_j`` (reported as ``intercept_``).
 ``bias=0`` gives the paper's problem without intercept.
+
+With ``probability=True``, :meth:`DCSVMClassifier.predict_proba` gives calibrated class
+probabilities (:class:`svmstream.solvers.calibration.MarginCalibrator`, fitted on a held-out
+split).
 """
 
 from __future__ import annotations
@@ -22,10 +26,13 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._params import KERNELS
+from ..calibration import REFIT_BELOW_ROWS, MarginCalibrator, holdout_split
 from ..persistence import register_estimator
 from ._dcsvm import DEFAULT_START_METHOD, EarlyModel, available_cores, dcsvm_fit, make_process_pool
 from ._kernel_kmeans import KernelClusters
@@ -53,6 +60,13 @@ def _kd_from(prefix: str, arrays: dict, n_features: int) -> KernelData:
         (data, np.asarray(arrays[f"{prefix}_indices"]), indptr), shape=(indptr.shape[0] - 1, n_features)
     )
     return KernelData(X)
+
+
+def _probability_enabled(est) -> bool:
+    """``available_if`` check: ``predict_proba`` exists only with ``probability=True`` (as SVC)."""
+    if not est.probability:
+        raise AttributeError("predict_proba is not available when probability=False")
+    return True
 
 
 @register_estimator
@@ -97,7 +111,18 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         Worker processes for the sub-problems (None = available cores; 1 = in-process).
         Data sets smaller than 5,000 points are always solved in-process.
     random_state : int, RandomState instance or None
-        Seeds the k-means samples and initialisations.
+        Seeds the k-means samples and initialisations (and the calibration split).
+    probability : bool, default=False
+        Enable :meth:`predict_proba` (scikit-learn's ``SVC`` convention).  ``fit`` then sets
+        aside a stratified 10% of the rows (at most 5,000;
+        :func:`svmstream.solvers.calibration.holdout_split`), trains on the rest and fits a
+        :class:`~svmstream.solvers.calibration.MarginCalibrator` (slope / temperature on the
+        decision values) on the held-out rows' decision values.  Below 20,000 rows
+        (:data:`~svmstream.solvers.calibration.REFIT_BELOW_ROWS`) the model is then fitted
+        again on all rows (two fits; the model and ``predict`` equal those of
+        ``probability=False``); from 20,000 rows on the model of the rest is kept (one fit).
+        Below 500 rows the calibrator is fitted on the training rows' own decision values
+        (one fit on all rows; such in-sample probabilities tend to be over-confident).
 
     Attributes
     ----------
@@ -122,6 +147,11 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         Coordinate updates over all stages, per problem.
     fit_history_ : list of list of dict
         Per problem, one record per DC-SVM stage (seconds, SVs, objective ...).
+    calibrator_ : MarginCalibrator or None
+        The probability calibration (None when fitted with ``probability=False``).
+    calibration_ : {"held-out", "held-out-refit", "in-sample"} or None
+        How ``calibrator_`` was fitted: on held-out rows (model trained on the rest), on
+        held-out rows of a first fit with the model refitted on all rows, or in-sample.
 
     Notes
     -----
@@ -158,6 +188,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         max_iter=None,
         n_jobs=None,
         random_state=None,
+        probability=False,
     ):
         self.C = C
         self.kernel = kernel
@@ -177,6 +208,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.probability = probability
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -214,6 +246,8 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"early_level must be None or in [1, n_levels], got {self.early_level!r}")
         if not (isinstance(self.cache_size, numbers.Real) and self.cache_size > 0):
             raise ValueError(f"cache_size must be > 0 (MB), got {self.cache_size!r}")
+        if not isinstance(self.probability, (bool, np.bool_)):
+            raise ValueError(f"probability must be a bool, got {self.probability!r}")
         return self
 
     def _resolve_gamma(self, X) -> float:
@@ -262,8 +296,37 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
                 f"DCSVMClassifier needs samples of at least 2 classes; got {classes.shape[0]} class"
             )
         self.classes_ = classes
-        gamma = self._resolve_gamma(X)
+        gamma = self._resolve_gamma(X)  # from all rows: the same kernel as probability=False
         spec = KernelSpec(self.kernel, gamma, float(self.coef0), int(self.degree), float(self.bias) ** 2)
+        self.calibrator_ = self.calibration_ = None
+        split = holdout_split(y_idx, classes.shape[0], self.random_state) if self.probability else None
+        if split is not None:
+            # calibrate a model of the training part on the held-out rows
+            self._train(X, y_idx, spec, split[0], progress, should_stop, executor)
+            self._calibrate(X[split[1]], y_idx[split[1]])
+            self.calibration_ = "held-out"
+            if X.shape[0] < REFIT_BELOW_ROWS:
+                # small data: the served model is fitted on all rows (as with probability=False)
+                self._train(X, y_idx, spec, None, progress, should_stop, executor)
+                self.calibration_ = "held-out-refit"
+            return self
+        self._train(X, y_idx, spec, None, progress, should_stop, executor)
+        if self.probability:
+            self._calibrate(X, y_idx)
+            self.calibration_ = "in-sample"
+        return self
+
+    def _calibrate(self, X, y_idx):
+        """Fit ``calibrator_`` on the current model's decision values of validated rows."""
+        # _decision, not decision_function: X is validated (and has no feature names to check)
+        self.calibrator_ = MarginCalibrator(self.classes_.shape[0]).fit(self._decision(X), y_idx)
+
+    def _train(self, X, y_idx, spec, rows, progress, should_stop, executor):
+        """Solve the binary problems on ``X[rows]`` (all rows if None) and set the model's
+        attributes; ``support_`` indexes ``X``."""
+        if rows is not None:
+            X, y_idx = X[rows], y_idx[rows]
+        classes = self.classes_
         kd = KernelData(X)
         n = kd.n_samples
         problems = [1] if classes.shape[0] == 2 else list(range(classes.shape[0]))
@@ -334,12 +397,12 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
             alphas = np.stack([r.alpha for r, _ in results])
             ys = np.stack([yb for _, yb in results])
             support = np.flatnonzero(np.any(alphas > 0, axis=0))
-            self.support_ = support.astype(np.int64)
+            # indices of the rows passed to fit (also when trained on a calibration split's rest)
+            self.support_ = (support if rows is None else rows[support]).astype(np.int64)
             self.dual_coef_ = np.ascontiguousarray((alphas * ys)[:, support])
             self.intercept_ = spec.offset * self.dual_coef_.sum(axis=1)
             self.support_vectors_ = X[support]
             self._sv_kd = kd.take(support)
-        return self
 
     # ------------------------------------------------------------------ predict
     def decision_function(self, X):
@@ -355,7 +418,10 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         (n_samples, n_classes) one-vs-rest scores; float64.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
+        return self._decision(validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False))
+
+    def _decision(self, X):
+        """:meth:`decision_function` of validated rows (float64 ndarray or CSR)."""
         kd = KernelData(X)
         if self.early_models_ is not None:
             scores = np.stack(
@@ -374,14 +440,49 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
             return self.classes_[(scores > 0).astype(np.int64)]
         return self.classes_[np.argmax(scores, axis=1)]
 
+    @available_if(_probability_enabled)
+    def predict_proba(self, X):
+        """Calibrated class probabilities (only with ``probability=True``).
+
+        ``calibrator_`` applied to :meth:`decision_function`: ``sigmoid(a f)`` for two classes,
+        ``softmax(a f)`` of the one-vs-rest scores otherwise (Platt 1999 without offset;
+        temperature scaling, Guo et al. 2017).  The argmax of every row is the class
+        :meth:`predict` gives.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes), float64, columns in ``classes_`` order, rows
+        summing to 1.
+
+        Raises
+        ------
+        AttributeError
+            With ``probability=False`` (``hasattr(est, "predict_proba")`` is False then).
+        sklearn.exceptions.NotFittedError
+            Before ``fit``, or if the model was fitted with ``probability=False``.
+        """
+        check_is_fitted(self)
+        if getattr(self, "calibrator_", None) is None:
+            raise NotFittedError(
+                "predict_proba needs a model fitted with probability=True; this one was fitted without"
+            )
+        return self.calibrator_.predict_proba(self.decision_function(X))
+
     # ------------------------------------------------------------------ persistence
     def get_state(self):
         """Plain arrays + JSON metadata for :mod:`solvers.persistence` (no pickling).
 
         Returns
         -------
-        arrays : dict of str -> ndarray (copies, numeric dtypes)
-        meta : dict (JSON-serialisable), ``meta["estimator"] == "DCSVMClassifier"``
+        arrays : dict of str -> ndarray (copies, numeric dtypes); a calibrator's are prefixed
+            ``cal__``
+        meta : dict (JSON-serialisable), ``meta["estimator"] == "DCSVMClassifier"``; with a
+            calibrator ``meta["calibration"]`` (its meta and split).  States without it (saved
+            before calibration existed) load with ``calibrator_ = None``.
         """
         check_is_fitted(self)
         params = {
@@ -406,6 +507,10 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
             "n_iter": [int(v) for v in self.n_iter_],
         }
         arrays = {"intercept": self.intercept_.copy()}
+        if getattr(self, "calibrator_", None) is not None:
+            cal_arrays, cal_meta = self.calibrator_.get_state()
+            arrays.update({f"cal__{k}": v for k, v in cal_arrays.items()})
+            meta["calibration"] = {"state": cal_meta, "split": self.calibration_}
         if self.early_models_ is None:
             arrays.update(_kd_arrays("sv", self._sv_kd))
             arrays["dual_coef"] = self.dual_coef_.copy()
@@ -447,6 +552,11 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         est.fit_history_ = []
         est.n_iter_ = np.asarray(meta.get("n_iter", [1]), dtype=np.int64)
         est.intercept_ = np.asarray(arrays["intercept"], dtype=np.float64).copy()
+        est.calibrator_ = est.calibration_ = None  # states saved before calibration: none
+        if "calibration" in meta:
+            cal = {k[5:]: v for k, v in arrays.items() if k.startswith("cal__")}
+            est.calibrator_ = MarginCalibrator.from_state(cal, meta["calibration"]["state"])
+            est.calibration_ = meta["calibration"]["split"]
         if meta["mode"] == "exact":
             est.early_models_ = None
             est._sv_kd = _kd_from("sv", arrays, nf)

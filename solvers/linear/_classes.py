@@ -2,7 +2,9 @@
 
 The numerical work is in :mod:`svmstream.solvers.linear._cd`; this module owns parameter validation,
 label mapping (one-vs-rest for more than two classes), the per-class loop, reporting
-attributes and the pickle-free state used by :mod:`solvers.persistence`.
+attributes, the optional probability calibration (``probability=True``:
+:class:`svmstream.solvers.calibration.MarginCalibrator` on a held-out split) and the
+pickle-free state used by :mod:`solvers.persistence`.
 """
 
 from __future__ import annotations
@@ -14,16 +16,25 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils import check_random_state
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._params import SELECTIONS as _SELECTIONS
+from ..calibration import REFIT_BELOW_ROWS, MarginCalibrator, holdout_split
 from ..persistence import register_estimator
 from ._cd import as_cd_input, decision_values, dual_cd
 
 __all__ = ["LinearDualCDClassifier"]
+
+
+def _probability_enabled(est) -> bool:
+    """``available_if`` check: ``predict_proba`` exists only with ``probability=True`` (as SVC)."""
+    if not est.probability:
+        raise AttributeError("predict_proba is not available when probability=False")
+    return True
 
 
 @register_estimator
@@ -53,7 +64,19 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
         Maximum outer iterations per binary problem (one outer iteration is one sweep over
         the active set, or one AVSF schedule of about ``n_samples`` steps).
     random_state : int, RandomState instance or None, default=None
-        Seeds the solver's coordinate order (one seed per binary problem).
+        Seeds the solver's coordinate order (one seed per binary problem) and the
+        calibration split.
+    probability : bool, default=False
+        Enable :meth:`predict_proba` (scikit-learn's ``SVC`` convention).  ``fit`` then sets
+        aside a stratified 10% of the rows (at most 5,000;
+        :func:`svmstream.solvers.calibration.holdout_split`), trains on the rest and fits a
+        :class:`~svmstream.solvers.calibration.MarginCalibrator` (slope / temperature on the
+        decision values) on the held-out rows' decision values.  Below 20,000 rows
+        (:data:`~svmstream.solvers.calibration.REFIT_BELOW_ROWS`) the model is then fitted
+        again on all rows (two fits; the model and ``predict`` equal those of
+        ``probability=False``); from 20,000 rows on the model of the rest is kept (one fit).
+        Below 500 rows the calibrator is fitted on the training rows' own decision values
+        (one fit on all rows; such in-sample probabilities tend to be over-confident).
 
     Attributes
     ----------
@@ -79,6 +102,11 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
     fit_time_ : float
         Wall-clock seconds of the solver runs (sum over problems; input conversion
         excluded).
+    calibrator_ : MarginCalibrator or None
+        The probability calibration (None when fitted with ``probability=False``).
+    calibration_ : {"held-out", "held-out-refit", "in-sample"} or None
+        How ``calibrator_`` was fitted: on held-out rows (model trained on the rest), on
+        held-out rows of a first fit with the model refitted on all rows, or in-sample.
 
     Notes
     -----
@@ -96,12 +124,15 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
     (0.84, (1, 20))
     """
 
-    def __init__(self, selection="uniform", C=1.0, tol=1e-3, max_iter=1000, random_state=None):
+    def __init__(
+        self, selection="uniform", C=1.0, tol=1e-3, max_iter=1000, random_state=None, probability=False
+    ):
         self.selection = selection
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
         self.random_state = random_state
+        self.probability = probability
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -133,6 +164,8 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
             or self.max_iter < 1
         ):
             raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
+        if not isinstance(self.probability, (bool, np.bool_)):
+            raise ValueError(f"probability must be a bool, got {self.probability!r}")
         return self
 
     def fit(
@@ -181,6 +214,45 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
                 f"{type(self).__name__} needs samples of at least 2 classes in the data, "
                 f"but the data contain only one class: {classes[0]!r}"
             )
+        y_index = np.searchsorted(classes, y)
+        split = holdout_split(y_index, classes.shape[0], self.random_state) if self.probability else None
+        calibrator = calibration = None
+        if split is not None:
+            # calibrate a model of the training part on the held-out rows
+            fitted = self._solve(X[split[0]], y[split[0]], classes, progress, should_stop)
+            margins = self._scores(decision_values(X[split[1]], fitted["coef_"]))
+            calibrator = MarginCalibrator(classes.shape[0]).fit(margins, y_index[split[1]])
+            calibration = "held-out"
+            if X.shape[0] < REFIT_BELOW_ROWS:
+                # small data: the served model is fitted on all rows (as with probability=False)
+                fitted = self._solve(X, y, classes, progress, should_stop)
+                calibration = "held-out-refit"
+        else:
+            fitted = self._solve(X, y, classes, progress, should_stop)
+            if self.probability:
+                margins = self._scores(decision_values(X, fitted["coef_"]))
+                calibrator = MarginCalibrator(classes.shape[0]).fit(margins, y_index)
+                calibration = "in-sample"
+        converged = fitted["converged_"]
+        if not converged.all():
+            warnings.warn(
+                f"{type(self).__name__} reached max_iter={self.max_iter} before the stopping "
+                f"rule held on {int((~converged).sum())} of {converged.shape[0]} problem(s); "
+                "increase max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        # all attributes at once, after every solve: a cancelled fit leaves the previous ones
+        self.classes_ = classes
+        for name, value in fitted.items():
+            setattr(self, name, value)
+        self.calibrator_ = calibrator
+        self.calibration_ = calibration
+        return self
+
+    def _solve(self, X, y, classes, progress, should_stop) -> dict[str, Any]:
+        """Solve the binary problems on validated rows; returns the fitted attributes by name
+        (``coef_``, ``intercept_``, ``n_iter_``, ..., ``fit_time_``) without setting them."""
         inp = as_cd_input(X)
         rng = check_random_state(self.random_state)
         targets = classes[1:] if classes.shape[0] == 2 else classes
@@ -222,25 +294,22 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
             dual[k] = res.dual
             primal[k] = res.primal
             fit_time += res.wall_time
-        if not converged.all():
-            warnings.warn(
-                f"{type(self).__name__} reached max_iter={self.max_iter} before the stopping "
-                f"rule held on {int((~converged).sum())} of {n_problems} problem(s); "
-                "increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-        self.classes_ = classes
-        self.coef_ = coef
-        self.intercept_ = np.zeros(n_problems, dtype=np.float64)
-        self.n_iter_ = n_iter
-        self.n_steps_ = n_steps
-        self.n_updates_ = n_updates
-        self.converged_ = converged
-        self.dual_objective_ = dual
-        self.primal_objective_ = primal
-        self.fit_time_ = fit_time
-        return self
+        return {
+            "coef_": coef,
+            "intercept_": np.zeros(n_problems, dtype=np.float64),
+            "n_iter_": n_iter,
+            "n_steps_": n_steps,
+            "n_updates_": n_updates,
+            "converged_": converged,
+            "dual_objective_": dual,
+            "primal_objective_": primal,
+            "fit_time_": fit_time,
+        }
+
+    @staticmethod
+    def _scores(scores):
+        """(n, n_problems) decision values -> (n,) for one problem (binary), else unchanged."""
+        return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def decision_function(self, X):
         """Signed distances ``X @ coef_.T`` (O(nnz * n_problems) for sparse ``X``).
@@ -263,8 +332,7 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self, "coef_")
         X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
-        scores = decision_values(X, self.coef_)
-        return scores[:, 0] if scores.shape[1] == 1 else scores
+        return self._scores(decision_values(X, self.coef_))
 
     def predict(self, X):
         """Predicted class labels.
@@ -282,6 +350,38 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
             return self.classes_[(scores > 0).astype(np.intp)]
         return self.classes_[np.argmax(scores, axis=1)]
 
+    @available_if(_probability_enabled)
+    def predict_proba(self, X):
+        """Calibrated class probabilities (only with ``probability=True``).
+
+        ``calibrator_`` applied to :meth:`decision_function`: ``sigmoid(a f)`` for two classes,
+        ``softmax(a f)`` of the one-vs-rest scores otherwise (Platt 1999 without offset;
+        temperature scaling, Guo et al. 2017).  The argmax of every row is the class
+        :meth:`predict` gives.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_classes), float64, columns in ``classes_`` order, rows
+        summing to 1.
+
+        Raises
+        ------
+        AttributeError
+            With ``probability=False`` (``hasattr(est, "predict_proba")`` is False then).
+        sklearn.exceptions.NotFittedError
+            Before ``fit``, or if the model was fitted with ``probability=False``.
+        """
+        check_is_fitted(self, "coef_")
+        if getattr(self, "calibrator_", None) is None:
+            raise NotFittedError(
+                "predict_proba needs a model fitted with probability=True; this one was fitted without"
+            )
+        return self.calibrator_.predict_proba(self.decision_function(X))
+
     # ------------------------------------------------------------------ persistence
 
     def get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -290,10 +390,13 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
         Returns
         -------
         arrays : dict
-            ``coef`` (n_problems, n_features) float64 and, for numeric labels, ``classes``.
+            ``coef`` (n_problems, n_features) float64, for numeric labels ``classes``, and
+            with a calibrator its arrays prefixed ``cal__``.
         meta : dict
             JSON-serialisable: ``estimator``, ``params``, ``n_features_in``, labels (when
-            not numeric), optional ``feature_names_in``, and the reporting attributes.
+            not numeric), optional ``feature_names_in``, the reporting attributes, and with
+            a calibrator ``calibration`` (its meta and split).  States without it (saved
+            before calibration existed) load with ``calibrator_ = None``.
 
         Raises
         ------
@@ -314,6 +417,7 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
                 "random_state": (
                     int(self.random_state) if isinstance(self.random_state, numbers.Integral) else None
                 ),
+                "probability": bool(self.probability),
             },
             "n_features_in": int(self.n_features_in_),
             "n_iter": self.n_iter_.tolist(),
@@ -334,6 +438,10 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
             raise TypeError("only numeric or string class labels can be saved")
         if hasattr(self, "feature_names_in_"):
             meta["feature_names_in"] = [str(f) for f in self.feature_names_in_]
+        if getattr(self, "calibrator_", None) is not None:
+            cal_arrays, cal_meta = self.calibrator_.get_state()
+            arrays.update({f"cal__{k}": v for k, v in cal_arrays.items()})
+            meta["calibration"] = {"state": cal_meta, "split": self.calibration_}
         return arrays, meta
 
     @classmethod
@@ -380,4 +488,9 @@ class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
         est.dual_objective_ = np.array(meta["dual_objective"], dtype=np.float64)
         est.primal_objective_ = np.array(meta["primal_objective"], dtype=np.float64)
         est.fit_time_ = float(meta["fit_time"])
+        est.calibrator_ = est.calibration_ = None  # states saved before calibration: none
+        if "calibration" in meta:
+            cal = {k[5:]: v for k, v in arrays.items() if k.startswith("cal__")}
+            est.calibrator_ = MarginCalibrator.from_state(cal, meta["calibration"]["state"])
+            est.calibration_ = meta["calibration"]["split"]
         return est
