@@ -10,6 +10,7 @@ from sklearn.datasets import load_digits, load_wine
 from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
 
+from tests.conftest import run_cli, write_libsvm
 from tests.test_stream import produce, unique, wait_for, xb
 
 NAMES = np.array(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"])
@@ -156,3 +157,25 @@ def test_numeric_multiclass_learned_without_settings(start_server, algorithm):
         c.post("/models/m/flush")
         r = c.post("/predict", json={"model": "m", "X": Xte.tolist()}).json()
     assert np.mean(np.asarray(r["labels"]) == yte) >= 0.9
+
+
+@pytest.mark.parametrize("redis", [False, True])
+def test_replay_of_a_multiclass_libsvm_file(start_server, redis_server, tmp_path, redis):
+    """``svmstream replay`` of a 10-class LIBSVM file, over HTTP and through the Redis stream."""
+    Xtr, Xte, ytr, yte = _digits()
+    order = np.argsort(ytr, kind="stable")  # as LIBSVM files often are: sorted by label
+    train = write_libsvm(tmp_path / "digits.train", Xtr[order], ytr[order])
+    env = {"SVMSTREAM_REDIS_URL": redis_server.url} if redis else {}
+    server = start_server(env=env)
+    name = unique("rp")
+    args = ["--model", name, *(["--redis", redis_server.url] if redis else [])]
+    out = run_cli(["replay", str(train), "--url", server.url, "--no-progress", "--json", *args], timeout=300)
+    assert out.returncode == 0, out.stderr
+    with server.client() as c:
+        if redis:
+            wait_for(lambda: c.get(f"/models/{name}").json()["n_seen"] >= len(Xtr), timeout=60, what="consumed")
+            c.post(f"/models/{name}/flush")
+        info = c.get(f"/models/{name}").json()
+        r = c.post("/predict", json={"model": name, "X": Xte.tolist()}).json()
+    assert info["classes"] == list(range(10)) and info["config"]["classes"] == list(range(10))
+    assert np.mean(np.asarray(r["labels"]) == yte) >= 0.93

@@ -31,6 +31,7 @@ from svmstream.app.models.config import (
     Algorithm,
     Maintenance,
     MergeSolver,
+    OnDrift,
     Scaling,
     Schedule,
 )
@@ -53,6 +54,8 @@ HYPER_ARGS = (
     "warmup",
     "shuffle_buffer",
     "run_guard",
+    "on_drift",
+    "max_classes",
 )
 """Destinations of the model hyperparameter options of ``serve`` and ``replay``."""
 
@@ -101,6 +104,18 @@ def _add_hyper(parser: argparse.ArgumentParser, what: str) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="replay other classes during improbably long one-class runs (default on)",
+    )
+    g.add_argument(
+        "--on-drift",
+        dest="on_drift",
+        choices=get_args(OnDrift),
+        help="when the drift detector fires: reset_schedule (default) or none",
+    )
+    g.add_argument(
+        "--max-classes",
+        dest="max_classes",
+        type=int,
+        help="most classes learned from the data (default 1000)",
     )
 
 

@@ -45,6 +45,8 @@ _HYPER_SETTINGS = (
     ("warmup", "default_warmup"),
     ("shuffle_buffer", "default_shuffle_buffer"),
     ("run_guard", "default_run_guard"),
+    ("on_drift", "default_on_drift"),
+    ("max_classes", "default_max_classes"),
 )
 """``serve`` option destination -> the setting it overrides."""
 
