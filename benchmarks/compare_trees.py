@@ -71,7 +71,7 @@ total = 4 * X.shape[0]
 key = f"svmstream:{bs.MODEL}:examples"
 with tempfile.TemporaryDirectory() as tmp:
     tmp = Path(tmp)
-    rs = bs.Redis(tmp / "r").start()
+    rs = bs.RedisServer(tmp / "r").start()
     r = rs.client()
     for _ in range(4):
         bs.produce(r, key, bs.entries_of(X32, y))

@@ -177,6 +177,9 @@ class DriftMonitor:
         Detections reported so far (error-rate increases only).
     last_detection_at : int or None
         ``n_seen`` as of the example that fired the last detection (1-based), None before any.
+    last_rates : tuple of (float, float) or None
+        Error rates of the dropped older part and the kept recent part of the window at the
+        last detection (how severe it was), None before any.
 
     Raises
     ------
@@ -202,6 +205,7 @@ class DriftMonitor:
         self.n_seen = 0
         self.n_detections = 0
         self.last_detection_at: int | None = None
+        self.last_rates: tuple[float, float] | None = None
         self._new_window()
 
     def _params(self) -> dict[str, Any]:
@@ -281,6 +285,7 @@ class DriftMonitor:
                 fired.append(i)
                 self.n_detections += 1
                 self.last_detection_at = self.n_seen + i + 1
+                self.last_rates = (t0 / w0, t1 / w1)
                 # restart empty, as river's ADWIN does: W1 may still hold some examples from
                 # before the change, and keeping them let each later check cut a few more
                 # of them, each cut one more detection of the same increase
@@ -315,6 +320,7 @@ class DriftMonitor:
             "n_seen": int(self.n_seen),
             "n_detections": int(self.n_detections),
             "last_detection_at": None if self.last_detection_at is None else int(self.last_detection_at),
+            "last_rates": None if self.last_rates is None else [float(r) for r in self.last_rates],
             "width": int(self._width),
             "total": int(self._total),
         }
@@ -353,6 +359,8 @@ class DriftMonitor:
         mon.n_detections = int(meta["n_detections"])
         last = meta["last_detection_at"]
         mon.last_detection_at = None if last is None else int(last)
+        rates = meta.get("last_rates")
+        mon.last_rates = None if rates is None else (float(rates[0]), float(rates[1]))
         width, total = int(meta["width"]), int(meta["total"])
         window = np.asarray(arrays["window"])
         restored = (

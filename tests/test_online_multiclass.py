@@ -131,30 +131,28 @@ def _stream(est, X, y, batch):
 
 
 def test_drift_reset_adapts_faster_and_does_not_depend_on_batches():
+    """A label flip behind a shuffle buffer of 2,000: the reset drops the buffered old-concept
+    rows and restarts the schedule; without it the buffer keeps feeding the old concept."""
     X, y = _flipped_stream()
-    params = dict(budget=50, warmup=200, shuffle_buffer=0, run_guard=False, random_state=0)
+    params = dict(budget=50, warmup=200, shuffle_buffer=2000, run_guard=False, random_state=0)
     reset = BudgetedSGDClassifier(on_drift="reset_schedule", **params)
     err_reset = _stream(reset, X, y, 97)
     none = BudgetedSGDClassifier(on_drift="none", **params)
     err_none = _stream(none, X, y, 500)
     assert reset.drift_.n_detections >= 1 and none.drift_.n_detections >= 1
-    # every received example is learned (the window's too), so the flip is at error index 40,000
-    flip = 40_000
-    assert len(err_reset) == len(X) and flip < reset.drift_.last_detection_at < flip + 500
-    # the reset waits for the next multiple of 256 received examples; after it (measured: 0.16 vs 0.26)
-    after = slice(flip + 256, flip + 1256)
-    assert err_reset[after].mean() < 0.75 * err_none[after].mean(), (
-        err_reset[after].mean(),
-        err_none[after].mean(),
-    )
-    # t keeps counting; the schedule restarted at DRIFT_RESET_T0
-    reset_at = -(-reset.drift_.last_detection_at // 256) * 256  # the next multiple of 256 received
-    assert reset.t_ == none.t_ and reset._counters[5] == reset_at - DRIFT_RESET_T0
+    assert reset.n_discarded_ > 0 and none.n_discarded_ == 0
+    # learned examples 40,000-42,000 (the buffer delays the flip; measured: 0.17 vs 0.49)
+    after = slice(40_000, 42_000)
+    assert err_reset[after].mean() < 0.6 * err_none[after].mean(), (err_reset[after].mean(), err_none[after].mean())
+    # the step count keeps counting; the schedule restarted at t0 (a later detection: t > t0)
+    shift = int(reset._counters[5])
+    assert 0 < shift <= reset.t_ - DRIFT_RESET_T0
+    assert reset.n_seen_ == none.n_seen_ == len(X)
     # the same stream cut into other batches gives the identical model (resets included)
     other = BudgetedSGDClassifier(on_drift="reset_schedule", **params)
     _stream(other, X, y, 1000)
     np.testing.assert_array_equal(other.decision_function(X[:50]), reset.decision_function(X[:50]))
-    assert other.drift_.n_detections == reset.drift_.n_detections
+    assert (other.drift_.n_detections, other.n_discarded_) == (reset.drift_.n_detections, reset.n_discarded_)
 
 
 def test_old_states_load_with_drift_handling_off():

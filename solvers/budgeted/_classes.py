@@ -591,8 +591,8 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         majority rate without it).  See :mod:`._preprocessing`.
     on_drift : {"reset_schedule", "none"}
         Streaming: the 0/1 errors of the margins taken before each step feed a drift
-        detector (:class:`svmstream.solvers.drift.DriftMonitor`, checked every 256 steps);
-        on a detection ``"reset_schedule"`` restarts the schedule at t0 = 1,000 (Pegasos:
+        detector (:class:`svmstream.solvers.drift.DriftMonitor`; acted on every 256 received examples);
+        on a detection ``"reset_schedule"`` restarts the schedule at t0 = 30,000 (Pegasos:
         η = 1/(λ t0)), so the learner adapts fast while keeping its support vectors;
         ``"none"`` only counts detections (``drift_``).
 
