@@ -173,7 +173,9 @@ def test_replay_of_a_multiclass_libsvm_file(start_server, redis_server, tmp_path
     assert out.returncode == 0, out.stderr
     with server.client() as c:
         if redis:
-            wait_for(lambda: c.get(f"/models/{name}").json()["n_seen"] >= len(Xtr), timeout=60, what="consumed")
+            wait_for(
+                lambda: c.get(f"/models/{name}").json()["n_seen"] >= len(Xtr), timeout=60, what="consumed"
+            )
             c.post(f"/models/{name}/flush")
         info = c.get(f"/models/{name}").json()
         r = c.post("/predict", json={"model": name, "X": Xte.tolist()}).json()

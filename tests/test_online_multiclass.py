@@ -143,7 +143,10 @@ def test_drift_reset_adapts_faster_and_does_not_depend_on_batches():
     assert reset.n_discarded_ > 0 and none.n_discarded_ == 0
     # learned examples 40,000-42,000 (the buffer delays the flip; measured: 0.17 vs 0.49)
     after = slice(40_000, 42_000)
-    assert err_reset[after].mean() < 0.6 * err_none[after].mean(), (err_reset[after].mean(), err_none[after].mean())
+    assert err_reset[after].mean() < 0.6 * err_none[after].mean(), (
+        err_reset[after].mean(),
+        err_none[after].mean(),
+    )
     # the step count keeps counting; the schedule restarted at t0 (a later detection: t > t0)
     shift = int(reset._counters[5])
     assert 0 < shift <= reset.t_ - DRIFT_RESET_T0
