@@ -1,5 +1,6 @@
-"""The Redis side of ``svmstream replay --redis``: rows of a LIBSVM matrix as stream entries,
-written with pipelined ``XADD`` (one round trip per batch).
+"""Rows of a LIBSVM matrix as what ``svmstream replay`` sends: the row format (:func:`auto_format`),
+slices of rows whose encoding fits a byte limit (:class:`RowSlicer`), and the Redis side of
+``replay --redis`` -- stream entries written with pipelined ``XADD`` (one round trip per slice).
 
 Entry format (``docs/stream.md``): ``y`` (the label) and ``xb`` (little-endian float32
 bytes, dense), or ``x`` (JSON: a dense list, or a sparse ``{"index": value}`` map with
@@ -8,11 +9,131 @@ bytes, dense), or ``x`` (JSON: a dense list, or a sparse ``{"index": value}`` ma
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import orjson
+
+MIB = 1 << 20
+DEFAULT_MAX_BYTES = 64 * MIB
+"""The service's default ``MAX_BODY_BYTES``: no request body (and no XADD round trip) is larger."""
+
+# The auto format rule, measured end to end (real service, replay over HTTP and Redis, B = 100,
+# means of 3-6 runs; docs/service.md "Row formats of replay"):
+# * density: a9a (d = 123, 11% non-zeros) is a tie -- HTTP 28,700 (dense) vs 27,400 (sparse)
+#   examples/s, Redis 16,900 (xb) vs 19,000 (sparse) -- with 3.9x fewer bytes as sparse maps (128 vs
+#   497 B/row); a d = 123 file with 20% non-zeros is 1.2x faster dense / xb, ijcnn1 (59%) 1.6-1.9x.
+#   Crossover: 15% non-zeros.
+# * width: above 16,384 features a dense batch of 1,000 rows no longer fits a 64 MiB body (4 B per
+#   feature as xb, 4-20 B in JSON) and the service keeps sparse input sparse to the solver (d > 256),
+#   so such files go sparse unless sparse maps would be larger than dense rows (>= 40% non-zeros:
+#   the measured size crossover of the two JSON forms).  reuters (d = 8,315, 0.5%) sparse vs dense:
+#   HTTP 4,100 vs 1,000 examples/s, 1,112 vs 33,896 B/row; sector (55,197, 0.3%): HTTP 428 vs 104,
+#   Redis 508 vs 191 examples/s, 2,355 vs 221,427 B/row.
+SPARSE_BELOW_DENSITY = 0.15
+WIDE_FEATURES = 16_384
+WIDE_SPARSE_BELOW_DENSITY = 0.40
+
+
+def density(X) -> float:
+    """Fraction of non-zero entries of the CSR matrix ``X`` (0 for an empty matrix)."""
+    n, d = X.shape
+    return X.nnz / (n * d) if n and d else 0.0
+
+
+def auto_format(X, redis: bool = False) -> str:
+    """The row format ``--format auto`` picks for the CSR matrix ``X`` (n, d): ``"sparse"``
+    (``{index: value}`` maps) when ``density(X) < SPARSE_BELOW_DENSITY`` (0.15), or when
+    ``d > WIDE_FEATURES`` (16,384) and ``density(X) < WIDE_SPARSE_BELOW_DENSITY`` (0.40); else
+    ``"xb"`` (float32 bytes, with ``redis``) or ``"dense"`` (JSON lists, HTTP)."""
+    rho = density(X)
+    if rho < SPARSE_BELOW_DENSITY or (X.shape[1] > WIDE_FEATURES and rho < WIDE_SPARSE_BELOW_DENSITY):
+        return "sparse"
+    return "xb" if redis else "dense"
+
+
+def max_bytes_from_env() -> int:
+    """``SVMSTREAM_MAX_BODY_BYTES`` (the service's own setting, when replay runs in its
+    environment), else :data:`DEFAULT_MAX_BYTES`."""
+    raw = os.environ.get("SVMSTREAM_MAX_BODY_BYTES")
+    try:
+        value = int(raw) if raw else DEFAULT_MAX_BYTES
+    except ValueError:
+        value = DEFAULT_MAX_BYTES
+    return value if value > 0 else DEFAULT_MAX_BYTES
+
+
+class RowTooLarge(ValueError):
+    """One row alone is encoded in more bytes than the limit allows."""
+
+
+@dataclass
+class ByteLimit:
+    """The largest payload (request body, XADD round trip) in bytes; shared by the slicers of
+    a replay so that a limit learned from the service (a 413) holds for the rest of it."""
+
+    bytes: int = DEFAULT_MAX_BYTES
+    refused: int = 0
+    """Payloads the service refused as too large (413) before the limit was lowered."""
+
+
+# bytes per unit (a non-zero of a sparse row, an element of a dense one, plus one per row)
+# assumed before the first payload is measured: about the most a float64 takes in JSON
+# (``-1.2345678901234567e-100,``), so the first payload is rarely over the limit
+_PRIOR_RATE = {"xb": 4.0, "dense": 25.0, "sparse": 30.0}
+
+
+class RowSlicer:
+    """Cuts rows ``[start, stop)`` of a CSR matrix into consecutive slices of at most
+    ``batch`` rows whose encoding takes at most ``limit.bytes`` bytes.
+
+    ``encode(a, b) -> (payload, size)`` encodes rows ``a:b``.  The number of rows of a slice
+    is chosen from the bytes per unit (a stored value of a sparse row, an element of a
+    dense one) measured on the previous payloads; a payload still over the limit is encoded
+    again with proportionally fewer rows, so the limit always holds (:class:`RowTooLarge`
+    for a single row over it).  Far below the limit the slices are simply ``batch`` rows.
+    """
+
+    def __init__(self, X, fmt: str, batch: int, limit: ByteLimit, encode: Callable[[int, int], Any]):
+        n, d = X.shape
+        units = np.diff(X.indptr) + 1 if fmt == "sparse" else np.full(n, d + 1)
+        self.cum = np.concatenate(([0], np.cumsum(units, dtype=np.int64)))
+        self.n = n
+        self.batch = max(1, int(batch))
+        self.limit = limit
+        self.encode = encode
+        self.rate = _PRIOR_RATE.get(fmt, 30.0)
+
+    def _stop_for(self, start: int, stop: int) -> int:
+        """The end of the next slice from ``start``: at most ``batch`` rows, and at most the
+        units that fit the limit at the current rate."""
+        end = min(start + self.batch, stop)
+        room = self.limit.bytes / self.rate
+        fits = int(np.searchsorted(self.cum, self.cum[start] + room, side="right")) - 1
+        return max(start + 1, min(end, fits))
+
+    def slices(self, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, int, Any]]:
+        """Yield ``(a, b, payload)`` covering rows ``start:stop`` in order."""
+        stop = self.n if stop is None else stop
+        while start < stop:
+            end = self._stop_for(start, stop)
+            payload, size = self.encode(start, end)
+            while size > self.limit.bytes:
+                if end - start == 1:
+                    raise RowTooLarge(
+                        f"row {start} alone takes {size:,} bytes, over the limit of {self.limit.bytes:,} "
+                        "bytes per request (MAX_BODY_BYTES)"
+                    )
+                end = start + max(1, min(end - start - 1, int((end - start) * 0.9 * self.limit.bytes / size)))
+                payload, size = self.encode(start, end)
+            measured = size / max(1, int(self.cum[end] - self.cum[start]))
+            # jump up at once, come down slowly: the next slice is rarely encoded twice
+            self.rate = max(1.1 * measured, 0.8 * self.rate)
+            yield start, end, payload
+            start = end
 
 
 def _label_bytes(v: float) -> bytes:
@@ -37,9 +158,10 @@ def stream_entries(X, y: np.ndarray, fmt: str, start: int, stop: int) -> list[di
             for lab, row in zip(labels, block)
         ]
     out = []
+    indices, data, indptr = part.indices.tolist(), part.data.tolist(), part.indptr.tolist()
     for i, lab in enumerate(labels):
-        lo, hi = part.indptr[i], part.indptr[i + 1]
-        row = dict(zip(map(str, part.indices[lo:hi].tolist()), part.data[lo:hi].tolist()))
+        lo, hi = indptr[i], indptr[i + 1]
+        row = dict(zip(map(str, indices[lo:hi]), data[lo:hi]))
         out.append({b"y": lab, b"x": orjson.dumps(row)})
     return out
 
@@ -57,6 +179,26 @@ def pack_xadd(key: str, entries: list[dict[bytes, bytes]]) -> bytes:
     return b"".join(out)
 
 
+def send_packed(client, packed: bytes, count: int) -> list[bytes]:
+    """Write ``count`` packed commands (:func:`pack_xadd`) in one round trip; returns the replies.
+
+    Raises
+    ------
+    redis.RedisError
+        On a connection error or an error reply (e.g. the key holds another type).
+    """
+    conn = client.connection_pool.get_connection()
+    try:
+        conn.send_packed_command([packed])
+        replies = [conn.read_response() for _ in range(count)]
+    except BaseException:
+        conn.disconnect()  # replies may be left unread: never reuse this connection
+        raise
+    finally:
+        client.connection_pool.release(conn)
+    return replies
+
+
 def xadd_batch(client, key: str, entries: list[dict[bytes, bytes]]) -> list[bytes]:
     """XADD ``entries`` (fields and values as bytes) to ``key`` in one round trip, in order;
     returns their IDs.
@@ -66,16 +208,19 @@ def xadd_batch(client, key: str, entries: list[dict[bytes, bytes]]) -> list[byte
     redis.RedisError
         On a connection error or an error reply (e.g. the key holds another type).
     """
-    conn = client.connection_pool.get_connection()
-    try:
-        conn.send_packed_command([pack_xadd(key, entries)])
-        replies = [conn.read_response() for _ in entries]
-    except BaseException:
-        conn.disconnect()  # replies may be left unread: never reuse this connection
-        raise
-    finally:
-        client.connection_pool.release(conn)
-    return replies
+    return send_packed(client, pack_xadd(key, entries), len(entries))
+
+
+@dataclass
+class ProduceStats:
+    """What :func:`produce` wrote: round trips, entries and bytes (entry = its fields and
+    values; payload = the RESP commands of one round trip)."""
+
+    round_trips: int = 0
+    entries: int = 0
+    entry_bytes: int = 0
+    max_entry_bytes: int = 0
+    max_payload_bytes: int = 0
 
 
 def produce(
@@ -88,25 +233,52 @@ def produce(
     passes: int,
     shuffle_seed: int | None,
     progress: Callable[[int], Any],
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    stats: ProduceStats | None = None,
 ) -> tuple[bytes | None, bytes | None, int]:
-    """XADD every row of the CSR matrix ``X`` (labels ``y``) to ``key``, ``batch`` entries per
-    round trip, ``passes`` times, in file order or, with ``shuffle_seed``, in a new permutation
-    per pass drawn from ``numpy.random.default_rng(shuffle_seed)``.  ``progress(n)`` is told
-    each batch.  Returns ``(first ID, last ID, entries produced)``."""
+    """XADD every row of the CSR matrix ``X`` (labels ``y``) to ``key``, up to ``batch`` entries
+    and ``max_bytes`` bytes per round trip (:class:`RowSlicer`), ``passes`` times, in file
+    order or, with ``shuffle_seed``, in a new permutation per pass drawn from
+    ``numpy.random.default_rng(shuffle_seed)``.  ``progress(n)`` is told each round trip;
+    ``stats`` (optional) is filled in.  Returns ``(first ID, last ID, entries produced)``.
+
+    Raises
+    ------
+    RowTooLarge
+        A single entry is over ``max_bytes``.
+    """
     n = X.shape[0]
     rng = np.random.default_rng(shuffle_seed) if shuffle_seed is not None else None
+    stats = stats if stats is not None else ProduceStats()
+    limit = ByteLimit(max_bytes)
     first_id = last_id = None
     sent = 0
+    rate = None
     for _ in range(passes):
         Xp, yp = X, y
         if rng is not None:
             perm = rng.permutation(n)
             Xp, yp = X[perm], y[perm]
-        for start in range(0, n, batch):
-            entries = stream_entries(Xp, yp, fmt, start, min(start + batch, n))
-            ids = xadd_batch(client, key, entries)
+
+        def encode(a: int, b: int, Xp=Xp, yp=yp) -> tuple[tuple[bytes, list], int]:
+            entries = stream_entries(Xp, yp, fmt, a, b)
+            packed = pack_xadd(key, entries)
+            return (packed, entries), len(packed)
+
+        slicer = RowSlicer(Xp, fmt, batch, limit, encode)
+        if rate is not None:
+            slicer.rate = rate
+        for a, b, (packed, entries) in slicer.slices():
+            ids = send_packed(client, packed, len(entries))
+            sizes = [sum(len(k) + len(v) for k, v in e.items()) for e in entries]
+            stats.round_trips += 1
+            stats.entries += len(entries)
+            stats.entry_bytes += sum(sizes)
+            stats.max_entry_bytes = max(stats.max_entry_bytes, max(sizes))
+            stats.max_payload_bytes = max(stats.max_payload_bytes, len(packed))
             first_id = first_id or ids[0]
             last_id = ids[-1]
-            sent += len(entries)
-            progress(len(entries))
+            sent += b - a
+            progress(b - a)
+        rate = slicer.rate
     return first_id, last_id, sent

@@ -3,10 +3,17 @@ in the file's order), then ``POST /models/{name}/flush``.
 
 * :func:`run_replay` sends the file to ``POST /learn`` batch by batch (one request in flight
   while the next body is built), then optionally scores a test file through ``/predict``.
-* :func:`run_stream_replay` produces the file into the model's Redis stream instead:
-  :func:`stream_entries` builds the entries (``docs/stream.md``), :func:`xadd_batch` sends a
-  whole batch of ``XADD`` in one round trip (:func:`pack_xadd`), and with ``wait`` it follows
-  the service until its consumer has applied the stream.
+* :func:`run_stream_replay` produces the file into the model's Redis stream instead
+  (:func:`svmstream.app.cli.producer.produce`: entries as in ``docs/stream.md``, a whole
+  batch of ``XADD`` in one round trip), and with ``wait`` it follows the service until its
+  consumer has applied the stream.
+
+Rows go as sparse ``{index: value}`` maps or as dense rows (JSON lists; float32 ``xb`` for
+Redis), by default as :func:`svmstream.app.cli.producer.auto_format` says for the file.  A
+batch is at most ``batch`` rows **and** at most the service's body limit in bytes
+(:class:`svmstream.app.cli.producer.RowSlicer`; ``SVMSTREAM_MAX_BODY_BYTES`` or 64 MiB); a
+413 answer lowers the limit to the one the service names and the batch is sent again in
+smaller pieces (a refused body is never applied, so nothing is learned twice).
 
 The file is read by :func:`svmstream.app.jobs.datasets.load_dataset` (``.bz2``/``.gz`` too).
 """
@@ -15,9 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -28,7 +38,15 @@ from tqdm import tqdm
 
 from svmstream.app.cli.client import DEFAULT_URL, api_token, check_response, http_client
 from svmstream.app.cli.main import HYPER_ARGS
-from svmstream.app.cli.producer import produce
+from svmstream.app.cli.producer import (
+    ByteLimit,
+    ProduceStats,
+    RowSlicer,
+    RowTooLarge,
+    auto_format,
+    max_bytes_from_env,
+    produce,
+)
 from svmstream.app.jobs.datasets import load_dataset
 
 
@@ -49,6 +67,82 @@ def _load(path: str, n_features: int | None = None):
     return load_dataset(path, n_features=n_features, fmt="libsvm")
 
 
+def _body(model: str, X, y: np.ndarray | None, start: int, stop: int, dense: bool) -> bytes:
+    """The JSON body of rows ``start:stop`` (dense lists or sparse ``{"index": value}`` maps)."""
+    part = X[start:stop]
+    if dense:
+        rows: Any = np.ascontiguousarray(part.toarray())
+    else:
+        indices, data, indptr = part.indices.tolist(), part.data.tolist(), part.indptr.tolist()
+        rows = [
+            dict(zip(map(str, indices[indptr[i] : indptr[i + 1]]), data[indptr[i] : indptr[i + 1]]))
+            for i in range(stop - start)
+        ]
+    obj: dict[str, Any] = {"model": model, "X": rows}
+    if y is not None:
+        obj["y"] = y[start:stop]
+    return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+@dataclass
+class _Piece:
+    """One request body: rows ``start:stop`` of the matrix its ``slicer`` cuts."""
+
+    rows: int
+    body: bytes
+    start: int
+    stop: int
+    slicer: RowSlicer
+
+    def split(self) -> list[_Piece]:
+        """The same rows again, in pieces that fit the (lowered) byte limit."""
+        try:
+            return [
+                _Piece(b - a, body, a, b, self.slicer)
+                for a, b, body in self.slicer.slices(self.start, self.stop)
+            ]
+        except RowTooLarge as exc:
+            raise ReplayError(str(exc)) from None
+
+
+def _pieces(
+    model: str,
+    X,
+    y: np.ndarray | None,
+    batch: int,
+    dense: bool,
+    passes: int = 1,
+    shuffle_seed: int | None = None,
+    limit: ByteLimit | None = None,
+) -> Iterator[_Piece]:
+    """Request bodies of consecutive row slices of at most ``batch`` rows and ``limit.bytes``
+    bytes: in file order, or, with ``shuffle_seed``, in a new permutation per pass drawn from
+    ``default_rng(shuffle_seed)``."""
+    limit = limit if limit is not None else ByteLimit(max_bytes_from_env())
+    n = X.shape[0]
+    rng = np.random.default_rng(shuffle_seed) if shuffle_seed is not None else None
+    rate = None
+    for _ in range(passes):
+        Xp, yp = X, y
+        if rng is not None:
+            perm = rng.permutation(n)
+            Xp, yp = X[perm], (None if y is None else y[perm])
+
+        def encode(a: int, b: int, Xp=Xp, yp=yp) -> tuple[bytes, int]:
+            body = _body(model, Xp, yp, a, b, dense)
+            return body, len(body)
+
+        slicer = RowSlicer(Xp, "dense" if dense else "sparse", batch, limit, encode)
+        if rate is not None:
+            slicer.rate = rate
+        try:
+            for a, b, body in slicer.slices():
+                yield _Piece(b - a, body, a, b, slicer)
+        except RowTooLarge as exc:
+            raise ReplayError(str(exc)) from None
+        rate = slicer.rate
+
+
 def _bodies(
     model: str,
     X,
@@ -57,36 +151,50 @@ def _bodies(
     dense: bool,
     passes: int = 1,
     shuffle_seed: int | None = None,
+    max_bytes: int | None = None,
 ):
-    """Yield ``(n_rows, body_bytes)`` for consecutive row slices: in file order, or, with
-    ``shuffle_seed``, in a new permutation per pass drawn from ``default_rng(shuffle_seed)``."""
-    opt = orjson.OPT_SERIALIZE_NUMPY
-    n = X.shape[0]
-    rng = np.random.default_rng(shuffle_seed) if shuffle_seed is not None else None
-    X_all, y_all = X, y
-    for _ in range(passes):
-        if rng is not None:
-            perm = rng.permutation(n)
-            X, y = X_all[perm], (None if y_all is None else y_all[perm])
-        for start in range(0, n, batch):
-            stop = min(start + batch, n)
-            part = X[start:stop]
-            if dense:
-                rows: Any = np.ascontiguousarray(part.toarray())
-            else:
-                rows = [
-                    dict(
-                        zip(
-                            map(str, part.indices[part.indptr[i] : part.indptr[i + 1]].tolist()),
-                            part.data[part.indptr[i] : part.indptr[i + 1]].tolist(),
-                        )
-                    )
-                    for i in range(stop - start)
-                ]
-            obj: dict[str, Any] = {"model": model, "X": rows}
-            if y is not None:
-                obj["y"] = y[start:stop]
-            yield stop - start, orjson.dumps(obj, option=opt)
+    """Yield ``(n_rows, body_bytes)`` for consecutive row slices of at most ``batch`` rows and
+    ``max_bytes`` bytes (default: :func:`~svmstream.app.cli.producer.max_bytes_from_env`): in
+    file order, or, with ``shuffle_seed``, in a new permutation per pass drawn from
+    ``default_rng(shuffle_seed)``."""
+    limit = ByteLimit(max_bytes if max_bytes is not None else max_bytes_from_env())
+    for piece in _pieces(model, X, y, batch, dense, passes, shuffle_seed, limit):
+        yield piece.rows, piece.body
+
+
+_JSON = {"content-type": "application/json"}
+_LIMIT_RE = re.compile(r"MAX_BODY_BYTES=(\d+)")
+
+
+def _lower_limit(response, piece: _Piece, limit: ByteLimit, out) -> bool:
+    """On a 413 answer: lower ``limit`` to the service's ``MAX_BODY_BYTES`` (named in its
+    message; half the body if it is not, e.g. a proxy's 413) and return True."""
+    if response.status_code != 413:
+        return False
+    found = _LIMIT_RE.search(response.text)
+    new = min(int(found.group(1)) if found else len(piece.body) // 2, len(piece.body) - 1)
+    if new < 1:
+        return False
+    limit.bytes = min(limit.bytes, new)
+    limit.refused += 1
+    print(
+        f"the service refused a {len(piece.body):,}-byte body (413): sending at most {limit.bytes:,} bytes "
+        "per request from now on",
+        file=out,
+    )
+    return True
+
+
+def _answers(client, path: str, piece: _Piece, response, limit: ByteLimit, out) -> list[tuple[_Piece, Any]]:
+    """``[(piece, answer)]`` of a response; a 413 is answered by sending the piece's rows
+    again in pieces under the lowered limit (the refused body was not applied)."""
+    if _lower_limit(response, piece, limit, out):
+        return [got for sub in piece.split() for got in _post(client, path, sub, limit, out)]
+    return [(piece, _check(response))]
+
+
+def _post(client, path: str, piece: _Piece, limit: ByteLimit, out) -> list[tuple[_Piece, Any]]:
+    return _answers(client, path, piece, client.post(path, content=piece.body, headers=_JSON), limit, out)
 
 
 def _differences(config: dict[str, Any], body: dict[str, Any]) -> list[str]:
@@ -157,18 +265,17 @@ def _flush(client, model: str, out) -> dict[str, Any]:
     return flushed
 
 
-def _score(client, model: str, test: str, d: int, batch: int, dense: bool, out) -> dict[str, Any]:
+def _score(
+    client, model: str, test: str, d: int, batch: int, dense: bool, out, limit: ByteLimit | None = None
+) -> dict[str, Any]:
     Xt, yt = _load(test, n_features=d)
+    limit = limit if limit is not None else ByteLimit(max_bytes_from_env())
     correct = 0
-    for start, (rows, body_bytes) in zip(
-        range(0, Xt.shape[0], batch), _bodies(model, Xt, None, batch, dense)
-    ):
-        pred = _check(
-            client.post("/predict", content=body_bytes, headers={"content-type": "application/json"})
-        )
-        truth = yt[start : start + rows]
-        got = np.asarray([float(v) if not isinstance(v, str) else np.nan for v in pred["labels"]])
-        correct += int(np.sum(got == truth))
+    for piece in _pieces(model, Xt, None, batch, dense, limit=limit):
+        for part, pred in _post(client, "/predict", piece, limit, out):
+            truth = yt[part.start : part.stop]
+            got = np.asarray([float(v) if not isinstance(v, str) else np.nan for v in pred["labels"]])
+            correct += int(np.sum(got == truth))
     print(
         f"test accuracy on {test}: {100 * correct / Xt.shape[0]:.2f}% ({correct:,}/{Xt.shape[0]:,})", file=out
     )
@@ -189,6 +296,7 @@ def run_replay(
     shuffle_seed: int | None = 0,
     token: str | None = None,
     replace: bool = False,
+    max_bytes: int | None = None,
 ) -> dict[str, Any]:
     """Replay a LIBSVM file into a running service; optionally score a test file.
 
@@ -196,13 +304,18 @@ def run_replay(
     a permutation per pass from ``numpy.random.default_rng(shuffle_seed)`` (file order with
     ``shuffle_seed=None``), one request in flight while the next body is built (a
     deterministic order); then ``POST /models/{model}/flush`` learns what is still pending.
-    ``token`` is sent as ``Authorization: Bearer``.
+    ``token`` is sent as ``Authorization: Bearer``.  ``fmt``: ``"dense"``, ``"sparse"`` or
+    ``"auto"`` (:func:`~svmstream.app.cli.producer.auto_format`).  A body is at most ``batch``
+    rows and ``max_bytes`` bytes (default ``SVMSTREAM_MAX_BODY_BYTES`` or 64 MiB; lowered to
+    the service's limit by a 413).
 
     Returns
     -------
     dict
-        ``examples``, ``seconds``, ``examples_per_s``, ``model`` (GET /models info), and
-        ``test_accuracy``/``test_examples`` when ``test`` is given.
+        ``examples``, ``seconds``, ``examples_per_s``, ``format``, ``requests``,
+        ``body_bytes`` (total), ``max_body_bytes`` (largest body sent), ``refused_bodies``
+        (413 answers, each followed by the same rows in smaller bodies), ``model`` (GET
+        /models info), and ``test_accuracy``/``test_examples`` when ``test`` is given.
 
     Raises
     ------
@@ -211,6 +324,9 @@ def run_replay(
     """
     if fmt == "xb":
         raise ReplayError("--format xb is for --redis only (HTTP bodies are JSON)")
+    if fmt not in ("auto", "dense", "sparse"):
+        raise ReplayError(f"unknown format {fmt!r}: auto, dense or sparse")
+    limit = ByteLimit(max_bytes if max_bytes is not None else max_bytes_from_env())
     hyper = {k: v for k, v in (hyper or {}).items() if v is not None}
     X, y = _load(file)
     with http_client(url, token) as client:
@@ -219,13 +335,13 @@ def run_replay(
         )
         print(f"sending {file} in {_order(shuffle_seed)}", file=out)
         n, d = X.shape
-        dense = fmt == "dense" or (fmt == "auto" and X.nnz >= 0.25 * n * d)
+        dense = (auto_format(X) if fmt == "auto" else fmt) == "dense"
         y_json = _labels_json(y)
 
         bar = _progress_bar(n * passes, "replay", progress, out)
         t0 = time.perf_counter()
-        sent, last = _send_in_order(
-            client, _bodies(model, X, y_json, batch, dense, passes, shuffle_seed), bar
+        sent, last, sizes = _send_in_order(
+            client, _pieces(model, X, y_json, batch, dense, passes, shuffle_seed, limit), bar, limit, out
         )
         bar.close()
         flushed = _flush(client, model, out)
@@ -240,6 +356,10 @@ def run_replay(
             "order": "file" if shuffle_seed is None else f"shuffled (seed {shuffle_seed})",
             "flushed": flushed["flushed"],
             "format": "dense" if dense else "sparse",
+            "requests": len(sizes),
+            "body_bytes": int(sum(sizes)),
+            "max_body_bytes": int(max(sizes, default=0)),
+            "refused_bodies": limit.refused,
             "seconds": seconds,
             "examples_per_s": sent / seconds if seconds > 0 else float("inf"),
             "model": info,
@@ -251,7 +371,7 @@ def run_replay(
             file=out,
         )
         if test:
-            result.update(_score(client, model, test, d, batch, dense, out))
+            result.update(_score(client, model, test, d, batch, dense, out, limit))
     return result
 
 
@@ -268,30 +388,36 @@ def _progress_bar(total: int, desc: str, progress: bool, out) -> tqdm:
     )
 
 
-def _send_in_order(client, bodies, bar) -> tuple[int, Any]:
-    """``POST /learn`` each ``(n_rows, body)`` in order, one request in flight while the next
-    body is built; returns the rows sent and the last answer."""
+def _send_in_order(client, pieces, bar, limit: ByteLimit, out) -> tuple[int, Any, list[int]]:
+    """``POST /learn`` each :class:`_Piece` in order, one request in flight while the next
+    body is built; returns the rows sent, the last answer and the size of each body sent."""
     sent = 0
     last = None
+    sizes: list[int] = []
+
+    def done(answers: list[tuple[_Piece, Any]]) -> None:
+        nonlocal sent, last
+        for part, answer in answers:
+            last = answer
+            sent += part.rows
+            sizes.append(len(part.body))
+            bar.update(part.rows)
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-send") as pool:
         pending = None
-        for rows, body_bytes in bodies:
+        for piece in pieces:
             # the next body is ready: wait for the request in flight, then send it
             if pending is not None:
-                k, fut = pending
-                last = _check(fut.result())
-                sent += k
-                bar.update(k)
-            fut = pool.submit(
-                client.post, "/learn", content=body_bytes, headers={"content-type": "application/json"}
-            )
-            pending = (rows, fut)
+                done(_answers(client, "/learn", pending[0], pending[1].result(), limit, out))
+                pending = None
+            if len(piece.body) > limit.bytes:  # built before a 413 lowered the limit
+                for sub in piece.split():
+                    done(_post(client, "/learn", sub, limit, out))
+                continue
+            pending = (piece, pool.submit(client.post, "/learn", content=piece.body, headers=_JSON))
         if pending is not None:
-            k, fut = pending
-            last = _check(fut.result())
-            sent += k
-            bar.update(k)
-    return sent, last
+            done(_answers(client, "/learn", pending[0], pending[1].result(), limit, out))
+    return sent, last, sizes
 
 
 def run_stream_replay(
@@ -311,9 +437,13 @@ def run_stream_replay(
     token: str | None = None,
     shuffle_seed: int | None = 0,
     replace: bool = False,
+    max_bytes: int | None = None,
 ) -> dict[str, Any]:
-    """Produce a LIBSVM file into a model's Redis stream: pipelined XADD, ``batch`` entries
-    per round trip, in a seeded permutation per pass (or file order with ``shuffle_seed=None``).
+    """Produce a LIBSVM file into a model's Redis stream: pipelined XADD, up to ``batch``
+    entries and ``max_bytes`` bytes (default ``SVMSTREAM_MAX_BODY_BYTES`` or 64 MiB) per round
+    trip, in a seeded permutation per pass (or file order with ``shuffle_seed=None``).
+    ``fmt``: ``"xb"``, ``"dense"``, ``"sparse"`` or ``"auto"``
+    (:func:`~svmstream.app.cli.producer.auto_format`: sparse for sparse or wide files, else xb).
 
     With ``url`` the model is first created/checked as in :func:`run_replay`; with ``wait``
     (needs ``url``) the call returns once the service's consumer has applied the whole
@@ -323,11 +453,16 @@ def run_stream_replay(
     Returns
     -------
     dict
-        ``examples``, ``seconds``, ``examples_per_s`` (production), ``first_id``/``last_id``,
-        and, with ``wait``, ``applied_seconds`` and the model info.
+        ``examples``, ``seconds``, ``examples_per_s`` (production), ``format``,
+        ``bytes_per_entry`` (mean of an entry's fields and values), ``max_entry_bytes``,
+        ``round_trips``, ``max_round_trip_bytes``, ``first_id``/``last_id``, and, with
+        ``wait``, ``applied_seconds`` and the model info.
 
     Raises ReplayError on a service error; redis-py errors propagate.
     """
+    if fmt not in ("auto", "xb", "dense", "sparse"):
+        raise ReplayError(f"unknown format {fmt!r}: auto, xb, dense or sparse")
+    max_bytes = max_bytes if max_bytes is not None else max_bytes_from_env()
     hyper = {k: v for k, v in (hyper or {}).items() if v is not None}
     X, y = _load(file)
     client = None
@@ -339,14 +474,19 @@ def run_stream_replay(
         raise ReplayError("--wait and --test need --url (the service to follow)")
     n, d = X.shape
     if fmt == "auto":
-        fmt = "xb" if X.nnz >= 0.25 * n * d else "sparse"
+        fmt = auto_format(X, redis=True)
     key = stream_key.format(model=model)
     print(f"producing {file} in {_order(shuffle_seed)}", file=out)
     r = redis.Redis.from_url(redis_url)
     bar = _progress_bar(n * passes, f"XADD {key}", progress, out)
+    stats = ProduceStats()
     t0 = time.perf_counter()
     try:
-        first_id, last_id, sent = produce(r, key, X, y, fmt, batch, passes, shuffle_seed, bar.update)
+        first_id, last_id, sent = produce(
+            r, key, X, y, fmt, batch, passes, shuffle_seed, bar.update, max_bytes, stats
+        )
+    except RowTooLarge as exc:
+        raise ReplayError(str(exc)) from None
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
@@ -359,23 +499,41 @@ def run_stream_replay(
         "batch": batch,
         "seconds": seconds,
         "examples_per_s": sent / seconds if seconds > 0 else float("inf"),
+        "bytes_per_entry": stats.entry_bytes / stats.entries if stats.entries else 0.0,
+        "max_entry_bytes": stats.max_entry_bytes,
+        "round_trips": stats.round_trips,
+        "max_round_trip_bytes": stats.max_payload_bytes,
         "first_id": first_id.decode() if first_id else None,
         "last_id": last_id.decode() if last_id else None,
     }
     print(
-        f"produced {sent:,} entries into {key} in {seconds:.2f} s: {result['examples_per_s']:,.0f} entries/s",
+        f"produced {sent:,} {fmt} entries into {key} in {seconds:.2f} s: {result['examples_per_s']:,.0f} "
+        f"entries/s, {result['bytes_per_entry']:,.0f} bytes per entry",
         file=out,
     )
     if client is not None:
         try:
-            result.update(_follow(client, model, info, result["last_id"], t0, wait, test, d, batch, fmt, out))
+            result.update(
+                _follow(client, model, info, result["last_id"], t0, wait, test, d, batch, fmt, out, max_bytes)
+            )
         finally:
             client.close()
     return result
 
 
 def _follow(
-    client, model: str, info, last_id, t0: float, wait: bool, test, d: int, batch: int, fmt: str, out
+    client,
+    model: str,
+    info,
+    last_id,
+    t0: float,
+    wait: bool,
+    test,
+    d: int,
+    batch: int,
+    fmt: str,
+    out,
+    max_bytes: int | None = None,
 ):
     """With ``wait`` (or ``test``): wait until the service applied ``last_id``; with ``test``:
     score it; returns ``applied_seconds`` (when waited), test figures and the ``model`` info."""
@@ -391,7 +549,8 @@ def _follow(
         result["flushed"] = _flush(client, model, out)["flushed"]
         info = _check(client.get(f"/models/{model}"))
     if test:
-        result.update(_score(client, model, test, d, batch, fmt != "sparse", out))
+        limit = ByteLimit(max_bytes if max_bytes is not None else max_bytes_from_env())
+        result.update(_score(client, model, test, d, batch, fmt != "sparse", out, limit))
     result["model"] = info
     return result
 
@@ -417,6 +576,7 @@ def replay(args: argparse.Namespace) -> int:
     hyper = {k: getattr(args, k) for k in HYPER_ARGS}
     token = api_token(args.token)
     seed = None if args.file_order else args.shuffle_seed
+    max_bytes = getattr(args, "max_body_bytes", None)  # a --max-body-bytes option, where the parser has one
     try:
         if args.redis_url:
             result = run_stream_replay(
@@ -435,6 +595,7 @@ def replay(args: argparse.Namespace) -> int:
                 token=token,
                 shuffle_seed=seed,
                 replace=args.replace,
+                max_bytes=max_bytes,
             )
         else:
             result = run_replay(
@@ -450,6 +611,7 @@ def replay(args: argparse.Namespace) -> int:
                 shuffle_seed=seed,
                 token=token,
                 replace=args.replace,
+                max_bytes=max_bytes,
             )
     except ReplayError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -31,7 +31,17 @@ RowLocator = Callable[[int], "tuple[str, int | None]"]
 """``i -> (field, index)`` naming row ``i`` in messages: ``("X[3]", 3)`` for a request row,
 ``("x", None)`` for the single row of a stream entry."""
 
-DENSIFY_MAX_FEATURES = 1024
+# The densify rule (should_densify), measured: partial_fit on 8,000 rows in batches of 1,000, a sparse
+# batch densified at ingest (toarray included) vs handed over as CSR, random CSR data at 5% and 20%
+# non-zeros, warm-up window and shuffle buffer off, best of 3:
+#   d                    128         256         512         1,024       reuters (8,315)
+#   RBF, B = 100, 500    1.04-1.08x  0.98-1.10x  0.98-1.06x  0.96-1.09x  0.81-0.87x
+#   linear               1.15-1.21x  1.03-1.09x  0.90-0.93x  0.68-0.73x  0.11x
+# (speed of the densified batch over the CSR one).  Densifying pays for both kernels up to d = 256
+# (a9a, d = 123: RBF B = 100 1.2x, linear 1.25x), is a wash for RBF above and a loss for linear
+# models, whose CSR path is O(nnz) per step.  So: dense for d <= 256, CSR above -- and never more
+# than 4M elements (32 MB) per densified batch, whatever d.
+DENSIFY_MAX_FEATURES = 256
 DENSIFY_MAX_ELEMENTS = 1 << 22
 
 
@@ -308,16 +318,18 @@ def fit_width(X, d: int, whose: str):
 
 
 def should_densify(n: int, d: int) -> bool:
-    """The densify rule: ``d <= 1024`` and ``n * d <= 4M`` elements (32 MB)."""
+    """The densify rule for a sparse batch of ``n`` rows of a model of dimension ``d``:
+    ``d <= 256`` and ``n * d <= 4M`` elements (32 MB); see the measurements above
+    :data:`DENSIFY_MAX_FEATURES`.  Shared by HTTP batches (:func:`conform`) and stream
+    batches (:func:`svmstream.app.ingest.stream_entries.parse_stream_entries`)."""
     return d <= DENSIFY_MAX_FEATURES and n * d <= DENSIFY_MAX_ELEMENTS
 
 
 def densify_if_small(X):
     """A sparse batch of a low-dimensional model as a dense C-contiguous float64 array.
 
-    Done when :func:`should_densify` (the solver's dense path is faster there; a9a,
-    d=123: about 1.5x).  Wider sparse batches are handed over as CSR, which the budgeted
-    solvers densify chunk by chunk (their kernels work on dense rows).
+    Done when :func:`should_densify` (the solvers' dense path is faster there: a9a, d = 123,
+    1.2x).  Wider sparse batches are handed over as CSR, all the way to the solver.
     """
     if sp.issparse(X) and should_densify(X.shape[0], X.shape[1]):
         return np.ascontiguousarray(X.toarray(), dtype=np.float64)

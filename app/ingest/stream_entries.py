@@ -21,8 +21,11 @@ high-rate stream).
 
 Labels repeat, so each distinct raw ``y`` is parsed once per batch.  Rows of one kind are
 converted together (one ``np.asarray`` for the JSON lists, one buffer for the float32
-bytes); the good entries come back as one dense matrix, or as a CSR matrix when sparse
-entries make the batch wide (:func:`svmstream.app.ingest.features.should_densify`).
+bytes, one :func:`~svmstream.app.ingest.features.sparse_parts` call for all the sparse
+objects -- entry by entry only when one of them is bad, to find it); the good entries come
+back as one dense matrix, or as a CSR matrix when sparse entries make the batch wide
+(:func:`svmstream.app.ingest.features.should_densify`: never for d > 256 or more than 4M
+elements, so a wide sparse stream reaches the solver as CSR).
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from svmstream.app.ingest.features import (
     number_error,
     numeric_matrix,
     should_densify,
-    sparse_row,
+    sparse_parts,
     wrong_width,
 )
 from svmstream.app.ingest.labels import LabelCodec, NewLabels, parse_stream_label
@@ -164,6 +167,33 @@ _UNSEEN = object()
 
 
 @dataclass
+class _SparseBlock:
+    """The sparse entries of a batch as CSR parts: row ``k`` is the entry at ``pos[k]``
+    (rows of entries rejected later stay in the block; their kind says so)."""
+
+    pos: np.ndarray  # (k,) entry positions, increasing
+    indices: np.ndarray  # int64, in each entry's key order
+    data: np.ndarray  # float64
+    indptr: np.ndarray  # (k + 1,) int64
+    last: np.ndarray  # (k,) largest index of each row, -1 for an empty row
+
+    @classmethod
+    def of(cls, pos: np.ndarray, indices: np.ndarray, data: np.ndarray, indptr: np.ndarray) -> _SparseBlock:
+        last = np.full(pos.size, -1, dtype=np.int64)
+        nonempty = np.diff(indptr) > 0
+        if indices.size:  # a segment runs on over the empty rows after it: they add nothing
+            last[nonempty] = np.maximum.reduceat(indices, indptr[:-1][nonempty])
+        return cls(pos, indices, data, indptr, last)
+
+    def rows(self, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """CSR parts ``(data, indices, indptr)`` of the rows where ``keep`` (bool, (k,)) holds."""
+        counts = np.diff(self.indptr)
+        nnz = np.repeat(keep, counts)
+        indptr = np.concatenate(([0], np.cumsum(counts[keep]))).astype(np.int64)
+        return self.data[nnz], self.indices[nnz], indptr
+
+
+@dataclass
 class _Entries:
     """The entries of one batch while they are validated (positions are entry indices)."""
 
@@ -175,6 +205,7 @@ class _Entries:
     rows: list[Any] = field(default_factory=list)
     labels: list[Any] = field(default_factory=list)
     rejected: dict[int, str] = field(default_factory=dict)
+    sparse_bools: bool = False  # a sparse entry's raw JSON may hold true/false (values to check)
 
     def read(self, entries: Sequence[Any]) -> None:
         """Per entry: envelope, label, feature kind and width (the one per-entry loop)."""
@@ -213,7 +244,9 @@ class _Entries:
                 else:
                     value = decode_json(x_raw, "x")
                     kind = _json_kind(value)
-                    if kind == _DENSE:
+                    if kind == _SPARSE:
+                        self.sparse_bools = self.sparse_bools or may_contain_bools(x_raw)
+                    elif kind == _DENSE:
                         if d is None:
                             d = len(value)
                         elif len(value) != d:
@@ -271,32 +304,52 @@ class _Entries:
         for r, j in nonfinite_cells(arr):
             self.reject(pos[r], f"{name}[{j}]: {float(arr[r, j])!r} is not a finite number")
 
-    def sparse_rows(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-        """``{position: (sorted indices, values)}`` of the sparse entries that pass the checks."""
-        out = {}
-        d = self.d
+    def sparse_block(self) -> _SparseBlock:
+        """The sparse entries as one :class:`_SparseBlock`; entries with a bad key or value,
+        or an index out of range, are rejected (with the message of the HTTP checks).
+
+        All of them are read by one :func:`sparse_parts` call (one ``int`` per key, one
+        array of values); only if that finds an error are they read again one by one, to
+        reject exactly the bad entries.
+        """
+        pos = np.flatnonzero(self.kinds == _SPARSE)
+        rows = self.rows
+        try:
+            indices, data, indptr = sparse_parts([rows[i] for i in pos], _entry_row, self.sparse_bools)
+        except InvalidInput:
+            parts = []
+            for i in pos:
+                try:
+                    parts.append(sparse_parts((rows[i],), _entry_row)[:2])
+                except InvalidInput as exc:
+                    self.reject(i, exc.message)
+                    parts.append((np.empty(0, dtype=np.int64), np.empty(0)))
+            counts = [ix.size for ix, _ in parts]
+            indptr = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))
+            indices = np.concatenate([ix for ix, _ in parts]) if parts else np.empty(0, dtype=np.int64)
+            data = np.concatenate([v for _, v in parts]) if parts else np.empty(0)
+        block = _SparseBlock.of(pos, indices, data, indptr)
         # without dense entries in the batch, a model whose d is not fixed grows up to grow_to
         grows = self.grow_to is not None and not np.any((self.kinds == _DENSE) | (self.kinds == _FLOAT32))
-        for i in np.flatnonzero(self.kinds == _SPARSE):
-            try:
-                ix, val = sparse_row(self.rows[i], _entry_row)
-                if grows and ix.size and int(ix[-1]) >= self.grow_to:
-                    raise InvalidInput(
-                        f"x: feature index {int(ix[-1])} is out of range: the model may grow to at most "
-                        f"{self.grow_to} features (max_features, max_model_bytes)",
-                        field="x",
+        bound = self.grow_to if grows else self.d
+        if bound is not None:
+            for k in np.flatnonzero(block.last >= bound):
+                i, top = int(pos[k]), int(block.last[k])
+                if self.kinds[i] != _SPARSE:
+                    continue
+                if grows:
+                    self.reject(
+                        i,
+                        f"x: feature index {top} is out of range: the model may grow to at most {bound} "
+                        "features (max_features, max_model_bytes)",
                     )
-                if not grows and d is not None and ix.size and int(ix[-1]) >= d:
-                    raise InvalidInput(
-                        f"x: feature index {int(ix[-1])} is out of range: the model expects {d} "
-                        f"features (indices 0..{d - 1})",
-                        field="x",
+                else:
+                    self.reject(
+                        i,
+                        f"x: feature index {top} is out of range: the model expects {bound} features "
+                        f"(indices 0..{bound - 1})",
                     )
-            except InvalidInput as exc:
-                self.reject(i, exc.message)
-                continue
-            out[int(i)] = (ix, val)
-        return out
+        return block
 
     def encode_labels(self, codec: LabelCodec) -> tuple[np.ndarray | None, NewLabels | None]:
         """Class indices of the entries still good (unknown labels reject their entry), and
@@ -313,7 +366,7 @@ class _Entries:
         return idx[keep], new
 
 
-def _dense_batch(entries: _Entries, good: np.ndarray, d: int, parts: list, sparse: dict) -> np.ndarray:
+def _dense_batch(entries: _Entries, good: np.ndarray, d: int, parts: list, block: _SparseBlock) -> np.ndarray:
     """The good entries as one dense (g, d) float64 matrix."""
     kinds = entries.kinds
     row_of = np.full(entries.n, -1, dtype=np.int64)
@@ -324,34 +377,34 @@ def _dense_batch(entries: _Entries, good: np.ndarray, d: int, parts: list, spars
             continue
         sel = kinds[pos] == kind
         X[row_of[pos[sel]]] = arr[sel]
-    for i, (ix, val) in sparse.items():
-        if kinds[i] == _SPARSE:
-            r = row_of[i]
-            X[r] = 0.0
-            X[r, ix] = val
+    keep = kinds[block.pos] == _SPARSE
+    if keep.any():
+        data, indices, indptr = block.rows(keep)
+        rows = row_of[block.pos[keep]]
+        X[rows] = 0.0
+        X[np.repeat(rows, np.diff(indptr)), indices] = data
     return X
 
 
-def _csr_batch(entries: _Entries, good: np.ndarray, d: int, parts: list, sparse: dict) -> sp.csr_matrix:
-    """The good entries as one (g, d) CSR matrix (a wide batch with sparse entries)."""
-    dense_rows = {int(i): r.astype(np.float64, copy=False) for _, pos, arr in parts for i, r in zip(pos, arr)}
-    indptr = [0]
-    all_idx: list[np.ndarray] = []
-    all_val: list[np.ndarray] = []
-    for i in good.tolist():
-        if entries.kinds[i] == _SPARSE:
-            ix, val = sparse[i]
-        else:
-            row = dense_rows[i]
-            ix = np.flatnonzero(row)
-            val = row[ix]
-        all_idx.append(ix)
-        all_val.append(val)
-        indptr.append(indptr[-1] + ix.size)
-    return sp.csr_matrix(
-        (np.concatenate(all_val), np.concatenate(all_idx), np.asarray(indptr, dtype=np.int64)),
-        shape=(good.size, d),
-    )
+def _csr_batch(
+    entries: _Entries, good: np.ndarray, d: int, parts: list, block: _SparseBlock
+) -> sp.csr_matrix:
+    """The good entries as one (g, d) CSR matrix with sorted indices (a wide batch with
+    sparse entries): the sparse rows as they came, dense rows (if any) made sparse."""
+    kinds = entries.kinds
+    keep = kinds[block.pos] == _SPARSE
+    data, indices, indptr = block.rows(keep)
+    X = sp.csr_matrix((data, indices, indptr), shape=(int(keep.sum()), d))
+    if X.shape[0] != good.size:  # dense entries too: stack the kinds, then put rows in entry order
+        pieces, where = [X], [block.pos[keep]]
+        for kind, pos, arr in parts:
+            sel = kinds[pos] == kind if pos.size else np.zeros(0, dtype=bool)
+            if sel.any():
+                pieces.append(sp.csr_matrix(arr[sel].astype(np.float64, copy=False)))
+                where.append(pos[sel])
+        X = sp.vstack(pieces, format="csr")[np.argsort(np.concatenate(where), kind="stable")]
+    X.sort_indices()
+    return X
 
 
 def parse_stream_entries(
@@ -394,7 +447,7 @@ def parse_stream_entries(
     ):
         table.reject_nonfinite(pos, arr, name)
         parts.append((kind, pos, arr))
-    sparse = table.sparse_rows()
+    block = table.sparse_block()
     y, new = table.encode_labels(codec)
     good = np.flatnonzero(table.kinds > 0).astype(np.int64)
     rejected = sorted(table.rejected.items())
@@ -403,8 +456,10 @@ def parse_stream_entries(
     d = table.d
     all_sparse = bool(np.all(table.kinds[good] == _SPARSE))
     if d is None or (all_sparse and grow_to is not None):  # all-sparse: the largest index fixes the width
-        widest = max((int(sparse[i][0][-1]) + 1 for i in good.tolist() if sparse[i][0].size), default=1)
+        good_sparse = table.kinds[block.pos] == _SPARSE
+        widest = int(block.last[good_sparse].max(initial=0)) + 1
         d = max(d or 1, widest)
-    if not sparse or should_densify(good.size, d):
-        return EntryBatch(_dense_batch(table, good, d, parts, sparse), y, good, rejected, all_sparse, new)
-    return EntryBatch(_csr_batch(table, good, d, parts, sparse), y, good, rejected, all_sparse, new)
+    # Densify or not: see should_densify (narrow batches go dense, wide ones stay CSR)
+    if not np.any(table.kinds[block.pos] == _SPARSE) or should_densify(good.size, d):
+        return EntryBatch(_dense_batch(table, good, d, parts, block), y, good, rejected, all_sparse, new)
+    return EntryBatch(_csr_batch(table, good, d, parts, block), y, good, rejected, all_sparse, new)
