@@ -42,6 +42,7 @@ class Settings(BaseSettings):
     default_model: str = "default"
     create_default_model: bool = True
     default_algorithm: str = "bsgd"
+    default_kernel: Literal["rbf", "linear"] = "rbf"
     default_budget: int = Field(500, ge=1)
     default_gamma: float | Literal["scale"] = "scale"
     default_c: float | None = Field(1.0, gt=0)
@@ -163,6 +164,7 @@ class Settings(BaseSettings):
         """Hyperparameters for models created without explicit values (JSON names)."""
         return {
             "algorithm": self.default_algorithm,
+            "kernel": self.default_kernel,
             "budget": self.default_budget,
             "gamma": self.default_gamma,
             "C": self.default_c,

@@ -24,6 +24,7 @@ def test_config_literals_equal_the_solver_option_sets():
     assert _literal(config.Schedule) == set(solvers.SCHEDULES)
     assert _literal(config.Scaling) == set(solvers.SCALINGS)
     assert _literal(config.OnDrift) == set(solvers.ON_DRIFT)
+    assert _literal(config.Kernel) == set(solvers.KERNELS_ONLINE)
 
 
 def test_config_on_drift_default_equals_the_estimators():
@@ -32,7 +33,7 @@ def test_config_on_drift_default_equals_the_estimators():
 
 
 def test_config_bounds_and_defaults_equal_the_solvers():
-    from svmstream.solvers._params import REFERENCE_N
+    from svmstream.solvers._params import REFERENCE_N, REFERENCE_N_LINEAR
 
     assert (config.C_MAX, config.LAMBDA_MIN) == (solvers.C_MAX, solvers.LAMBDA_MIN)
     assert (config.DEFAULT_WARMUP, config.DEFAULT_SHUFFLE_BUFFER) == (
@@ -40,3 +41,5 @@ def test_config_bounds_and_defaults_equal_the_solvers():
         solvers.DEFAULT_SHUFFLE_BUFFER,
     )
     assert config.REFERENCE_N == REFERENCE_N
+    assert config.REFERENCE_N_LINEAR == REFERENCE_N_LINEAR
+    assert config.ModelConfig().kernel == solvers.BudgetedSGDClassifier().kernel == "rbf"

@@ -19,6 +19,7 @@ from svmstream.app.models.config import (
     MAX_CLASSES_LIMIT,
     Algorithm,
     Gamma,
+    Kernel,
     Label,
     Maintenance,
     MergeSolver,
@@ -35,6 +36,7 @@ class ModelCreate(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
     algorithm: Algorithm | None = None
+    kernel: Kernel | None = None
     budget: int | None = Field(None, ge=1)
     gamma: Gamma | None = None
     C: float | None = Field(None, gt=0, le=C_MAX)

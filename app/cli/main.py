@@ -29,6 +29,7 @@ from svmstream.app.cli.client import DEFAULT_URL, api_token, auth_headers
 from svmstream.app.models.config import (
     BATCH_ALGORITHMS,
     Algorithm,
+    Kernel,
     Maintenance,
     MergeSolver,
     OnDrift,
@@ -38,6 +39,7 @@ from svmstream.app.models.config import (
 
 HYPER_ARGS = (
     "algorithm",
+    "kernel",
     "budget",
     "gamma",
     "C",
@@ -69,6 +71,12 @@ def _add_hyper(parser: argparse.ArgumentParser, what: str) -> None:
         "--algorithm",
         choices=get_args(Algorithm),
         help="bsgd (budgeted SGD) or bsca (budgeted coordinate ascent)",
+    )
+    g.add_argument(
+        "--kernel",
+        choices=get_args(Kernel),
+        help="bsgd: rbf (budgeted kernel SVM, the default) or linear (weight matrix; budget and gamma "
+        "do not apply)",
     )
     g.add_argument("--budget", type=int, help="maximum number of support vectors B")
     g.add_argument(
@@ -212,7 +220,15 @@ def add_replay_parser(sub) -> argparse.ArgumentParser:
         choices=("auto", "dense", "sparse", "xb"),
         default="auto",
         help="rows as dense lists, sparse maps, or (--redis only) float32 bytes 'xb' "
-        "(auto: dense (HTTP) / xb (Redis) if >= 25%% non-zeros, else sparse)",
+        "(auto: sparse below 15%% non-zeros, or below 40%% when d > 16,384; else dense (HTTP) / xb "
+        "(Redis); docs/service.md 'Row formats of replay')",
+    )
+    replay.add_argument(
+        "--max-body-bytes",
+        dest="max_body_bytes",
+        type=int,
+        help="largest request body / XADD round trip to send (default: SVMSTREAM_MAX_BODY_BYTES or "
+        "64 MiB; a 413 from the service lowers it)",
     )
     replay.add_argument("--no-progress", action="store_true", help="no progress bar")
     replay.add_argument(

@@ -35,6 +35,7 @@ _HYPER_SETTINGS = (
     ("random_state", "default_random_state"),
     ("n_features", "default_n_features"),
     ("algorithm", "default_algorithm"),
+    ("kernel", "default_kernel"),
     ("maintenance", "default_maintenance"),
     ("merge_solver", "default_merge_solver"),
     ("schedule", "default_schedule"),

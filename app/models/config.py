@@ -6,8 +6,8 @@ and the CLI; it imports nothing from the service, nor the solvers (importing
 :mod:`svmstream.solvers` compiles-or-loads numba kernels, about a second: ``svmstream
 healthcheck`` reads this module and must start fast).  The option sets below spell out
 those of :mod:`svmstream.solvers` (``ONLINE_ALGORITHMS``, ``BATCH_ALGORITHMS``,
-``MAINTENANCE``, ``MERGE_SOLVERS``, ``SCHEDULES``, ``SCALINGS``, ``C_MAX``, ``LAMBDA_MIN``,
-``DEFAULT_WARMUP``, ``DEFAULT_SHUFFLE_BUFFER``) and must stay equal to them
+``MAINTENANCE``, ``MERGE_SOLVERS``, ``SCHEDULES``, ``SCALINGS``, ``KERNELS_ONLINE``, ``C_MAX``,
+``LAMBDA_MIN``, ``REFERENCE_N``, ``REFERENCE_N_LINEAR``, ``DEFAULT_WARMUP``, ``DEFAULT_SHUFFLE_BUFFER``) and must stay equal to them
 (``tests/test_option_sets.py``).
 """
 
@@ -54,12 +54,17 @@ Scaling = Literal["auto", "standard", "maxabs", "none"]
 """Feature scaling frozen from the warm-up window; ``auto`` is max-abs (``docs/defaults.md``)."""
 Gamma = Annotated[float, Field(gt=0)] | Literal["scale"]
 """RBF width: a positive number, or ``"scale"``: 1 / (d · Var) of the scaled warm-up window."""
+Kernel = Literal["rbf", "linear"]
+"""``bsgd`` only: the budgeted Gaussian-kernel SVM, or a linear SVM with an explicit weight
+matrix (Pegasos; no support vectors: ``budget`` and ``gamma`` do not apply; ``docs/defaults.md``)."""
 
 #: The largest C and the smallest lambda the solvers accept (the step 1/(lambda t) overflows beyond).
 C_MAX = 1e10
 LAMBDA_MIN = 1e-12
 #: n in lambda = 1/(C n) for a stream of unknown length (no n_samples): C = 1 gives 1/30,000 ≈ 3.3e-5.
 REFERENCE_N = 30_000
+#: The same n for kernel="linear": C = 1 gives lambda = 2e-4.
+REFERENCE_N_LINEAR = 5_000
 #: The solvers' defaults of the streaming preprocessing.
 DEFAULT_WARMUP = 1000
 DEFAULT_SHUFFLE_BUFFER = 20_000
@@ -111,7 +116,8 @@ class ModelConfig(BaseModel):
 
     JSON uses the key ``"lambda"`` for :attr:`lambda_`.  The regularisation is
     ``lambda`` when given, else ``1 / (C * n)`` with ``n = n_samples`` when given, else
-    ``n = 30,000`` (a stream of unknown length; C = 1 gives λ ≈ 3.3e-5) -- never a batch size.
+    ``n = 30,000`` (a stream of unknown length; C = 1 gives λ ≈ 3.3e-5; ``kernel="linear"``:
+    n = 5,000, λ = 2e-4) -- never a batch size.
     Online models warm up on their first ``warmup`` examples (scaling and ``gamma="scale"``
     are fixed from them), then learn through a shuffle buffer and a run guard
     (``docs/defaults.md``).
@@ -120,6 +126,11 @@ class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False, frozen=True)
 
     algorithm: Algorithm | BatchAlgorithm = "bsgd"
+    kernel: Kernel = Field(
+        "rbf",
+        description='bsgd: "rbf" (budgeted Gaussian-kernel SVM) or "linear" (weight matrix, no support '
+        "vectors; budget and gamma do not apply; lambda = 1/(C 5,000) by default)",
+    )
     budget: int = Field(500, ge=1, description="maximum number of support vectors B")
     gamma: Gamma = Field(
         "scale",
@@ -131,7 +142,9 @@ class ModelConfig(BaseModel):
         None, alias="lambda", ge=LAMBDA_MIN, description="regularisation lambda (overrides C)"
     )
     n_samples: int | None = Field(
-        None, ge=1, description="n in lambda = 1/(C n); default: 30,000 (lambda = 3.3e-5 for C = 1)"
+        None,
+        ge=1,
+        description="n in lambda = 1/(C n); default: 30,000 (lambda = 3.3e-5 for C = 1; linear: 5,000, 2e-4)",
     )
     n_features: int | None = Field(
         None, ge=1, description="input dimension d; default: fixed by the first accepted batch"
@@ -195,6 +208,11 @@ class ModelConfig(BaseModel):
         if self.C is None and self.lambda_ is None:
             raise ValueError("give either C or lambda")
         return self
+
+    @property
+    def reference_n(self) -> int:
+        """n in lambda = 1/(C n) when ``n_samples`` is not given (depends on ``kernel``)."""
+        return REFERENCE_N_LINEAR if self.kernel == "linear" else REFERENCE_N
 
     @property
     def learns_classes(self) -> bool:

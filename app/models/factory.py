@@ -27,14 +27,14 @@ def make_estimator(config: ModelConfig):
     ``algorithm="bsgd"`` builds :class:`svmstream.solvers.BudgetedSGDClassifier`,
     ``"bsca"`` :class:`svmstream.solvers.BudgetedSCAClassifier` (streaming mode through
     ``partial_fit``; the BSGD-only fields ``schedule``, ``eta``, ``radius``,
-    ``fit_intercept`` are not passed).  The estimator always sees the labels as class
+    ``fit_intercept`` and ``kernel`` are not passed).  The estimator always sees the labels as class
     indices ``0..K-1``; the service maps them to the model's JSON labels
     (:class:`svmstream.app.ingest.labels.LabelCodec`).
 
     Raises
     ------
     ValueError
-        On an unknown algorithm.
+        On an unknown algorithm, or ``kernel="linear"`` with ``algorithm="bsca"``.
     """
     common = dict(
         budget=config.budget,
@@ -58,8 +58,14 @@ def make_estimator(config: ModelConfig):
             eta=config.eta,
             radius=config.radius,
             fit_intercept=config.fit_intercept,
+            kernel=config.kernel,
         )
     if config.algorithm == "bsca":
+        if config.kernel != "rbf":
+            raise ValueError(
+                f"kernel={config.kernel!r} is available for algorithm 'bsgd' only; 'bsca' learns "
+                "budgeted RBF models (use algorithm 'bsgd' for a linear model)"
+            )
         return BudgetedSCAClassifier(**common)
     raise ValueError(f"unknown algorithm {config.algorithm!r}")  # pragma: no cover
 

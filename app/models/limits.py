@@ -5,7 +5,9 @@ is declared) and when a batch fixes or widens the model's dimension (the first `
 batch or stream read, a sparse row with a larger index).  Limits are the settings
 ``max_budget``, ``max_features`` and ``max_model_bytes`` (``docs/defaults.md``); the size
 estimate is :func:`svmstream.solvers.model_bytes` (SVs (B + 1) x d x 8 bytes, the shuffle
-buffer of at most 64 MiB, the run guard's reservoirs, K^-1 for projection).
+buffer of at most 64 MiB, the run guard's reservoirs, K^-1 for projection; a linear model:
+its weights d x K x 8 bytes -- K = 1 binary, else the number of classes -- plus the buffer and
+guard, sparse rows counted at their bound twice for the arena's free half).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from svmstream.app.errors import InvalidInput
-from svmstream.app.models.config import BATCH_ALGORITHMS, LAMBDA_MIN, REFERENCE_N, ModelConfig
+from svmstream.app.models.config import BATCH_ALGORITHMS, LAMBDA_MIN, ModelConfig
 from svmstream.app.settings import MIB, Settings
 from svmstream.solvers import model_bytes
 
@@ -31,6 +33,7 @@ def estimate_bytes(config: ModelConfig, n_features: int, n_classes: int | None =
         config.run_guard,
         max(2, n_classes),
         config.maintenance,
+        config.kernel,
     )
 
 
@@ -43,6 +46,13 @@ def size_message(config: ModelConfig, n_features: int, settings: Settings) -> st
     if n_features > settings.max_features:
         return f"{n_features} features exceed max_features = {settings.max_features}"
     size = estimate_bytes(config, n_features)
+    if size > settings.max_model_bytes and config.kernel == "linear":
+        k = 1 if config.classes is None or len(config.classes) == 2 else len(config.classes)
+        return (
+            f"a linear model of {n_features} features needs an estimated {_mb(size)} ({n_features} x {k} x 8 "
+            "bytes of weights, plus the shuffle buffer and run guard), over max_model_bytes = "
+            f"{settings.max_model_bytes / MIB:g} MiB"
+        )
     if size > settings.max_model_bytes:
         return (
             f"a model of {n_features} features with budget {config.budget} needs an estimated "
@@ -57,7 +67,7 @@ def check_config_limits(config: ModelConfig, settings: Settings) -> None:
     if config.algorithm in BATCH_ALGORITHMS:
         return
     if config.lambda_ is None and config.C is not None:
-        n = config.n_samples if config.n_samples is not None else REFERENCE_N
+        n = config.n_samples if config.n_samples is not None else config.reference_n
         lam = 1.0 / (config.C * n)
         if lam < LAMBDA_MIN:
             raise InvalidInput(

@@ -26,13 +26,17 @@ PROBE_ROWS = 4
 
 def check_finite(est, X=None) -> None:
     """Raise :class:`NumericalOverflow` if the estimator's last margins, coefficients,
-    intercept or decisions on the first rows of ``X`` are not finite (public attributes only)."""
+    intercept or decisions on the first rows of ``X`` are not finite (public attributes only;
+    a linear model has no support vectors: its decisions are probed once it has learned)."""
     parts = {
         "margins": getattr(est, "last_margins_", None),
         "dual coefficients": getattr(est, "dual_coef_", None),
         "intercept": getattr(est, "intercept_", None),
     }
-    if X is not None and not getattr(est, "warming_up_", False) and getattr(est, "n_support_vectors_", 0):
+    learned = getattr(est, "n_support_vectors_", 0) or (
+        getattr(est, "kernel", None) == "linear" and getattr(est, "t_", 0)
+    )
+    if X is not None and not getattr(est, "warming_up_", False) and learned:
         parts["decisions"] = est.decision_function(X[:PROBE_ROWS])
     for what, values in parts.items():
         if values is not None and not np.isfinite(np.asarray(values, dtype=np.float64)).all():

@@ -17,10 +17,13 @@ def warm_up() -> None:
     y = np.tile([0, 1], 4)
     for rows in (X, sp.csr_matrix(X)):
         # a small window and buffer: the window closes, rows pass the buffer and the guard
-        est = make_estimator(ModelConfig(budget=2, warmup=4, shuffle_buffer=2, random_state=0))
-        est.partial_fit(rows, y, classes=np.arange(2))
-        est.flush()
-        copy_estimator(est).decision_function(rows)
+        for kernel in ("rbf", "linear"):  # linear: dense rows, and sparse rows held sparse
+            est = make_estimator(
+                ModelConfig(budget=2, warmup=4, shuffle_buffer=2, random_state=0, kernel=kernel)
+            )
+            est.partial_fit(rows, y, classes=np.arange(2))
+            est.flush()
+            copy_estimator(est).decision_function(rows)
     # the lookup-table merge solvers build their (H, WD) tables once per process (~0.5 s):
     # do it now rather than in the first batch of a lookup-wd model; and BSCA's step
     for config in (ModelConfig(budget=2, merge_solver="lookup-wd"), ModelConfig(algorithm="bsca", budget=2)):

@@ -31,6 +31,7 @@ from .._params import (
 from ..calibration import MarginCalibrator
 from ..drift import DriftMonitor
 from ._decision import rbf_decision_batch
+from ._linear import linear_model_bytes
 from ._lookup import merge_tables
 from ._merging import N_DIAG
 from ._preprocessing import Preprocessor, buffer_capacity, guard_capacity
@@ -96,11 +97,16 @@ def resolve_lambda(lambda_, C, n_samples, n_rows=None):
     return lam
 
 
-def model_bytes(budget, n_features, shuffle_buffer=0, run_guard=False, n_classes=2, maintenance="merge"):
+def model_bytes(
+    budget, n_features, shuffle_buffer=0, run_guard=False, n_classes=2, maintenance="merge", kernel="rbf"
+):
     """Bytes of the dense arrays a budgeted model of this shape allocates (an estimate made
     before any allocation): the SV matrix (B + 1) · d · 8, the shuffle buffer (at most
     64 MiB of rows), the run guard's reservoirs (at most 16 MiB), and K⁻¹ for
-    ``maintenance="project"``.  The warm-up window (raw rows as received) is not counted."""
+    ``maintenance="project"``.  The warm-up window (raw rows as received) is not counted.
+    ``kernel="linear"``: :func:`._linear.linear_model_bytes` (no SVs: d · K · 8 of weights)."""
+    if kernel == "linear":
+        return linear_model_bytes(n_features, shuffle_buffer, run_guard, n_classes)
     d = max(1, int(n_features))
     cap = int(budget) + 1
     n_cols = 1 if n_classes == 2 else int(n_classes)
@@ -206,7 +212,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.n_features_in_ = int(n_features)
         self.lambda_eff_ = self._resolve_lambda(n_rows)
-        cap = int(self.budget) + 1
+        cap = self._sv_capacity()
         n_cols = 1 if classes.shape[0] == 2 else classes.shape[0]
         self._sv_t = np.zeros((self.n_features_in_, cap), dtype=np.float64)
         self._sv_sq = np.zeros(cap, dtype=np.float64)
@@ -225,6 +231,10 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self._new_monitors()
         self.last_margins_ = np.zeros((0,) if n_cols == 1 else (0, n_cols))
         self.last_y_ = self.classes_[:0]
+
+    def _sv_capacity(self):
+        """Columns of the SV matrix: B + 1 (a linear BSGD model has none)."""
+        return int(self.budget) + 1
 
     def _new_monitors(self):
         """A fresh probability calibrator (:class:`~svmstream.solvers.calibration.MarginCalibrator`)

@@ -16,22 +16,25 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._params import (
     DEFAULT_SHUFFLE_BUFFER,
     DEFAULT_WARMUP,
+    KERNELS_ONLINE,
     MAINTENANCE,
     MERGE_SOLVERS,
     REFERENCE_N,
+    REFERENCE_N_LINEAR,
     SAMPLINGS,
     SCHEDULES,
     check_choice,
     check_positive,
 )
 from ..persistence import register_estimator
-from ._base import DRIFT_RESET_T0, BudgetedKernelModel
+from ._base import DRIFT_RESET_T0, BudgetedKernelModel, resolve_lambda
 from ._bsca import bsca_steps
 from ._bsgd import bsgd_steps
 from ._decision import squared_model_norm
 from ._gss import GSS_STANDARD_EPS
-from ._preprocessing import Preprocessor
-from ._state import C_SCHED_SHIFT, C_STEPS, N_COUNTERS
+from ._linear import linear_decision, linear_steps_csr, linear_steps_dense, pack_weights, unpack_weights
+from ._preprocessing import Preprocessor, csr_arrays
+from ._state import C_SCHED_SHIFT, C_STEPS, N_COUNTERS, R_SCALE
 
 
 @register_estimator
@@ -595,6 +598,17 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         on a detection ``"reset_schedule"`` restarts the schedule at t0 = 30,000 (Pegasos:
         η = 1/(λ t0)), so the learner adapts fast while keeping its support vectors;
         ``"none"`` only counts detections (``drift_``).
+    kernel : {"rbf", "linear"}
+        ``"rbf"``: the budgeted Gaussian-kernel SVM above.  ``"linear"``: a linear SVM,
+        Pegasos with an explicit weight matrix W (d, K) — K = 1 binary, one column per class
+        by Crammer–Singer — with the same scale trick, schedules, optional bias, drift reset,
+        classes, calibration and persistence (:mod:`._linear`).  It has no support vectors:
+        ``budget``, ``maintenance``, ``merge_solver``, ``gss_eps``, ``compare_merge_solver``,
+        ``gamma`` (``gamma_`` is None) are ignored and ``n_support_vectors_`` is 0.  Sparse
+        rows stay sparse (O(nnz·K) per step, buffer and guard included); its defaults differ
+        where one pass over text needs it (measured, ``docs/defaults.md``): λ = 1/(C · 5,000)
+        for a stream (2e-4 for C = 1), and ``scaling="auto"`` is ``"none"`` when the window's
+        values are all within [−1, 1] (else max-abs).
 
     Attributes
     ----------
@@ -602,6 +616,8 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
     n_features_in_ : int
     lambda_eff_ : float — the λ in use
     support_vectors_ : (n_sv, d) float64; dual_coef_ : effective α; intercept_ : (K,)
+    coef_ : (1, d) or (n_classes, d) float64 — ``kernel="linear"`` only: the weights on the raw
+        features, so that ``decision_function(X) = X @ coef_.T + intercept_``
     n_support_vectors_, t_, n_seen_, n_merges_, n_violations_, n_maintenance_ : int
         ``t_`` counts learning steps, the run guard's replayed examples included
         (``n_replayed_``); ``n_seen_`` counts received examples (learned or pending)
@@ -655,6 +671,7 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
         run_guard=True,
         on_drift="reset_schedule",
+        kernel="rbf",
     ):
         self.budget = budget
         self.gamma = gamma
@@ -677,6 +694,7 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         self.shuffle_buffer = shuffle_buffer
         self.run_guard = run_guard
         self.on_drift = on_drift
+        self.kernel = kernel
 
     def check_params(self):
         """Validate the parameters; returns self.
@@ -690,7 +708,137 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         check_positive("eta", self.eta)
         check_positive("radius", self.radius, allow_none=True)
         check_choice("schedule", self.schedule, SCHEDULES)
+        check_choice("kernel", self.kernel, KERNELS_ONLINE)
         return self
+
+    # ------------------------------------------------------------------ kernel="linear"
+    # A linear model keeps the kernel model's state (counters, reals, bias, an SV matrix with
+    # no columns) and adds W (d, K); the methods below switch on ``kernel``.
+    def _linear(self):
+        return self.kernel == "linear"
+
+    def _sv_capacity(self):
+        return 0 if self._linear() else super()._sv_capacity()
+
+    def _resolve_lambda(self, n_rows):
+        if not self._linear():
+            return super()._resolve_lambda(n_rows)
+        n = n_rows if n_rows is not None else REFERENCE_N_LINEAR  # a stream: the linear reference n
+        return resolve_lambda(self.lambda_, self.C, self.n_samples, n)
+
+    def _init_state(self, n_features, classes, n_rows=None, streaming=True):
+        super()._init_state(n_features, classes, n_rows, streaming)
+        if self._linear():
+            self._W = np.zeros((self.n_features_in_, self._coef.shape[1]))
+            self._idx_buf = np.zeros(self.n_features_in_, dtype=np.int32)
+
+    def _new_preprocessor(self, streaming):
+        if not self._linear():
+            return super()._new_preprocessor(streaming)
+        return Preprocessor(
+            self.scaling,
+            self.gamma,
+            self.warmup,
+            self.shuffle_buffer if streaming else 0,
+            self.n_features_in_,
+            self.classes_.shape[0],
+            streaming and self.run_guard,
+            linear=True,
+        )
+
+    def _learn(self, X, labels, order):
+        """Linear models: one Pegasos step per row of ``X[order]`` (CSR rows stay sparse)."""
+        if not self._linear():
+            return super()._learn(X, labels, order)
+        n_cols = self._W.shape[1]
+        margins = np.empty((order.shape[0], n_cols), dtype=np.float64)
+        radius = self.radius if self.radius is not None else 1.0 / np.sqrt(self.lambda_eff_)
+        args = (
+            np.ascontiguousarray(labels, dtype=np.float64),
+            order,
+            self._W,
+            self._bias,
+            self._counters,
+            self._reals,
+            self.lambda_eff_,
+            float(self.eta),
+            float(radius),
+            SCHEDULES[self.schedule],
+            bool(self.fit_intercept),
+            margins,
+            self._f_buf,
+        )
+        if sp.issparse(X):
+            linear_steps_csr(*csr_arrays(X), *args)
+        else:
+            linear_steps_dense(np.ascontiguousarray(X, dtype=np.float64), *args, self._x_buf, self._idx_buf)
+        self.last_margins_ = margins[:, 0] if n_cols == 1 else margins
+        return self.last_margins_
+
+    def decision_function(self, X):
+        """f(x) (see :meth:`BudgetedKernelModel.decision_function`); linear models: w·x (+ b)."""
+        if not self._linear():
+            return super().decision_function(X)
+        check_is_fitted(self, "classes_")
+        X = self._pp_transform(self._validate_X(X, reset=False))
+        out = linear_decision(X, self._W, self._bias, self._reals[R_SCALE])
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    def _add_class_arrays(self):
+        k = self.classes_.shape[0]
+        super()._add_class_arrays()
+        if self._linear():  # binary w → (−w/2, w/2, 0), as the coefficients
+            W = np.zeros((self._W.shape[0], k + 1))
+            if k == 2:
+                W[:, 0], W[:, 1] = -0.5 * self._W[:, 0], 0.5 * self._W[:, 0]
+            else:
+                W[:, :k] = self._W
+            self._W = W
+
+    def _grow_arrays(self, d_new):
+        super()._grow_arrays(d_new)
+        if self._linear():
+            W = np.zeros((d_new, self._W.shape[1]))
+            W[: self._W.shape[0]] = self._W
+            self._W = W
+            self._idx_buf = np.zeros(d_new, dtype=np.int32)
+
+    @property
+    def coef_(self):
+        """``kernel="linear"``: the weights on the raw features, (1, d) binary or (n_classes, d):
+        w = scale · W times the frozen scaling factors (AttributeError for ``kernel="rbf"``)."""
+        if not self._linear():
+            raise AttributeError("coef_ exists for kernel='linear' only")
+        check_is_fitted(self, "classes_")
+        return (self._reals[R_SCALE] * self._W * self._pp.factor[:, None]).T.copy()
+
+    @property
+    def intercept_(self):
+        """The bias b (K,); linear models with ``scaling="standard"``: b − coef_ · offset."""
+        if not self._linear() or not self._pp.offset.any():
+            return super().intercept_
+        return self._bias - self.coef_ @ self._pp.offset
+
+    def statistics(self):
+        """:meth:`BudgetedKernelModel.statistics`; linear models: no support vectors, no budget
+        (``budget`` None, ``kernel``, ``n_weights`` = d · K)."""
+        out = super().statistics()
+        if self._linear():
+            out.update(kernel="linear", budget=None, n_weights=int(self._W.size))
+        return out
+
+    def get_state(self):
+        arrays, meta = super().get_state()
+        if self._linear():
+            arrays.update(pack_weights(self._W))
+        return arrays, meta
+
+    @classmethod
+    def from_state(cls, arrays, meta):
+        est = super().from_state(arrays, meta)
+        if est._linear():
+            est._W = unpack_weights(arrays, est._W.shape)
+        return est
 
     def _apply(self, X, labels, order, margins):
         h_table, wd_table = self._tables()
