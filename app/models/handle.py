@@ -8,13 +8,25 @@ Learning a batch (:meth:`ModelHandle.submit`): the dimension rules (dense rows a
 (:func:`svmstream.app.models.view.check_finite`; a non-finite model is rolled back:
 422 "numerical overflow"), the meters (prequential accuracy from ``last_margins_`` and
 ``last_y_``, rate, label runs), then a published copy.
+
+Publishing does not copy the model (issue 14): the view holds the estimator's
+``published_copy()`` — what predictions read, sharing what the learner never rewrites
+(``svmstream.solvers.budgeted._publish``).  So the learner keeps no full copy per batch for
+rollback either: a failed batch is undone by rebuilding the estimator from the last
+*checkpoint* (its full state, detached) and replaying the batches applied since (the
+*journal*; models are deterministic, so the replay gives the same estimator).  A checkpoint
+is taken at every snapshot (:meth:`ModelHandle.capture_state`, which snapshots use: the
+learner's state and the view of the same version, under the learner's lock) and whenever the
+journal holds more than :data:`JOURNAL_MAX_BYTES` of input.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -32,13 +44,46 @@ from svmstream.app.errors import (
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import LabelCodec, NewLabels
 from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
-from svmstream.app.models.factory import copy_estimator, make_estimator
+from svmstream.app.models.factory import copy_estimator, estimator_from_state, make_estimator
 from svmstream.app.models.limits import check_width, estimate_bytes, max_width
 from svmstream.app.models.meters import LabelRunMeter, PrequentialWindow, RateMeter, correct_predictions
 from svmstream.app.models.view import ModelView, check_finite, estimator_stats
 from svmstream.app.settings import Settings
 
 log = logging.getLogger("svmstream.registry")
+
+#: Input bytes (X and y) of the batches the rollback journal keeps before a checkpoint (a
+#: detached copy of the learner's full state) replaces them.
+JOURNAL_MAX_BYTES = 64 << 20
+#: Publications whose duration ``metrics()`` summarises (``publish_ms_p50``/``_p99``).
+PUBLISH_TIMES = 256
+
+
+def published(est):
+    """What a view holds for ``est``: its ``published_copy()`` (online models), else a full
+    copy (:func:`~svmstream.app.models.factory.copy_estimator`; batch-trained models, published
+    once)."""
+    if est is None:
+        return None
+    publish = getattr(est, "published_copy", None)
+    return publish() if publish is not None else copy_estimator(est)
+
+
+def detached_state(est) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """``est.get_state()`` with every array and the metadata copied, so that the learner's
+    later steps cannot change it (``get_state`` may return live arrays)."""
+    arrays, meta = est.get_state()
+    return {k: np.array(v, copy=True) for k, v in arrays.items()}, copy.deepcopy(meta)
+
+
+def _input_bytes(*arrays) -> int:
+    total = 0
+    for a in arrays:
+        if sp.issparse(a):
+            total += a.data.nbytes + a.indices.nbytes + a.indptr.nbytes
+        else:
+            total += getattr(a, "nbytes", 0)
+    return int(total)
 
 
 class ModelHandle:
@@ -69,6 +114,13 @@ class ModelHandle:
             self.codec = LabelCodec(config.classes)
         self.max_pending = settings.max_pending_batches
         self._est = copy_estimator(estimator) if estimator is not None else None
+        # rollback: the state of the last checkpoint (None: a fresh estimator) and the steps
+        # applied since, replayed to undo a failed batch (module docstring)
+        self._est_lock = threading.Lock()  # held while the learner changes the estimator
+        online = config.algorithm not in BATCH_ALGORITHMS
+        self._checkpoint = detached_state(self._est) if self._est is not None and online else None
+        self._journal: list[Callable[[Any], Any]] = []
+        self._journal_bytes = 0
         self._n_features = n_features if n_features is not None else config.n_features
         # sparse input widens a model until dense rows or a declared n_features fix d
         self._fixed = bool(config.n_features is not None if n_features_fixed is None else n_features_fixed)
@@ -80,7 +132,7 @@ class ModelHandle:
             name=name,
             config=config,
             codec=self.codec,
-            estimator=estimator,
+            estimator=published(self._est) if estimator is not None else None,
             version=version,
             n_features=self._n_features,
             stats=estimator_stats(estimator),
@@ -92,6 +144,7 @@ class ModelHandle:
         self.rate = RateMeter(settings.rate_window_s)
         self.label_runs = LabelRunMeter(settings.label_run_window)
         self.overflows = 0
+        self.publish_seconds: deque[float] = deque(maxlen=PUBLISH_TIMES)  # the cost of publishing
         self._drift_logged = int(self.view.stats["drift"]["detections"])
         self.created_at = time.time()
         # set by a stream consumer: () -> dict of stream figures for info() and /metrics
@@ -259,7 +312,7 @@ class ModelHandle:
             est.partial_fit(X, y)
             return X
 
-        view = self._learn_step(step, extra, int(X.shape[0]), codec)
+        view = self._learn_step(step, extra, int(X.shape[0]), codec, _input_bytes(X, y))
         if self.label_runs.add(y):
             log.warning(
                 "model %r: the last %d examples received all have label %r: the source looks sorted by "
@@ -279,11 +332,20 @@ class ModelHandle:
         return self._learn_step(lambda est: est.flush() and None, None, 0)
 
     def _learn_step(
-        self, step, extra: dict | None, n_received: int, codec: LabelCodec | None = None
+        self,
+        step,
+        extra: dict | None,
+        n_received: int,
+        codec: LabelCodec | None = None,
+        n_bytes: int = 0,
     ) -> ModelView:
         """Run ``step(estimator)`` on the private estimator, check it stayed finite, update the
         meters and publish (with ``codec`` as the model's labels, when given); on any error
-        rebuild the estimator from the last published view."""
+        rebuild the estimator as it was before the step (:meth:`_rebuild`)."""
+        with self._est_lock:
+            return self._learn_step_locked(step, extra, n_received, codec, n_bytes)
+
+    def _learn_step_locked(self, step, extra, n_received, codec, n_bytes) -> ModelView:
         codec = self.codec if codec is None else codec
         try:
             est = self._est if self._est is not None else make_estimator(self.config)
@@ -297,11 +359,14 @@ class ModelHandle:
             self._count_drift(est)
             old = self.view
             self.codec = codec
+            started = time.perf_counter()
+            copy_for_view = published(est)
+            self.publish_seconds.append(time.perf_counter() - started)
             view = ModelView(
                 name=self.name,
                 config=self.config,
                 codec=codec,
-                estimator=copy_estimator(est),
+                estimator=copy_for_view,
                 version=old.version + 1,
                 n_features=getattr(est, "n_features_in_", old.n_features),
                 stats=estimator_stats(est),
@@ -309,6 +374,7 @@ class ModelHandle:
                 n_features_fixed=self._fixed,
             )
             self.view = view
+            self._journal_add(step, n_bytes)
             return view
         except BaseException as exc:
             if isinstance(exc, NumericalOverflow):
@@ -320,12 +386,49 @@ class ModelHandle:
                     self.name,
                     n_received,
                 )
-            published = self.view.estimator
-            self._est = copy_estimator(published) if published is not None else None
+            self._est = self._rebuild()
             raise
         finally:
             with self._lock:
                 self._pending -= 1
+
+    def _journal_add(self, step, n_bytes: int) -> None:
+        """Learner thread, after a published step: remember it for a rollback; past
+        :data:`JOURNAL_MAX_BYTES` of input, take a checkpoint instead."""
+        self._journal.append(step)
+        self._journal_bytes += max(0, int(n_bytes))
+        if self._journal_bytes > JOURNAL_MAX_BYTES:
+            self._checkpoint = detached_state(self._est)
+            self._journal, self._journal_bytes = [], 0
+
+    def _rebuild(self):
+        """The estimator as the current view published it: the checkpoint's state with the
+        journal's steps replayed (None if nothing was learned)."""
+        est = estimator_from_state(*self._checkpoint) if self._checkpoint is not None else None
+        try:
+            for step in self._journal:
+                est = est if est is not None else make_estimator(self.config)
+                step(est)
+        except Exception:  # replaying steps that succeeded before: only a bug gets here
+            log.exception("model %r: replaying the journal after a failed batch failed", self.name)
+            raise
+        return est
+
+    def capture_state(self) -> tuple[ModelView, tuple[dict[str, np.ndarray], dict[str, Any]] | None]:
+        """``(view, state)``: the current view and the learner's full state at that view's
+        version — ``get_state()`` detached (independent arrays), or None before the first
+        batch — taken together under the learner's lock (snapshots; the stream acknowledges
+        the view's entries once that state is saved).  The state also becomes the rollback
+        checkpoint.  Blocks while a batch is being applied."""
+        with self._est_lock:
+            view = self.view
+            if view.estimator is None or self._est is None:
+                return view, None
+            if self.config.algorithm in BATCH_ALGORITHMS:
+                return view, view.estimator.get_state()
+            state = detached_state(self._est)
+            self._checkpoint, self._journal, self._journal_bytes = state, [], 0
+            return view, state
 
     def _count_drift(self, est) -> None:
         """Learner thread: log each new drift detection of the estimator with its example count."""
@@ -364,6 +467,7 @@ class ModelHandle:
             "single_label_run": self.label_runs.length,
             "single_label_runs": self.label_runs.detections,
             "numerical_overflows": self.overflows,
+            **self._publish_figures(),
         }
         if self.stream_status is not None:
             try:
@@ -371,6 +475,15 @@ class ModelHandle:
             except Exception:  # never let a status read break GET /models
                 log.exception("model %r: stream status failed", self.name)
         return out
+
+    def _publish_figures(self) -> dict[str, float | None]:
+        """Median and 99th percentile (ms) of the time the last publications took to make the
+        view's copy (``published_copy``), None before the first."""
+        times = np.fromiter(self.publish_seconds, dtype=np.float64)
+        if times.shape[0] == 0:
+            return {"publish_ms_p50": None, "publish_ms_p99": None}
+        p50, p99 = np.percentile(times, [50, 99]) * 1e3
+        return {"publish_ms_p50": float(p50), "publish_ms_p99": float(p99)}
 
     def info(self) -> dict[str, Any]:
         """JSON-ready description (``GET /models/{name}``)."""

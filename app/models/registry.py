@@ -8,12 +8,16 @@ Concurrency model
   it, so batches are applied in submission order, one ``partial_fit`` call each (the
   numba step inside releases the GIL, the event loop keeps serving).
 * After each applied batch the learner publishes an immutable
-  :class:`~svmstream.app.models.view.ModelView` holding a *copy* of the estimator
-  (:func:`~svmstream.app.models.factory.copy_estimator`) and swaps the handle's ``view``
-  reference.  Predictions and snapshots read the current view and never wait for the
-  learner nor see a half-applied batch.
-* If ``partial_fit`` raises, the private estimator is rebuilt from the last published
-  view, so a failed batch leaves the model as it was.
+  :class:`~svmstream.app.models.view.ModelView` holding the estimator's
+  ``published_copy()`` — what predictions read, sharing what the learner never rewrites,
+  so publishing costs O(d · n_sv) for a dense SV pool and O(B) for a sparse one, never the
+  buffers — and swaps the handle's ``view`` reference.  Predictions read the current view
+  and never wait for the learner nor see a half-applied batch.
+* Snapshots take the learner's full state and the view of the same version together
+  (:meth:`ModelHandle.capture_state`, under the learner's lock: it waits for the batch being
+  applied, never for the queue).
+* If a batch fails, the private estimator is rebuilt as the current view published it:
+  from the last checkpoint (taken at each snapshot) by replaying the batches applied since.
 
 Errors (:mod:`svmstream.app.errors`): :class:`ModelNotFound`, :class:`ModelNotFitted`,
 :class:`LearnerBusy`, :class:`ModelClosed`, :class:`BatchModelReadOnly`, and
@@ -233,13 +237,13 @@ class Registry:
         with self._snap_lock:
             if self._models.get(handle.name) is not handle:
                 return None
-            view = handle.view
-            if view.version == handle.saved_version and not force:
+            if handle.view.version == handle.saved_version and not force:
                 return None
+            view, state = handle.capture_state()  # the learner's state at the view's version
             path, saved_at = self.store.write(
                 view.name,
                 view.config,
-                view.state(),
+                state,
                 version=view.version,
                 n_features=view.n_features,
                 extra=view.extra,

@@ -2,9 +2,10 @@
 snapshots and ``GET /models`` without waiting for the learner.
 
 The learner of a :class:`~svmstream.app.models.registry.ModelHandle` publishes a new view
-after each applied batch, holding a *copy* of its estimator
-(:func:`svmstream.app.models.factory.copy_estimator`), and swaps the handle's ``view``
-reference; nobody mutates a published view.
+after each applied batch, holding its estimator's ``published_copy()`` (what predictions
+read, without the learner's buffers; batch-trained models: the estimator itself), and swaps
+the handle's ``view`` reference; nobody mutates a published view.  Snapshots do not read the
+view's estimator: they take the learner's state (``ModelHandle.capture_state``).
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ class ModelView:
     Attributes
     ----------
     estimator : estimator or None
-        A private copy nobody mutates (``None`` before the first batch).
+        A published copy nobody mutates (``None`` before the first batch): it predicts, it
+        is not saved.
     version : int
         Number of batches applied since the model was created (survives restarts).
     n_features : int or None
@@ -182,7 +184,3 @@ class ModelView:
         last = len(classes) - 1
         index = np.argmax(decision, axis=1) if decision.ndim == 2 else (decision > 0).astype(np.int64)
         return [classes[min(k, last)] for k in index.tolist()]
-
-    def state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]] | None:
-        """The estimator's ``get_state()`` (arrays, meta), or None before the first batch."""
-        return None if self.estimator is None else self.estimator.get_state()

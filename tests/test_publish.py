@@ -1,0 +1,169 @@
+"""Publishing without copying the model (issue 14, item 2): published copies predict exactly as
+the estimator did, share what the learner never rewrites, and the learner's rollback
+(checkpoint + journal) and snapshots (``capture_state``) stay exact without per-batch copies."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_digits
+
+from svmstream.app.models import handle as handle_module
+from svmstream.app.models.config import ModelConfig
+from svmstream.app.models.factory import copy_estimator, make_estimator
+from svmstream.app.models.registry import Registry
+from svmstream.app.models.snapshots import SnapshotStore
+from svmstream.app.settings import Settings
+from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, WarmingUp
+from svmstream.solvers.persistence import estimator_from_state
+from tests.conftest import two_moons_like
+
+
+def _digits():
+    X, y = load_digits(return_X_y=True)  # raw pixel values 0..16, 10 classes, in file order
+    return X, y
+
+
+def _binary():
+    X, y = two_moons_like(3000, d=5, seed=2)
+    return X * 40.0 + 7.0, np.where(y > 0, "yes", "no")  # raw, unscaled, string labels
+
+
+def _sparse_text(n=3000, d=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.01, random_state=seed, format="csr") * 5.0
+    w = rng.normal(size=d)
+    y = (X @ w > 0).astype(int)
+    return sp.csr_matrix(X), y
+
+
+CASES = {
+    "bsgd-binary": (lambda: BudgetedSGDClassifier(budget=50, random_state=0), _binary),
+    "bsgd-multiclass": (lambda: BudgetedSGDClassifier(budget=60, random_state=0), _digits),
+    "bsca-binary": (lambda: BudgetedSCAClassifier(budget=50, random_state=0), _binary),
+    "bsca-one-vs-rest": (lambda: BudgetedSCAClassifier(budget=40, random_state=0), _digits),
+    "linear-sparse": (lambda: BudgetedSGDClassifier(kernel="linear", random_state=0), _sparse_text),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_published_copy_predicts_as_the_estimator_did_whatever_it_learns_next(case):
+    make, data = CASES[case]
+    X, y = data()
+    half = X.shape[0] // 2
+    est = make()
+    for start in range(0, half, 200):
+        est.partial_fit(X[start : start + 200], y[start : start + 200], classes=np.unique(y))
+    pub = est.published_copy()
+    reference = copy_estimator(est)  # the old way: a full copy through get_state
+    probe = X[half:]
+    np.testing.assert_array_equal(pub.decision_function(probe), est.decision_function(probe))
+    np.testing.assert_array_equal(pub.predict_proba(probe), est.predict_proba(probe))
+    for start in range(half, X.shape[0], 200):  # the learner goes on
+        est.partial_fit(X[start : start + 200], y[start : start + 200])
+    assert not np.array_equal(est.decision_function(probe), reference.decision_function(probe))
+    np.testing.assert_array_equal(pub.decision_function(probe), reference.decision_function(probe))
+    np.testing.assert_array_equal(pub.predict_proba(probe), reference.predict_proba(probe))
+    np.testing.assert_array_equal(pub.predict(probe), reference.predict(probe))
+
+
+def test_a_published_copy_shares_the_buffers_and_copies_only_the_live_svs():
+    X, y = _binary()
+    est = BudgetedSGDClassifier(budget=50, shuffle_buffer=500, random_state=0)
+    est.partial_fit(X, y, classes=["no", "yes"])
+    pub = est.published_copy()
+    n_sv = est.n_support_vectors_
+    assert n_sv == 50 and est._sv_t.shape[1] == 51
+    assert pub._sv_t.shape == (5, n_sv) and pub._coef.shape[0] == n_sv  # live SVs only
+    assert not np.shares_memory(pub._sv_t, est._sv_t) and not np.shares_memory(pub._coef, est._coef)
+    assert pub._pp.buf_X is est._pp.buf_X and est._pp.buf_X.size > 0  # the shuffle buffer: shared
+    assert pub._pp is not est._pp and pub.calibrator_ is not est.calibrator_
+
+
+def test_a_published_copy_of_a_warming_up_model_says_so():
+    X, y = _binary()
+    est = BudgetedSGDClassifier(budget=50).partial_fit(X[:100], y[:100], classes=["no", "yes"])
+    with pytest.raises(WarmingUp, match="warming up: 100 of 1000"):
+        est.published_copy().decision_function(X[:3])
+
+
+# ---------------------------------------------------------------------------- the service side
+CFG = ModelConfig(budget=30, random_state=7)  # no settings but the budget: window, buffer, guard on
+
+
+def _registry(tmp_path) -> Registry:
+    return Registry(Settings(snapshot_dir=tmp_path, snapshot_keep=3), SnapshotStore(tmp_path, keep=3))
+
+
+def _direct(X, y, stop, batch=100):
+    """The estimator alone fed rows [0, stop) in batches of ``batch`` (labels as class indices)."""
+    direct = make_estimator(CFG)
+    for start in range(0, stop, batch):
+        direct.partial_fit(X[start : start + batch], y[start : start + batch], classes=np.arange(2))
+    return direct
+
+
+def _poison(y):
+    bad = y.copy()
+    bad[3] = 5  # not a class index: the estimator raises inside partial_fit, after the window
+    return bad
+
+
+@pytest.mark.parametrize("journal_bytes", [handle_module.JOURNAL_MAX_BYTES, 1])
+def test_a_failed_batch_is_undone_from_the_checkpoint_and_the_journal(tmp_path, monkeypatch, journal_bytes):
+    """Rollback after a snapshot (checkpoint) and several batches (journal), with the default
+    journal bound and with a checkpoint after every batch (bound of 1 byte)."""
+    monkeypatch.setattr(handle_module, "JOURNAL_MAX_BYTES", journal_bytes)
+    X, y = _binary()
+    y = (y == "yes").astype(np.int64)
+    reg = _registry(tmp_path)
+    reg.create("m", CFG)
+    for start in range(0, 1200, 100):
+        reg.learn("m", X[start : start + 100], y[start : start + 100]).result()
+        if start == 400:
+            assert reg.snapshot(reg.get("m")) is not None  # a checkpoint mid-way
+    before = reg.get("m").view
+    with pytest.raises(ValueError):
+        reg.learn("m", X[1200:1300], _poison(y[1200:1300])).result()
+    assert reg.get("m").view is before
+    for start in range(1200, 1500, 100):  # continues as if the bad batch never came
+        reg.learn("m", X[start : start + 100], y[start : start + 100]).result()
+    direct = _direct(X, y, 1500)
+    np.testing.assert_array_equal(reg.get("m").view.decision_function(X), direct.decision_function(X))
+    reg.close()
+
+
+def test_snapshots_taken_while_learning_hold_the_state_of_their_view(tmp_path):
+    """``capture_state`` runs while the learner applies batches: every captured state restores
+    to the model its view published (same decisions), and its version is the view's."""
+    X, y = _binary()
+    y = (y == "yes").astype(np.int64)
+    reg = _registry(tmp_path)
+    reg.create("m", CFG)
+    handle = reg.get("m")
+    captured = []
+    done = threading.Event()
+
+    def snapshotter():
+        while not done.is_set():
+            view, state = handle.capture_state()
+            if state is not None:
+                captured.append((view, state))
+
+    thread = threading.Thread(target=snapshotter)
+    thread.start()
+    for start in range(0, 1500, 50):
+        reg.learn("m", X[start : start + 50], y[start : start + 50]).result()
+    done.set()
+    thread.join()
+    assert len({view.version for view, _ in captured}) >= 5, "the snapshotter never ran between batches"
+    for view, state in captured[:: max(1, len(captured) // 12)]:
+        if view.stats["warming_up"]:
+            continue
+        restored = estimator_from_state(*state)
+        np.testing.assert_array_equal(restored.decision_function(X[:300]), view.decision_function(X[:300]))
+        assert restored.n_seen_ == view.stats["n_seen"]
+    reg.close()
