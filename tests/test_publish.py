@@ -167,3 +167,41 @@ def test_snapshots_taken_while_learning_hold_the_state_of_their_view(tmp_path):
         np.testing.assert_array_equal(restored.decision_function(X[:300]), view.decision_function(X[:300]))
         assert restored.n_seen_ == view.stats["n_seen"]
     reg.close()
+
+
+def test_linear_published_copies_recycle_free_weight_arrays_and_patch_only_changed_rows():
+    """A linear model's published copies reuse weight arrays no view holds any more, patched
+    with the rows changed since: every copy still predicts exactly as the model did when it
+    was published, also across a new class (a change of shape)."""
+    X, y = _sparse_text(n=4000)
+    y = y.astype(str).astype(object)
+    y[3000::5] = "new"  # a third class appears late
+    est = BudgetedSGDClassifier(kernel="linear", shuffle_buffer=0, warmup=200, random_state=0)
+    probe = X[:300]
+    kept = []  # (published copy, full copy at the same moment): the last two of every third batch
+    returned, recycled, checked = set(), 0, 0
+    for start in range(0, X.shape[0], 100):
+        Xb, yb = X[start : start + 100], y[start : start + 100]
+        if start == 0:
+            est.partial_fit(Xb, yb, classes=["0", "1"])
+        else:
+            if "new" in set(yb) and "new" not in est.classes_:
+                est.add_class("new")
+            est.partial_fit(Xb, yb)
+        if est.warming_up_:
+            continue
+        pub = est.published_copy()  # the previous one, unless kept, is dropped: its array is free
+        pooled = {id(entry[0]) for entry in est._w_pool}  # pooled arrays stay alive: stable ids
+        recycled += id(pub._W) in returned and id(pub._W) in pooled
+        returned.add(id(pub._W))
+        if (start // 100) % 3 == 0:
+            kept.append((pub, copy_estimator(est)))
+            if len(kept) > 2:  # checked after it outlived several batches, then released
+                old, full = kept.pop(0)
+                np.testing.assert_array_equal(old.decision_function(probe), full.decision_function(probe))
+                checked += 1
+        del pub
+    assert recycled >= 20, f"free weight arrays were reused {recycled} times in 39 publications"
+    assert checked >= 9
+    for old, full in kept:
+        np.testing.assert_array_equal(old.decision_function(probe), full.decision_function(probe))

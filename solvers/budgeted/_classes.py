@@ -34,6 +34,7 @@ from ._decision import squared_model_norm
 from ._gss import GSS_STANDARD_EPS
 from ._linear import linear_decision, linear_steps_csr, linear_steps_dense, pack_weights, unpack_weights
 from ._preprocessing import Preprocessor, csr_arrays
+from ._publish import note_weight_rows
 from ._state import C_SCHED_SHIFT, C_STEPS, N_COUNTERS, R_SCALE
 
 
@@ -768,10 +769,16 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
             margins,
             self._f_buf,
         )
+        scale_before = float(self._reals[R_SCALE])
+        first = self._counters[C_STEPS] - self._counters[C_SCHED_SHIFT] < 1  # a first step may clear W
         if sp.issparse(X):
             linear_steps_csr(*csr_arrays(X), *args)
+            rows = np.unique(X.indices)
         else:
             linear_steps_dense(np.ascontiguousarray(X, dtype=np.float64), *args, self._x_buf, self._idx_buf)
+            rows = np.flatnonzero((X != 0).any(axis=0))
+        # the rows of W this batch may have changed, for publishing (a scale folded into W: all)
+        note_weight_rows(self, None if first or self._reals[R_SCALE] > scale_before else rows)
         self.last_margins_ = margins[:, 0] if n_cols == 1 else margins
         return self.last_margins_
 
