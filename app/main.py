@@ -25,14 +25,16 @@ from contextlib import asynccontextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from svmstream.app.api.http import OrjsonResponse
-from svmstream.app.api.routes import health, jobs, learn, metrics, models, predict, uploads
+from svmstream.app.api.routes import dashboard, events, health, jobs, learn, metrics, models, predict, uploads
 from svmstream.app.errors import install_error_handlers
 from svmstream.app.jobs.runner import JobRunner
 from svmstream.app.models.registry import Registry
 from svmstream.app.models.snapshots import SnapshotStore, run_snapshotter
 from svmstream.app.models.warmup import warm_up
+from svmstream.app.observability.live import LiveFeed
 from svmstream.app.observability.prometheus import build_registry
 from svmstream.app.settings import Settings
 from svmstream.app.stream.manager import StreamManager, run_stream_manager
@@ -141,7 +143,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     fastapi.FastAPI
         With ``app.state.settings``; ``app.state.registry`` exists while the lifespan runs.
     """
-    app = FastAPI(
+    app = FastAPIOffline(  # /docs and /redoc with their JS/CSS served by the app (offline)
         title="svmstream",
         summary="Streaming online learning of budgeted kernel SVMs",
         version="0.1.0",
@@ -154,7 +156,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.prometheus, app.state.request_metrics = build_registry(
         lambda: getattr(app.state, "registry", None)
     )
+    app.state.live = LiveFeed(  # the dashboard's /events (docs/dashboard.md)
+        lambda: app.state.registry.handles() if hasattr(app.state, "registry") else [],
+        lambda: (
+            (app.state.jobs.to_json(job) for job in app.state.jobs.list())
+            if hasattr(app.state, "jobs")
+            else ()
+        ),
+        lambda: app.state.request_metrics.latency,
+    )
     install_error_handlers(app)
-    for module in (learn, predict, models, health, metrics, jobs, uploads):
+    for module in (learn, predict, models, health, metrics, jobs, uploads, events, dashboard):
         app.include_router(module.router)
     return app

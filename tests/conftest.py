@@ -227,3 +227,46 @@ def own_redis(tmp_path):
         yield server
     finally:
         server.stop()
+
+
+# ----------------------------------------------------------------------------- headless browser
+
+CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromedriver")  # Debian's chromium + chromium-driver (.ci/run)
+
+
+@pytest.fixture
+def browser():
+    """Factory: ``browser(*args)`` -> a headless Chromium (selenium WebDriver) whose console log
+    is kept (``driver.get_log("browser")``); extra Chromium ``args`` (e.g. host resolver rules).
+
+    Skipped when selenium, ``chromium`` or ``chromedriver`` is missing (``.ci/run`` installs
+    Debian's ``chromium chromium-driver``).  Every browser is quit at the end of the test.
+    """
+    pytest.importorskip("selenium", reason="selenium is in the test extra: pip install -e '.[test]'")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    binary, driver_path = (
+        os.environ.get("CHROMIUM_BINARY", CHROMIUM[0]),
+        os.environ.get("CHROMEDRIVER", CHROMIUM[1]),
+    )
+    if not (Path(binary).exists() and Path(driver_path).exists()):
+        pytest.skip(
+            f"no headless browser: {binary} or {driver_path} missing (apt-get install chromium chromium-driver)"
+        )
+    drivers = []
+
+    def start(*args: str, width: int = 1400, height: int = 1000):
+        options = webdriver.ChromeOptions()
+        options.binary_location = binary
+        for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", *args):
+            options.add_argument(arg)
+        options.add_argument(f"--window-size={width},{height}")
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
+        drivers.append(driver)
+        return driver
+
+    yield start
+    for driver in drivers:
+        driver.quit()

@@ -25,6 +25,7 @@ from .._params import (
     ON_DRIFT,
     REFERENCE_N,
     SCALINGS,
+    SPARSE_MIN_FEATURES,
     check_choice,
     check_positive,
 )
@@ -34,8 +35,8 @@ from ._decision import rbf_decision_batch
 from ._linear import linear_model_bytes
 from ._lookup import merge_tables
 from ._merging import N_DIAG
-from ._preprocessing import Preprocessor, buffer_capacity, guard_capacity
-from ._publish import published_copy
+from ._preprocessing import Preprocessor, buffer_capacity, csr_arrays, guard_capacity
+from ._sparse_pool import new_arena, resolve_sv_storage, sparse_model_bytes
 from ._state import (
     C_MAINTENANCE,
     C_MERGES,
@@ -99,15 +100,26 @@ def resolve_lambda(lambda_, C, n_samples, n_rows=None):
 
 
 def model_bytes(
-    budget, n_features, shuffle_buffer=0, run_guard=False, n_classes=2, maintenance="merge", kernel="rbf"
+    budget,
+    n_features,
+    shuffle_buffer=0,
+    run_guard=False,
+    n_classes=2,
+    maintenance="merge",
+    kernel="rbf",
+    sv_storage="dense",
 ):
     """Bytes of the dense arrays a budgeted model of this shape allocates (an estimate made
     before any allocation): the SV matrix (B + 1) · d · 8, the shuffle buffer (at most
     64 MiB of rows), the run guard's reservoirs (at most 16 MiB), and K⁻¹ for
     ``maintenance="project"``.  The warm-up window (raw rows as received) is not counted.
-    ``kernel="linear"``: :func:`._linear.linear_model_bytes` (no SVs: d · K · 8 of weights)."""
+    ``kernel="linear"``: :func:`._linear.linear_model_bytes` (no SVs: d · K · 8 of weights).
+    ``sv_storage="sparse"``, or "auto" with d > 256 (where "auto" may choose sparse SVs):
+    :func:`._sparse_pool.sparse_model_bytes` (SVs bounded by their nonzeros, not by d)."""
     if kernel == "linear":
         return linear_model_bytes(n_features, shuffle_buffer, run_guard, n_classes)
+    if sv_storage == "sparse" or (sv_storage == "auto" and int(n_features) > SPARSE_MIN_FEATURES):
+        return sparse_model_bytes(budget, n_features, shuffle_buffer, run_guard, n_classes, maintenance)
     d = max(1, int(n_features))
     cap = int(budget) + 1
     n_cols = 1 if n_classes == 2 else int(n_classes)
@@ -162,11 +174,12 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     """
 
     #: bumped whenever the saved layout changes (3: warm-up window, scaler, shuffle buffer;
-    #: 4: run guard, buffer that learns while it fills; 5: calibrator, drift detector, schedule shift)
-    STATE_VERSION = 5
+    #: 4: run guard, buffer that learns while it fills; 5: calibrator, drift detector, schedule
+    #: shift; 6: ``sv_storage`` — sparse SVs saved as compact CSR ``sv_data``/``sv_idx``/``sv_len``)
+    STATE_VERSION = 6
     #: versions :meth:`from_state` still loads (2: raw features; 3: no run guard; 4: no
-    #: calibration or drift state — they start fresh)
-    STATE_VERSIONS = (2, 3, 4, 5)
+    #: calibration or drift state — they start fresh; 5: dense SVs, ``sv_storage_ = "dense"``)
+    STATE_VERSIONS = (2, 3, 4, 5, 6)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -215,7 +228,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self.lambda_eff_ = self._resolve_lambda(n_rows)
         cap = self._sv_capacity()
         n_cols = 1 if classes.shape[0] == 2 else classes.shape[0]
-        self._sv_t = np.zeros((self.n_features_in_, cap), dtype=np.float64)
+        self._alloc_pool(cap)
         self._sv_sq = np.zeros(cap, dtype=np.float64)
         self._coef = np.zeros((cap, n_cols), dtype=np.float64)
         self._bias = np.zeros(n_cols, dtype=np.float64)
@@ -237,6 +250,57 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         """Columns of the SV matrix: B + 1 (a linear BSGD model has none)."""
         return int(self.budget) + 1
 
+    # ------------------------------------------------------------------ SV storage
+    def _resolve_sv_storage(self, X):
+        """Fix ``sv_storage_`` ("dense"/"sparse") from ``sv_storage`` and the first input X
+        (:func:`._sparse_pool.resolve_sv_storage`; raises ValueError naming ``sv_storage``)."""
+        self.sv_storage_ = resolve_sv_storage(self.sv_storage, X, self.scaling)
+
+    def _sparse_svs(self):
+        return getattr(self, "sv_storage_", "dense") == "sparse"
+
+    def _alloc_pool(self, cap):
+        """The SV pool of ``cap`` slots (:mod:`._sparse_pool`): a dense (d, cap) ``_sv_t``, or for
+        sparse storage an empty ``_sv_t`` and the arena ``_sv_data``/``_sv_idx`` with the slot
+        arrays ``_sv_start``/``_sv_len``, the fill mark ``_sv_used`` and the (d,) ``_sv_scratch``."""
+        if not hasattr(self, "sv_storage_"):
+            self.sv_storage_ = "sparse" if self.sv_storage == "sparse" else "dense"
+        if not self._sparse_svs():
+            self._sv_t = np.zeros((self.n_features_in_, cap), dtype=np.float64)
+            return
+        self._sv_t = np.zeros((0, 0))
+        self._sv_data, self._sv_idx = new_arena(16 * cap)
+        self._sv_start = np.zeros(cap, dtype=np.int64)
+        self._sv_len = np.zeros(cap, dtype=np.int64)
+        self._sv_used = np.zeros(1, dtype=np.int64)
+        self._sv_scratch = np.zeros(self.n_features_in_, dtype=np.float64)
+
+    def _pool(self, scratch=None):
+        """The pool argument of the numba kernels: ``_sv_t``, or the sparse tuple (with
+        ``scratch`` instead of the learner's own for a concurrent prediction)."""
+        if not self._sparse_svs():
+            return self._sv_t
+        return (
+            self._sv_data,
+            self._sv_idx,
+            self._sv_start,
+            self._sv_len,
+            self._sv_used,
+            self._sv_scratch if scratch is None else scratch,
+        )
+
+    def _csr_input(self, X):
+        """CSR arrays ``(data, indices int32, indptr int64)`` of rows X (dense rows converted)."""
+        return csr_arrays(X if sp.issparse(X) else sp.csr_matrix(np.asarray(X, dtype=np.float64)))
+
+    @property
+    def sv_nonzeros_(self):
+        """Nonzeros stored for the live SVs (sparse storage), or n_sv · d (dense)."""
+        n = self.n_support_vectors_
+        if self._sparse_svs():
+            return int(self._sv_len[:n].sum())
+        return int(n * self.n_features_in_)
+
     def _new_monitors(self):
         """A fresh probability calibrator (:class:`~svmstream.solvers.calibration.MarginCalibrator`)
         and drift detector (:class:`~svmstream.solvers.drift.DriftMonitor`)."""
@@ -254,6 +318,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             self.n_features_in_,
             self.classes_.shape[0],
             streaming and self.run_guard,
+            sparse_rows=self._sparse_svs(),
         )
 
     def _resolve_lambda(self, n_rows):
@@ -308,6 +373,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             raise ValueError(f"gss_eps must be in (0, 1), got {self.gss_eps!r}")
         check_choice("maintenance", self.maintenance, MAINTENANCE)
         check_choice("scaling", self.scaling, SCALINGS)
+        resolve_sv_storage(self.sv_storage, None, self.scaling)  # names sv_storage if it cannot be
         check_choice("on_drift", self.on_drift, ON_DRIFT)
         if not isinstance(self.run_guard, (bool, np.bool_)):
             raise ValueError(f"run_guard must be a bool, got {self.run_guard!r}")
@@ -324,8 +390,13 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         return X if sp.issparse(X) else np.ascontiguousarray(X)
 
     def _learn(self, X, labels, order):
-        """Run the learning step over ``X[order]`` chunk by chunk; returns f before each step."""
+        """Run the learning step over ``X[order]`` chunk by chunk (sparse SVs: CSR rows, in one
+        piece); returns f before each step."""
         margins = np.empty((order.shape[0], self._coef.shape[1]), dtype=np.float64)
+        if self._sparse_svs():
+            self._apply(self._csr_input(X), labels, order, margins)
+            self.last_margins_ = margins[:, 0] if margins.shape[1] == 1 else margins
+            return self.last_margins_
         chunk_rows = max(1, DENSE_CHUNK_ELEMENTS // max(1, X.shape[1]))
         done = 0
         for X_part, local_order in iter_dense_rows(X, order, chunk_rows):
@@ -350,6 +421,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=True)
         check_classification_targets(y)
         X = X if sp.issparse(X) else np.ascontiguousarray(X)
+        self._resolve_sv_storage(X)
         self._init_state(X.shape[1], np.unique(y), X.shape[0], streaming=False)
         labels = self._encode_labels(y)
         # fit sees all its data: the statistics come from all of X
@@ -380,6 +452,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=first)
         X = X if sp.issparse(X) else np.ascontiguousarray(X)
         if first:
+            self._resolve_sv_storage(X)
             self._init_state(X.shape[1], classes)
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise ValueError(f"classes {list(classes)} differ from the first call's {self.classes_.tolist()}")
@@ -431,6 +504,11 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         return self
 
     def _grow_arrays(self, d_new):
+        if self._sparse_svs():  # stored indices stay valid: only the scatter vectors widen
+            self._sv_scratch = np.zeros(d_new)
+            self._x_buf = np.zeros(d_new)
+            self.n_features_in_ = d_new
+            return
         sv_t = np.zeros((d_new, self._sv_t.shape[1]))
         sv_t[: self._sv_t.shape[0]] = self._sv_t
         self._sv_t = sv_t
@@ -514,6 +592,11 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         X = self._pp_transform(self._validate_X(X, reset=False))
         out = np.empty((X.shape[0], self._coef.shape[1]), dtype=np.float64)
         row_buf = np.empty_like(self._row_buf)  # own scratch: concurrent predictions are safe
+        if self._sparse_svs():
+            pool = self._pool(np.zeros(self.n_features_in_))  # own scatter vector, likewise
+            args = (self._sv_sq, self._coef, self._bias, self.n_support_vectors_, self.gamma_)
+            rbf_decision_batch(self._csr_input(X), pool, *args, float(self._reals[R_SCALE]), out, row_buf)
+            return out[:, 0] if out.shape[1] == 1 else out
         chunk_rows = max(1, DENSE_CHUNK_ELEMENTS // max(1, X.shape[1]))
         order = np.arange(X.shape[0], dtype=np.int64)
         done = 0
@@ -608,12 +691,6 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self._coef, self._bias = coef, bias
         self._f_buf = np.zeros(k + 1)
 
-    # ------------------------------------------------------------------ publishing
-    def published_copy(self):
-        """A read-only copy for predictions that shares what the learner never rewrites
-        (O(d · n_sv) dense, O(B) sparse; not the buffers): :func:`._publish.published_copy`."""
-        return published_copy(self)
-
     # ------------------------------------------------------------------ statistics
     @property
     def n_support_vectors_(self):
@@ -663,7 +740,20 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     @property
     def support_vectors_(self):
-        return self._sv_t[:, : self.n_support_vectors_].T.copy()
+        """(n_sv, d) float64: a dense array, or a ``scipy.sparse.csr_matrix`` for sparse storage."""
+        n = self.n_support_vectors_
+        if self._sparse_svs():
+            data, idx, lens = self._compact_svs()
+            indptr = np.concatenate([[0], np.cumsum(lens)])
+            return sp.csr_matrix((data, idx, indptr), shape=(n, self.n_features_in_))
+        return self._sv_t[:, :n].T.copy()
+
+    def _compact_svs(self):
+        """The live sparse SVs as compact CSR pieces ``(data, indices int32, lengths int64)``."""
+        n = self.n_support_vectors_
+        starts, lens = self._sv_start[:n], self._sv_len[:n]
+        pick = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(lens.sum())
+        return self._sv_data[pick], self._sv_idx[pick], lens.copy()
 
     @property
     def dual_coef_(self):
@@ -689,6 +779,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             "merges": self.n_merges_,
             "merging_frequency": maint / steps,
             "average_weight_degradation": self.weight_degradation_total_ / maint if maint else 0.0,
+            "sv_storage": getattr(self, "sv_storage_", None),
+            "sv_nonzeros": self.sv_nonzeros_ if hasattr(self, "_sv_t") else 0,
         }
 
     # ------------------------------------------------------------------ persistence
@@ -698,7 +790,6 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         n = self.n_support_vectors_
         arrays = {
             "classes": self.classes_.copy(),
-            "sv_t": self._sv_t[:, :n].copy(),
             "sv_sq": self._sv_sq[:n].copy(),
             "coef": self._coef[:n].copy(),
             "bias": self._bias.copy(),
@@ -706,6 +797,10 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             "reals": self._reals.copy(),
             "merge_diagnostics": self.merge_diagnostics_.copy(),
         }
+        if self._sparse_svs():  # only the live SVs' nonzeros (state version 6)
+            arrays["sv_data"], arrays["sv_idx"], arrays["sv_len"] = self._compact_svs()
+        else:
+            arrays["sv_t"] = self._sv_t[:, :n].copy()
         if self._k_inv.shape[0] > 1:
             arrays["k_inv"] = self._k_inv[:n, :n].copy()
         pp_arrays, pp_meta = self._pp.get_state()
@@ -717,11 +812,31 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             "estimator": type(self).__name__,
             "state_version": self.STATE_VERSION,
             "params": self.get_params(),
+            "sv_storage": getattr(self, "sv_storage_", "dense"),
             "n_features_in": self.n_features_in_,
             "lambda_eff": self.lambda_eff_,
             "rng_state": self.rng_.bit_generator.state,
         }
         return arrays, meta
+
+    def _load_sparse_svs(self, arrays, n):
+        """Sparse SVs of a saved state into a fresh, compact arena (``used`` = their nonzeros;
+        where the entries sit does not change the model).  Raises ValueError if they do not fit."""
+        data, idx, lens = arrays["sv_data"], arrays["sv_idx"], np.asarray(arrays["sv_len"], dtype=np.int64)
+        total = int(lens.sum()) if lens.size else 0
+        if (
+            n > self.budget
+            or lens.shape != (n,)
+            or data.shape != (total,)
+            or idx.shape != (total,)
+            or (total and (idx.min() < 0 or idx.max() >= self.n_features_in_))
+        ):
+            raise ValueError("saved support vectors do not fit the saved budget/dimension/classes")
+        self._sv_data, self._sv_idx = new_arena(2 * total + 16 * self._sv_start.shape[0])
+        self._sv_data[:total], self._sv_idx[:total] = data, idx
+        self._sv_start[:n] = np.concatenate([[0], np.cumsum(lens)[:-1]]) if n else lens
+        self._sv_len[:n] = lens
+        self._sv_used[0] = total
 
     def _monitors_state(self, arrays):
         """Add the calibrator's and the drift detector's arrays (prefixed ``cal__``,
@@ -757,6 +872,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         if version <= 4:  # saved before drift handling existed: it stays off
             params["on_drift"] = "none"
         est = cls(**params)
+        est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
         est._init_state(meta["n_features_in"], arrays["classes"], 1)
         if version >= 3:
             est._pp = Preprocessor.from_state(
@@ -764,13 +880,14 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             )
         est.lambda_eff_ = float(meta["lambda_eff"])
         n = arrays["coef"].shape[0]
-        if (
-            n > est.budget
-            or arrays["sv_t"].shape != (est.n_features_in_, n)
-            or arrays["coef"].shape[1:] != est._coef.shape[1:]
-        ):
+        if est._sparse_svs():
+            est._load_sparse_svs(arrays, n)
+        elif n > est.budget or arrays["sv_t"].shape != (est.n_features_in_, n):
             raise ValueError("saved support vectors do not fit the saved budget/dimension/classes")
-        est._sv_t[:, :n] = arrays["sv_t"]
+        else:
+            est._sv_t[:, :n] = arrays["sv_t"]
+        if arrays["coef"].shape[1:] != est._coef.shape[1:]:
+            raise ValueError("saved support vectors do not fit the saved budget/dimension/classes")
         est._sv_sq[:n] = arrays["sv_sq"]
         est._coef[:n] = arrays["coef"]
         est._bias[:] = arrays["bias"]

@@ -1,0 +1,274 @@
+// svmstream dashboard: reads GET /events (server-sent events) and draws the figures with uPlot.
+// No build step, no dependency but the vendored uPlot (static/vendor/uplot). docs/dashboard.md.
+"use strict";
+
+(function () {
+  const MAX_POINTS = 300; // 5 minutes at one event per second
+  const RETRY_MS = 2000;
+  const TOKEN_KEY = "svmstream-token";
+
+  const $ = (sel, root = document) => root.querySelector(sel);
+  const el = (tag, attrs = {}, text) => {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  };
+  const num = new Intl.NumberFormat("en", { maximumFractionDigits: 1 });
+  const fmt = (v, digits) =>
+    v === null || v === undefined ? "–" : digits === undefined ? num.format(v) : Number(v).toFixed(digits);
+  const pct = (v) => (v === null || v === undefined ? "–" : (100 * v).toFixed(2) + " %");
+  const ms = (s) => (s === null || s === undefined ? null : 1000 * s);
+  const compact = new Intl.NumberFormat("en", { notation: "compact", maximumFractionDigits: 2 });
+  const axisValues = (u, values) => values.map((v) => (v === null ? "" : compact.format(v)));
+
+  // ------------------------------------------------------------------ the charts of one model
+  // Each chart: title, series (label, colour, value of an event's model figures[, y scale]).
+  const CHARTS = [
+    { key: "accuracy", title: "prequential accuracy (%)", series: [
+      ["accuracy", "#1f77b4", (m) => (m.accuracy === null ? null : 100 * m.accuracy)]] },
+    { key: "rate", title: "examples / s", series: [["examples/s", "#2ca02c", (m) => m.examples_per_s]] },
+    { key: "sv", title: "support vectors and merges", series: [
+      ["support vectors", "#9467bd", (m) => m.support_vectors],
+      ["merges (right axis)", "#8c564b", (m) => m.merges, "merges"]] },
+    { key: "latency", title: "latency (ms, last 10 s)", series: [
+      ["learn p50", "#ff7f0e", (m) => ms(m.latency.learn && m.latency.learn.p50)],
+      ["learn p99", "#d62728", (m) => ms(m.latency.learn && m.latency.learn.p99)],
+      ["predict p50", "#17becf", (m) => ms(m.latency.predict && m.latency.predict.p50)],
+      ["predict p99", "#1f3b8c", (m) => ms(m.latency.predict && m.latency.predict.p99)]] },
+    { key: "stream", title: "stream lag and dead letters", series: [
+      ["lag (entries)", "#e377c2", (m) => (m.stream ? m.stream.lag : null)],
+      ["dead letters", "#7f7f7f", (m) => (m.stream ? m.stream.dead_letters : null)]] },
+    { key: "drift", title: "drift detections", series: [["detections", "#bcbd22", (m) => m.drift_detections]] },
+  ];
+
+  const models = new Map(); // name -> {card, data: {key: [xs, ...ys]}, plots: {key: uPlot}}
+
+  function chartWidth(box) {
+    return Math.max(240, box.clientWidth - 8);
+  }
+
+  function addModel(name) {
+    const card = el("article", { class: "model", "data-model": name });
+    const head = el("h3", {}, name);
+    const figs = el("p", { class: "figures" });
+    card.append(head, figs);
+    const grid = el("div", { class: "chart-grid" });
+    card.append(grid);
+    $("#charts").append(card);
+    const entry = { card, figs, data: {}, plots: {} };
+    for (const spec of CHARTS) {
+      const box = el("div", { class: "chart", "data-chart": spec.key, "data-model": name, "data-points": "0" });
+      grid.append(box);
+      entry.data[spec.key] = [[], ...spec.series.map(() => [])];
+      const opts = {
+        title: spec.title,
+        width: chartWidth(box),
+        height: 170,
+        legend: { show: spec.series.length > 1 },
+        scales: { x: { time: true } },
+        series: [{}, ...spec.series.map(([label, stroke, , scale]) => ({
+          label, stroke, width: 1.5, spanGaps: false, scale: scale || "y" }))],
+        axes: [{}, { size: 50, values: axisValues }],
+      };
+      // a second y scale (merges grow without bound, support vectors stay at most B)
+      for (const [, stroke, , scale] of spec.series) {
+        if (scale) opts.axes.push({ scale, side: 1, size: 50, stroke, values: axisValues, grid: { show: false } });
+      }
+      entry.plots[spec.key] = new uPlot(opts, entry.data[spec.key], box);
+    }
+    models.set(name, entry);
+    return entry;
+  }
+
+  function removeModel(name) {
+    const entry = models.get(name);
+    for (const plot of Object.values(entry.plots)) plot.destroy();
+    entry.card.remove();
+    models.delete(name);
+  }
+
+  function updateCharts(entry, m, t) {
+    for (const spec of CHARTS) {
+      const data = entry.data[spec.key];
+      data[0].push(t);
+      spec.series.forEach(([, , value], i) => {
+        const v = value(m);
+        data[i + 1].push(v === undefined ? null : v);
+      });
+      if (data[0].length > MAX_POINTS) for (const column of data) column.shift();
+      entry.plots[spec.key].setData(data);
+      // for tests and curious users: how many points the chart has a value for
+      const filled = data.slice(1).reduce((n, column) => Math.max(n, column.filter((v) => v !== null).length), 0);
+      entry.plots[spec.key].root.parentNode.dataset.points = String(filled);
+    }
+    const streamTitle = entry.plots.stream.root.querySelector(".u-title");
+    streamTitle.textContent = "stream lag and dead letters" + (m.stream ? "" : " (no stream)");
+    entry.figs.textContent =
+      `${m.algorithm}, budget ${fmt(m.budget)} · accuracy ${pct(m.accuracy)} · ` +
+      `${fmt(m.examples_per_s)} examples/s · ${fmt(m.support_vectors)} SVs · ${fmt(m.merges)} merges` +
+      (m.warming_up ? " · warming up" : "") +
+      (m.stream ? ` · stream lag ${fmt(m.stream.lag)} · dead letters ${fmt(m.stream.dead_letters)}` : "");
+  }
+
+  // ------------------------------------------------------------------ tables
+  function snapshotText(t, now) {
+    if (t === null || t === undefined) return "never";
+    return `${new Date(t * 1000).toLocaleTimeString()} (${fmt(Math.max(0, now - t), 0)} s ago)`;
+  }
+
+  function renderModels(event) {
+    const body = $("#models-table tbody");
+    body.replaceChildren(
+      ...event.models.map((m) => {
+        const row = el("tr", { "data-model": m.name });
+        const classes = m.classes.join(", ") + (m.n_classes > m.classes.length ? ` … (${m.n_classes})` : "");
+        const cells = [
+          m.name, m.algorithm, fmt(m.budget), classes || "–", fmt(m.version), pct(m.accuracy),
+          fmt(m.examples_per_s), fmt(m.support_vectors), snapshotText(m.last_snapshot_time, event.time),
+        ];
+        cells.forEach((text, i) => {
+          const cell = el("td", {}, text);
+          if (i === 6) cell.dataset.figure = "examples_per_s";
+          if (i === 5) cell.dataset.figure = "accuracy";
+          row.append(cell);
+        });
+        return row;
+      }),
+    );
+    const totals = event.totals;
+    $("#models-note").textContent =
+      totals.models > totals.shown ? `(the first ${totals.shown} of ${totals.models} by name; totals cover all)` : "";
+    for (const node of document.querySelectorAll("[data-total]")) {
+      node.textContent = fmt(totals[node.dataset.total]);
+    }
+  }
+
+  function renderJobs(jobs) {
+    const body = $("#jobs-table tbody");
+    body.replaceChildren(
+      ...jobs.map((j) => {
+        const row = el("tr", { "data-job": j.id });
+        const stage = [j.phase, j.stage !== j.phase ? j.stage : null, j.level !== null ? `level ${j.level}` : null]
+          .filter(Boolean)
+          .join(" · ");
+        const bar = el("progress", { max: "1" });
+        if (j.fraction !== null) bar.value = j.fraction; // no value: an indeterminate bar
+        const progress = el("td");
+        progress.append(bar);
+        row.append(
+          el("td", { title: j.id }, j.id.slice(0, 8)), el("td", {}, j.algorithm), el("td", {}, j.model),
+          el("td", { class: `state-${j.state}`, title: j.error || "" }, j.state), el("td", {}, stage),
+          progress, el("td", {}, j.elapsed_s === null ? "–" : `${fmt(j.elapsed_s, 1)} s`),
+        );
+        return row;
+      }),
+    );
+    $("#no-jobs").hidden = jobs.length > 0;
+  }
+
+  function onEvent(event) {
+    const seen = new Set();
+    for (const m of event.models) {
+      seen.add(m.name);
+      updateCharts(models.get(m.name) || addModel(m.name), m, event.time);
+    }
+    for (const name of [...models.keys()]) if (!seen.has(name)) removeModel(name);
+    renderModels(event);
+    renderJobs(event.jobs);
+  }
+
+  // ------------------------------------------------------------------ the stream
+  // fetch, not EventSource: EventSource cannot send the Authorization header, and a token in
+  // the URL would end up in access logs (docs/dashboard.md).
+  function setStatus(state, text) {
+    const node = $("#status");
+    node.dataset.state = state;
+    node.textContent = text;
+  }
+
+  function askToken(message) {
+    setStatus("auth", "token needed");
+    const form = $("#token-form");
+    form.hidden = false;
+    $("#token-error").textContent = message || "";
+    $("#token").focus();
+  }
+
+  function dispatch(block) {
+    if (block.data.length && block.event === "tick") onEvent(JSON.parse(block.data.join("\n")));
+  }
+
+  async function readStream(response) {
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    let block = { event: "message", data: [] };
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += value;
+      // one line at a time; a lone \r at the end of the buffer may be half of \r\n
+      for (let m = /\r\n|\r(?!$)|\n/.exec(buf); m; m = /\r\n|\r(?!$)|\n/.exec(buf)) {
+        const line = buf.slice(0, m.index);
+        buf = buf.slice(m.index + m[0].length);
+        if (line === "") {
+          dispatch(block);
+          block = { event: "message", data: [] };
+        } else if (!line.startsWith(":")) {
+          const colon = line.indexOf(":");
+          const field = colon < 0 ? line : line.slice(0, colon);
+          const val = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+          if (field === "data") block.data.push(val);
+          else if (field === "event") block.event = val;
+        }
+      }
+    }
+  }
+
+  async function connect() {
+    const headers = { Accept: "text/event-stream" };
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    if (token) headers.Authorization = "Bearer " + token;
+    let response;
+    try {
+      response = await fetch("events", { headers, cache: "no-store" });
+    } catch (err) {
+      setStatus("down", "server unreachable; retrying");
+      setTimeout(connect, RETRY_MS);
+      return;
+    }
+    if (response.status === 401) {
+      askToken(token ? "That token was refused." : "");
+      return;
+    }
+    if (!response.ok) {
+      setStatus("down", `/events answered ${response.status}; retrying`);
+      setTimeout(connect, RETRY_MS);
+      return;
+    }
+    $("#token-form").hidden = true;
+    setStatus("live", "live");
+    try {
+      await readStream(response);
+    } catch (err) {
+      // the connection broke (server restart); fall through to the retry
+    }
+    setStatus("down", "disconnected; retrying");
+    setTimeout(connect, RETRY_MS);
+  }
+
+  $("#token-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $("#token").value.trim());
+    setStatus("connecting", "connecting…");
+    connect();
+  });
+  window.addEventListener("resize", () => {
+    for (const entry of models.values()) {
+      for (const plot of Object.values(entry.plots)) {
+        plot.setSize({ width: chartWidth(plot.root.parentNode), height: 170 });
+      }
+    }
+  });
+  connect();
+})();

@@ -1,0 +1,161 @@
+"""The dashboard and the API docs in a real headless browser (Debian's chromium through selenium).
+
+A real ``svmstream serve`` process learns from ``svmstream replay`` (ijcnn1 from
+``SVMSTREAM_DATA``, or generated raw data) while Chromium shows ``/``: the accuracy chart
+gains points, the examples/s figure is > 0 and the console has no error.  ``/docs`` and
+``/redoc`` render with every host but the server unresolvable (no CDN reachable).
+
+``SVMSTREAM_SCREENSHOT=path.png`` saves the ijcnn1 page (docs/dashboard.png was taken so).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CLI, REPO, subprocess_env, two_moons_like, write_libsvm
+
+DATA = Path(os.environ.get("SVMSTREAM_DATA", REPO.parent / "shared" / "data"))
+# Every host name but the test's own fails to resolve: any CDN request would fail (and log).
+OFFLINE = "--host-resolver-rules=MAP svmstream.test 127.0.0.1, MAP * ~NOTFOUND"
+
+
+def console_errors(driver) -> list[dict]:
+    return [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def wait_for(predicate, timeout: float, what: str):
+    """Poll ``predicate()`` until it returns a truthy value; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.25)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}")
+
+
+def chart_points(driver, model: str, chart: str) -> int:
+    return int(
+        driver.execute_script(
+            "const n = document.querySelector(`.chart[data-model='${arguments[0]}'][data-chart='${arguments[1]}']`);"
+            "return n ? n.dataset.points : 0;",
+            model,
+            chart,
+        )
+    )
+
+
+def shown_rate(driver, model: str) -> float:
+    """The examples/s figure of the model's row in the models table (as displayed)."""
+    text = driver.execute_script(
+        "const c = document.querySelector(`#models-table tr[data-model='${arguments[0]}'] "
+        "td[data-figure='examples_per_s']`); return c ? c.textContent : '';",
+        model,
+    )
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return 0.0
+
+
+def replay(server, path: Path, *args: str) -> subprocess.Popen:
+    """``svmstream replay`` into ``server`` in the background (output discarded)."""
+    return subprocess.Popen(
+        [*CLI, "replay", str(path), "--url", server.url, "--no-progress", *args],
+        cwd=REPO,
+        env=subprocess_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def watch_learning(driver, server, model: str) -> None:
+    """Load the dashboard while a producer streams into ``model``; the acceptance assertions."""
+    driver.get(server.url + "/")
+    wait_for(
+        lambda: driver.find_elements("css selector", f".model[data-model='{model}']"), 30, "the model card"
+    )
+    first = wait_for(lambda: chart_points(driver, model, "accuracy"), 90, "a first accuracy point")
+    wait_for(lambda: shown_rate(driver, model) > 0, 60, "an examples/s figure > 0")
+    later = wait_for(
+        lambda: (n := chart_points(driver, model, "accuracy")) >= first + 3 and n, 30, "more accuracy points"
+    )
+    assert later >= first + 3
+    accuracy = driver.execute_script(
+        "return document.querySelector(`#models-table tr[data-model='${arguments[0]}'] "
+        "td[data-figure='accuracy']`).textContent;",
+        model,
+    )
+    assert accuracy.endswith("%") and float(accuracy.split()[0]) > 50.0, accuracy
+    assert driver.find_element("id", "status").get_attribute("data-state") == "live"
+    errors = console_errors(driver)
+    assert errors == [], errors
+
+
+def stop(producer: subprocess.Popen) -> None:
+    if producer.poll() is None:
+        producer.kill()
+    producer.wait(timeout=30)
+
+
+def test_dashboard_follows_a_replay_of_generated_raw_data(start_server, browser, tmp_path):
+    """Raw unscaled features and string labels (no hyperparameters): what a new user sends."""
+    X, y = two_moons_like(40_000, d=6, seed=3)
+    X = X * [1, 1000, 0.01, 5, 1, 300]  # raw, unscaled columns
+    path = write_libsvm(tmp_path / "moons.libsvm", X, y)
+    server = start_server()
+    driver = browser()
+    # 40 passes: the stream lasts well beyond the test's observation (killed at the end)
+    producer = replay(server, path, "--model", "moons", "--passes", "40", "--batch", "500")
+    try:
+        watch_learning(driver, server, "moons")
+    finally:
+        stop(producer)
+    server.terminate()
+
+
+@pytest.mark.skipif(not (DATA / "ijcnn1.bz2").exists(), reason=f"ijcnn1.bz2 not in SVMSTREAM_DATA ({DATA})")
+def test_dashboard_follows_an_ijcnn1_replay(start_server, browser):
+    server = start_server(args=("--default-model", "ijcnn1"))  # the one model on the page
+    driver = browser(width=1400, height=1000)
+    producer = replay(server, DATA / "ijcnn1.bz2", "--model", "ijcnn1", "--passes", "60")
+    shot = os.environ.get("SVMSTREAM_SCREENSHOT")
+    try:
+        watch_learning(driver, server, "ijcnn1")
+        if shot:  # let the curves grow, then take the picture while the stream still runs
+            wait_for(lambda: chart_points(driver, "ijcnn1", "accuracy") >= 40, 120, "40 accuracy points")
+            driver.save_screenshot(shot)
+    finally:
+        stop(producer)
+    server.terminate()
+
+
+def test_api_docs_render_offline(start_server, browser):
+    """Swagger UI and ReDoc load their scripts from the app: with no other host resolvable
+    (the page is opened under a non-loopback name, so Swagger UI would also try its online
+    validator if it were on) they render the API and the console stays clean."""
+    server = start_server()
+    driver = browser(OFFLINE)
+    base = f"http://svmstream.test:{server.port}"
+    driver.get(base + "/docs")
+    wait_for(
+        lambda: driver.find_elements("css selector", ".swagger-ui .opblock"), 60, "Swagger UI operations"
+    )
+    title = driver.find_element("css selector", ".swagger-ui .info .title").text
+    assert "svmstream" in title
+    ops = driver.find_elements("css selector", ".swagger-ui .opblock-summary-path")
+    assert any(op.text.startswith("/learn") for op in ops)
+    assert console_errors(driver) == []
+    driver.get(base + "/redoc")
+    wait_for(lambda: driver.find_elements("css selector", ".api-content h1"), 60, "ReDoc's content")
+    assert "svmstream" in driver.find_element("css selector", ".api-content h1").text
+    # ReDoc's bundle hard-codes one image, its "API docs by Redocly" logo, on cdn.redoc.ly
+    # (it hides itself when the load fails): that failure is the only one allowed
+    errors = [e for e in console_errors(driver) if "cdn.redoc.ly/redoc/logo-mini.svg" not in e["message"]]
+    assert errors == []
+    server.terminate()
