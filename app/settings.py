@@ -58,6 +58,7 @@ class Settings(BaseSettings):
     default_radius: float | None = Field(None, gt=0)
     default_fit_intercept: bool = False
     default_scaling: str = "auto"
+    default_sv_storage: Literal["auto", "dense", "sparse"] = "auto"
     default_warmup: int = Field(1000, ge=0)
     default_shuffle_buffer: int = Field(20_000, ge=0)
     default_run_guard: bool = True
@@ -180,6 +181,7 @@ class Settings(BaseSettings):
             "radius": self.default_radius,
             "fit_intercept": self.default_fit_intercept,
             "scaling": self.default_scaling,
+            "sv_storage": self.default_sv_storage,
             "warmup": self.default_warmup,
             "shuffle_buffer": self.default_shuffle_buffer,
             "run_guard": self.default_run_guard,

@@ -28,8 +28,9 @@ from ._params import (
     SCALINGS,
     SCHEDULES,
     SELECTIONS,
+    SV_STORAGES,
 )
-from .budgeted import BudgetedSCAClassifier, BudgetedSGDClassifier, WarmingUp, model_bytes
+from .budgeted import BudgetedSCAClassifier, BudgetedSGDClassifier, WarmingUp, model_bytes, resolve_sv_storage
 from .exact import DCSVMClassifier
 from .exceptions import Cancelled
 from .linear import LinearDualCDClassifier
@@ -51,6 +52,7 @@ __all__ = [
     "SCALINGS",
     "SCHEDULES",
     "SELECTIONS",
+    "SV_STORAGES",
     "BudgetedSCAClassifier",
     "BudgetedSGDClassifier",
     "Cancelled",
@@ -58,4 +60,5 @@ __all__ = [
     "LinearDualCDClassifier",
     "WarmingUp",
     "model_bytes",
+    "resolve_sv_storage",
 ]

@@ -40,6 +40,13 @@ KERNELS = {"rbf": 0, "poly": 1, "linear": 2}
 #: Kernels of the online BSGD model: the budgeted Gaussian-kernel SVM, or a linear SVM with an
 #: explicit weight matrix (Pegasos; no support vectors, no budget; ``docs/defaults.md``).
 KERNELS_ONLINE = ("rbf", "linear")
+#: Support-vector storage of the budgeted RBF models: chosen from the first input ("auto"), a
+#: dense (d, B+1) matrix, or sparse SVs in an append-only arena (``docs/defaults.md``).
+SV_STORAGES = ("auto", "dense", "sparse")
+#: ``sv_storage="auto"`` stores SVs sparse when the first input is CSR with more features than
+#: this and at most SPARSE_MAX_DENSITY of its entries nonzero (``docs/defaults.md``).
+SPARSE_MIN_FEATURES = 256
+SPARSE_MAX_DENSITY = 0.10
 
 #: A budgeted model needs room for two SVs to merge.
 BUDGET_MIN = 2

@@ -25,6 +25,7 @@ def test_config_literals_equal_the_solver_option_sets():
     assert _literal(config.Scaling) == set(solvers.SCALINGS)
     assert _literal(config.OnDrift) == set(solvers.ON_DRIFT)
     assert _literal(config.Kernel) == set(solvers.KERNELS_ONLINE)
+    assert _literal(config.SvStorage) == set(solvers.SV_STORAGES)
 
 
 def test_config_on_drift_default_equals_the_estimators():

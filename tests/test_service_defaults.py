@@ -108,7 +108,7 @@ def test_defaults_learn_a_good_model_without_settings(client):
         ({"lambda": 1e-300}, "lambda", "greater than or equal to 0.000000000001"),
         ({"C": 1e10}, "C", "lambda = 1/(C n) = 3.33e-15 < 1e-12"),
         ({"n_features": 10**9}, "n_features", "max_features = 1048576"),
-        ({"n_features": 10**5}, "n_features", "over max_model_bytes = 256 MiB"),
+        ({"n_features": 10**5, "sv_storage": "dense"}, "n_features", "over max_model_bytes = 256 MiB"),
     ],
 )
 def test_model_creation_over_a_guard_is_422_naming_the_field(client, body, field, words):
@@ -124,13 +124,15 @@ def test_guards_refuse_before_allocating_and_predictions_stay_finite(client):
         assert client.put("/models/g", json=body).status_code == 422
     r = client.post("/learn", json={"X": [{"0": 1.0}, {"1000000000": 1.0}], "y": [1, -1]})
     assert r.status_code == 422 and r.json()["field"] == "X[1]" and "max_features" in r.json()["detail"]
-    r = client.post("/learn", json={"X": [{"0": 1.0}, {"100000": 1.0}], "y": [1, -1]})
+    # dense support vectors: (B + 1) x d x 8 bytes (sparse ones, "auto" for such rows, count nonzeros)
+    assert client.put("/models/wide", json={"sv_storage": "dense"}).status_code == 201
+    r = client.post("/learn", json={"model": "wide", "X": [{"0": 1.0}, {"100000": 1.0}], "y": [1, -1]})
     detail = r.json()["detail"]
     assert r.status_code == 422 and r.json()["field"] == "X[1]", r.text
     assert "budget 500" in detail and "MB" in detail and "max_model_bytes = 256 MiB" in detail
     estimate = float(detail.split("estimated ")[1].split(" MB")[0].replace(",", ""))
     assert estimate > 400  # 501 x 100,001 x 8 bytes of SVs alone
-    assert client.get("/models/default").json()["n_features"] is None  # nothing was fixed
+    assert client.get("/models/wide").json()["n_features"] is None  # nothing was fixed
     # a model near the largest C allowed with the default n (lambda = 1/(3e7 * 30,000) ~ 1.1e-12 >= 1e-12), fed huge raw features
     cfg = {"C": 3e7, "scaling": "none", "gamma": 1e-3, "warmup": 0, "shuffle_buffer": 0}
     assert client.put("/models/edge", json=cfg).status_code == 201

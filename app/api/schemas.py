@@ -26,6 +26,7 @@ from svmstream.app.models.config import (
     OnDrift,
     Scaling,
     Schedule,
+    SvStorage,
 )
 
 
@@ -59,6 +60,7 @@ class ModelCreate(BaseModel):
     shuffle_buffer: int | None = Field(None, ge=0)
     run_guard: bool | None = None
     on_drift: OnDrift | None = None
+    sv_storage: SvStorage | None = None
 
 
 Features = list[float] | dict[str, float]

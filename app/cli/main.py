@@ -35,6 +35,7 @@ from svmstream.app.models.config import (
     OnDrift,
     Scaling,
     Schedule,
+    SvStorage,
 )
 
 HYPER_ARGS = (
@@ -57,6 +58,7 @@ HYPER_ARGS = (
     "shuffle_buffer",
     "run_guard",
     "on_drift",
+    "sv_storage",
     "max_classes",
 )
 """Destinations of the model hyperparameter options of ``serve`` and ``replay``."""
@@ -79,6 +81,12 @@ def _add_hyper(parser: argparse.ArgumentParser, what: str) -> None:
         "do not apply)",
     )
     g.add_argument("--budget", type=int, help="maximum number of support vectors B")
+    g.add_argument(
+        "--sv-storage",
+        dest="sv_storage",
+        choices=get_args(SvStorage),
+        help="support vectors dense, sparse (nonzeros only), or auto (sparse for wide sparse input, the default)",
+    )
     g.add_argument(
         "--gamma",
         type=_gamma,

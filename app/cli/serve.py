@@ -47,6 +47,7 @@ _HYPER_SETTINGS = (
     ("shuffle_buffer", "default_shuffle_buffer"),
     ("run_guard", "default_run_guard"),
     ("on_drift", "default_on_drift"),
+    ("sv_storage", "default_sv_storage"),
     ("max_classes", "default_max_classes"),
 )
 """``serve`` option destination -> the setting it overrides."""

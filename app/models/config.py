@@ -6,7 +6,7 @@ and the CLI; it imports nothing from the service, nor the solvers (importing
 :mod:`svmstream.solvers` compiles-or-loads numba kernels, about a second: ``svmstream
 healthcheck`` reads this module and must start fast).  The option sets below spell out
 those of :mod:`svmstream.solvers` (``ONLINE_ALGORITHMS``, ``BATCH_ALGORITHMS``,
-``MAINTENANCE``, ``MERGE_SOLVERS``, ``SCHEDULES``, ``SCALINGS``, ``KERNELS_ONLINE``, ``C_MAX``,
+``MAINTENANCE``, ``MERGE_SOLVERS``, ``SCHEDULES``, ``SCALINGS``, ``KERNELS_ONLINE``, ``SV_STORAGES``, ``C_MAX``,
 ``LAMBDA_MIN``, ``REFERENCE_N``, ``REFERENCE_N_LINEAR``, ``DEFAULT_WARMUP``, ``DEFAULT_SHUFFLE_BUFFER``) and must stay equal to them
 (``tests/test_option_sets.py``).
 """
@@ -54,6 +54,9 @@ Scaling = Literal["auto", "standard", "maxabs", "none"]
 """Feature scaling frozen from the warm-up window; ``auto`` is max-abs (``docs/defaults.md``)."""
 Gamma = Annotated[float, Field(gt=0)] | Literal["scale"]
 """RBF width: a positive number, or ``"scale"``: 1 / (d · Var) of the scaled warm-up window."""
+SvStorage = Literal["auto", "dense", "sparse"]
+"""Support-vector storage of an RBF model: ``auto`` picks sparse SVs when the first batch is
+sparse rows, wide (d > 256) and at most 10% nonzero (``docs/defaults.md``)."""
 Kernel = Literal["rbf", "linear"]
 """``bsgd`` only: the budgeted Gaussian-kernel SVM, or a linear SVM with an explicit weight
 matrix (Pegasos; no support vectors: ``budget`` and ``gamma`` do not apply; ``docs/defaults.md``)."""
@@ -188,6 +191,12 @@ class ModelConfig(BaseModel):
     on_drift: OnDrift = Field(
         "reset_schedule",
         description="when the drift detector fires: restart the step-size schedule, or only report it",
+    )
+    sv_storage: SvStorage = Field(
+        "auto",
+        description='support vectors: "dense" (a d x (B+1) matrix), "sparse" (their nonzeros only; '
+        'needs scaling auto, maxabs or none), or "auto": sparse when the first batch is sparse rows with '
+        "d > 256 and at most 10% nonzeros",
     )
 
     @field_validator("classes")

@@ -50,6 +50,7 @@ def make_estimator(config: ModelConfig):
         shuffle_buffer=config.shuffle_buffer,
         run_guard=config.run_guard,
         on_drift=config.on_drift,
+        sv_storage=config.sv_storage,
     )
     if config.algorithm == "bsgd":
         return BudgetedSGDClassifier(

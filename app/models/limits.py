@@ -7,7 +7,10 @@ batch or stream read, a sparse row with a larger index).  Limits are the setting
 estimate is :func:`svmstream.solvers.model_bytes` (SVs (B + 1) x d x 8 bytes, the shuffle
 buffer of at most 64 MiB, the run guard's reservoirs, K^-1 for projection; a linear model:
 its weights d x K x 8 bytes -- K = 1 binary, else the number of classes -- plus the buffer and
-guard, sparse rows counted at their bound twice for the arena's free half).
+guard, sparse rows counted at their bound twice for the arena's free half).  Sparse support
+vectors (``sv_storage="sparse"``, or ``"auto"`` at d > 256 unless the batch that fixes the
+dimension is dense or too dense for sparse SVs) are counted by their nonzeros: 3 x (B + 1) x
+min(d, 2,048) x 12 bytes (:func:`svmstream.solvers.model_bytes`, ``docs/defaults.md``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import scipy.sparse as sp
 from svmstream.app.errors import InvalidInput
 from svmstream.app.models.config import BATCH_ALGORITHMS, LAMBDA_MIN, ModelConfig
 from svmstream.app.settings import MIB, Settings
-from svmstream.solvers import model_bytes
+from svmstream.solvers import model_bytes, resolve_sv_storage
 
 
 def estimate_bytes(config: ModelConfig, n_features: int, n_classes: int | None = None) -> int:
@@ -34,6 +37,7 @@ def estimate_bytes(config: ModelConfig, n_features: int, n_classes: int | None =
         max(2, n_classes),
         config.maintenance,
         config.kernel,
+        config.sv_storage,
     )
 
 
@@ -53,6 +57,13 @@ def size_message(config: ModelConfig, n_features: int, settings: Settings) -> st
             "bytes of weights, plus the shuffle buffer and run guard), over max_model_bytes = "
             f"{settings.max_model_bytes / MIB:g} MiB"
         )
+    if size > settings.max_model_bytes and sparse_svs(config, n_features):
+        return (
+            f"a model of {n_features} features with budget {config.budget} needs an estimated {_mb(size)} "
+            f"(sparse support vectors: 3 x {config.budget + 1} x {min(n_features, 2048)} nonzeros x 12 bytes, "
+            "plus the shuffle buffer and run guard), over max_model_bytes = "
+            f"{settings.max_model_bytes / MIB:g} MiB"
+        )
     if size > settings.max_model_bytes:
         return (
             f"a model of {n_features} features with budget {config.budget} needs an estimated "
@@ -60,6 +71,13 @@ def size_message(config: ModelConfig, n_features: int, settings: Settings) -> st
             f"shuffle buffer and run guard), over max_model_bytes = {settings.max_model_bytes / MIB:g} MiB"
         )
     return None
+
+
+def sparse_svs(config: ModelConfig, n_features: int) -> bool:
+    """True when the size estimate counts sparse support vectors (see the module docstring)."""
+    return config.kernel == "rbf" and (
+        config.sv_storage == "sparse" or (config.sv_storage == "auto" and n_features > 256)
+    )
 
 
 def check_config_limits(config: ModelConfig, settings: Settings) -> None:
@@ -108,6 +126,10 @@ def check_width(X, config: ModelConfig, settings: Settings, sparse: bool) -> Non
         ``X[i]`` (the first sparse row with a too large index, or ``X[0]`` of dense rows)
         with the limit and the size estimate.
     """
+    if config.sv_storage == "auto" and config.kernel == "rbf":
+        # the batch that fixes the dimension also fixes the storage: dense rows get dense SVs
+        storage = resolve_sv_storage("auto", X if sparse else np.zeros((0, 0)), config.scaling)
+        config = config.model_copy(update={"sv_storage": storage})
     limit = max_width(config, settings)
     if X.shape[1] <= limit:
         return

@@ -2,5 +2,6 @@
 
 from ._base import WarmingUp, model_bytes
 from ._classes import BudgetedSCAClassifier, BudgetedSGDClassifier
+from ._sparse_pool import resolve_sv_storage
 
-__all__ = ["BudgetedSCAClassifier", "BudgetedSGDClassifier", "WarmingUp", "model_bytes"]
+__all__ = ["BudgetedSCAClassifier", "BudgetedSGDClassifier", "WarmingUp", "model_bytes", "resolve_sv_storage"]

@@ -36,6 +36,7 @@ from ._linear import linear_model_bytes
 from ._lookup import merge_tables
 from ._merging import N_DIAG
 from ._preprocessing import Preprocessor, buffer_capacity, csr_arrays, guard_capacity
+from ._publish import published_copy
 from ._sparse_pool import new_arena, resolve_sv_storage, sparse_model_bytes
 from ._state import (
     C_MAINTENANCE,
@@ -690,6 +691,12 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             bias[:k] = self._bias
         self._coef, self._bias = coef, bias
         self._f_buf = np.zeros(k + 1)
+
+    # ------------------------------------------------------------------ publishing
+    def published_copy(self):
+        """A read-only copy for predictions that shares what the learner never rewrites
+        (O(d · n_sv) dense, O(B) sparse; not the buffers): :func:`._publish.published_copy`."""
+        return published_copy(self)
 
     # ------------------------------------------------------------------ statistics
     @property

@@ -24,8 +24,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..kernels import rbf_row_and_log, squared_norm
 from ._maintenance import add_support_vector, maintain_budget
+from ._sparse_pool import pool_room, pool_row_log, row_close, row_open
 from ._state import C_N_SV, C_STEPS, C_VIOLATIONS, MAINT_MERGE
 
 
@@ -63,7 +63,8 @@ def bsca_steps(
 
     Parameters
     ----------
-    X : (n, d) float64, C-contiguous
+    X : (n, d) float64, C-contiguous (dense pool), or CSR arrays ``(data, indices int32,
+        indptr int64)`` (sparse pool), as :func:`svmstream.solvers.budgeted._bsgd.bsgd_steps`
     y : (n,) float64 in {−1, +1}
     order : (m,) int64 — coordinates to visit, in this order (dataset mode: drawn uniformly
         at random by the caller; streaming mode: each row once)
@@ -76,14 +77,19 @@ def bsca_steps(
         profile : as in :func:`svmstream.solvers.budgeted._bsgd.bsgd_steps`
     margins_out : (m,) float64 — f̃(x_i) before each iteration
     x_buf : (d,) float64; row_buf : (2·capacity,) float64 — scratch
+
+    Returns the steps applied, as :func:`svmstream.solvers.budgeted._bsgd.bsgd_steps`.
     """
     n_sv = counters[C_N_SV]
     weight = np.zeros(1)
+    done = order.shape[0]
     for r in range(order.shape[0]):
         i = order[r]
-        x = X[i]
-        x_sq = squared_norm(x)
-        rbf_row_and_log(x, x_sq, sv_t, sv_sq, n_sv, gamma, row_buf, row_buf[row_buf.shape[0] // 2 :])
+        if not pool_room(sv_t, X, i, n_sv):  # sparse pool: the caller grows the arena and goes on
+            done = r
+            break
+        x, x_sq = row_open(X, i, sv_t)
+        pool_row_log(sv_t, x, x_sq, sv_sq, n_sv, gamma, row_buf, row_buf[row_buf.shape[0] // 2 :])
         f = 0.0
         for j in range(n_sv):
             f += coef[j, 0] * row_buf[j]
@@ -97,13 +103,14 @@ def bsca_steps(
             a_new = C
         delta = a_new - a_old
         if delta == 0.0:
+            row_close(X, i, sv_t)
             continue
         if not stream:
             alpha[i] = a_new
         counters[C_VIOLATIONS] += 1
         weight[0] = delta * y[i]
         n_sv = add_support_vector(
-            x, x_sq, weight, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, profile, reals
+            X, i, x, x_sq, weight, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, profile, reals
         )
         if n_sv > budget:
             n_sv = maintain_budget(
@@ -128,4 +135,6 @@ def bsca_steps(
                 row_buf,
                 maintenance == MAINT_MERGE,
             )
+        row_close(X, i, sv_t)
     counters[C_N_SV] = n_sv
+    return done

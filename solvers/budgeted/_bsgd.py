@@ -38,9 +38,9 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from ..kernels import rbf_row_and_log, squared_norm
 from ._decision import squared_model_norm
 from ._maintenance import add_support_vector, maintain_budget
+from ._sparse_pool import pool_room, pool_row_log, row_close, row_open
 from ._state import (
     C_N_SV,
     C_SCHED_SHIFT,
@@ -110,10 +110,12 @@ def bsgd_steps(
 
     Parameters
     ----------
-    X : (n, d) float64, C-contiguous; rows are examples
+    X : (n, d) float64, C-contiguous, rows are examples (dense pool); or CSR arrays
+        ``(data float64, indices int32 sorted per row, indptr int64)`` (sparse pool)
     labels : (n,) float64 — binary (K = 1): ±1; multi-class: class index 0..K−1
     order : (m,) int64, row indices of X to apply, in this order
-    sv_t, sv_sq, coef, bias, counters, reals, k_inv : model state (module docstring)
+    sv_t, sv_sq, coef, bias, counters, reals, k_inv : model state (module docstring); ``sv_t``
+        is the SV pool: the dense (d, B+1) matrix or the sparse tuple of :mod:`._sparse_pool`
     gamma : RBF γ; lam : λ (ignored by the perceptron); eta0 : η of Norma / perceptron
     radius : U of the margin perceptron's ball projection
     budget : B (``sv_t`` has B + 1 columns)
@@ -124,17 +126,27 @@ def bsgd_steps(
     profile : bool, accumulate the wall time of maintenance in ``reals[R_MERGE_SECONDS]``
     margins_out : (m, K) float64, receives f(x) before each step
     f_buf : (K,) float64; x_buf : (d,) float64; row_buf : (2·(B+1),) float64 — scratch
+
+    Returns
+    -------
+    int : steps applied — ``order.shape[0]``, or fewer when a sparse pool's arena has no room
+    for the next step (:func:`._sparse_pool.pool_room`; :func:`._sparse_pool.run_with_room`
+    grows it and calls again with the rest: the model is the same as in one call).
     """
     n_sv = counters[C_N_SV]
     t = counters[C_STEPS]
     shift = counters[C_SCHED_SHIFT]  # a drift reset restarts the schedule without losing the count
     scale = reals[R_SCALE]
     n_classes = coef.shape[1]
+    done = order.shape[0]
     for r in range(order.shape[0]):
-        x = X[order[r]]
-        label = labels[order[r]]
-        x_sq = squared_norm(x)
-        rbf_row_and_log(x, x_sq, sv_t, sv_sq, n_sv, gamma, row_buf, row_buf[row_buf.shape[0] // 2 :])
+        i = order[r]
+        if not pool_room(sv_t, X, i, n_sv):  # sparse pool: the caller grows the arena and goes on
+            done = r
+            break
+        x, x_sq = row_open(X, i, sv_t)
+        label = labels[i]
+        pool_row_log(sv_t, x, x_sq, sv_sq, n_sv, gamma, row_buf, row_buf[row_buf.shape[0] // 2 :])
         for c in range(n_classes):
             acc = 0.0
             for j in range(n_sv):
@@ -176,7 +188,7 @@ def bsgd_steps(
             if minus >= 0:
                 f_buf[minus] = -eta / scale
             n_sv = add_support_vector(
-                x, x_sq, f_buf, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, profile, reals
+                X, i, x, x_sq, f_buf, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, profile, reals
             )
             if use_bias:
                 bias[plus] += eta * sign
@@ -227,6 +239,8 @@ def bsgd_steps(
                 for c in range(n_classes):
                     coef[j, c] *= scale
             scale = 1.0
+        row_close(X, i, sv_t)
     counters[C_N_SV] = n_sv
     counters[C_STEPS] = t
     reals[R_SCALE] = scale
+    return done

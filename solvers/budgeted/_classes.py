@@ -35,7 +35,11 @@ from ._gss import GSS_STANDARD_EPS
 from ._linear import linear_decision, linear_steps_csr, linear_steps_dense, pack_weights, unpack_weights
 from ._preprocessing import Preprocessor, csr_arrays
 from ._publish import note_weight_rows
+from ._sparse_pool import run_with_room
 from ._state import C_SCHED_SHIFT, C_STEPS, N_COUNTERS, R_SCALE
+
+#: The arrays of a sparse SV pool (``BudgetedKernelModel._alloc_pool``).
+_SPARSE_POOL = ("_sv_data", "_sv_idx", "_sv_start", "_sv_len", "_sv_used", "_sv_scratch")
 
 
 @register_estimator
@@ -71,6 +75,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         :class:`BudgetedSGDClassifier`; one-vs-rest models share one of each
     on_drift : {"reset_schedule", "none"} — as in :class:`BudgetedSGDClassifier`; BSCA has
         no step size, so a reset scales the coefficients by t0 / (steps since the last reset)
+    sv_storage : {"auto", "dense", "sparse"} — as in :class:`BudgetedSGDClassifier`
 
     Attributes
     ----------
@@ -109,6 +114,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
         run_guard=True,
         on_drift="reset_schedule",
+        sv_storage="auto",
     ):
         self.budget = budget
         self.gamma = gamma
@@ -128,6 +134,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         self.shuffle_buffer = shuffle_buffer
         self.run_guard = run_guard
         self.on_drift = on_drift
+        self.sv_storage = sv_storage
 
     # ------------------------------------------------------------------ parameters
     def check_params(self):
@@ -156,7 +163,13 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         """Binary model k of one-vs-rest: it sees rows the parent already scaled and shuffled."""
         params = self.get_params()
         params.update(
-            scaling="none", gamma=self._pp.gamma, warmup=0, shuffle_buffer=0, run_guard=False, on_drift="none"
+            scaling="none",
+            gamma=self._pp.gamma,
+            warmup=0,
+            shuffle_buffer=0,
+            run_guard=False,
+            on_drift="none",
+            sv_storage=getattr(self, "sv_storage_", "dense"),
         )
         if self.random_state is not None:
             params["random_state"] = int(self.random_state) + k
@@ -213,8 +226,9 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             return
         if self._pp.ready:  # learning has started: the binary model becomes models 0 and 1
             self.estimators_ = [self._binary_copy(0, -1.0), self._binary_copy(1, 1.0), self._fresh_binary(2)]
-        for name in ("_sv_t", "_sv_sq", "_coef", "_k_inv", "_x_buf", "_row_buf"):
-            setattr(self, name, np.zeros((0,) * getattr(self, name).ndim))
+        for name in ("_sv_t", "_sv_sq", "_coef", "_k_inv", "_x_buf", "_row_buf", *_SPARSE_POOL):
+            if hasattr(self, name):
+                setattr(self, name, np.zeros((0,) * getattr(self, name).ndim, getattr(self, name).dtype))
 
     def _fresh_binary(self, k):
         """One-vs-rest model k, fitted state allocated, no support vectors yet."""
@@ -227,22 +241,38 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         binary = self._fresh_binary(k)
         for name in ("_sv_t", "_sv_sq", "_counters", "_reals", "_k_inv", "merge_diagnostics_"):
             getattr(binary, name)[...] = getattr(self, name)
+        if self._sparse_svs():
+            for name in _SPARSE_POOL:
+                setattr(binary, name, getattr(self, name).copy())
         binary._coef[...] = sign * self._coef
         binary.C_eff_, binary.lambda_eff_ = self.C_eff_, self.lambda_eff_
         return binary
 
     # ------------------------------------------------------------------ the step
     def _steps(self, X, signs, order, alpha, stream, margins):
+        """BSCA steps over ``X[order]``: dense X (n, d), or CSR arrays for sparse SVs."""
         h_table, wd_table = self._tables()
         ref = self._compare_solver_code()
-        bsca_steps(
+
+        def step(order_part, margins_part, pool):
+            return self._bsca_call(
+                X, signs, order_part, alpha, stream, pool, h_table, wd_table, ref, margins_part
+            )
+
+        if self._sparse_svs():
+            run_with_room(step, X, order, margins, self)
+        else:
+            step(order, margins, self._sv_t)
+
+    def _bsca_call(self, X, signs, order, alpha, stream, pool, h_table, wd_table, ref, margins):
+        return bsca_steps(
             X,
             signs,
             order,
             alpha,
             stream,
             self.C_eff_,
-            self._sv_t,
+            pool,
             self._sv_sq,
             self._coef,
             self._counters,
@@ -283,12 +313,15 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             self._fit_ovr(X, y, classes, callback)
             return self
         X = X_raw = X if sp.issparse(X) else np.ascontiguousarray(X)
+        self._resolve_sv_storage(X)
         self._init_state(X.shape[1], classes, X.shape[0], streaming=False)
         signs = self._encode_labels(y)
         X = self._pp.fit_transform(X)  # fit sees all its data: the statistics come from all of X
         n = X.shape[0]
         self.dual_alpha_ = np.zeros(n, dtype=np.float64)
-        if sp.issparse(X):
+        if self._sparse_svs():
+            X = self._csr_input(X)
+        elif sp.issparse(X):
             X = np.ascontiguousarray(X.toarray())  # coordinates are revisited at random
         for epoch in range(int(self.epochs)):
             if self.sampling == "permutation":
@@ -304,6 +337,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         return self
 
     def _fit_ovr(self, X, y, classes, callback):
+        self._resolve_sv_storage(X)
         self._start_ovr(X.shape[1], classes, streaming=False)
         X_raw, X = X, self._pp.fit_transform(X)
         self.estimators_ = []
@@ -331,6 +365,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             self.check_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=first)
         if first:
+            self._resolve_sv_storage(X)
             self._start_ovr(X.shape[1], classes, streaming=True)
         index = self._encode_labels(y)  # validates every label before any model changes
         self._feed_in_pieces(X, index, self._ovr_learn)
@@ -385,12 +420,12 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         margins = signs * self.decision_function(X)
         hinge = np.maximum(0.0, 1.0 - margins)
         norm2 = squared_model_norm(
-            self._sv_t,
+            self._pool(np.zeros(self.n_features_in_)),
             self._sv_sq,
             self._coef,
             self.n_support_vectors_,
             self.gamma_,
-            np.empty_like(self._x_buf),
+            np.zeros_like(self._x_buf),  # all zeros: a sparse pool scatters into it
             np.empty_like(self._row_buf),
         )
         out = {
@@ -416,8 +451,11 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
                     "merges": 0,
                     "merging_frequency": 0.0,
                     "average_weight_degradation": 0.0,
+                    "sv_storage": getattr(self, "sv_storage_", None),
+                    "sv_nonzeros": 0,
                 }
-            total = {k: sum(p[k] for p in parts) for k in parts[0]}
+            total = {k: sum(p[k] for p in parts) for k in parts[0] if k != "sv_storage"}
+            total["sv_storage"] = getattr(self, "sv_storage_", None)
             total["budget"] = int(self.budget)
             total["examples_seen"] = self.n_seen_
             steps = max(total["steps"], 1)
@@ -432,6 +470,12 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         if self._is_ovr():
             return sum(b.n_support_vectors_ for b in getattr(self, "estimators_", []))
         return super().n_support_vectors_
+
+    @property
+    def sv_nonzeros_(self):
+        if self._is_ovr():
+            return sum(b.sv_nonzeros_ for b in getattr(self, "estimators_", []) if hasattr(b, "classes_"))
+        return super().sv_nonzeros_
 
     @property
     def t_(self):
@@ -470,6 +514,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             "state_version": self.STATE_VERSION,
             "params": self.get_params(),
             "n_features_in": self.n_features_in_,
+            "sv_storage": getattr(self, "sv_storage_", "dense"),
             "ovr": metas,
             "preprocessing": pp_meta,
             **monitors,
@@ -493,6 +538,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         if meta.get("state_version") <= 4:  # saved before drift handling existed: it stays off
             params["on_drift"] = "none"
         est = cls(**params)
+        est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
         est._start_ovr(meta["n_features_in"], arrays["classes"], streaming=True)
         if "preprocessing" in meta:
             est._pp = Preprocessor.from_state(
@@ -673,6 +719,7 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         run_guard=True,
         on_drift="reset_schedule",
         kernel="rbf",
+        sv_storage="auto",
     ):
         self.budget = budget
         self.gamma = gamma
@@ -696,6 +743,7 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         self.run_guard = run_guard
         self.on_drift = on_drift
         self.kernel = kernel
+        self.sv_storage = sv_storage
 
     def check_params(self):
         """Validate the parameters; returns self.
@@ -717,6 +765,12 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
     # no columns) and adds W (d, K); the methods below switch on ``kernel``.
     def _linear(self):
         return self.kernel == "linear"
+
+    def _resolve_sv_storage(self, X):
+        if self._linear():  # no support vectors
+            self.sv_storage_ = None
+            return
+        super()._resolve_sv_storage(X)
 
     def _sv_capacity(self):
         return 0 if self._linear() else super()._sv_capacity()
@@ -848,14 +902,25 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         return est
 
     def _apply(self, X, labels, order, margins):
+        """BSGD steps over ``X[order]``: dense X (n, d), or CSR arrays for sparse SVs."""
         h_table, wd_table = self._tables()
-        radius = self.radius if self.radius is not None else 1.0 / np.sqrt(self.lambda_eff_)
         ref = self._compare_solver_code()
-        bsgd_steps(
+
+        def step(order_part, margins_part, pool):
+            return self._bsgd_call(X, labels, order_part, pool, h_table, wd_table, ref, margins_part)
+
+        if self._sparse_svs():
+            run_with_room(step, X, order, margins, self)
+        else:
+            step(order, margins, self._sv_t)
+
+    def _bsgd_call(self, X, labels, order, pool, h_table, wd_table, ref, margins):
+        radius = self.radius if self.radius is not None else 1.0 / np.sqrt(self.lambda_eff_)
+        return bsgd_steps(
             X,
             labels,
             order,
-            self._sv_t,
+            pool,
             self._sv_sq,
             self._coef,
             self._bias,

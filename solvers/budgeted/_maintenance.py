@@ -13,6 +13,7 @@ import numba as nb
 from ._gss import GSS_PRECISE_EPS
 from ._merging import SOLVER_GSS, merge_smallest, merge_smallest_multiclass
 from ._projection import DEFAULT_JITTER, kinv_append, kinv_rebuild, project_smallest, remove_smallest
+from ._sparse_pool import pool_append
 from ._state import (
     C_MAINTENANCE,
     C_MERGES,
@@ -97,9 +98,11 @@ def _maintain(
 
 @nb.njit(nogil=True, cache=True)
 def add_support_vector(
-    x, x_sq, weights, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, profile, reals
+    X, i, x, x_sq, weights, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, profile, reals
 ):
-    """Add ``weights`` (K,) · φ(x) to the model; returns the new SV count.
+    """Add ``weights`` (K,) · φ(x) to the model, x = input row ``i`` of ``X`` (dense (d,) in
+    ``x``, as :func:`._sparse_pool.row_open` gave it); returns the new SV count.  ``sv_t`` is a
+    pool (:mod:`._sparse_pool`).
 
     ``row_buf[:n_sv]`` must hold k(x, sv_j) from the margin computation.  If the model
     already holds x itself (k(x, sv_j) = 1 exactly: the distance of identical vectors is
@@ -119,8 +122,7 @@ def add_support_vector(
         kinv_append(k_inv, n_sv, row_buf[:cap], 1.0, DEFAULT_JITTER, row_buf[cap:])
         if profile:
             reals[R_MERGE_SECONDS] += _clock() - started
-    for k in range(x.shape[0]):
-        sv_t[k, n_sv] = x[k]
+    pool_append(sv_t, n_sv, X, i, x)
     sv_sq[n_sv] = x_sq
     for c in range(coef.shape[1]):
         coef[n_sv, c] = weights[c]

@@ -32,9 +32,9 @@ import numba as nb
 import numpy as np
 
 from .._params import MERGE_SOLVERS
-from ..kernels import rbf_row_and_log
 from ._gss import GSS_PRECISE_EPS, INV_PHI, golden_section_h, merge_gain, weight_degradation
 from ._lookup import interpolate, interpolated_wd
+from ._sparse_pool import pool_load, pool_move, pool_place_merged, pool_row_log, pool_unload
 
 #: Relative tolerance under which two |α| count as equal when choosing x_min.
 TIE_RTOL = 1e-9
@@ -98,11 +98,12 @@ def smallest_coefficient_slot(coef, n_sv):
 
 @nb.njit(nogil=True, cache=True)
 def remove_sv(sv_t, sv_sq, coef, n_sv, j):
-    """Delete SV ``j`` by moving the last live SV into its slot; returns the new count."""
+    """Delete SV ``j`` by moving the last live SV into its slot; returns the new count.
+
+    ``sv_t`` is a pool (:mod:`._sparse_pool`: the dense (d, capacity) matrix or the sparse tuple)."""
     last = n_sv - 1
     if j != last:
-        for k in range(sv_t.shape[0]):
-            sv_t[k, j] = sv_t[k, last]
+        pool_move(sv_t, last, j)
         sv_sq[j] = sv_sq[last]
         for c in range(coef.shape[1]):
             coef[j, c] = coef[last, c]
@@ -126,12 +127,12 @@ def place_merged_point(sv_t, sv_sq, x_min, j, h):
 def _log_kappas(x_min, sq_min, sv_t, sv_sq, n_sv, gamma, work):
     """Fill ``work[:cap]`` with k(x_min, sv_j) and ``work[cap:]`` with log k(x_min, sv_j)
     = −γ‖x_min − sv_j‖² (:func:`solvers.kernels.rbf_row_and_log`, the same layout the
-    training steps leave for ``known_row``); ``work`` is (2·capacity,).  Returns
-    ``(log_kappa, kappa)`` views."""
+    training steps leave for ``known_row``); ``work`` is (2·capacity,); ``sv_t`` a pool.
+    Returns ``(log_kappa, kappa)`` views."""
     cap = work.shape[0] // 2
     kappa = work[:cap]
     log_kappa = work[cap:]
-    rbf_row_and_log(x_min, sq_min, sv_t, sv_sq, n_sv, gamma, kappa, log_kappa)
+    pool_row_log(sv_t, x_min, sq_min, sv_sq, n_sv, gamma, kappa, log_kappa)
     return log_kappa, kappa
 
 
@@ -201,7 +202,8 @@ def merge_smallest(
 
     Parameters
     ----------
-    sv_t : (d, capacity) float64, SVs as columns; modified in place
+    sv_t : (d, capacity) float64, SVs as columns, or a sparse pool (:mod:`._sparse_pool`);
+        modified in place
     sv_sq : (capacity,) float64, cached squared norms; modified in place
     coef : (capacity, 1) float64, coefficients (any common scale); modified in place
     n_sv : int, live SVs before the step
@@ -212,7 +214,8 @@ def merge_smallest(
     ref_solver : int, −1, or a solver code to compare against side by side: its partner
         choice and WD are computed (not applied) and accumulated in ``diag``
     diag : (N_DIAG,) float64 accumulators (``D_*`` indices)
-    x_min, work : (d,) and (2·capacity,) float64 work arrays
+    x_min, work : (d,) and (2·capacity,) float64 work arrays (a sparse pool needs ``x_min``
+        all zeros; it is left so)
     known_row : bool — ``work[:n_sv−1]`` holds k(sv_last, sv_j) and ``work[cap:cap+n_sv−1]``
         log k(sv_last, sv_j) for the SV in the last slot (the training steps leave the new
         SV's margin row there, :func:`solvers.kernels.rbf_row_and_log`).  If that SV is
@@ -225,8 +228,7 @@ def merge_smallest(
     """
     i_min = smallest_coefficient_slot(coef, n_sv)
     a_min = coef[i_min, 0]
-    for k in range(sv_t.shape[0]):
-        x_min[k] = sv_t[k, i_min]
+    pool_load(sv_t, i_min, x_min)
     if known_row and i_min == n_sv - 1:
         cap = work.shape[0] // 2
         kappas = work[:cap]
@@ -237,6 +239,7 @@ def merge_smallest(
         log_kappas, kappas = _log_kappas(x_min, sv_sq[i_min], sv_t, sv_sq, n_sv, gamma, work)
     best_j, h, _ = _best_binary_partner(coef, n_sv, i_min, log_kappas, kappas, solver, eps, h_table, wd_table)
     if best_j < 0:
+        pool_unload(sv_t, i_min, x_min)
         return remove_sv(sv_t, sv_sq, coef, n_sv, i_min), a_min * a_min, 0
 
     total = a_min + coef[best_j, 0]
@@ -258,7 +261,8 @@ def merge_smallest(
             diag[D_WD_RATIO] += wd / ref_wd
             diag[D_RATIO_EVENTS] += 1.0
 
-    place_merged_point(sv_t, sv_sq, x_min, best_j, h)
+    pool_place_merged(sv_t, sv_sq, x_min, i_min, best_j, h)
+    pool_unload(sv_t, i_min, x_min)  # before remove_sv moves another SV into slot i_min
     coef[best_j, 0] = total * g
     return remove_sv(sv_t, sv_sq, coef, n_sv, i_min), wd, 1
 
@@ -320,8 +324,7 @@ def merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, eps, x_min, work):
     """
     p = smallest_coefficient_slot(coef, n_sv)
     n_classes = coef.shape[1]
-    for k in range(sv_t.shape[0]):
-        x_min[k] = sv_t[k, p]
+    pool_load(sv_t, p, x_min)
     log_kappas, kappas = _log_kappas(x_min, sv_sq[p], sv_t, sv_sq, n_sv, gamma, work)
     a_p = coef[p]
     best_q = -1
@@ -347,5 +350,6 @@ def merge_smallest_multiclass(sv_t, sv_sq, coef, n_sv, gamma, eps, x_min, work):
     kq = np.exp(h * h * log_kappa)
     for c in range(n_classes):
         coef[best_q, c] = coef[p, c] * kp + coef[best_q, c] * kq
-    place_merged_point(sv_t, sv_sq, x_min, best_q, h)
+    pool_place_merged(sv_t, sv_sq, x_min, p, best_q, h)
+    pool_unload(sv_t, p, x_min)
     return remove_sv(sv_t, sv_sq, coef, n_sv, p), best_wd

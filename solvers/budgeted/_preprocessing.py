@@ -67,7 +67,11 @@ Linear models (``kernel="linear"``, ``Preprocessor(linear=True)``) have no γ, r
 multiplies the values by their feature's factor, and a model whose first buffered rows are CSR
 holds its buffer's and reservoirs' rows in a :class:`SparseRowStore` (same draws and decisions
 as the dense buffer, K bounded by bytes of sparse rows: 20,000 for reuters and sector, where a
-dense buffer holds 1,008 and 151 rows).
+dense buffer holds 1,008 and 151 rows).  Kernel models with sparse support vectors
+(``sv_storage_ == "sparse"``, ``Preprocessor(sparse_rows=True)``) do the same with their rows —
+CSR through max-abs scaling, the buffer and the guard, dense rows converted — while keeping the
+kernel model's ``scaling="auto"`` (max-abs) and γ: ``gamma="scale"`` is the variance of the
+scaled window computed from its nonzeros (:func:`scale_gamma_sparse`, no densified window).
 
 Everything here is plain data saved in the model's state, so a restored model continues
 exactly (exactly-once stream recovery depends on it).  Random draws come from the model's
@@ -547,6 +551,20 @@ def scale_gamma(X_scaled) -> float:
     return 1.0 / (X_scaled.shape[1] * var) if var > 0.0 else 1.0
 
 
+def scale_gamma_sparse(X_scaled) -> float:
+    """:func:`scale_gamma` of CSR rows without densifying them: the two-pass variance over all
+    n·d entries, Σ_nz (x − μ)² + (n·d − nnz)·μ² (agrees with ``np.var`` of the dense matrix to
+    rounding, ~1e-16 relative)."""
+    n, d = X_scaled.shape
+    total = n * d
+    if total == 0:
+        return 1.0
+    values = X_scaled.data
+    mean = float(values.sum()) / total
+    var = (float(np.sum((values - mean) ** 2)) + (total - values.shape[0]) * mean * mean) / total
+    return 1.0 / (d * var) if var > 0.0 else 1.0
+
+
 def buffer_capacity(shuffle_buffer: int, n_features: int) -> int:
     """Rows a shuffle buffer holds: ``shuffle_buffer``, bounded by :data:`BUFFER_MAX_BYTES`
     (d = 123: 20,000; d = 8,315: 1,008)."""
@@ -594,15 +612,36 @@ class Preprocessor:
         sparse; and the buffer and the guard store the rows the way the first rows that reach
         them come (``rows``): CSR rows in a :class:`SparseRowStore` (K from
         :func:`sparse_buffer_capacity`), dense rows densely as for kernel models.
+    sparse_rows : bool — a kernel model with sparse support vectors: rows stay CSR (max-abs or
+        no scaling), always held in a :class:`SparseRowStore`; γ as for kernel models
+        (:func:`scale_gamma_sparse`).  ``scaling="standard"`` raises ValueError (an offset
+        would fill every zero).
+
+    Raises
+    ------
+    ValueError
+        ``sparse_rows`` with ``scaling="standard"``.
     """
 
     def __init__(
-        self, scaling, gamma, warmup, shuffle_buffer, n_features, n_classes=2, run_guard=False, linear=False
+        self,
+        scaling,
+        gamma,
+        warmup,
+        shuffle_buffer,
+        n_features,
+        n_classes=2,
+        run_guard=False,
+        linear=False,
+        sparse_rows=False,
     ):
+        if sparse_rows and scaling == "standard":
+            raise ValueError("sv_storage='sparse' needs scaling 'auto', 'maxabs' or 'none', got 'standard'")
         self.scaling = scaling
         self.n_features = int(n_features)
         self.n_classes = int(n_classes)
         self.linear = bool(linear)
+        self.sparse_rows = bool(sparse_rows)
         self.shuffle_buffer = int(shuffle_buffer)
         self.ready = False
         self.kind = None
@@ -615,16 +654,16 @@ class Preprocessor:
         self.window_n = 0
         # "dense": rows held densely; "sparse": in self.store; None (linear models): decided by
         # the first rows that reach the buffer and the guard (_decide_rows)
-        self.rows = None if self.linear else "dense"
+        self.rows = None if (self.linear or self.sparse_rows) else "dense"
         self.store: SparseRowStore | None = None
         self.row_nnz: float | None = None
-        cap = 0 if self.linear else buffer_capacity(int(shuffle_buffer), self.n_features)
+        cap = 0 if self.rows is None else buffer_capacity(int(shuffle_buffer), self.n_features)
         self.buf_X = np.zeros((cap, self.n_features))
         self.buf_y = np.zeros(cap)
         self.state = np.zeros(N_STATE, dtype=np.int64)
         self.state[S_RUN_CLASS] = -1
         self.guard = bool(run_guard)
-        res = guard_capacity(self.n_classes, self.n_features) if self.guard and not self.linear else 0
+        res = guard_capacity(self.n_classes, self.n_features) if self.guard and self.rows is not None else 0
         self.res_X = np.zeros((self.n_classes, res, self.n_features))
         self.res_n = np.zeros(self.n_classes, dtype=np.int64)
         self.seen = np.zeros(self.n_classes, dtype=np.int64)
@@ -635,7 +674,7 @@ class Preprocessor:
         """Linear models: hold the buffer's and the guard's rows sparse if the first rows that
         reach them (``X``: the window's, or the first batch) are CSR, else densely."""
         d = self.n_features
-        if not sp.issparse(X):
+        if not sp.issparse(X) and not self.sparse_rows:
             self.rows = "dense"
             cap = buffer_capacity(self.shuffle_buffer, d)
             self.buf_X, self.buf_y = np.zeros((cap, d)), np.zeros(cap)
@@ -643,7 +682,8 @@ class Preprocessor:
             self.res_X = np.zeros((self.n_classes, res, d))
             return
         self.rows = "sparse"
-        self.row_nnz = max(1.0, X.nnz / max(1, X.shape[0]))
+        nnz = X.nnz if sp.issparse(X) else np.count_nonzero(X)
+        self.row_nnz = max(1.0, nnz / max(1, X.shape[0]))
         cap = sparse_buffer_capacity(self.shuffle_buffer, self.row_nnz)
         res = sparse_guard_capacity(self.n_classes, self.row_nnz) if self.guard else 0
         self.buf_X, self.buf_y = np.zeros((0, d)), np.zeros(cap)
@@ -677,7 +717,10 @@ class Preprocessor:
         self.kind, self.offset, self.factor = fit_scaler(X, kind)
         scaled = self.transform(X)
         if self.gamma is None and not self.linear:
-            self.gamma = scale_gamma(scaled.toarray() if sp.issparse(scaled) else scaled)
+            if self.sparse_rows and sp.issparse(scaled):
+                self.gamma = scale_gamma_sparse(scaled)
+            else:
+                self.gamma = scale_gamma(scaled.toarray() if sp.issparse(scaled) else scaled)
             if self.n_classes > 2:
                 self.gamma *= MULTICLASS_GAMMA_FACTOR
         self.ready = True
@@ -688,7 +731,7 @@ class Preprocessor:
         (linear models: CSR rows stay CSR unless the scaling has an offset)."""
         if self.kind == "none":
             return X if sp.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
-        if self.linear and sp.issparse(X) and not self.offset.any():
+        if (self.linear or self.sparse_rows) and sp.issparse(X) and not self.offset.any():
             return scale_sparse(X, self.factor)
         return scale_dense(X, self.offset, self.factor)
 
@@ -945,6 +988,12 @@ class Preprocessor:
         }
         if sparse:
             arrays.update(self.store.get_state(buf_n, self.res_n, self.n_features))
+        if self.sparse_rows and not self.offset.any():
+            # max-abs factors of the features seen (the rest are 1): a state proportional to
+            # the nonzeros, not to d (issue 14, item 3)
+            changed = np.flatnonzero(self.factor != 1.0)
+            arrays.update(pp_factor_idx=changed, pp_factor_val=self.factor[changed])
+            arrays["pp_offset"], arrays["pp_factor"] = np.zeros(0), np.zeros(0)
         if self.window_parts:
             W = _stack([p for p, _ in self.window_parts])
             if sp.issparse(W):
@@ -966,8 +1015,14 @@ class Preprocessor:
             "run_guard": self.guard,
             "guard_capacity": int(self.store.res_start.shape[1] if sparse else self.res_X.shape[1]),
         }
-        if self.linear:
-            meta.update(linear=True, rows=self.rows, shuffle_buffer=self.shuffle_buffer, row_nnz=self.row_nnz)
+        if self.linear or self.sparse_rows:
+            meta.update(
+                linear=self.linear,
+                sparse_rows=self.sparse_rows,
+                rows=self.rows,
+                shuffle_buffer=self.shuffle_buffer,
+                row_nnz=self.row_nnz,
+            )
         return arrays, meta
 
     @classmethod
@@ -978,11 +1033,16 @@ class Preprocessor:
         pp.scaling, pp.n_features, pp.n_classes = scaling, int(n_features), int(n_classes)
         pp.ready, pp.kind, pp.gamma = bool(meta["ready"]), meta["kind"], meta["gamma"]
         pp.warmup, pp.needs_window = int(meta["warmup"]), bool(meta["needs_window"])
-        pp.offset = np.array(arrays["pp_offset"], dtype=np.float64)
-        pp.factor = np.array(arrays["pp_factor"], dtype=np.float64)
+        if "pp_factor_idx" in arrays:  # saved compact (sparse rows, no offset)
+            pp.offset, pp.factor = np.zeros(pp.n_features), np.ones(pp.n_features)
+            pp.factor[arrays["pp_factor_idx"]] = arrays["pp_factor_val"]
+        else:
+            pp.offset = np.array(arrays["pp_offset"], dtype=np.float64)
+            pp.factor = np.array(arrays["pp_factor"], dtype=np.float64)
         cap = int(meta["buffer_capacity"])
         pp.linear = bool(meta.get("linear", False))
-        pp.rows = meta.get("rows") if pp.linear else "dense"
+        pp.sparse_rows = bool(meta.get("sparse_rows", False))
+        pp.rows = meta.get("rows") if (pp.linear or pp.sparse_rows) else "dense"
         pp.shuffle_buffer = int(meta.get("shuffle_buffer", cap))
         pp.row_nnz = meta.get("row_nnz")
         pp.store = None

@@ -60,8 +60,9 @@ import math
 import numba as nb
 import numpy as np
 
-from ..kernels import rbf_row, squared_norm
+from ..kernels import squared_norm
 from ._merging import remove_sv, smallest_coefficient_slot
+from ._sparse_pool import pool_load, pool_row, pool_unload
 
 #: Default relative jitter ε added to the diagonal of K (see module docstring and
 #: ``docs/projection.md``: 1e-8 lets cond(K + εI) reach ~1e10 on data with duplicate or
@@ -210,11 +211,12 @@ def kinv_rebuild(k_inv, sv_t, sv_sq, n_sv, gamma, jitter, x_buf, k_buf):
     ----------
     k_inv : (capacity, capacity) float64, C-contiguous; ``k_inv[:n_sv, :n_sv]`` is
         overwritten with ``(K + ε·I)⁻¹`` of the live SVs (RBF, k(x, x) = 1)
-    sv_t : (d, capacity) float64, SVs as columns; sv_sq : (capacity,) their ‖·‖²
+    sv_t : (d, capacity) float64, SVs as columns, or a sparse pool (:mod:`._sparse_pool`);
+        sv_sq : (capacity,) their ‖·‖²
     n_sv : int, live SVs
     gamma : float, RBF γ
     jitter : float >= 0, relative ridge ε
-    x_buf : (d,) float64 scratch; k_buf : (>= n_sv,) float64 scratch
+    x_buf : (d,) float64 scratch (all zeros for a sparse pool; left so); k_buf : (>= n_sv,) float64 scratch
 
     Raises
     ------
@@ -228,9 +230,9 @@ def kinv_rebuild(k_inv, sv_t, sv_sq, n_sv, gamma, jitter, x_buf, k_buf):
     if n_sv == 0:
         return
     for j in range(n_sv):
-        for k in range(sv_t.shape[0]):
-            x_buf[k] = sv_t[k, j]
-        rbf_row(x_buf, sv_sq[j], sv_t, sv_sq, n_sv, gamma, k_buf)
+        pool_load(sv_t, j, x_buf)
+        pool_row(sv_t, x_buf, sv_sq[j], sv_sq, n_sv, gamma, k_buf)
+        pool_unload(sv_t, j, x_buf)
         for i in range(n_sv):
             k_inv[j, i] = k_buf[i]
         k_inv[j, j] = 1.0 + jitter
@@ -292,7 +294,8 @@ def project_smallest(sv_t, sv_sq, coef, n_sv, gamma, k_inv, jitter, x_buf, k_buf
 
     Parameters
     ----------
-    sv_t : (d, capacity) float64, SVs as columns; modified in place
+    sv_t : (d, capacity) float64, SVs as columns, or a sparse pool (:mod:`._sparse_pool`);
+        modified in place
     sv_sq : (capacity,) float64, cached ‖sv_j‖²; modified in place
     coef : (capacity, K) float64, raw coefficients (any common scale: the projection is
         scale-invariant); modified in place; binary models pass ``coef.reshape(-1, 1)``
@@ -339,10 +342,9 @@ def project_smallest(sv_t, sv_sq, coef, n_sv, gamma, k_inv, jitter, x_buf, k_buf
     if n_sv == 1:
         kinv_remove(k_inv, n_sv, p, u_buf)
         return remove_sv(sv_t, sv_sq, coef, n_sv, p), a2, 0
-    d = sv_t.shape[0]
-    for k in range(d):
-        x_buf[k] = sv_t[k, p]
-    rbf_row(x_buf, sv_sq[p], sv_t, sv_sq, n_sv, gamma, k_buf)
+    pool_load(sv_t, p, x_buf)
+    pool_row(sv_t, x_buf, sv_sq[p], sv_sq, n_sv, gamma, k_buf)
+    pool_unload(sv_t, p, x_buf)
     k_buf[p] = 0.0  # k_p runs over the other SVs only
     u = u_buf
     s_m, ktu, uu = _projection_vector(k_inv, n_sv, p, k_buf, u)
@@ -350,9 +352,9 @@ def project_smallest(sv_t, sv_sq, coef, n_sv, gamma, k_inv, jitter, x_buf, k_buf
     rebuilt = 0
     if not (s_m > 0.0 and abs(s_k - s_m) <= CONSISTENCY_ATOL):  # also catches NaN
         kinv_rebuild(k_inv, sv_t, sv_sq, n_sv, gamma, jitter, x_buf, k_buf)
-        for k in range(d):
-            x_buf[k] = sv_t[k, p]
-        rbf_row(x_buf, sv_sq[p], sv_t, sv_sq, n_sv, gamma, k_buf)
+        pool_load(sv_t, p, x_buf)
+        pool_row(sv_t, x_buf, sv_sq[p], sv_sq, n_sv, gamma, k_buf)
+        pool_unload(sv_t, p, x_buf)
         k_buf[p] = 0.0
         s_m, ktu, uu = _projection_vector(k_inv, n_sv, p, k_buf, u)
         rebuilt = 1
