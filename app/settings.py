@@ -38,6 +38,8 @@ class Settings(BaseSettings):
 
     max_body_bytes: int = Field(64 * MIB, ge=1)
     max_pending_batches: int = Field(8, ge=1)
+    #: Learner threads shared by all models (None: the CPU count, 2..16; app/models/learners.py).
+    learner_threads: int | None = Field(None, ge=1, le=256)
 
     default_model: str = "default"
     create_default_model: bool = True

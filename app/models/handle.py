@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,7 @@ from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import LabelCodec, NewLabels
 from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
 from svmstream.app.models.factory import copy_estimator, estimator_from_state, make_estimator
+from svmstream.app.models.learners import LearnerPool, default_pool
 from svmstream.app.models.limits import check_width, estimate_bytes, max_width
 from svmstream.app.models.meters import LabelRunMeter, PrequentialWindow, RateMeter, correct_predictions
 from svmstream.app.models.view import ModelView, check_finite, estimator_stats
@@ -87,7 +88,8 @@ def _input_bytes(*arrays) -> int:
 
 
 class ModelHandle:
-    """One named model: configuration, private estimator, learner thread, current view."""
+    """One named model: configuration, private estimator, learner queue (on the threads of a
+    :class:`~svmstream.app.models.learners.LearnerPool`: one writer at a time), current view."""
 
     def __init__(
         self,
@@ -101,6 +103,7 @@ class ModelHandle:
         extra: dict[str, Any] | None = None,
         settings: Settings | None = None,
         classes: list[Any] | None = None,
+        learners: LearnerPool | None = None,
     ):
         settings = settings if settings is not None else Settings()
         self.name = name
@@ -127,7 +130,8 @@ class ModelHandle:
         self._lock = threading.Lock()
         self._pending = 0
         self._closed = False
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"learner-{name}")
+        # the model's ordered task queue on the shared learner threads (no thread of its own)
+        self._executor = (learners if learners is not None else default_pool()).queue(name)
         self.view = ModelView(
             name=name,
             config=config,

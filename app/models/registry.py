@@ -43,6 +43,7 @@ from svmstream.app.ingest.labels import NewLabels
 from svmstream.app.models.config import MODEL_NAME_RE, ModelConfig, check_model_name
 from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
+from svmstream.app.models.learners import LearnerPool
 from svmstream.app.models.limits import check_config_limits
 from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
@@ -71,6 +72,7 @@ class Registry:
         self._lock = threading.Lock()
         self._snap_lock = threading.Lock()
         self.snapshot_listeners: list[Callable[[ModelHandle, ModelView, str], None]] = []
+        self.learners = LearnerPool(settings.learner_threads)  # shared by all models
 
     # ------------------------------------------------------------------ lookup
     def __contains__(self, name: str) -> bool:
@@ -128,6 +130,7 @@ class Registry:
             name,
             config,
             settings=self.settings,
+            learners=self.learners,
             **state,
         )
         with self._lock:
@@ -154,6 +157,7 @@ class Registry:
         """Stop every learner after its queued batches are applied."""
         for handle in self.handles():
             handle.close(wait=True)
+        self.learners.shutdown()
 
     # ------------------------------------------------------------------ learn / predict
     def learn(
