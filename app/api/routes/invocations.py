@@ -1,0 +1,140 @@
+"""MLflow's scoring protocol: ``POST /invocations`` (and ``GET /ping``) over the service's models.
+
+A client written for ``mlflow models serve`` (``mlflow.pyfunc.scoring_server``) works
+unchanged: the payload forms ``dataframe_split``, ``dataframe_records``, ``instances`` and
+``inputs`` (:mod:`svmstream.app.ingest.scoring_payloads`) → ``{"predictions": [...]}``, the
+predicted labels.  ``params.model`` picks the model (default: ``SVMSTREAM_DEFAULT_MODEL``);
+``params.output`` = ``decision`` or ``proba`` answers decision values or calibrated
+probabilities instead, plus ``classes`` (their columns).  Predictions take the path of
+``POST /predict`` (:func:`svmstream.app.api.protocols.predict_rows`).
+
+Errors are MLflow's ``{"error_code": ..., "message": ...}``: 400 ``BAD_REQUEST``, 401
+``UNAUTHENTICATED``, 404 ``RESOURCE_DOES_NOT_EXIST``, 409 ``RESOURCE_CONFLICT`` (the model
+cannot predict yet), 413 ``REQUEST_LIMIT_EXCEEDED``, 415 ``BAD_REQUEST`` (not JSON: MLflow's
+CSV and Parquet inputs are not served).  ``docs/protocols.md`` has the decisions and examples.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from svmstream.app.api.auth import Credentials
+from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
+from svmstream.app.api.http import OrjsonResponse
+from svmstream.app.api.protocols import authorize_read, guarded, predict_rows, read_protocol_body
+from svmstream.app.errors import InvalidInput, ServiceError
+from svmstream.app.ingest.decode import decode_json, may_contain_bools
+from svmstream.app.ingest.scoring_payloads import INPUT_FORMATS, parse_scoring_payload
+from svmstream.app.models.registry import Registry
+
+router = APIRouter(tags=["mlflow scoring"])
+
+MEDIA_TYPES = frozenset({"application/json"})
+
+#: HTTP status -> MLflow error code (the codes of ``mlflow.exceptions.ERROR_CODE_TO_HTTP_STATUS``).
+ERROR_CODES = {
+    400: "BAD_REQUEST",
+    401: "UNAUTHENTICATED",
+    404: "RESOURCE_DOES_NOT_EXIST",
+    409: "RESOURCE_CONFLICT",
+    413: "REQUEST_LIMIT_EXCEEDED",
+    415: "BAD_REQUEST",
+    429: "RESOURCE_EXHAUSTED",
+}
+
+
+class MlflowError(BaseModel):
+    error_code: str
+    message: str
+
+
+class Predictions(BaseModel):
+    predictions: list[Any]
+    classes: list[Any] | None = None
+
+
+def mlflow_error(exc: ServiceError) -> Response:
+    """``{"error_code", "message"}``; the service's 422 (a rejected input) becomes 400."""
+    status = 400 if exc.status == 422 else exc.status
+    code = ERROR_CODES.get(status, "BAD_REQUEST")
+    return OrjsonResponse(
+        {"error_code": code, "message": exc.message}, status_code=status, headers=exc.headers
+    )
+
+
+def _invoke(registry: Registry, body: bytes, default_model: str) -> tuple[str, dict[str, Any]]:
+    try:
+        obj = decode_json(body, "body", status=400)
+    except RecursionError:
+        raise InvalidInput("body: JSON nested too deeply", field="body", status=400) from None
+    request = parse_scoring_payload(obj, check_bools=may_contain_bools(body))
+    name = request.model or default_model
+    pred = predict_rows(registry, name, request.X, f"{request.input_format}[0]", request.output == "proba")
+    if request.output == "label":
+        return name, {"predictions": pred.labels}
+    values = pred.proba if request.output == "proba" else pred.decision
+    return name, {"predictions": values, "classes": pred.classes}
+
+
+_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "description": f"exactly one of {list(INPUT_FORMATS)}, optional params "
+                    "{model, output: label|decision|proba}",
+                    "properties": {
+                        **{f: {} for f in INPUT_FORMATS},
+                        "params": {
+                            "type": "object",
+                            "properties": {
+                                "model": {"type": "string"},
+                                "output": {"enum": ["label", "decision", "proba"]},
+                            },
+                        },
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+@router.post(
+    "/invocations",
+    response_model=Predictions,
+    responses={code: {"model": MlflowError} for code in (400, 401, 404, 409, 413, 415)},
+    openapi_extra=_DOC,
+)
+async def invocations(
+    request: Request,
+    registry: RegistryDep,
+    settings: SettingsDep,
+    observe: LatencyDep,
+    credentials: Credentials,
+) -> Response:
+    """MLflow scoring: ``{"predictions": [...]}`` for the rows of the payload."""
+
+    async def work() -> Response:
+        await authorize_read(request, credentials)
+        started = time.perf_counter()
+        body = await read_protocol_body(request, settings.max_body_bytes, MEDIA_TYPES)
+        name, result = await run_in_threadpool(_invoke, registry, body, settings.default_model)
+        observe("invocations", name, time.perf_counter() - started)
+        return OrjsonResponse(result)
+
+    return await guarded(work, mlflow_error)
+
+
+@router.get("/ping", response_model=dict[str, str])
+async def ping() -> OrjsonResponse:
+    """MLflow's health check (``ScoringServerClient.wait_server_ready``): 200, no token needed."""
+    return OrjsonResponse({"status": "ok"})
