@@ -28,7 +28,19 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from svmstream.app.api.http import OrjsonResponse
-from svmstream.app.api.routes import dashboard, events, health, jobs, learn, metrics, models, predict, uploads
+from svmstream.app.api.routes import (
+    dashboard,
+    events,
+    health,
+    invocations,
+    jobs,
+    learn,
+    metrics,
+    models,
+    predict,
+    uploads,
+    v2,
+)
 from svmstream.app.errors import install_error_handlers
 from svmstream.app.jobs.runner import JobRunner
 from svmstream.app.models.registry import Registry
@@ -167,5 +179,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     install_error_handlers(app)
     for module in (learn, predict, models, health, metrics, jobs, uploads, events, dashboard):
+        app.include_router(module.router)
+    # the standard protocols: Open Inference Protocol v2 and MLflow scoring (docs/protocols.md)
+    for module in (v2, invocations):
         app.include_router(module.router)
     return app
