@@ -298,5 +298,10 @@ def test_wide_sparse_batches_learn_like_dense_ones(tmp_path):
     a = reg.predict("dense", dense)[1]
     b = reg.predict("sparse", sp.csr_matrix(dense))[1]
     np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
-    assert reg.get("sparse").view.stats == reg.get("dense").view.stats
+    stats = {name: dict(reg.get(name).view.stats) for name in ("sparse", "dense")}
+    storage = {name: stats[name].pop("statistics") for name in stats}  # only the SV storage differs:
+    assert (storage["sparse"]["sv_storage"], storage["dense"]["sv_storage"]) == ("sparse", "dense")  # auto
+    assert storage["sparse"].pop("sv_nonzeros") < storage["dense"].pop("sv_nonzeros")
+    storage["sparse"]["sv_storage"] = "dense"
+    assert stats["sparse"] == stats["dense"] and storage["sparse"] == storage["dense"]
     reg.close()
