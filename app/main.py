@@ -28,6 +28,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from svmstream.app.api.http import OrjsonResponse
+from svmstream.app.api.replica import ReplicaReadOnly
 from svmstream.app.api.routes import (
     dashboard,
     events,
@@ -50,6 +51,8 @@ from svmstream.app.observability.live import LiveFeed
 from svmstream.app.observability.prometheus import build_registry
 from svmstream.app.settings import Settings
 from svmstream.app.stream.manager import StreamManager, run_stream_manager
+from svmstream.app.stream.redis_ops import make_client
+from svmstream.app.stream.replication import SnapshotFollower, SnapshotPublisher
 
 __all__ = ["configure_logging", "create_app", "warm_up"]
 
@@ -78,11 +81,14 @@ def _redacted(url: str) -> str:
 
 
 async def _open_registry(settings: Settings) -> Registry:
-    """Warm-up, the registry with its snapshot store, restored models and the default model."""
+    """Warm-up, the registry with its snapshot store, restored models and the default model
+    (a replica: an empty registry without snapshots; its models come from the learner)."""
     if settings.warm_up:
         started = time.perf_counter()
         await asyncio.to_thread(warm_up)
         log.info("solver warm-up done in %.2f s", time.perf_counter() - started)
+    if settings.role == "replica":
+        return Registry(settings, None)
     registry = Registry(settings, SnapshotStore(settings.snapshot_dir, keep=settings.snapshot_keep))
     if settings.restore_on_start:
         await asyncio.to_thread(registry.restore)
@@ -91,6 +97,25 @@ async def _open_registry(settings: Settings) -> Registry:
         registry.create(settings.default_model, config, snapshot=False)
         log.info("model %r: created with defaults %s", settings.default_model, config.to_json())
     return registry
+
+
+def _start_replication(app: FastAPI, settings: Settings, registry: Registry):
+    """With Redis: the learner publishes each snapshot for replicas; a replica follows them
+    (:mod:`svmstream.app.stream.replication`).  Returns the publisher/follower, or None."""
+    app.state.replication = None
+    if not settings.redis_url:
+        return None
+    client = make_client(settings.redis_url, timeout=30.0)
+    if settings.role == "replica":
+        follower = SnapshotFollower(client, registry, poll_s=settings.replica_poll_s).start()
+        app.state.replication = follower
+        log.info("replica: following the learner's snapshots at %s", _redacted(settings.redis_url))
+        return follower
+    url = settings.advertise_url or f"http://{settings.host}:{settings.port}"
+    publisher = SnapshotPublisher(client, registry, advertise_url=url).start()
+    registry.snapshot_listeners.append(publisher.on_snapshot)
+    app.state.replication = publisher
+    return publisher
 
 
 async def _cancel(task: asyncio.Task) -> None:
@@ -104,14 +129,20 @@ async def lifespan(app: FastAPI):
     """Start and stop the service's objects (see the module docstring for the order)."""
     settings: Settings = app.state.settings
     configure_logging(settings.log_level)
+    if settings.role == "replica" and not settings.redis_url:
+        raise RuntimeError(
+            "SVMSTREAM_ROLE=replica needs SVMSTREAM_REDIS_URL: replicas follow the learner through Redis"
+        )
     registry = await _open_registry(settings)
     app.state.registry = registry
+    replication = _start_replication(app, settings, registry)
     app.state.jobs = JobRunner(settings, registry)  # batch jobs (docs/jobs.md); workers start per job
     app.state.started_at = time.time()
+    learner = settings.role == "learner"
     snapshotter = asyncio.create_task(
-        run_snapshotter(registry.snapshot_changed, settings.snapshot_interval_s)
+        run_snapshotter(registry.snapshot_changed, settings.snapshot_interval_s if learner else 3600.0)
     )
-    streams = StreamManager(registry, settings) if settings.redis_url else None
+    streams = StreamManager(registry, settings) if settings.redis_url and learner else None
     stream_task = asyncio.create_task(run_stream_manager(streams)) if streams is not None else None
     app.state.streams = streams
     # Everything alive now (modules, the compiled solvers, restored models) lives as long as the
@@ -134,6 +165,8 @@ async def lifespan(app: FastAPI):
             await _cancel(stream_task)
             await asyncio.to_thread(streams.stop)
         await _cancel(snapshotter)
+        if replication is not None:
+            await asyncio.to_thread(replication.stop)
         await asyncio.to_thread(registry.close)
         written = await asyncio.to_thread(registry.snapshot_changed)
         if streams is not None:
@@ -178,6 +211,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lambda: app.state.request_metrics.latency,
     )
     install_error_handlers(app)
+    if app.state.settings.role == "replica":  # a replica only predicts (docs/deployment.md)
+        follower = lambda: getattr(app.state, "replication", None)  # noqa: E731
+        app.add_middleware(ReplicaReadOnly, learner_url=lambda: getattr(follower(), "learner_url", None))
     for module in (learn, predict, models, health, metrics, jobs, uploads, events, dashboard):
         app.include_router(module.router)
     # the standard protocols: Open Inference Protocol v2 and MLflow scoring (docs/protocols.md)

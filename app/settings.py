@@ -91,6 +91,16 @@ class Settings(BaseSettings):
     rate_window_s: float = Field(10.0, gt=0)
     """Seconds over which examples applied per second are averaged."""
 
+    # ---------------------------------------------------------------- replicas (docs/deployment.md)
+    role: Literal["learner", "replica"] = "learner"
+    """``learner``: learns, snapshots and (with ``redis_url``) publishes each snapshot for
+    replicas; ``replica``: serves predictions only, following the learner through Redis."""
+    advertise_url: str | None = None
+    """The learner's URL as replicas should name it in their 409 answers (default
+    ``http://{host}:{port}``)."""
+    replica_poll_s: float = Field(1.0, gt=0, le=60)
+    """How often a replica compares the published versions besides the announcements."""
+
     # ---------------------------------------------------------------- Redis streams
     redis_url: str | None = None
     """``redis://host:port/db``; unset: no stream ingestion (the embedded default)."""

@@ -169,6 +169,13 @@ def add_serve_parser(sub) -> argparse.ArgumentParser:
     serve.add_argument(
         "--stream-models", help="models that consume their stream: '*' or comma-separated names"
     )
+    serve.add_argument(
+        "--role",
+        choices=("learner", "replica"),
+        help="learner (default): learns and publishes snapshots to Redis for replicas; replica: serves "
+        "predictions only, following the learner through --redis-url (docs/deployment.md)",
+    )
+    serve.add_argument("--advertise-url", help="the learner's URL named by replicas (default http://HOST:PORT)")
     _add_hyper(serve, "of models created without them, e.g. the default model")
     return serve
 

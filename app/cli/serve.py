@@ -68,6 +68,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         "log_level",
         "redis_url",
         "stream_models",
+        "role",
+        "advertise_url",
     ):
         value = getattr(args, key)
         if value is not None:

@@ -40,6 +40,7 @@ from svmstream.app.errors import (
     LearnerBusy,
     ModelClosed,
     NumericalOverflow,
+    ServiceError,
 )
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import LabelCodec, NewLabels
@@ -104,6 +105,7 @@ class ModelHandle:
         settings: Settings | None = None,
         classes: list[Any] | None = None,
         learners: LearnerPool | None = None,
+        follower_of: str | None = None,
     ):
         settings = settings if settings is not None else Settings()
         self.name = name
@@ -116,12 +118,19 @@ class ModelHandle:
         else:
             self.codec = LabelCodec(config.classes)
         self.max_pending = settings.max_pending_batches
-        self._est = copy_estimator(estimator) if estimator is not None else None
+        # a prediction replica's model (follower_of: its learner's URL) never learns: no
+        # private copy, no checkpoint; learning is refused naming the learner
+        self.follower_of = follower_of
+        if follower_of is not None:
+            self._est = estimator
+        else:
+            self._est = copy_estimator(estimator) if estimator is not None else None
         # rollback: the state of the last checkpoint (None: a fresh estimator) and the steps
         # applied since, replayed to undo a failed batch (module docstring)
         self._est_lock = threading.Lock()  # held while the learner changes the estimator
         online = config.algorithm not in BATCH_ALGORITHMS
-        self._checkpoint = detached_state(self._est) if self._est is not None and online else None
+        keep = self._est is not None and online and follower_of is None
+        self._checkpoint = detached_state(self._est) if keep else None
         self._journal: list[Callable[[Any], Any]] = []
         self._journal_bytes = 0
         self._n_features = n_features if n_features is not None else config.n_features
@@ -148,6 +157,8 @@ class ModelHandle:
         self.rate = RateMeter(settings.rate_window_s)
         self.label_runs = LabelRunMeter(settings.label_run_window)
         self.overflows = 0
+        self.learn_failures = 0  # rolled-back batches other than overflows (/metrics)
+        self.snapshot_failures = 0  # written by Registry.snapshot (/metrics)
         self.publish_seconds: deque[float] = deque(maxlen=PUBLISH_TIMES)  # the cost of publishing
         self._drift_logged = int(self.view.stats["drift"]["detections"])
         self.created_at = time.time()
@@ -181,6 +192,13 @@ class ModelHandle:
         return self._closed
 
     def _refuse_if_batch_trained(self) -> None:
+        if self.follower_of is not None:
+            raise ServiceError(
+                f"model {self.name!r} is served by a prediction replica; send learning to the learner "
+                f"at {self.follower_of}",
+                field="model",
+                status=409,
+            )
         if self.config.algorithm in BATCH_ALGORITHMS:
             raise BatchModelReadOnly(
                 f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); "
@@ -385,6 +403,7 @@ class ModelHandle:
                 self.overflows += 1
                 log.error("model %r: %s; model rolled back", self.name, exc)
             else:
+                self.learn_failures += 1
                 log.exception(
                     "model %r: learning a batch of %d examples failed; model rolled back",
                     self.name,

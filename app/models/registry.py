@@ -244,16 +244,20 @@ class Registry:
             if handle.view.version == handle.saved_version and not force:
                 return None
             view, state = handle.capture_state()  # the learner's state at the view's version
-            path, saved_at = self.store.write(
-                view.name,
-                view.config,
-                state,
-                version=view.version,
-                n_features=view.n_features,
-                extra=view.extra,
-                n_features_fixed=view.n_features_fixed,
-                classes=view.codec.classes,
-            )
+            try:
+                path, saved_at = self.store.write(
+                    view.name,
+                    view.config,
+                    state,
+                    version=view.version,
+                    n_features=view.n_features,
+                    extra=view.extra,
+                    n_features_fixed=view.n_features_fixed,
+                    classes=view.codec.classes,
+                )
+            except Exception:
+                handle.snapshot_failures += 1  # svmstream_snapshot_failures_total
+                raise
             handle.saved_version = view.version
             handle.last_snapshot_time = saved_at
             handle.last_snapshot_path = str(path)
@@ -286,6 +290,29 @@ class Registry:
                 written.append(path)
         return written
 
+    def install(self, found, *, follower_of: str | None = None) -> ModelHandle:
+        """Create (or replace) the model of a restored snapshot (a
+        :class:`~svmstream.app.models.snapshots.RestoredModel`): at start-up, and on a
+        prediction replica each time its learner publishes a version (``follower_of``: the
+        learner's URL; such a model refuses learning, 409).  Replacing swaps the model's
+        handle at once; predictions in flight finish on the old view."""
+        handle, _ = self.create(
+            found.name,
+            found.config,
+            snapshot=False,
+            estimator=found.estimator,
+            version=found.version,
+            n_features=found.n_features,
+            n_features_fixed=found.n_features_fixed,
+            extra=found.extra,
+            classes=found.classes,
+            follower_of=follower_of,
+        )
+        handle.saved_version = found.version
+        handle.last_snapshot_time = found.saved_at
+        handle.last_snapshot_path = str(found.path) if found.path is not None else None
+        return handle
+
     def restore(self) -> list[str]:
         """Load the newest valid snapshot of every model found in the store."""
         if self.store is None:
@@ -299,20 +326,7 @@ class Registry:
             if found is None:
                 log.error("model %r: no valid snapshot in %s; not restored", name, self.store.model_dir(name))
                 continue
-            handle, _ = self.create(
-                name,
-                found.config,
-                snapshot=False,
-                estimator=found.estimator,
-                version=found.version,
-                n_features=found.n_features,
-                n_features_fixed=found.n_features_fixed,
-                extra=found.extra,
-                classes=found.classes,
-            )
-            handle.saved_version = found.version
-            handle.last_snapshot_time = found.saved_at
-            handle.last_snapshot_path = str(found.path)
+            handle = self.install(found)
             log.info(
                 "model %r: restored from %s (version %d, %d examples seen)",
                 name,

@@ -59,7 +59,7 @@ SERVICE_FORMAT = 1
 
 @dataclass
 class RestoredModel:
-    """A model rebuilt from a snapshot file."""
+    """A model rebuilt from a snapshot (``path``: its file; None for bytes from Redis)."""
 
     name: str
     config: ModelConfig
@@ -67,7 +67,7 @@ class RestoredModel:
     version: int
     n_features: int | None
     extra: dict[str, Any]
-    path: Path
+    path: Path | None
     saved_at: float
     seq: int
     n_features_fixed: bool = True
@@ -218,35 +218,7 @@ class SnapshotStore:
             blob = path.read_bytes()
         except OSError as exc:
             raise CorruptStateError(f"unreadable: {exc}") from exc
-        arrays, meta = decode_state(blob)
-        try:
-            service = meta["service"]
-            saved = dict(service["config"])
-            if "scaling" not in saved:  # saved before the streaming preprocessing existed
-                saved.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
-            if "on_drift" not in saved:  # saved before drift handling existed: it stays off
-                saved["on_drift"] = "none"
-            config = ModelConfig.model_validate(saved)
-            estimator = None
-            if meta.get("estimator") is not None:
-                estimator = estimator_from_state(arrays, meta)
-            return RestoredModel(
-                name=str(service["model"]),
-                config=config,
-                estimator=estimator,
-                version=int(service["version"]),
-                n_features=service.get("n_features"),
-                extra=dict(service.get("extra") or {}),
-                path=path,
-                saved_at=float(service.get("saved_at", path.stat().st_mtime)),
-                seq=int(service.get("seq", 0)),
-                n_features_fixed=bool(service.get("n_features_fixed", True)),
-                classes=service.get("classes"),
-            )
-        except CorruptStateError:
-            raise
-        except Exception as exc:  # missing keys, bad config, arrays that do not rebuild
-            raise CorruptStateError(f"cannot rebuild model: {type(exc).__name__}: {exc}") from exc
+        return decode_snapshot(blob, path)
 
     def load_newest(self, name: str) -> RestoredModel | None:
         """The newest snapshot of ``name`` that decodes and rebuilds, or None.
@@ -264,6 +236,47 @@ class SnapshotStore:
                 continue
             return restored
         return None
+
+
+def decode_snapshot(blob: bytes, path: Path | None = None) -> RestoredModel:
+    """Decode and rebuild the bytes of one snapshot (a file's, or a replica's copy from Redis;
+    ``path``: where they came from, None for Redis).
+
+    Raises
+    ------
+    CorruptStateError
+        If the bytes are truncated, fail their checksum, or their metadata or arrays do not
+        rebuild a model.
+    """
+    arrays, meta = decode_state(blob)
+    try:
+        service = meta["service"]
+        saved = dict(service["config"])
+        if "scaling" not in saved:  # saved before the streaming preprocessing existed
+            saved.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
+        if "on_drift" not in saved:  # saved before drift handling existed: it stays off
+            saved["on_drift"] = "none"
+        config = ModelConfig.model_validate(saved)
+        estimator = None
+        if meta.get("estimator") is not None:
+            estimator = estimator_from_state(arrays, meta)
+        return RestoredModel(
+            name=str(service["model"]),
+            config=config,
+            estimator=estimator,
+            version=int(service["version"]),
+            n_features=service.get("n_features"),
+            extra=dict(service.get("extra") or {}),
+            path=path,
+            saved_at=float(service.get("saved_at") or (path.stat().st_mtime if path is not None else 0.0)),
+            seq=int(service.get("seq", 0)),
+            n_features_fixed=bool(service.get("n_features_fixed", True)),
+            classes=service.get("classes"),
+        )
+    except CorruptStateError:
+        raise
+    except Exception as exc:  # missing keys, bad config, arrays that do not rebuild
+        raise CorruptStateError(f"cannot rebuild model: {type(exc).__name__}: {exc}") from exc
 
 
 async def run_snapshotter(snapshot_changed: Callable[[], Any], interval_s: float) -> None:

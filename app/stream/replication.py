@@ -1,0 +1,219 @@
+"""Prediction replicas follow a learner through Redis (issue 16, item 3; ``docs/deployment.md``).
+
+The learner (``svmstream serve``, role ``learner``, with ``SVMSTREAM_REDIS_URL``) runs a
+:class:`SnapshotPublisher`: after each snapshot it writes the snapshot file's bytes to Redis
+and announces the version.  A replica (``svmstream serve --role replica``) runs a
+:class:`SnapshotFollower`: it loads every newer snapshot and swaps it in (``Registry.install``),
+so its predictions are the learner's of that version, exactly (the same saved state).
+
+Keys (``{model}``: the model's name):
+
+=====================================  =================================================
+``svmstream:replication:versions``     hash model -> newest published version
+``svmstream:replication:{model}``      hash ``version``, ``blob`` (the snapshot bytes)
+``svmstream:replication:learner``      the learner's advertised URL (named by 409s)
+``svmstream:replication:events``       pub/sub channel: ``{"model", "version"}`` JSON
+=====================================  =================================================
+
+A snapshot's blob and version are written in one MULTI/EXEC, before the versions hash and
+the announcement, so a reader never sees a version without its bytes.  Replicas react to
+the announcement at once and also compare the versions hash every ``poll_s`` (a missed
+message, a restarted Redis); a model missing from the hash is deleted on the replica.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("svmstream.replication")
+
+PREFIX = "svmstream:replication"
+VERSIONS_KEY = f"{PREFIX}:versions"
+LEARNER_KEY = f"{PREFIX}:learner"
+CHANNEL = f"{PREFIX}:events"
+
+
+def model_key(name: str) -> str:
+    """The hash holding model ``name``'s newest snapshot bytes and version."""
+    return f"{PREFIX}:{name}"
+
+
+class SnapshotPublisher:
+    """Learner side: copies each new snapshot to Redis and announces it.
+
+    Register :meth:`on_snapshot` as a registry snapshot listener; the copying runs on the
+    publisher's own thread (listeners must be quick).
+
+    Parameters
+    ----------
+    client : redis.Redis — a client of the learner's Redis
+    registry : the learner's :class:`~svmstream.app.models.registry.Registry`
+    advertise_url : str or None — the learner's URL, named by the replicas' 409 answers
+    reconcile_s : float — how often models deleted on the learner are removed from Redis
+    """
+
+    def __init__(self, client, registry, advertise_url: str | None = None, reconcile_s: float = 2.0):
+        self.client = client
+        self.registry = registry
+        self.advertise_url = advertise_url
+        self.reconcile_s = reconcile_s
+        self._queue: queue.SimpleQueue[tuple[str, int, str] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="snapshot-publisher", daemon=True)
+        self.published = 0
+
+    def start(self) -> SnapshotPublisher:
+        if self.advertise_url:
+            self.client.set(LEARNER_KEY, self.advertise_url)
+        self._thread.start()
+        return self
+
+    def on_snapshot(self, handle, view, path: str) -> None:
+        """Snapshot listener: queue ``(model, version, file)`` for publishing."""
+        self._queue.put((handle.name, int(view.version), path))
+
+    def _run(self) -> None:
+        next_reconcile = time.monotonic() + self.reconcile_s
+        while True:
+            try:
+                item = self._queue.get(timeout=max(0.05, next_reconcile - time.monotonic()))
+            except queue.Empty:
+                item = ()
+            if item is None:
+                return
+            try:
+                if item:
+                    self.publish(*item)
+                if time.monotonic() >= next_reconcile:
+                    self.reconcile()
+                    next_reconcile = time.monotonic() + self.reconcile_s
+            except Exception:  # Redis down: the next snapshot (or reconcile) retries
+                log.exception("replication: publishing failed")
+
+    def publish(self, name: str, version: int, path: str) -> bool:
+        """Write one snapshot's bytes and version to Redis and announce it; False if the file
+        was already pruned (a newer snapshot is queued behind it)."""
+        try:
+            blob = Path(path).read_bytes()
+        except FileNotFoundError:
+            return False
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(model_key(name), mapping={"version": version, "blob": blob})
+        pipe.hset(VERSIONS_KEY, name, version)
+        pipe.publish(CHANNEL, json.dumps({"model": name, "version": version}))
+        pipe.execute()
+        self.published += 1
+        return True
+
+    def reconcile(self) -> None:
+        """Remove from Redis the models the learner no longer has."""
+        names = set(self.registry.names())
+        for raw in self.client.hkeys(VERSIONS_KEY):
+            name = raw.decode() if isinstance(raw, bytes) else raw
+            if name not in names:
+                pipe = self.client.pipeline(transaction=True)
+                pipe.hdel(VERSIONS_KEY, name)
+                pipe.delete(model_key(name))
+                pipe.publish(CHANNEL, json.dumps({"model": name, "version": None}))
+                pipe.execute()
+
+    def stop(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=10)
+
+
+class SnapshotFollower:
+    """Replica side: installs every snapshot the learner publishes.
+
+    Parameters
+    ----------
+    client : redis.Redis — a client of the learner's Redis
+    registry : the replica's :class:`~svmstream.app.models.registry.Registry`
+    poll_s : float — how often the versions hash is compared besides the announcements
+    """
+
+    def __init__(self, client, registry, poll_s: float = 1.0):
+        self.client = client
+        self.registry = registry
+        self.poll_s = poll_s
+        self.installed: dict[str, int] = {}
+        self.learner_url: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="snapshot-follower", daemon=True)
+
+    def start(self) -> SnapshotFollower:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        pubsub = None
+        next_poll = 0.0
+        while not self._stop.is_set():
+            try:
+                if pubsub is None:
+                    pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+                    pubsub.subscribe(CHANNEL)
+                    next_poll = 0.0  # (re)connected: compare everything now
+                if time.monotonic() >= next_poll:
+                    self.sync()
+                    next_poll = time.monotonic() + self.poll_s
+                message = pubsub.get_message(timeout=min(0.5, self.poll_s))
+                if message is not None and message.get("type") == "message":
+                    event = json.loads(message["data"])
+                    self.sync_model(str(event["model"]), event.get("version"))
+            except Exception:  # Redis unreachable: keep serving what we have, retry
+                log.warning("replication: following the learner failed; retrying", exc_info=True)
+                if pubsub is not None:
+                    try:
+                        pubsub.close()
+                    except Exception:
+                        pass
+                pubsub = None
+                self._stop.wait(1.0)
+        if pubsub is not None:
+            pubsub.close()
+
+    def sync(self) -> None:
+        """Compare the versions hash with what is installed: load newer, drop deleted."""
+        raw_url = self.client.get(LEARNER_KEY)
+        self.learner_url = raw_url.decode() if isinstance(raw_url, bytes) else raw_url
+        versions = {
+            (k.decode() if isinstance(k, bytes) else k): int(v)
+            for k, v in self.client.hgetall(VERSIONS_KEY).items()
+        }
+        for name, version in versions.items():
+            self.sync_model(name, version)
+        for name in list(self.installed):
+            if name not in versions:
+                self.sync_model(name, None)
+
+    def sync_model(self, name: str, version: Any) -> None:
+        """Install model ``name``'s published snapshot if newer than ours (``version`` None:
+        the learner deleted it)."""
+        from svmstream.app.models.snapshots import decode_snapshot
+
+        if version is None:
+            if self.installed.pop(name, None) is not None and name in self.registry:
+                self.registry.delete(name)
+                log.info("replica: model %r deleted on the learner", name)
+            return
+        if self.installed.get(name, -1) >= int(version):
+            return
+        blob = self.client.hget(model_key(name), "blob")
+        if blob is None:
+            return
+        restored = decode_snapshot(blob)
+        if self.installed.get(name, -1) >= restored.version:
+            return
+        self.registry.install(restored, follower_of=self.learner_url or "the learner")
+        self.installed[name] = restored.version
+        log.info("replica: model %r now at version %d", name, restored.version)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
