@@ -163,3 +163,27 @@ def test_build_time_warm_up_runs_outside_the_source_tree():
     copies = [shlex.split(a)[-1] for k, a in dockerfile_instructions() if k == "COPY"]
     build_dirs = {next(a for k, a in dockerfile_instructions() if k == "WORKDIR")}
     assert workdir not in build_dirs and all(not c.startswith(workdir) for c in copies if c.startswith("/"))
+
+
+def test_replicas_follow_the_learner_behind_the_load_balancer(compose):
+    """The replica service runs the same image as a prediction replica on the learner's Redis;
+    the load balancer forwards to it on the port the service listens on (docs/deployment.md)."""
+    learner, replica = compose["services"]["svmstream"], compose["services"]["replica"]
+    env = replica["environment"]
+    assert env["SVMSTREAM_ROLE"] == "replica" and Settings(role=env["SVMSTREAM_ROLE"]).role == "replica"
+    assert env["SVMSTREAM_REDIS_URL"] == learner["environment"]["SVMSTREAM_REDIS_URL"]
+    assert replica["image"] == learner["image"] and replica["deploy"]["replicas"] >= 2
+    assert "ports" not in replica, "replicas are reached through the load balancer only"
+    assert (
+        learner["environment"]["SVMSTREAM_ADVERTISE_URL"]
+        == f"http://svmstream:{learner['environment']['SVMSTREAM_PORT']}"
+    )
+    build_parser().parse_args(replica["healthcheck"]["test"][2:])
+    lb = compose["services"]["predict-lb"]
+    host_conf, _, container_conf = lb["volumes"][0].partition(":")
+    conf = (REPO / host_conf.removeprefix("./")).read_text()
+    assert container_conf.startswith("/etc/nginx/conf.d/")
+    assert re.search(rf"server\s+replica:{env['SVMSTREAM_PORT']}\b", conf)
+    listen = re.search(r"listen\s+(\d+);", conf).group(1)
+    assert any(p.split(":")[-1] == listen for p in lb["ports"])
+    assert lb["depends_on"]["replica"]["condition"] == "service_healthy"
