@@ -5,6 +5,7 @@ the estimator did, share what the learner never rewrites, and the learner's roll
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -205,3 +206,28 @@ def test_linear_published_copies_recycle_free_weight_arrays_and_patch_only_chang
     assert checked >= 9
     for old, full in kept:
         np.testing.assert_array_equal(old.decision_function(probe), full.decision_function(probe))
+
+
+def test_a_restored_model_rolls_back_from_its_snapshot_file(tmp_path):
+    """A restored model keeps no copy of its state for rollback: its checkpoint is the snapshot
+    file it came from (and after each snapshot, that file); a failed batch is undone from it."""
+    X, y = _binary()
+    y = (y == "yes").astype(np.int64)
+    reg = _registry(tmp_path)
+    reg.create("m", CFG)
+    for start in range(0, 1200, 100):
+        reg.learn("m", X[start : start + 100], y[start : start + 100]).result()
+    assert reg.snapshot(reg.get("m")) is not None
+    assert isinstance(reg.get("m")._checkpoint, Path)  # the written file, not arrays
+    reg.close()
+    restored = _registry(tmp_path)
+    assert restored.restore() == ["m"]
+    assert isinstance(restored.get("m")._checkpoint, Path)
+    restored.learn("m", X[1200:1300], y[1200:1300]).result()
+    with pytest.raises(ValueError):
+        restored.learn("m", X[1300:1400], _poison(y[1300:1400])).result()
+    for start in range(1300, 1500, 100):
+        restored.learn("m", X[start : start + 100], y[start : start + 100]).result()
+    direct = _direct(X, y, 1500)
+    np.testing.assert_array_equal(restored.get("m").view.decision_function(X), direct.decision_function(X))
+    restored.close()

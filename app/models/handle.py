@@ -29,6 +29,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,7 @@ from svmstream.app.models.factory import copy_estimator, estimator_from_state, m
 from svmstream.app.models.learners import LearnerPool, default_pool
 from svmstream.app.models.limits import check_width, estimate_bytes, max_width
 from svmstream.app.models.meters import LabelRunMeter, PrequentialWindow, RateMeter, correct_predictions
+from svmstream.app.models.snapshots import decode_snapshot
 from svmstream.app.models.view import ModelView, check_finite, estimator_stats
 from svmstream.app.settings import Settings
 
@@ -106,6 +108,8 @@ class ModelHandle:
         classes: list[Any] | None = None,
         learners: LearnerPool | None = None,
         follower_of: str | None = None,
+        owned: bool = False,
+        checkpoint_path: Path | None = None,
     ):
         settings = settings if settings is not None else Settings()
         self.name = name
@@ -121,7 +125,8 @@ class ModelHandle:
         # a prediction replica's model (follower_of: its learner's URL) never learns: no
         # private copy, no checkpoint; learning is refused naming the learner
         self.follower_of = follower_of
-        if follower_of is not None:
+        # ``owned``: nobody else holds ``estimator`` (decoded from a snapshot): no copy needed
+        if follower_of is not None or owned:
             self._est = estimator
         else:
             self._est = copy_estimator(estimator) if estimator is not None else None
@@ -130,7 +135,13 @@ class ModelHandle:
         self._est_lock = threading.Lock()  # held while the learner changes the estimator
         online = config.algorithm not in BATCH_ALGORITHMS
         keep = self._est is not None and online and follower_of is None
-        self._checkpoint = detached_state(self._est) if keep else None
+        # a checkpoint is a detached state, or the snapshot file holding it (no memory: a
+        # restored model's, and each one after it is written, :meth:`checkpoint_saved`)
+        self._checkpoint: tuple | Path | None = None
+        if keep:
+            self._checkpoint = (
+                Path(checkpoint_path) if checkpoint_path is not None else detached_state(self._est)
+            )
         self._journal: list[Callable[[Any], Any]] = []
         self._journal_bytes = 0
         self._n_features = n_features if n_features is not None else config.n_features
@@ -427,7 +438,11 @@ class ModelHandle:
     def _rebuild(self):
         """The estimator as the current view published it: the checkpoint's state with the
         journal's steps replayed (None if nothing was learned)."""
-        est = estimator_from_state(*self._checkpoint) if self._checkpoint is not None else None
+        est = None
+        if isinstance(self._checkpoint, Path):
+            est = decode_snapshot(self._checkpoint.read_bytes(), self._checkpoint).estimator
+        elif self._checkpoint is not None:
+            est = estimator_from_state(*self._checkpoint)
         try:
             for step in self._journal:
                 est = est if est is not None else make_estimator(self.config)
@@ -452,6 +467,13 @@ class ModelHandle:
             state = detached_state(self._est)
             self._checkpoint, self._journal, self._journal_bytes = state, [], 0
             return view, state
+
+    def checkpoint_saved(self, state, path) -> None:
+        """After ``state`` (from :meth:`capture_state`) was written to ``path``: if it is still
+        the checkpoint, keep the file instead of the arrays (a rollback reads it back)."""
+        with self._est_lock:
+            if self._checkpoint is state and state is not None:
+                self._checkpoint = Path(path)
 
     def _count_drift(self, est) -> None:
         """Learner thread: log each new drift detection of the estimator with its example count."""

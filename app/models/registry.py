@@ -261,6 +261,7 @@ class Registry:
             handle.saved_version = view.version
             handle.last_snapshot_time = saved_at
             handle.last_snapshot_path = str(path)
+            handle.checkpoint_saved(state, path)  # the rollback checkpoint is now that file
             # listeners run under the lock: whoever then finds the view saved knows they ran
             # (they must be quick and must not call snapshot())
             for listener in list(self.snapshot_listeners):
@@ -307,6 +308,8 @@ class Registry:
             extra=found.extra,
             classes=found.classes,
             follower_of=follower_of,
+            owned=True,  # decoded for this model alone: no copy
+            checkpoint_path=found.path if follower_of is None else None,
         )
         handle.saved_version = found.version
         handle.last_snapshot_time = found.saved_at
