@@ -47,6 +47,8 @@ CASES = {
     "bsca-binary": (lambda: BudgetedSCAClassifier(budget=50, random_state=0), _binary),
     "bsca-one-vs-rest": (lambda: BudgetedSCAClassifier(budget=40, random_state=0), _digits),
     "linear-sparse": (lambda: BudgetedSGDClassifier(kernel="linear", random_state=0), _sparse_text),
+    "bsgd-sparse-svs": (lambda: BudgetedSGDClassifier(budget=40, random_state=0), _sparse_text),
+    "bsca-sparse-svs": (lambda: BudgetedSCAClassifier(budget=40, random_state=0), _sparse_text),
 }
 
 
@@ -69,6 +71,22 @@ def test_a_published_copy_predicts_as_the_estimator_did_whatever_it_learns_next(
     np.testing.assert_array_equal(pub.decision_function(probe), reference.decision_function(probe))
     np.testing.assert_array_equal(pub.predict_proba(probe), reference.predict_proba(probe))
     np.testing.assert_array_equal(pub.predict(probe), reference.predict(probe))
+
+
+def test_a_sparse_pool_is_shared_not_copied():
+    """Sparse SV storage: the published copy shares the append-only arena (the learner only
+    appends past its fill mark, or moves to a new arena) and copies the O(B) slot arrays."""
+    X, y = _sparse_text()
+    est = BudgetedSGDClassifier(budget=40, shuffle_buffer=300, random_state=0).partial_fit(
+        X, y, classes=[0, 1]
+    )
+    assert est.sv_storage_ == "sparse" and est.n_support_vectors_ == 40
+    pub = est.published_copy()
+    assert pub._sv_data is est._sv_data and pub._sv_idx is est._sv_idx
+    assert pub._sv_start.shape == (40,) and not np.shares_memory(pub._sv_start, est._sv_start)
+    before = pub.decision_function(X[:300])
+    est.partial_fit(X[:2000], y[:2000])  # many merges: appended z's, possibly a new arena
+    np.testing.assert_array_equal(pub.decision_function(X[:300]), before)
 
 
 def test_a_published_copy_shares_the_buffers_and_copies_only_the_live_svs():

@@ -39,7 +39,7 @@ import sys
 import numpy as np
 
 #: Arrays written in place by the learner and read by predictions, copied whole (O(K)).
-_SMALL_ARRAYS = ("_counters", "_reals", "_bias")
+_SMALL_ARRAYS = ("_counters", "_reals", "_bias", "_sv_used")
 #: Per-slot arrays of an SV pool (first axis: slots), copied up to the live SVs.
 _SLOT_ARRAYS = ("_coef", "_sv_sq", "_sv_start", "_sv_len")
 #: Weight arrays a linear model keeps for its published copies (reused once no view holds one).
