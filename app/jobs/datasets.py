@@ -121,8 +121,10 @@ def detect_format(path: str | os.PathLike) -> str:
 def load_csv(path: str | os.PathLike, n_features: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Read a CSV data file: label in the first column, then the features.
 
-    A first line whose first field is not a number is a header and skipped; lines
-    starting with ``#`` are comments.  ``.bz2``/``.gz`` files are decompressed.
+    Labels may be numbers or strings (``cat,0.5,1.2``).  A first line whose fields are not
+    all numbers after the first is a header and skipped (a header must name at least one
+    feature column with a non-number); lines starting with ``#`` are comments.
+    ``.bz2``/``.gz`` files are decompressed.
 
     Parameters
     ----------
@@ -133,7 +135,7 @@ def load_csv(path: str | os.PathLike, n_features: int | None = None) -> tuple[np
     Returns
     -------
     X : ndarray of shape (n_samples, n_features), float64
-    y : ndarray of shape (n_samples,), float64
+    y : ndarray of shape (n_samples,), float64, or of str when a label is not a number
 
     Raises
     ------
@@ -148,20 +150,61 @@ def load_csv(path: str | os.PathLike, n_features: int | None = None) -> tuple[np
             first = text.readline()
         if not first:
             raise ValueError(f"{Path(path).name}: no data rows")
-        skip_first = not _is_number(first.split(",")[0].strip())
-        lines = [] if skip_first else [first]
+        fields = [f.strip() for f in first.split(",")]
+        header = len(fields) < 2 or not all(_is_number(f) for f in fields[1:])
+        lines = [] if header else [first]
+        if not header and not _is_number(fields[0]):
+            return _load_csv_text_labels(path, _chain(lines, text), n_features, False)
         try:
             data = np.loadtxt(_chain(lines, text), delimiter=",", comments="#", dtype=np.float64, ndmin=2)
         except ValueError as exc:
-            raise ValueError(f"{Path(path).name}: not a numeric CSV file: {exc}") from None
+            if "could not convert" not in str(exc):
+                raise ValueError(f"{Path(path).name}: not a numeric CSV file: {exc}") from None
+            data = None
+    if data is None:  # a later label is not a number: read the labels as strings
+        with _open_binary(path) as raw:
+            return _load_csv_text_labels(path, io.TextIOWrapper(raw, encoding="utf-8"), n_features, header)
+    if data.ndim == 2 and data.shape[1] < 2:
+        raise ValueError(f"{Path(path).name}: a CSV row needs a label and at least one feature")
+    return _checked(path, data[:, 1:], data[:, 0], n_features)
+
+
+def _load_csv_text_labels(
+    path, lines, n_features: int | None, skip_header: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """A CSV file whose labels are strings: labels kept as ``str``, features as float64."""
+    labels: list[str] = []
+    rows: list[str] = []
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if skip_header:
+            skip_header = False
+            continue
+        label, _, rest = stripped.partition(",")
+        if not rest.strip():
+            raise ValueError(f"{Path(path).name}: a CSV row needs a label and at least one feature")
+        labels.append(label.strip())
+        rows.append(rest)
+    if not rows:
+        raise ValueError(f"{Path(path).name}: no data rows")
+    try:
+        X = np.loadtxt(rows, delimiter=",", dtype=np.float64, ndmin=2)
+    except ValueError as exc:
+        raise ValueError(f"{Path(path).name}: not a numeric CSV file after the label column: {exc}") from None
+    return _checked(path, X, np.array(labels), n_features)
+
+
+def _checked(path, X: np.ndarray, y: np.ndarray, n_features: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """The last checks of a CSV file's ``(X, y)``: rows, finite values, width."""
+    data = X
     if data.shape[0] == 0:
         raise ValueError(f"{Path(path).name}: no data rows")
-    if data.shape[1] < 2:
-        raise ValueError(f"{Path(path).name}: a CSV row needs a label and at least one feature")
     if not np.isfinite(data).all():
         row = int(np.flatnonzero(~np.isfinite(data).all(axis=1))[0])
         raise ValueError(f"{Path(path).name}: row {row}: non-finite value")
-    X, y = np.ascontiguousarray(data[:, 1:]), np.ascontiguousarray(data[:, 0])
+    X, y = np.ascontiguousarray(data), np.ascontiguousarray(y)
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(f"{Path(path).name}: {X.shape[1]} feature columns, expected {n_features}")
     return X, y

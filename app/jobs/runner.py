@@ -59,10 +59,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from svmstream.app.jobs.dask_jobs import DaskSupervisor, close_clients
+from svmstream.app.jobs.search import ONLINE, check_search, make_base
 from svmstream.app.jobs.supervisor import WorkerSupervisor, exit_reason, register_result
 from svmstream.app.jobs.uploads import JobError, UploadStore, resolve_data_ref
 from svmstream.app.models.config import MODEL_NAME_RE
-from svmstream.app.models.factory import make_job_estimator
+from svmstream.app.models.factory import make_estimator, make_job_estimator
 
 if TYPE_CHECKING:  # pragma: no cover
     from svmstream.app.models.registry import Registry
@@ -113,6 +115,7 @@ class Job:
     error: str | None = None
     error_traceback: str | None = None
     cancel: dict[str, Any] | None = None
+    search: dict[str, Any] | None = None  # search jobs: estimator, grid, cv, random_state
     # private
     _cancel_requested: float | None = None  # monotonic time of the request
     _done: threading.Event = field(default_factory=threading.Event)
@@ -147,6 +150,7 @@ class Job:
             "result": self.result,
             "error": self.error,
             "cancel": self.cancel,
+            **({} if self.search is None else {"search": self.search}),
         }
 
 
@@ -196,8 +200,16 @@ class JobRunner:
         params: dict[str, Any] | None = None,
         early_level: int | None = None,
         replace: bool = False,
+        estimator: str | None = None,
+        grid: dict[str, Any] | None = None,
+        cv: int = 3,
+        random_state: int = 0,
     ) -> Job:
         """Validate and queue a job.
+
+        ``algorithm="search"`` queues a model search (:mod:`svmstream.app.jobs.search`):
+        ``estimator``, ``grid``, ``cv`` and the folds' ``random_state``; ``params`` are then
+        the fixed parameters of every candidate (model fields for ``bsgd``/``bsca``).
 
         Returns
         -------
@@ -213,7 +225,14 @@ class JobRunner:
             or the server is shutting down.
         """
         params = dict(params or {})
-        self._check_request(algorithm, params, early_level, model)
+        search = None
+        if algorithm == "search":
+            search = self._check_search(estimator, grid, cv, random_state, params, early_level, model)
+        else:
+            for name, value in (("estimator", estimator), ("grid", grid)):
+                if value is not None:
+                    raise JobError(f'{name}: only for "algorithm": "search"', field=name)
+            self._check_request(algorithm, params, early_level, model)
         data_path, data_fmt = resolve_data_ref(data, "data", self.settings.data_dir, self.uploads)
         test_path = test_fmt = None
         if test:
@@ -231,6 +250,7 @@ class JobRunner:
                 "early_level": early_level,
                 "default_n_jobs": self.settings.job_dcsvm_n_jobs,
                 "out_path": str(self.results_dir / f"{job_id}.svmstate"),
+                **({} if search is None else search["task"]),
             }
             job = Job(
                 id=job_id,
@@ -242,6 +262,7 @@ class JobRunner:
                 early_level=early_level,
                 replace=replace,
                 task=task,
+                search=None if search is None else search["record"],
             )
             self._jobs[job_id] = job
             self._queue.append(job)
@@ -264,6 +285,70 @@ class JobRunner:
                 "starting alphanumeric",
                 field="model",
             )
+
+    def _check_search(
+        self,
+        estimator: str | None,
+        grid: Any,
+        cv: Any,
+        random_state: Any,
+        params: dict[str, Any],
+        early_level: int | None,
+        model: str,
+    ) -> dict[str, Any]:
+        """422 for an invalid search (estimator, grid, cv, params, model name); returns the
+        task's search fields and the job's public ``search`` record."""
+        if not MODEL_NAME_RE.match(model or ""):
+            self._check_request("dcsvm", {}, None, model)  # words the model-name error
+        if early_level is not None:
+            raise JobError("early_level: not for search jobs (put it in params)", field="early_level")
+        if isinstance(random_state, bool) or not isinstance(random_state, int) or random_state < 0:
+            raise JobError(
+                f"random_state: must be an integer >= 0, got {random_state!r}", field="random_state"
+            )
+        if estimator in ONLINE:
+            try:
+                config = self.registry.resolve_config({**params, "algorithm": estimator})
+                base = make_estimator(config)
+            except ValueError as exc:  # pydantic's ValidationError is a ValueError
+                raise JobError(f"params: {exc}", field="params") from None
+            base_params = base.get_params(deep=False)
+            if base_params.get("random_state") is None:
+                base_params["random_state"] = random_state  # candidates comparable, results repeatable
+        else:
+            fixed = dict(params)
+            if estimator == "dcsvm":
+                fixed.setdefault("n_jobs", 1)  # the search runs candidates in parallel already
+            try:
+                base = (
+                    make_job_estimator(estimator or "", fixed, None)
+                    if estimator in ("dcsvm", "avsf", "liblinear-cd")
+                    else None
+                )
+            except ValueError as exc:
+                raise JobError(f"params: {exc}", field="params") from None
+            base_params = {} if base is None else base.get_params(deep=False)
+            if base is not None and base_params.get("random_state") is None:
+                base_params["random_state"] = random_state
+        names = check_search(
+            estimator or "", grid, cv, make_base(estimator, base_params) if base_params else None
+        )
+        return {
+            "task": {
+                "estimator": estimator,
+                "grid": names,
+                "cv": int(cv),
+                "random_state": int(random_state),
+                "base_params": base_params,
+                "n_jobs": self.settings.job_dcsvm_n_jobs,
+            },
+            "record": {
+                "estimator": estimator,
+                "grid": grid,
+                "cv": int(cv),
+                "random_state": int(random_state),
+            },
+        }
 
     def _check_admission(self, model: str, replace: bool) -> None:
         """503 when shutting down or the queue is full; 409 when the model exists (and not
@@ -344,6 +429,8 @@ class JobRunner:
                 pass
         for thread in list(self._running.values()):
             thread.join(timeout=self.settings.job_cancel_grace_s + 10.0)
+        if self.settings.dask_address:
+            close_clients()
 
     # ------------------------------------------------------------------ internals
     def _prune(self) -> None:
@@ -428,9 +515,18 @@ class JobRunner:
         """Supervisor thread: run the worker (:class:`WorkerSupervisor`), then finish the job."""
         try:
             self.results_dir.mkdir(parents=True, exist_ok=True)
-            supervisor = WorkerSupervisor(
-                job, self._ctx, self._lock, self._on_message, self.settings.job_cancel_grace_s
-            )
+            if self.settings.dask_address:
+                supervisor = DaskSupervisor(
+                    job,
+                    self.settings.dask_address,
+                    self._lock,
+                    self._on_message,
+                    self.settings.job_cancel_grace_s,
+                )
+            else:
+                supervisor = WorkerSupervisor(
+                    job, self._ctx, self._lock, self._on_message, self.settings.job_cancel_grace_s
+                )
             outcome = supervisor.run()
         except Exception as exc:  # noqa: BLE001 - the job fails, the server stays up
             log.exception("job %s: supervisor error", job.id)

@@ -189,14 +189,21 @@ def register_result(registry: Registry, job: Job, result: dict[str, Any], out_pa
     estimator = estimator_from_state(arrays, meta)
     if job.model in registry and not job.replace:
         raise RuntimeError(f"model {job.model!r} was created while the job ran; pass replace=true")
+    search = result.get("search")
+    algorithm = job.algorithm if search is None else search["estimator"]
     fields: dict[str, Any] = {
-        "algorithm": job.algorithm,
+        "algorithm": algorithm,
         "classes": result["classes"],
         "n_features": result["n_features"],
         "n_samples": result["n_train"],
     }
-    if job.algorithm == "dcsvm":
-        fields.update(C=float(estimator.C), gamma=float(result["gamma"]))
+    if search is not None and algorithm in ("bsgd", "bsca"):
+        # an online model: its configuration is the search's fixed fields plus the best
+        # candidate's, so /learn goes on with the estimator the search chose
+        fields = {**job.params, **search["best_params"], **fields}
+        fields.pop("n_samples")
+    elif algorithm == "dcsvm":
+        fields.update(C=float(estimator.C), gamma=float(estimator.kernel_spec_.gamma))
     else:
         fields.update(C=float(estimator.C))
     config = registry.resolve_config(fields)
@@ -207,6 +214,9 @@ def register_result(registry: Registry, job: Job, result: dict[str, Any], out_pa
         "early_level": job.early_level,
         "data": job.data,
         "test": job.test,
+        "search": None
+        if search is None
+        else {k: search[k] for k in ("estimator", "cv", "best_params", "best_score", "n_candidates")},
         "trained_at": time.time(),
         **{
             k: result.get(k)

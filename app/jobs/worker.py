@@ -37,7 +37,9 @@ PROGRESS_INTERVAL_S = 0.2
 of problem, stage or level)."""
 
 
-def _json_label(value: float) -> int | float:
+def _json_label(value: Any) -> int | float | str:
+    if isinstance(value, (str, np.str_)):  # CSV files may label rows with strings
+        return str(value)
     value = float(value)
     return int(value) if value.is_integer() else value
 
@@ -285,6 +287,26 @@ class _Reporter:
             self.send({"type": "progress", "progress": report, "time": time.time()})
 
 
+def run_job(task: dict[str, Any], reporter, should_stop: Callable[[], bool], *, client=None):
+    """A training job (:func:`run_training`) or a search job
+    (:func:`svmstream.app.jobs.search.run_search`), reporting to ``reporter``
+    (``progress``, ``stage``, ``flush``); ``client``: the dask cluster to run on (joblib's
+    dask backend around the fit).  Returns ``(estimator, result)``."""
+    if task["algorithm"] == "search":
+        from svmstream.app.jobs.search import run_search
+
+        return run_search(task, reporter.stage, client=client)
+    if client is None:
+        est, result = run_training(task, reporter.progress, should_stop, reporter.stage)
+    else:
+        import joblib
+
+        with joblib.parallel_backend("dask", client=client):
+            est, result = run_training(task, reporter.progress, should_stop, reporter.stage)
+    reporter.flush()
+    return est, result
+
+
 def worker_main(task: dict[str, Any], conn, stop_event) -> None:
     """Entry point of a job's worker process.
 
@@ -313,8 +335,7 @@ def worker_main(task: dict[str, Any], conn, stop_event) -> None:
 
     try:
         reporter.send({"type": "started", "pid": os.getpid(), "time": time.time()})
-        est, result = run_training(task, reporter.progress, should_stop, reporter.stage)
-        reporter.flush()
+        est, result = run_job(task, reporter, should_stop)
         reporter.stage("saving")
         arrays, meta = est.get_state()
         write_atomic(task["out_path"], encode_state(arrays, meta))

@@ -34,6 +34,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._params import KERNELS
 from ..calibration import REFIT_BELOW_ROWS, MarginCalibrator, holdout_split
 from ..persistence import register_estimator
+from ._dask import active_client
 from ._dcsvm import DEFAULT_START_METHOD, EarlyModel, available_cores, dcsvm_fit, make_process_pool
 from ._kernel_kmeans import KernelClusters
 from ._kernels import KernelData, KernelSpec, kernel_matvec
@@ -109,7 +110,11 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         Coordinate updates per solve (default ``max(10**7, 100 n)``).
     n_jobs : int, optional
         Worker processes for the sub-problems (None = available cores; 1 = in-process).
-        Data sets smaller than 5,000 points are always solved in-process.
+        Data sets smaller than 5,000 points are always solved in-process.  Inside
+        ``with joblib.parallel_backend("dask"):`` (a ``distributed.Client`` created before),
+        any ``n_jobs`` other than 1 runs the sub-problems of every level on that dask
+        cluster instead of a local pool (the data scattered to the workers once per fit;
+        ``docs/dask.md``).
     random_state : int, RandomState instance or None
         Seeds the k-means samples and initialisations (and the calibration split).
     probability : bool, default=False
@@ -339,7 +344,10 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
 
         own_pool, stop_flag = None, None
         workers = available_cores() if self.n_jobs is None else int(self.n_jobs)
-        if executor is None and workers > 1 and n >= 5000 and self.n_levels > 0:
+        # scikit-learn's convention: the joblib backend the caller chose decides where
+        # n_jobs work runs; joblib's dask backend means the sub-problems go to its cluster
+        client = active_client() if executor is None and self.n_jobs != 1 else None
+        if client is None and executor is None and workers > 1 and n >= 5000 and self.n_levels > 0:
             own_pool, stop_flag = make_process_pool(workers, DEFAULT_START_METHOD)
             executor = own_pool
         results = []
@@ -369,6 +377,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
                     max_iter=self.max_iter,
                     executor=executor,
                     stop_flag=stop_flag,
+                    client=client,
                     n_jobs=1 if executor is None else None,
                     random_state=int(seeds[p]),
                     progress=prog,

@@ -9,7 +9,8 @@ ICML 2014, Algorithm 1, for the bias-free dual of eq. (1) (solved by
         sample m points (l = l_max: from all points; else from the current SVs: "adaptive
         clustering", §4) and run two-step kernel k-means  ->  clusters V_1..V_{k^l}
         solve every sub-problem on V_c warm-started from alpha restricted to V_c
-        (independent: run through an executor, a process pool by default)
+        (independent: run through an executor, a process pool by default, or the tasks
+        of a dask cluster: ``client``, see :mod:`svmstream.solvers.exact._dask`)
     refine: solve the problem restricted to the level-1 support vectors (warm start)
     solve the whole problem warm-started from alpha (the conquer step)
 
@@ -43,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..exceptions import Cancelled
+from ._dask import DaskLevels
 from ._dual_cd import KernelDualResult, solve_dual
 from ._kernel_kmeans import KernelClusters, assign_clusters, two_step_kernel_kmeans
 from ._kernels import KernelData, KernelSpec, kernel_matvec, with_single_thread_blas
@@ -284,6 +286,7 @@ def dcsvm_fit(
     min_cluster_size: int = 8,
     executor: cf.Executor | None = None,
     stop_flag=None,
+    client=None,
     n_jobs: int | None = None,
     parallel_min_samples: int = 5000,
     start_method: str = DEFAULT_START_METHOD,
@@ -331,6 +334,11 @@ def dcsvm_fit(
     stop_flag : multiprocessing.Value, optional
         The stop flag of a pool made by :func:`make_process_pool` and passed as
         ``executor``; set on cancellation so that running sub-problems stop.
+    client : distributed.Client, optional
+        Run the sub-problems of every level on this dask cluster instead (``executor`` is
+        then ignored): the data is scattered to the workers once per call, each task
+        carries row indices and warm starts only (:class:`DaskLevels`).  Used when
+        ``n >= parallel_min_samples`` and ``n_levels > 0``.
     n_jobs : int, optional
         Workers of the default pool (None = the cores available to this process).
     start_method : str
@@ -374,7 +382,11 @@ def dcsvm_fit(
             raise Cancelled("DC-SVM cancelled")
 
     own_pool = None
-    if executor is None:
+    dask = None
+    if client is not None and n >= parallel_min_samples and n_levels > 0:
+        dask = DaskLevels(client, kd, y, Cb)
+        executor, stop_flag, workers = dask.executor, None, dask.n_workers
+    elif executor is None:
         stop_flag = None
         workers = available_cores() if n_jobs is None else int(n_jobs)
         if workers > 1 and n >= parallel_min_samples and n_levels > 0:
@@ -415,23 +427,29 @@ def dcsvm_fit(
             bounds = np.searchsorted(labels[order], np.arange(n_found + 1))
             members = [order[bounds[c] : bounds[c + 1]] for c in range(n_found)]
             sizes = np.array([m.size for m in members], dtype=np.float64)
-            problems = [(kd.take(m), y[m], Cb[m], alpha[m]) for m in members]
             n_bins = n_found if in_process else min(n_found, 4 * max(workers, 1))
             bins = _pack(sizes**2, n_bins)
             futures = {}
-            for b in bins:
-                fut = executor.submit(
-                    _solve_batch,
-                    [problems[i] for i in b],
-                    spec,
-                    level_eps,
-                    sub_cache,
-                    shrinking,
-                    max_iter,
-                    should_stop if in_process else None,
-                )
-                futures[fut] = b
-            del problems
+            if dask is not None:
+                # the workers hold the data: send row indices and warm starts only
+                for b in bins:
+                    batch = [(members[i], alpha[members[i]]) for i in b]
+                    futures[dask.submit(batch, spec, level_eps, sub_cache, shrinking, max_iter)] = b
+            else:
+                problems = [(kd.take(m), y[m], Cb[m], alpha[m]) for m in members]
+                for b in bins:
+                    fut = executor.submit(
+                        _solve_batch,
+                        [problems[i] for i in b],
+                        spec,
+                        level_eps,
+                        sub_cache,
+                        shrinking,
+                        max_iter,
+                        should_stop if in_process else None,
+                    )
+                    futures[fut] = b
+                del problems
             obj_sum, viol_max, iters, done = 0.0, 0.0, 0, 0
             pending = set(futures)
             while pending:
@@ -439,6 +457,8 @@ def dcsvm_fit(
                 if should_stop is not None and should_stop():
                     if stop_flag is not None:
                         stop_flag.value = 1
+                    if dask is not None:
+                        dask.stop()
                     for f in pending:
                         f.cancel()
                     raise Cancelled("DC-SVM cancelled")
@@ -486,6 +506,8 @@ def dcsvm_fit(
     finally:
         if own_pool is not None:
             own_pool.shutdown(wait=True, cancel_futures=True)
+        if dask is not None:
+            dask.close()
 
     if refine and n_levels > 0:
         check()
