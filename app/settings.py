@@ -152,10 +152,15 @@ class Settings(BaseSettings):
     """Finished jobs kept in memory (``GET /jobs``)."""
     job_dcsvm_n_jobs: int | None = Field(None, ge=1)
     """Default ``n_jobs`` of DC-SVM jobs (pool processes of the worker); None: all cores."""
+    dask_address: str | None = None
+    """``dask.distributed`` scheduler (e.g. ``tcp://scheduler:8786``): batch and search jobs,
+    and DC-SVM's sub-problems, run on that cluster; unset: local worker processes
+    (docs/dask.md)."""
 
     @field_validator(
         "data_dir",
         "job_dcsvm_n_jobs",
+        "dask_address",
         "default_lambda",
         "default_n_samples",
         "default_n_features",

@@ -5,7 +5,7 @@ See :mod:`svmstream.app.jobs.runner` and ``docs/jobs.md``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -28,9 +28,20 @@ class JobCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    algorithm: BatchAlgorithm = Field(
+    algorithm: BatchAlgorithm | Literal["search"] = Field(
         description="dcsvm: DCSVMClassifier (kernel SVM); avsf / liblinear-cd: LinearDualCDClassifier with "
-        "adaptive / uniform coordinate selection"
+        "adaptive / uniform coordinate selection; search: GridSearchCV over `estimator` (docs/jobs.md)"
+    )
+    estimator: str | None = Field(
+        None, description="search: bsgd, bsca, dcsvm, avsf or liblinear-cd (the best model is served)"
+    )
+    grid: dict[str, Any] | None = Field(
+        None,
+        description='search: values per parameter, e.g. {"C": [1, 10], "gamma": [0.1, 1]} (<= 256 combinations)',
+    )
+    cv: int = Field(3, ge=2, le=10, description="search: stratified folds (shuffled, seeded by random_state)")
+    random_state: int = Field(
+        0, ge=0, description="search: seed of the folds (and of candidates without one)"
     )
     data: str = Field(
         description="training data: an upload id (POST /uploads) or a path in the server's data "
@@ -91,6 +102,10 @@ async def create_job(request: Request, settings: SettingsDep) -> OrjsonResponse:
         params=spec.params,
         early_level=spec.early_level,
         replace=spec.replace,
+        estimator=spec.estimator,
+        grid=spec.grid,
+        cv=spec.cv,
+        random_state=spec.random_state,
     )
     return OrjsonResponse(runner.to_json(job), status_code=201)
 
