@@ -73,7 +73,8 @@ class Subscription:
                 if predicate(event):
                     return event
             time.sleep(0.1)
-        pytest.fail(f"no matching event within {timeout} s")
+        last = self.events[-1] if self.events else None
+        pytest.fail(f"no matching event within {timeout} s; the last one: {last}")
 
     def close(self) -> None:
         self._stop.set()
@@ -303,3 +304,42 @@ def test_a_batch_job_shows_with_its_progress(tmp_path, server):
     assert fig["algorithm"] == "liblinear-cd" and fig["model"] == "job-model" and fig["fraction"] == 1.0
     assert fig["phase"] == "done" and fig["error"] is None and fig["elapsed_s"] > 0
     assert model_of(event, "job-model")["algorithm"] == "liblinear-cd"
+
+
+def test_a_streamed_model_shows_its_lag_and_dead_letters(redis_server, tmp_path):
+    """A real Redis stream feeds the default model: the event carries the consumer's figures."""
+    server = ServerProcess(
+        tmp_path / "snapshots",
+        tmp_path / "server.log",
+        args=("--default-model", "streamed"),
+        env={"SVMSTREAM_REDIS_URL": redis_server.url},
+    ).wait_ready()
+    try:
+        X, y = two_moons_like(1_500, d=3, seed=5)
+        r = redis_server.client()
+        key = "svmstream:streamed:examples"
+        pipe = r.pipeline()
+        for row, label in zip(X * [1, 100, 0.1], y):
+            pipe.xadd(key, {"y": str(label), "x": json.dumps(row.tolist())})
+        pipe.xadd(key, {"y": "1", "x": "[1.0, NaN]"})  # bad: dead letter
+        pipe.xadd(key, {"label": "1", "x": "[1, 2, 3]"})  # bad: unknown field
+        pipe.execute()
+
+        def caught_up(event):
+            stream = model_of(event, "streamed").get("stream")
+            return (
+                stream
+                and stream["dead_letters"] == 2
+                and model_of(event, "streamed")["examples_applied"] == 1_500
+            )
+
+        event = wait_event(server.url, caught_up, timeout=90)
+        fig = model_of(event, "streamed")
+        assert fig["stream"]["connected"] is True and fig["stream"]["lag"] is not None
+        assert event["totals"]["dead_letters"] == 2
+        # the consumer's status, as GET /models/{name} shows it (the lag is live XINFO: not compared)
+        with server.client() as c:
+            status = c.get("/models/streamed").json()["metrics"]["stream"]
+        assert status["dead_letters"] == 2 and status["connected"] is True
+    finally:
+        server.terminate()

@@ -159,3 +159,33 @@ def test_api_docs_render_offline(start_server, browser):
     errors = [e for e in console_errors(driver) if "cdn.redoc.ly/redoc/logo-mini.svg" not in e["message"]]
     assert errors == []
     server.terminate()
+
+
+def test_with_a_token_the_page_asks_for_it(start_server, browser):
+    """``SVMSTREAM_API_TOKEN`` set: the page loads, /events answers 401, the page shows its
+    token form; a wrong token is refused, the right one connects (sent as a header by fetch)."""
+    server = start_server(env={"SVMSTREAM_API_TOKEN": "dash-token"})
+    driver = browser()
+    driver.get(server.url + "/dashboard")
+    form = wait_for(
+        lambda: (f := driver.find_element("id", "token-form")).is_displayed() and f, 30, "the token form"
+    )
+    assert driver.find_element("id", "status").get_attribute("data-state") == "auth"
+    field = driver.find_element("id", "token")
+    field.send_keys("not-the-token")
+    form.submit()
+    wait_for(lambda: "refused" in driver.find_element("id", "token-error").text, 30, "the refusal")
+    field.clear()
+    field.send_keys("dash-token")
+    form.submit()
+    wait_for(
+        lambda: driver.find_elements("css selector", ".model[data-model='default']"), 30, "the model card"
+    )
+    assert driver.find_element("id", "status").get_attribute("data-state") == "live"
+    assert not driver.find_element("id", "token-form").is_displayed()
+    # the only console errors: Chromium's notes of the two refused /events requests
+    errors = console_errors(driver)
+    assert len(errors) == 2 and all("/events" in e["message"] and "401" in e["message"] for e in errors), (
+        errors
+    )
+    server.terminate()

@@ -37,3 +37,13 @@ def test_wheel_holds_only_the_svmstream_package(tmp_path):
     assert tops == {"svmstream"}
     assert "svmstream/solvers/budgeted/_bsgd.py" in names and "svmstream/app/main.py" in names
     assert not any(n.startswith(("app/", "solvers/", "tests/", "benchmarks/")) for n in names)
+    # the dashboard's static files (package data): every file of app/static, nothing else there
+    static = {
+        "svmstream/app/" + p.relative_to(REPO / "app").as_posix()
+        for p in (REPO / "app" / "static").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert "svmstream/app/static/vendor/uplot/uPlot.iife.min.js" in static
+    assert "svmstream/app/static/vendor/uplot/LICENSE" in static
+    assert "svmstream/app/static/dashboard/index.html" in static
+    assert static == {n for n in names if n.startswith("svmstream/app/static/")}
