@@ -70,8 +70,9 @@ as the dense buffer, K bounded by bytes of sparse rows: 20,000 for reuters and s
 dense buffer holds 1,008 and 151 rows).  Kernel models with sparse support vectors
 (``sv_storage_ == "sparse"``, ``Preprocessor(sparse_rows=True)``) do the same with their rows —
 CSR through max-abs scaling, the buffer and the guard, dense rows converted — while keeping the
-kernel model's ``scaling="auto"`` (max-abs) and γ: ``gamma="scale"`` is the variance of the
-scaled window computed from its nonzeros (:func:`scale_gamma_sparse`, no densified window).
+kernel model's ``scaling="auto"`` (max-abs) and γ.  For CSR input without an offset,
+``gamma="scale"`` is the variance of the scaled window computed from its nonzeros
+(:func:`scale_gamma_sparse`, no densified window) for either storage of the SVs.
 
 Everything here is plain data saved in the model's state, so a restored model continues
 exactly (exactly-once stream recovery depends on it).  Random draws come from the model's
@@ -717,8 +718,12 @@ class Preprocessor:
         self.kind, self.offset, self.factor = fit_scaler(X, kind)
         scaled = self.transform(X)
         if self.gamma is None and not self.linear:
-            if self.sparse_rows and sp.issparse(scaled):
-                self.gamma = scale_gamma_sparse(scaled)
+            if sp.issparse(X) and not self.offset.any():
+                # CSR rows: γ from their nonzeros whichever way the SVs are stored, so that
+                # dense and sparse storage start from the same γ (and no window is densified)
+                self.gamma = scale_gamma_sparse(
+                    scaled if sp.issparse(scaled) else scale_sparse(X, self.factor)
+                )
             else:
                 self.gamma = scale_gamma(scaled.toarray() if sp.issparse(scaled) else scaled)
             if self.n_classes > 2:

@@ -45,9 +45,9 @@ from ._preprocessing import (
 
 #: Bytes of one stored nonzero (float64 value + int32 index).
 ENTRY_BYTES = SPARSE_ENTRY_BYTES
-#: :func:`sparse_model_bytes` counts a sparse SV at most this many nonzeros (merged SVs hold the
-#: union of their parents' supports; on reuters and sector at B = 500 the largest live SV held
-#: far fewer, ``docs/defaults.md``).
+#: :func:`sparse_model_bytes` counts this many nonzeros per sparse SV on average (merged SVs hold
+#: the union of their parents' supports: after one pass at B = 500 reuters held 88 per SV, the
+#: largest 2,596; sector 608, the largest 29,504 — ``docs/defaults.md``).
 SV_NNZ_BOUND = 2048
 #: A new arena holds at least this many entries.
 MIN_ARENA = 1024

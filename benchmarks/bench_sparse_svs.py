@@ -1,0 +1,230 @@
+"""Sparse support vectors (issue 14, items 1 and 3): what each storage costs, and the dense path's speed.
+
+Two commands:
+
+* ``python -m benchmarks.bench_sparse_svs`` — BSGD (rbf, the service's defaults: γ = "scale",
+  warm-up 1,000, shuffle buffer, run guard; B = 500) learns one shuffled pass (seed 0) in
+  1,000-row ``partial_fit`` batches, once with ``sv_storage="dense"`` and once with
+  ``"sparse"``, on reuters (8,315 features), sector (55,197, 105 classes), a9a (123, 11%
+  nonzeros) and synthetic CSR sets around the ``"auto"`` rule (d = 200 … 2,000, density 2 … 40%):
+  solver CPU seconds, the estimator's array bytes, the snapshot's bytes against 12 × the SVs'
+  nonzeros, test accuracy, and whether both storages gave the same test decisions.  Writes
+  ``benchmarks/results/sparse_svs.{json,md}``.
+* ``python -m benchmarks.bench_sparse_svs --dense-speed /tmp/pre-sparse [--rounds 3]`` — the dense
+  path before/after: bench_skeleton's solver-only setting (ijcnn1, B = 500, γ = 2, C = 32, raw
+  step, merging with GSS, shuffling seeds 0-4), CPU seconds of 5 ``fit`` calls in a fresh process per run,
+  interleaved A B A B with the tree at the given path (``git worktree add /tmp/pre-sparse
+  <commit>``); reports the median ratio after/before.  Writes
+  ``benchmarks/results/sparse_svs_dense_speed.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from benchmarks.common import data_file, load_pair, machine, write_results
+
+REPO = Path(__file__).resolve().parents[1]
+SETS = (
+    ("reuters", "reuters_lasvm.trn.bz2", "reuters_lasvm.tst.bz2"),
+    ("sector", "sector.scale.bz2", "sector.t.scale.bz2"),
+    ("a9a", "a9a.bz2", "a9a.t.bz2"),
+)
+GRID = ((200, 0.05), (500, 0.02), (500, 0.10), (500, 0.20), (2000, 0.02), (2000, 0.10), (2000, 0.40))
+BATCH = 1000
+#: --dense-speed: fits (shuffling seeds) timed per process
+SPEED_SEEDS = range(5)
+
+
+def _arrays(obj):
+    for value in vars(obj).values():
+        if isinstance(value, np.ndarray):
+            yield value
+    for child in getattr(obj, "estimators_", []) or []:
+        yield from _arrays(child)
+    pp = getattr(obj, "_pp", None)
+    if pp is not None:
+        yield from _arrays(pp)
+        if getattr(pp, "store", None) is not None:
+            yield from _arrays(pp.store)
+
+
+def run_storage(name, X, y, Xt, yt, storage, budget=500, **params):
+    """One shuffled pass in 1,000-row batches; the figures of one row of the table."""
+    from svmstream.solvers import BudgetedSGDClassifier
+    from svmstream.solvers.persistence import encode_state
+
+    order = np.random.default_rng(0).permutation(X.shape[0])
+    X, y = X[order], y[order]
+    model = BudgetedSGDClassifier(budget=budget, random_state=0, sv_storage=storage, **params)
+    cpu = time.process_time()
+    for a in range(0, X.shape[0], BATCH):
+        model.partial_fit(X[a : a + BATCH], y[a : a + BATCH], classes=np.unique(y))
+    model.flush()
+    cpu = time.process_time() - cpu
+    predict_cpu = time.process_time()
+    decision = model.decision_function(Xt)
+    predict_cpu = time.process_time() - predict_cpu
+    classes = model.classes_
+    predicted = classes[(decision > 0).astype(int)] if decision.ndim == 1 else classes[np.argmax(decision, 1)]
+    arrays, meta = model.get_state()
+    nnz = model.sv_nonzeros_
+    held = sum(v.size for k, v in arrays.items() if k in ("pp_sbuf_data", "pp_sres_data"))
+    return {
+        "set": name,
+        "d": X.shape[1],
+        "density_%": 100 * X.nnz / (X.shape[0] * X.shape[1]) if sp.issparse(X) else 100.0,
+        "storage": storage,
+        "learn_cpu_s": cpu,
+        "examples_per_cpu_s": X.shape[0] / cpu,
+        "predict_cpu_s": predict_cpu,
+        "test_accuracy_%": 100 * float(np.mean(predicted == yt)),
+        "n_sv": model.n_support_vectors_,
+        "merges": model.n_merges_,
+        "sv_nonzeros": nnz,
+        "estimator_MB": sum(a.nbytes for a in _arrays(model)) / 1e6,
+        "snapshot_MB": len(encode_state(arrays, meta)) / 1e6,
+        "sv_nnz_x12_MB": 12 * nnz / 1e6,
+        "held_nnz_x12_MB": 12 * held / 1e6,
+        "_decision": decision,
+    }
+
+
+def synthetic(d, density, n=4000, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(
+        n, d, density=density, format="csr", random_state=seed, data_rvs=lambda k: rng.uniform(0, 5, k)
+    )
+    score = X @ rng.normal(size=d)
+    return X, np.where(score > np.median(score), 1, -1)
+
+
+def storage_table():
+    rows = []
+    cases = [(name, *load_pair(train, test, dense=False), {}) for name, train, test in SETS]
+    # a dense buffer holds 64 MiB of rows (1,008 at d = 8,315) and the guard 16 MiB, sparse ones
+    # 20,000 and 200 rows per class: with the same K and no guard both storages learn the same model
+    cases.append(("reuters K=1,008 no guard", *cases[0][1:5], {"shuffle_buffer": 1008, "run_guard": False}))
+    for d, density in GRID:
+        X, y = synthetic(d, density)
+        cases.append((f"synthetic d={d} {100 * density:g}%", X[:3000], y[:3000], X[3000:], y[3000:], {}))
+    for name, X, y, Xt, yt, params in cases:
+        X, Xt = sp.csr_matrix(X), sp.csr_matrix(Xt)
+        Xt = sp.csr_matrix(
+            (Xt.data, Xt.indices, Xt.indptr), shape=(Xt.shape[0], max(Xt.shape[1], X.shape[1]))
+        )
+        Xt = Xt[:, : X.shape[1]]
+        pair = [run_storage(name, X, y, Xt, yt, storage, **params) for storage in ("dense", "sparse")]
+        same = float(np.max(np.abs(pair[0].pop("_decision") - pair[1].pop("_decision"))))
+        from svmstream.solvers import resolve_sv_storage
+
+        auto = resolve_sv_storage("auto", X, "auto")
+        for row in pair:
+            row.update(max_decision_diff=same, auto_picks=auto)
+            rows.append(row)
+            print(
+                json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}),
+                flush=True,
+            )
+    return rows
+
+
+# ----------------------------------------------------------------------------- dense speed, before/after
+def dense_worker():
+    """One timed solver-only run (bench_skeleton's setting) in this process; prints JSON."""
+    from svmstream.solvers import BudgetedSGDClassifier
+
+    params = dict(budget=500, gamma=2.0, C=32.0, scaling="none", shuffle_buffer=0, run_guard=False)
+    X, y, Xt, yt = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2")
+    BudgetedSGDClassifier(**params).fit(X[:2000], y[:2000])  # compile or load the numba cache
+    cpu, accuracy, merges = 0.0, [], 0
+    for seed in SPEED_SEEDS:  # one fit is ~0.3 s: several per process steady the figure
+        est = BudgetedSGDClassifier(random_state=seed, **params)
+        started = time.process_time()
+        est.fit(X, y)
+        cpu += time.process_time() - started
+        accuracy.append(float(np.mean(est.predict(Xt) == yt)))
+        merges += est.n_merges_
+    print(json.dumps({"cpu_s": cpu, "median_accuracy": float(np.median(accuracy)), "merges": merges}))
+
+
+def _run_tree(tree: Path | None) -> dict:
+    env = dict(os.environ)
+    if tree is not None:  # import svmstream from that tree: a directory whose svmstream links to it
+        link_dir = Path(tempfile.mkdtemp(prefix="svmstream-tree-"))
+        (link_dir / "svmstream").symlink_to(tree.resolve())
+        env["PYTHONPATH"] = f"{link_dir}{os.pathsep}{REPO}"
+    else:
+        env["PYTHONPATH"] = str(REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_sparse_svs", "--worker-dense"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def dense_speed(before: Path, rounds: int):
+    _run_tree(before), _run_tree(None)  # numba caches of both trees written before timing
+    rows = []
+    for r in range(rounds):
+        for label, tree in (("before", before), ("after", None)):
+            result = _run_tree(tree)
+            rows.append({"round": r + 1, "tree": label, **result, "load_1min": os.getloadavg()[0]})
+            print(json.dumps(rows[-1]), flush=True)
+    ratios = [
+        next(x["cpu_s"] for x in rows if x["round"] == r + 1 and x["tree"] == "after")
+        / next(x["cpu_s"] for x in rows if x["round"] == r + 1 and x["tree"] == "before")
+        for r in range(rounds)
+    ]
+    summary = {"median_ratio_after_over_before": float(np.median(ratios)), "ratios": ratios}
+    payload = {"machine": machine(), "before_tree": str(before), "rows": rows, "summary": summary}
+    notes = (
+        f"CPU seconds of 5 BudgetedSGDClassifier.fit on ijcnn1 (B=500, γ=2, C=32, raw step, GSS merging, seeds 0-4), "
+        f"one fresh process per run, interleaved; median ratio after/before = {summary['median_ratio_after_over_before']:.3f} "
+        f"(rounds: {', '.join(f'{x:.3f}' for x in ratios)})"
+    )
+    write_results("sparse_svs_dense_speed", payload, rows, "Dense path before/after sparse SVs", notes)
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dense-speed", type=Path, help="tree before the change (git worktree) to compare with"
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--worker-dense", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker_dense:
+        return dense_worker()
+    if args.dense_speed is not None:
+        return dense_speed(args.dense_speed, args.rounds)
+    data_file("reuters_lasvm.trn.bz2")  # fails with a message when the data is absent
+    rows = storage_table()
+    table = [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows]
+    notes = (
+        "BSGD rbf, defaults (γ scale, warm-up 1,000, shuffle buffer, run guard), B = 500, one shuffled pass in "
+        "1,000-row partial_fit batches; solver CPU seconds (process time, 2 shared cores); estimator_MB: every "
+        "array of the estimator (SVs, scratch, scaling, buffer, guard); snapshot_MB: encode_state bytes; "
+        "max_decision_diff: the largest |dense − sparse| test decision value."
+    )
+    write_results("sparse_svs", {"machine": machine(), "rows": table}, table, "Dense vs sparse SVs", notes)
+
+
+if __name__ == "__main__":
+    main()
