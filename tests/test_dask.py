@@ -224,3 +224,45 @@ def test_grid_on_a_training_job_is_refused(server):
         "/jobs", json={"algorithm": "dcsvm", "data": "mail.csv", "model": "x", "grid": {"C": [1]}}
     )
     assert r.status_code == 422 and r.json()["field"] == "grid"
+
+
+def test_search_cli_on_the_server_and_locally(server, tmp_path):
+    import json
+
+    from tests.conftest import run_cli
+
+    csv = str(server.data / "mail.csv")
+    grid = ["--grid", "C=0.1,1,10"]
+    r = run_cli(
+        [
+            "search",
+            csv,
+            "--estimator",
+            "avsf",
+            *grid,
+            "--server",
+            server.server.url,
+            "--model",
+            "mail-lin",
+            "--json",
+        ],
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    remote = json.loads(r.stdout.strip().splitlines()[-1])
+    assert remote["search"]["backend"] == "dask" and remote["model"] == "mail-lin"
+    r = run_cli(
+        ["search", csv, "--estimator", "avsf", *grid, "--save", str(tmp_path / "best.svmstate")], timeout=300
+    )
+    assert r.returncode == 0, r.stderr
+    assert "rank" in r.stdout and "best:" in r.stdout and (tmp_path / "best.svmstate").exists()
+    local = json.loads(
+        run_cli(["search", csv, "--estimator", "avsf", *grid, "--json"], timeout=300).stdout.splitlines()[-1]
+    )
+    assert local["search"]["backend"] == "local"
+    assert local["search"]["best_params"] == remote["search"]["best_params"]
+    assert [row["mean_test_score"] for row in local["search"]["table"]] == [
+        row["mean_test_score"] for row in remote["search"]["table"]
+    ]
+    r = run_cli(["search", csv, "--estimator", "avsf", "--grid", "gamma=1"], timeout=120)
+    assert r.returncode == 1 and "grid.gamma" in r.stderr

@@ -13,6 +13,8 @@
   check, run every 10 s; it sends ``SVMSTREAM_API_TOKEN`` if set), :func:`healthcheck`.
 * ``svmstream train`` trains the batch solvers locally or as a job of a server,
   :mod:`svmstream.app.cli.train` (``docs/jobs.md``).
+* ``svmstream search`` runs a grid search locally, on a dask cluster or as a job of a server,
+  :mod:`svmstream.app.cli.search` (``docs/jobs.md``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any, get_args
 
 from svmstream.app.cli.client import DEFAULT_URL, api_token, auth_headers
+from svmstream.app.cli.search import add_search_parser
 from svmstream.app.models.config import (
     BATCH_ALGORITHMS,
     Algorithm,
@@ -175,7 +178,9 @@ def add_serve_parser(sub) -> argparse.ArgumentParser:
         help="learner (default): learns and publishes snapshots to Redis for replicas; replica: serves "
         "predictions only, following the learner through --redis-url (docs/deployment.md)",
     )
-    serve.add_argument("--advertise-url", help="the learner's URL named by replicas (default http://HOST:PORT)")
+    serve.add_argument(
+        "--advertise-url", help="the learner's URL named by replicas (default http://HOST:PORT)"
+    )
     _add_hyper(serve, "of models created without them, e.g. the default model")
     return serve
 
@@ -394,6 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_replay_parser(sub)
     add_healthcheck_parser(sub)
     add_train_parser(sub)
+    add_search_parser(sub)
     return parser
 
 
@@ -425,6 +431,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from svmstream.app.cli.train import train
 
         return train(args)
+    if args.command == "search":
+        from svmstream.app.cli.search import search
+
+        return search(args)
     from svmstream.app.cli.replay import replay
 
     return replay(args)

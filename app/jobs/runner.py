@@ -60,11 +60,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from svmstream.app.jobs.dask_jobs import DaskSupervisor, close_clients
-from svmstream.app.jobs.search import ONLINE, check_search, make_base
+from svmstream.app.jobs.search import prepare_search
 from svmstream.app.jobs.supervisor import WorkerSupervisor, exit_reason, register_result
 from svmstream.app.jobs.uploads import JobError, UploadStore, resolve_data_ref
 from svmstream.app.models.config import MODEL_NAME_RE
-from svmstream.app.models.factory import make_estimator, make_job_estimator
+from svmstream.app.models.factory import make_job_estimator
 
 if TYPE_CHECKING:  # pragma: no cover
     from svmstream.app.models.registry import Registry
@@ -296,59 +296,21 @@ class JobRunner:
         early_level: int | None,
         model: str,
     ) -> dict[str, Any]:
-        """422 for an invalid search (estimator, grid, cv, params, model name); returns the
-        task's search fields and the job's public ``search`` record."""
+        """422 for an invalid search (estimator, grid, cv, params, model name); returns
+        :func:`svmstream.app.jobs.search.prepare_search`'s task fields and record."""
         if not MODEL_NAME_RE.match(model or ""):
             self._check_request("dcsvm", {}, None, model)  # words the model-name error
         if early_level is not None:
             raise JobError("early_level: not for search jobs (put it in params)", field="early_level")
-        if isinstance(random_state, bool) or not isinstance(random_state, int) or random_state < 0:
-            raise JobError(
-                f"random_state: must be an integer >= 0, got {random_state!r}", field="random_state"
-            )
-        if estimator in ONLINE:
-            try:
-                config = self.registry.resolve_config({**params, "algorithm": estimator})
-                base = make_estimator(config)
-            except ValueError as exc:  # pydantic's ValidationError is a ValueError
-                raise JobError(f"params: {exc}", field="params") from None
-            base_params = base.get_params(deep=False)
-            if base_params.get("random_state") is None:
-                base_params["random_state"] = random_state  # candidates comparable, results repeatable
-        else:
-            fixed = dict(params)
-            if estimator == "dcsvm":
-                fixed.setdefault("n_jobs", 1)  # the search runs candidates in parallel already
-            try:
-                base = (
-                    make_job_estimator(estimator or "", fixed, None)
-                    if estimator in ("dcsvm", "avsf", "liblinear-cd")
-                    else None
-                )
-            except ValueError as exc:
-                raise JobError(f"params: {exc}", field="params") from None
-            base_params = {} if base is None else base.get_params(deep=False)
-            if base is not None and base_params.get("random_state") is None:
-                base_params["random_state"] = random_state
-        names = check_search(
-            estimator or "", grid, cv, make_base(estimator, base_params) if base_params else None
+        return prepare_search(
+            estimator,
+            grid,
+            cv,
+            random_state,
+            params,
+            resolve_config=self.registry.resolve_config,
+            n_jobs=self.settings.job_dcsvm_n_jobs,
         )
-        return {
-            "task": {
-                "estimator": estimator,
-                "grid": names,
-                "cv": int(cv),
-                "random_state": int(random_state),
-                "base_params": base_params,
-                "n_jobs": self.settings.job_dcsvm_n_jobs,
-            },
-            "record": {
-                "estimator": estimator,
-                "grid": grid,
-                "cv": int(cv),
-                "random_state": int(random_state),
-            },
-        }
 
     def _check_admission(self, model: str, replace: bool) -> None:
         """503 when shutting down or the queue is full; 409 when the model exists (and not

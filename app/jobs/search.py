@@ -27,6 +27,7 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
 from svmstream.app.jobs.datasets import load_dataset, prepare_X
 from svmstream.app.jobs.uploads import JobError
+from svmstream.app.models.factory import make_estimator, make_job_estimator
 from svmstream.solvers import (
     BudgetedSCAClassifier,
     BudgetedSGDClassifier,
@@ -153,6 +154,81 @@ def check_search(estimator: str, grid: Any, cv: Any, base) -> dict[str, list]:
             field="grid",
         )
     return out
+
+
+def prepare_search(
+    estimator: Any,
+    grid: Any,
+    cv: Any,
+    random_state: Any,
+    params: dict[str, Any],
+    *,
+    resolve_config: Callable[[dict[str, Any]], Any],
+    n_jobs: int | None = None,
+) -> dict[str, Any]:
+    """Validate a search and build what its worker needs.
+
+    Parameters
+    ----------
+    estimator, grid, cv :
+        See :func:`check_search`.
+    random_state : int
+        Seed of the folds, and of every candidate whose parameters give none.
+    params : dict
+        Fixed parameters of every candidate: model fields (JSON names, e.g. ``budget``)
+        for ``bsgd``/``bsca``, estimator parameters for the batch estimators (as in a
+        training job; DC-SVM gets ``n_jobs=1`` unless given: the search runs candidates in
+        parallel already).
+    resolve_config : callable(dict) -> ModelConfig
+        Fills an online model's fields from the server's defaults (the registry's).
+    n_jobs : int, optional
+        joblib workers of a local search (None: joblib's default).
+
+    Returns
+    -------
+    dict
+        ``task`` (the worker's search fields: ``estimator``, ``grid`` with estimator names,
+        ``cv``, ``random_state``, ``base_params``, ``n_jobs``) and ``record`` (the job's
+        public ``search``).
+
+    Raises
+    ------
+    JobError
+        422 naming ``estimator``, ``cv``, ``random_state``, ``params``, ``grid`` or
+        ``grid.<name>``.
+    """
+    if estimator not in ESTIMATORS:
+        raise JobError(
+            f"estimator: unknown estimator {estimator!r}; use one of {', '.join(ESTIMATORS)}",
+            field="estimator",
+        )
+    if isinstance(random_state, bool) or not isinstance(random_state, int) or random_state < 0:
+        raise JobError(f"random_state: must be an integer >= 0, got {random_state!r}", field="random_state")
+    try:
+        if estimator in ONLINE:
+            base = make_estimator(resolve_config({**params, "algorithm": estimator}))
+        else:
+            fixed = dict(params)
+            if estimator == "dcsvm":
+                fixed.setdefault("n_jobs", 1)
+            base = make_job_estimator(estimator, fixed, None)
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise JobError(f"params: {exc}", field="params") from None
+    base_params = base.get_params(deep=False)
+    if "random_state" in base_params and base_params["random_state"] is None:
+        base_params["random_state"] = random_state  # candidates comparable, results repeatable
+    names = check_search(estimator, grid, cv, make_base(estimator, base_params))
+    return {
+        "task": {
+            "estimator": estimator,
+            "grid": names,
+            "cv": int(cv),
+            "random_state": int(random_state),
+            "base_params": base_params,
+            "n_jobs": n_jobs,
+        },
+        "record": {"estimator": estimator, "grid": grid, "cv": int(cv), "random_state": int(random_state)},
+    }
 
 
 def folds(cv: int, random_state: int) -> StratifiedKFold:
