@@ -1,7 +1,8 @@
 """The FastAPI application: :func:`create_app` (wiring only) and its lifespan.
 
-Start-up: warm the solvers up (:func:`~svmstream.app.models.warmup.warm_up`), restore
-every model from its newest valid snapshot, create the default model if it is missing,
+Start-up: start the solver warm-up in the background
+(:class:`~svmstream.app.models.warmup.WarmUp`: ``/health`` answers at once; a request
+needing a kernel still being compiled waits for it, logged), restore every model from its newest valid snapshot, create the default model if it is missing,
 start the periodic snapshotter and, with ``REDIS_URL`` set, one stream consumer per
 streamed model (:mod:`svmstream.app.stream`).  Shut-down (SIGTERM/SIGINT through uvicorn,
 after in-flight requests finish): cancel the running batch jobs, stop the stream
@@ -46,7 +47,7 @@ from svmstream.app.errors import install_error_handlers
 from svmstream.app.jobs.runner import JobRunner
 from svmstream.app.models.registry import Registry
 from svmstream.app.models.snapshots import SnapshotStore, run_snapshotter
-from svmstream.app.models.warmup import warm_up
+from svmstream.app.models.warmup import WarmUp, warm_up
 from svmstream.app.observability.live import LiveFeed
 from svmstream.app.observability.prometheus import build_registry
 from svmstream.app.settings import Settings
@@ -81,12 +82,11 @@ def _redacted(url: str) -> str:
 
 
 async def _open_registry(settings: Settings) -> Registry:
-    """Warm-up, the registry with its snapshot store, restored models and the default model
-    (a replica: an empty registry without snapshots; its models come from the learner)."""
+    """The registry with its snapshot store, restored models and the default model (a
+    replica: an empty registry without snapshots; its models come from the learner), and the
+    solver warm-up started in the background (``/health`` does not wait for it)."""
     if settings.warm_up:
-        started = time.perf_counter()
-        await asyncio.to_thread(warm_up)
-        log.info("solver warm-up done in %.2f s", time.perf_counter() - started)
+        WarmUp().start()
     if settings.role == "replica":
         return Registry(settings, None)
     registry = Registry(settings, SnapshotStore(settings.snapshot_dir, keep=settings.snapshot_keep))

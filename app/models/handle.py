@@ -52,6 +52,7 @@ from svmstream.app.models.limits import check_width, estimate_bytes, max_width
 from svmstream.app.models.meters import LabelRunMeter, PrequentialWindow, RateMeter, correct_predictions
 from svmstream.app.models.snapshots import decode_snapshot
 from svmstream.app.models.view import ModelView, check_finite, estimator_stats
+from svmstream.app.models.warmup import note_waiting
 from svmstream.app.settings import Settings
 
 log = logging.getLogger("svmstream.registry")
@@ -260,6 +261,7 @@ class ModelHandle:
             X = conform(X, d, declared, self.name)
             self._n_features = d
             self._fixed = self._fixed or not sparse or declared is not None
+            note_waiting(f"learning a batch of model {self.name!r}")
             return self._queue(self._apply, X, y, extra, new_labels)
 
     def submit_flush(self) -> Future:

@@ -47,6 +47,7 @@ from svmstream.app.models.learners import LearnerPool
 from svmstream.app.models.limits import check_config_limits
 from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
+from svmstream.app.models.warmup import note_waiting
 from svmstream.app.settings import Settings
 
 log = logging.getLogger("svmstream.registry")
@@ -223,6 +224,8 @@ class Registry:
         ModelNotFound, ModelNotFitted, ModelWarmingUp (409), InvalidInput
         """
         view = self.get(name).view
+        if view.estimator is not None:
+            note_waiting(f"a prediction of model {name!r}")
         if view.estimator is None:
             raise ModelNotFitted(f"model {name!r} has not learned from any example yet")
         X = conform(X, view.n_features, declared, name)
