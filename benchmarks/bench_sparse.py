@@ -49,7 +49,14 @@ def _load(name):
     train, test, d = SETS[name]
     X, y = load_svmlight_file(str(data_file(train)), n_features=d)
     Xt, yt = load_svmlight_file(str(data_file(test)), n_features=d)
-    return X.tocsr(), y, Xt.tocsr(), yt
+    return _int32(X), y, _int32(Xt), yt
+
+
+def _int32(X):
+    """CSR with int32 indices (LinearSVC refuses int64 ones)."""
+    X = X.tocsr()
+    X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
+    return X
 
 
 class _RssSampler(threading.Thread):
