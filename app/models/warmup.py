@@ -41,6 +41,14 @@ def warm_up(stage: Callable[[str], None] | None = None) -> None:
             est.partial_fit(rows, y, classes=np.arange(2))
             est.flush()
             est.published_copy().decision_function(rows)
+    # sparse support vectors (wide sparse input, sv_storage "auto" -> "sparse"): ~12 CPU s of
+    # kernels on an empty numba cache
+    rows = sp.csr_matrix(X)
+    for algorithm in ("bsgd", "bsca"):
+        stage(f"{algorithm.upper()} with sparse support vectors")
+        config = ModelConfig(algorithm=algorithm, budget=2, warmup=4, shuffle_buffer=2, sv_storage="sparse")
+        est = make_estimator(config).partial_fit(rows, y, classes=np.arange(2)).flush()
+        est.published_copy().decision_function(rows)
     # the lookup-table merge solvers build their (H, WD) tables once per process (~0.5 s):
     # do it now rather than in the first batch of a lookup-wd model; and BSCA's step
     stage("lookup-WD merge tables and BSCA")
