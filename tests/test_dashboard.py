@@ -126,6 +126,10 @@ def test_latency_window_takes_quantiles_of_the_recent_requests_only():
     slow = hist.labels(route="learn", model="m")
     for _ in range(50):
         slow.observe(0.5)  # in (0.1, 1]
+    # the children of the models asked about, read directly, equal the filtered full collect()
+    hist.labels(route="predict", model="n").observe(0.02)
+    assert LatencyWindow.read(hist, {"m"}) == LatencyWindow._read_all(hist, {"m"})
+    assert set(LatencyWindow.read(hist, {"m", "n"})) == {("learn", "m"), ("predict", "n")}
     first = window.update(hist, {"m"}, now=0.0)
     assert first == {}  # one reading: no increase yet
     for _ in range(20):
