@@ -96,9 +96,9 @@ class LatencyWindow:
         """``{(route, model): [(le, cumulative count), ...]}`` of ``histogram`` for ``models``.
 
         Collects only the label children of ``models``: the whole histogram's ``collect()``
-        makes ~18 samples per (route, model): a median 145 ms per event with 1,000 models.  prometheus-client
-        keeps the children in ``_metrics`` (keyed by label values); if a version does not,
-        the whole histogram is collected and filtered.
+        makes ~18 samples per (route, model), a median 145 ms per event with 1,000 models.
+        prometheus-client keeps the children in ``_metrics`` (keyed by label values); if a
+        version does not, the whole histogram is collected and filtered.
         """
         children = getattr(histogram, "_metrics", None)
         names = tuple(getattr(histogram, "_labelnames", ()))
