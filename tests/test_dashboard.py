@@ -187,7 +187,7 @@ def test_api_docs_reference_only_assets_the_app_serves(server):
         assert page.status_code == 200
         refs = re.findall(r'(?:src|href)="([^"]+)"', page.text)
         assert all(ref.startswith("/") and not ref.startswith("//") for ref in refs), refs
-        assert "https://" not in page.text.replace("https://fastapi", ""), page.text  # no CDN URL
+        assert not re.search(r"https?://", page.text), page.text  # no absolute URL at all (no CDN)
         for name in needed:
             (ref,) = [r for r in refs if r.endswith(name)]
             asset = httpx.get(server.url + ref)
@@ -249,8 +249,7 @@ def test_one_event_per_tick_is_shared_by_every_subscriber(server):
     assert len(shared) >= 2
     for t in shared:
         assert by_time[0][t] == by_time[1][t] == by_time[2][t]
-    times = sorted(by_time[0])
-    assert all(0.5 < b - a < 5 for a, b in zip(times, times[1:]))  # about one per second
+    assert len(by_time[0]) == 4  # four ticks, four distinct builds
 
 
 def test_with_many_models_an_event_holds_the_totals_and_the_first_models_by_name(server):
