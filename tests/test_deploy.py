@@ -187,3 +187,67 @@ def test_replicas_follow_the_learner_behind_the_load_balancer(compose):
     listen = re.search(r"listen\s+(\d+);", conf).group(1)
     assert any(p.split(":")[-1] == listen for p in lb["ports"])
     assert lb["depends_on"]["replica"]["condition"] == "service_healthy"
+
+
+def test_dask_profile_runs_as_written(compose, tmp_path):
+    """The ``dask`` profile's scheduler and worker commands, run here as written (host and
+    port made local), form a cluster on which DC-SVM's sub-problems run; the server's
+    address setting names that scheduler; workers see the server's data and job paths."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    distributed = pytest.importorskip("distributed")
+    sched, worker, svc = (compose["services"][n] for n in ("dask-scheduler", "dask-worker", "svmstream"))
+    assert sched["profiles"] == ["dask"] and worker["profiles"] == ["dask"]
+    assert sched["command"][:2] == ["dask", "scheduler"] and worker["command"][:2] == ["dask", "worker"]
+    port = sched["command"][sched["command"].index("--port") + 1]
+    assert worker["command"][2] == f"tcp://dask-scheduler:{port}"
+    assert "DASK_ADDRESS" in svc["environment"]["SVMSTREAM_DASK_ADDRESS"]
+    assert f"tcp://dask-scheduler:{port}" in COMPOSE.read_text()  # the documented address
+    for path in (svc["environment"]["SVMSTREAM_JOBS_DIR"], svc["environment"]["SVMSTREAM_DATA_DIR"]):
+        assert any(v.split(":")[-2 if v.endswith(":ro") else -1] == path for v in worker["volumes"]), path
+        assert any(v.split(":")[-2 if v.endswith(":ro") else -1] == path for v in svc["volumes"]), path
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = str(s.getsockname()[1])
+    dask_cli = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    sched_cmd = [*dask_cli, *sched["command"][2:]]
+    sched_cmd[sched_cmd.index("--host") + 1] = "127.0.0.1"
+    sched_cmd[sched_cmd.index("--port") + 1] = free
+    worker_cmd = [sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{free}"]
+    worker_cmd += worker["command"][3:]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [
+        subprocess.Popen(
+            sched_cmd, env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / "s.log").open("w")
+        ),
+        subprocess.Popen(
+            worker_cmd, env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / "w.log").open("w")
+        ),
+    ]
+    try:
+        import joblib
+
+        from svmstream.solvers import DCSVMClassifier
+        from svmstream.solvers.exact import _dask
+
+        with distributed.Client(f"tcp://127.0.0.1:{free}", timeout="60s") as client:
+            client.wait_for_workers(1, timeout=60)
+            info = client.scheduler_info()["workers"]
+            assert [w["nthreads"] for w in info.values()] == [1]
+            rng = np.random.default_rng(0)
+            X = rng.normal(size=(5200, 4)) * [1, 10, 100, 1000]
+            y = X[:, 0] + X[:, 1] / 10 > 0
+            with joblib.parallel_backend("dask"):
+                est = DCSVMClassifier(n_levels=1, k=2, random_state=0).fit(X, y)
+            local = DCSVMClassifier(n_levels=1, k=2, random_state=0, n_jobs=1).fit(X, y)
+            assert est.dual_objective_[0] == pytest.approx(local.dual_objective_[0], rel=1e-6)
+            assert list(client.run(lambda: _dask._worker_ready).values()) == [True]
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+            p.wait(30)

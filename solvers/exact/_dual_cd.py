@@ -379,11 +379,16 @@ def _cd_run(
     free_stack,
     work,
     eps,
+    eps_shrunk,
     max_steps,
     shrinking,
     pairs,
 ):
     """Run at most ``max_steps`` CD steps on the active prefix.
+
+    The active set converges at ``eps`` while it holds every variable, at ``eps_shrunk``
+    once shrunk (re-evaluated after every shrink inside the call, so that where the driver
+    cuts its time slices never changes the sequence of steps: runs are reproducible).
 
     A step is either the single-coordinate step on ``i = argmax |PG_i|`` or, when ``pairs``
     and its guaranteed decrease is larger, a two-coordinate step along
@@ -399,11 +404,13 @@ def _cd_run(
     ``fst[0]`` receives the current max violation on the active set.
     """
     L = ist[_L]
+    n_all = perm.shape[0]
+    tol = eps if n_all == L else eps_shrunk
     best, bestv, iu, ju, pv = _select_all(L, alpha, G, Cb, y)
     steps = 0
     status = BUDGET
     while True:
-        if L == 0 or bestv < eps:
+        if L == 0 or bestv < tol:
             status = CONVERGED
             break
         if steps >= max_steps:
@@ -609,6 +616,7 @@ def _cd_run(
                 )
                 if newL != L:
                     L = newL
+                    tol = eps if n_all == L else eps_shrunk
                     best, bestv, iu, ju, pv = _select_all(L, alpha, G, Cb, y)
     ist[_ITERS] += steps
     fst[0] = max(bestv, 0.0)
@@ -830,7 +838,8 @@ def solve_dual(
     while True:
         if should_stop is not None and should_stop():
             raise Cancelled("dual CD cancelled")
-        eps_now = eps if unshrunk or ist[_L] == n else 10.0 * eps
+        # a shrunk active set converges at 10 eps first (LIBSVM), then all variables at eps
+        eps_shrunk = eps if unshrunk else 10.0 * eps
         remaining = max_iter - int(ist[_ITERS])
         if remaining <= 0:
             break
@@ -857,7 +866,8 @@ def solve_dual(
             offset,
             *cache_args,
             work,
-            eps_now,
+            eps,
+            eps_shrunk,
             min(steps, remaining),
             shrinking,
             pairs,
