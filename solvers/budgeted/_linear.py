@@ -34,9 +34,9 @@ import scipy.sparse as sp
 from ._bsgd import learning_rate
 from ._preprocessing import (
     BUFFER_MAX_BYTES,
-    GUARD_MAX_BYTES,
     GUARD_RESERVOIR,
     SPARSE_ENTRY_BYTES,
+    SPARSE_GUARD_MAX_BYTES,
     buffer_capacity,
     csr_arrays,
     guard_capacity,
@@ -265,5 +265,5 @@ def linear_model_bytes(n_features, shuffle_buffer=0, run_guard=False, n_classes=
     if run_guard:
         dense += guard_capacity(n_classes, d) * n_classes * d * 8
         rows = GUARD_RESERVOIR * int(n_classes)
-        sparse += 2 * min(GUARD_MAX_BYTES, rows * d * SPARSE_ENTRY_BYTES) + 16 * rows
+        sparse += 2 * min(SPARSE_GUARD_MAX_BYTES, rows * d * SPARSE_ENTRY_BYTES) + 16 * rows
     return int(total + max(dense, sparse))

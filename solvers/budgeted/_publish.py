@@ -43,7 +43,7 @@ _SMALL_ARRAYS = ("_counters", "_reals", "_bias", "_sv_used")
 #: Per-slot arrays of an SV pool (first axis: slots), copied up to the live SVs.
 _SLOT_ARRAYS = ("_coef", "_sv_sq", "_sv_start", "_sv_len")
 #: Weight arrays a linear model keeps for its published copies (reused once no view holds one).
-W_POOL = 3
+W_POOL = 2
 #: Batches whose changed rows are remembered; a pooled array older than that is copied whole.
 W_HISTORY = 64
 

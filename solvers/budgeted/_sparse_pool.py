@@ -30,17 +30,17 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
-import scipy.sparse as sp
 from numba import types
 from numba.extending import overload
 
-from .._params import SPARSE_MAX_DENSITY, SPARSE_MIN_FEATURES, SV_STORAGES, check_choice
+from .._params import SV_STORAGES, check_choice
 from ..kernels import exp_inplace, rbf_row, rbf_row_and_log, squared_norm
 from ._preprocessing import (
     BUFFER_MAX_BYTES,
-    GUARD_MAX_BYTES,
     GUARD_RESERVOIR,
     SPARSE_ENTRY_BYTES,
+    SPARSE_GUARD_MAX_BYTES,
+    wide_sparse,
 )
 
 #: Bytes of one stored nonzero (float64 value + int32 index).
@@ -418,10 +418,7 @@ def run_with_room(step, X_csr, order, margins, arena):
 def auto_is_sparse(X) -> bool:
     """The ``sv_storage="auto"`` rule: X is CSR, wide (d > :data:`SPARSE_MIN_FEATURES`) and sparse
     (density ≤ :data:`SPARSE_MAX_DENSITY`)."""
-    if not sp.issparse(X):
-        return False
-    n, d = X.shape
-    return d > SPARSE_MIN_FEATURES and X.nnz <= SPARSE_MAX_DENSITY * max(1, n) * d
+    return wide_sparse(X)
 
 
 def resolve_sv_storage(sv_storage, X, scaling) -> str:
@@ -462,7 +459,7 @@ def sparse_model_bytes(
     total += 2 * min(BUFFER_MAX_BYTES, k_buf * d * ENTRY_BYTES) + 24 * k_buf
     if run_guard:
         rows = GUARD_RESERVOIR * int(n_classes)
-        total += 2 * min(GUARD_MAX_BYTES, rows * d * ENTRY_BYTES) + 16 * rows
+        total += 2 * min(SPARSE_GUARD_MAX_BYTES, rows * d * ENTRY_BYTES) + 16 * rows
     if maintenance == "project":
         total += cap * cap * 8
     return int(total)
