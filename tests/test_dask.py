@@ -266,3 +266,66 @@ def test_search_cli_on_the_server_and_locally(server, tmp_path):
     ]
     r = run_cli(["search", csv, "--estimator", "avsf", "--grid", "gamma=1"], timeout=120)
     assert r.returncode == 1 and "grid.gamma" in r.stderr
+
+
+def test_search_job_without_a_cluster_runs_in_a_worker_process(start_server, tmp_path):
+    """No SVMSTREAM_DASK_ADDRESS: the search runs in the job's local worker process (DC-SVM
+    candidates here, string labels), and picks what plain GridSearchCV picks."""
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+
+    from svmstream.app.jobs.datasets import load_dataset, prepare_X
+    from svmstream.app.jobs.search import make_base
+
+    data = tmp_path / "data"
+    data.mkdir()
+    X, y = _raw_moons(600, seed=31)
+    _write_csv(data / "pix.csv", X, np.where(y > 0, "skin", "other"))
+    srv = start_server(
+        env={
+            "SVMSTREAM_DATA_DIR": str(data),
+            "SVMSTREAM_JOBS_DIR": str(tmp_path / "jobs"),
+            "SVMSTREAM_WARM_UP": "false",
+            "SVMSTREAM_CREATE_DEFAULT_MODEL": "false",
+            "SVMSTREAM_JOB_DCSVM_N_JOBS": "1",
+        }
+    )
+    with srv.client() as c:
+        body = {
+            "algorithm": "search",
+            "estimator": "dcsvm",
+            "grid": {"C": [0.5, 8.0], "gamma": [0.0001, 0.01]},
+            "cv": 2,
+            "random_state": 3,
+            "params": {"probability": False, "n_levels": 1},
+            "data": "pix.csv",
+            "model": "pix",
+        }
+        r = c.post("/jobs", json=body)
+        assert r.status_code == 201, r.text
+        assert r.json()["search"]["estimator"] == "dcsvm"
+        job = _wait(c, r.json()["id"])
+        assert job["state"] == "succeeded", (job["error"], srv.log_text()[-3000:])
+        search = job["result"]["search"]
+        assert search["backend"] == "local" and search["base_params"]["n_jobs"] == 1
+        Xf, yl = load_dataset(data / "pix.csv")
+        classes, y_idx = np.unique(yl, return_inverse=True)
+        plain = GridSearchCV(
+            make_base("dcsvm", search["base_params"]),
+            body["grid"],
+            cv=StratifiedKFold(2, shuffle=True, random_state=3),
+        ).fit(prepare_X(Xf), y_idx)
+        assert search["best_params"] == plain.best_params_
+        assert [row["mean_test_score"] for row in search["table"]] == sorted(
+            plain.cv_results_["mean_test_score"], reverse=True
+        )
+        r = c.post("/predict", json={"model": "pix", "X": X[:100].tolist()})
+        assert r.status_code == 200, r.text
+        np.testing.assert_array_equal(
+            r.json()["labels"], classes[plain.best_estimator_.predict(prepare_X(Xf[:100]))]
+        )
+        info = c.get("/models/pix").json()
+        assert info["algorithm"] == "dcsvm" and info["config"]["C"] == plain.best_params_["C"]
+        assert (
+            c.post("/learn", json={"model": "pix", "X": X[:2].tolist(), "y": ["skin", "other"]}).status_code
+            == 409
+        )
