@@ -13,6 +13,7 @@ class                      status  meaning
 :class:`InvalidInput`      422     a rejected request body, entry or parameter
                                    (400 for malformed JSON or a bad header)
 :class:`PayloadTooLarge`   413     a body over the configured byte limit
+:class:`UnsupportedMediaType` 415  a body that is not declared ``application/json``
 :class:`Unauthorized`      401     missing or wrong bearer token
 :class:`ModelNotFound`     404     no model of that name
 :class:`ModelNotFitted`    409     the model has not learned from any example yet
@@ -21,12 +22,18 @@ class                      status  meaning
 :class:`ModelClosed`       409     the model was deleted or replaced meanwhile
 :class:`BatchModelReadOnly` 409    ``learn`` on a batch-trained model
 :class:`LearnerBusy`       429     too many batches queued for the model
+                                   (with ``Retry-After``)
 =========================  ======  ==============================================
+
+Errors raised by the framework itself (an unknown path: 404; a method the path does not
+have: 405 with ``Allow``; a path or query parameter of the wrong type: 422) get the same
+body; ``OPTIONS`` on a known path answers 204 with ``Allow``.
 
 The subclasses also derive from the built-in exception they stand for (``ValueError``,
 ``LookupError``, ``RuntimeError``), so generic ``except`` clauses keep working.
 
-:func:`install_error_handlers` registers the one handler on a FastAPI app.
+:func:`install_error_handlers` registers the handlers on a FastAPI app.  Client errors
+(4xx) are answered without a log line; only unexpected exceptions (500) log a traceback.
 """
 
 from __future__ import annotations
@@ -35,7 +42,10 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path, get_route_path
 
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
@@ -81,6 +91,16 @@ class PayloadTooLarge(InvalidInput):
     default_status = 413
 
 
+class UnsupportedMediaType(InvalidInput):
+    """A JSON route received a body of another content type (HTTP 415).
+
+    Refusing ``text/plain`` and form bodies also stops cross-site form POSTs: a page on
+    another origin cannot send ``application/json`` without a CORS preflight.
+    """
+
+    default_status = 415
+
+
 class Unauthorized(ServiceError):
     """401 with ``WWW-Authenticate: Bearer``."""
 
@@ -124,9 +144,13 @@ class BatchModelReadOnly(ModelClosed):
 
 
 class LearnerBusy(ServiceError, RuntimeError):
-    """Too many batches are queued for the model (HTTP 429)."""
+    """Too many batches are queued for the model (HTTP 429 with ``Retry-After``)."""
 
     default_status = 429
+    RETRY_AFTER_S = 1
+    """Seconds a client should wait: a queue of ``MAX_PENDING_BATCHES`` batches of 1,000
+    rows drains in well under a second on one core (docs/service.md, measured figures)."""
+    headers = {"Retry-After": str(RETRY_AFTER_S)}
 
 
 def error_response(exc: ServiceError) -> Response:
@@ -143,6 +167,60 @@ async def _handle(request: Request, exc: ServiceError) -> Response:
     return error_response(exc)
 
 
+def allowed_methods(request: Request, given: str | None = None) -> list[str]:
+    """Every method the app documents on the request's path (its OpenAPI ``paths``), with
+    the methods Starlette named (``given``: the ``Allow`` of the first route matched), HEAD
+    with GET, and OPTIONS (which :func:`_handle_http` answers for any known path); sorted."""
+    methods = {m.strip().upper() for m in (given or "").split(",") if m.strip()}
+    path = get_route_path(request.scope)
+    for template, item in request.app.openapi().get("paths", {}).items():
+        if compile_path(template)[0].match(path):
+            methods.update(m.upper() for m in item if m in _HTTP_METHODS)
+    if "GET" in methods:
+        methods.add("HEAD")
+    if methods:
+        methods.add("OPTIONS")
+    return sorted(methods)
+
+
+_HTTP_METHODS = frozenset({"get", "put", "post", "delete", "options", "head", "patch", "trace"})
+
+
+async def _handle_http(request: Request, exc: StarletteHTTPException) -> Response:
+    """Starlette's own 404/405 (no route, wrong method) in the service's body; 405 names
+    every method of the path in ``Allow`` (Starlette's names only the first route's), and
+    ``OPTIONS`` on a known path answers 204 with ``Allow``."""
+    headers = dict(exc.headers or {})
+    if exc.status_code == 405:
+        allow = ", ".join(allowed_methods(request, headers.get("Allow")))
+        headers["Allow"] = allow
+        if request.method == "OPTIONS":
+            return Response(status_code=204, headers=headers)
+    field = "path" if exc.status_code == 404 else "method" if exc.status_code == 405 else None
+    detail = exc.detail
+    if exc.status_code == 404:
+        detail = f"path: no route {request.url.path!r}; see /openapi.json"
+    elif exc.status_code == 405:
+        detail = (
+            f"method: {request.method} is not allowed on {request.url.path!r}; allowed: {headers['Allow']}"
+        )
+    error = ServiceError(str(detail), field=field, status=exc.status_code)
+    error.headers = headers or None
+    return error_response(error)
+
+
+async def _handle_validation(request: Request, exc: RequestValidationError) -> Response:
+    """FastAPI's parameter validation (path, query) in the service's body, naming the field."""
+    errors = exc.errors()
+    err = errors[0] if errors else {}
+    loc = [str(part) for part in err.get("loc", ()) if part not in ("path", "query", "header", "body")]
+    field = ".".join(loc) or "request"
+    return error_response(InvalidInput(f"{field}: {err.get('msg', 'invalid value')}", field=field))
+
+
 def install_error_handlers(app: FastAPI) -> None:
-    """Answer every :class:`ServiceError` raised by a route with :func:`error_response`."""
+    """Answer every :class:`ServiceError` raised by a route with :func:`error_response`, and
+    the framework's 404/405/422 with the same body (:func:`_handle_http`, :func:`_handle_validation`)."""
     app.add_exception_handler(ServiceError, _handle)
+    app.add_exception_handler(StarletteHTTPException, _handle_http)
+    app.add_exception_handler(RequestValidationError, _handle_validation)

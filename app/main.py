@@ -29,6 +29,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from svmstream.app.api.http import OrjsonResponse
+from svmstream.app.api.openapi import install_openapi
 from svmstream.app.api.replica import ReplicaReadOnly
 from svmstream.app.api.routes import (
     dashboard,
@@ -49,7 +50,7 @@ from svmstream.app.models.registry import Registry
 from svmstream.app.models.snapshots import SnapshotStore, run_snapshotter
 from svmstream.app.models.warmup import WarmUp, warm_up
 from svmstream.app.observability.live import LiveFeed
-from svmstream.app.observability.prometheus import build_registry
+from svmstream.app.observability.prometheus import RequestCounter, build_registry
 from svmstream.app.settings import Settings
 from svmstream.app.stream.manager import StreamManager, run_stream_manager
 from svmstream.app.stream.redis_ops import make_client
@@ -219,4 +220,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # the standard protocols: Open Inference Protocol v2 and MLflow scoring (docs/protocols.md)
     for module in (v2, invocations):
         app.include_router(module.router)
+    install_openapi(app)  # the real error bodies and security requirements (app/api/openapi.py)
+    # outermost: every request is counted by route template and status, refusals included
+    app.add_middleware(RequestCounter, counter=app.state.request_metrics.requests)
     return app

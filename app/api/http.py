@@ -1,4 +1,5 @@
-"""HTTP plumbing shared by the routes: size-limited body reading and orjson responses."""
+"""HTTP plumbing shared by the routes: the JSON content-type rule, size-limited body
+reading and orjson responses."""
 
 from __future__ import annotations
 
@@ -6,13 +7,21 @@ from typing import Any
 
 import orjson
 from fastapi import Request
-from fastapi.responses import Response
+from fastapi.responses import JSONResponse
 
-from svmstream.app.errors import InvalidInput, PayloadTooLarge
+from svmstream.app.errors import InvalidInput, PayloadTooLarge, UnsupportedMediaType
+
+JSON_MEDIA_TYPES = ("application/json",)
+"""What JSON routes accept (also any ``application/<x>+json``); parameters such as
+``charset=utf-8`` are ignored (JSON is UTF-8, RFC 8259)."""
 
 
-class OrjsonResponse(Response):
-    """JSON response serialised with orjson (numpy arrays and scalars allowed)."""
+class OrjsonResponse(JSONResponse):
+    """JSON response serialised with orjson (numpy arrays and scalars allowed).
+
+    A :class:`~fastapi.responses.JSONResponse` so that FastAPI documents the routes'
+    ``response_model`` under it (for any other response class it writes ``"type": "string"``).
+    """
 
     media_type = "application/json"
 
@@ -50,6 +59,50 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise _too_large(limit, f"more than {limit} bytes received")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def is_json_media_type(content_type: str) -> bool:
+    """True for ``application/json`` and ``application/<x>+json`` (parameters ignored)."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media in JSON_MEDIA_TYPES or (media.startswith("application/") and media.endswith("+json"))
+
+
+def check_json_content_type(request: Request) -> None:
+    """Refuse a body declared as anything but JSON before reading it.
+
+    Raises
+    ------
+    UnsupportedMediaType
+        (415) when a ``Content-Type`` is given and is not JSON (``text/plain``, forms, ...).
+    """
+    ctype = request.headers.get("content-type")
+    if ctype is not None and not is_json_media_type(ctype):
+        raise UnsupportedMediaType(
+            f"content-type: expected application/json, got {ctype.split(';', 1)[0].strip()!r}",
+            field="content-type",
+        )
+
+
+async def read_json_body(request: Request, limit: int) -> bytes:
+    """The raw body of a JSON route: :func:`check_json_content_type`, then :func:`read_body`.
+
+    A body without ``Content-Type`` is refused unless it is empty (some routes take an empty
+    body; a cross-site page can send a typeless body without a CORS preflight).
+
+    Raises
+    ------
+    UnsupportedMediaType
+        (415) a non-JSON content type, or a non-empty body without one.
+    PayloadTooLarge, InvalidInput
+        From :func:`read_body`.
+    """
+    check_json_content_type(request)
+    body = await read_body(request, limit)
+    if body and "content-type" not in request.headers:
+        raise UnsupportedMediaType(
+            "content-type: missing; send the body as application/json", field="content-type"
+        )
+    return body
 
 
 def _too_large(limit: int, why: str) -> PayloadTooLarge:

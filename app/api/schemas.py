@@ -9,9 +9,10 @@ resolved configuration it becomes is :class:`svmstream.app.models.config.ModelCo
 
 from __future__ import annotations
 
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from svmstream.app.models.config import (
     C_MAX,
@@ -30,7 +31,58 @@ from svmstream.app.models.config import (
 )
 
 
-class ModelCreate(BaseModel):
+def _json_kinds(annotation: Any) -> set[type]:
+    """The JSON value types a field annotation admits (``int``, ``float``, ``str``, ``bool``,
+    ``list``, ``dict``, ``NoneType``), looking through unions, ``Annotated`` and ``Literal``."""
+    if annotation is None or annotation is type(None):
+        return {type(None)}
+    if get_origin(annotation) is Literal:
+        return {type(v) for v in get_args(annotation)}
+    if get_origin(annotation) is Annotated:
+        return _json_kinds(get_args(annotation)[0])
+    args = get_args(annotation)
+    if args and get_origin(annotation) in (Union, UnionType):
+        return set().union(*(_json_kinds(a) for a in args))
+    origin = get_origin(annotation) or annotation
+    return {origin} if isinstance(origin, type) else {object}
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class JsonBody(BaseModel):
+    """Base of the request bodies pydantic validates (``PUT /models``, ``POST /jobs``): a
+    number must be a JSON number and a boolean a JSON boolean.  Pydantic's lax mode would
+    read ``"5"`` as 5 and ``0`` as false, which the OpenAPI schema does not allow (found by
+    schemathesis: schema-violating requests accepted)."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _json_types(cls, value: Any, info: ValidationInfo) -> Any:
+        kinds = _json_kinds(cls.model_fields[info.field_name].annotation)
+        if object in kinds or value is None:
+            return value
+        numeric = bool(kinds & {int, float})
+        if isinstance(value, bool):
+            if bool not in kinds:
+                raise ValueError(
+                    f"expected {'a number' if numeric else 'no boolean'}, got {str(value).lower()}"
+                )
+        elif isinstance(value, str):
+            if str not in kinds or (numeric and _looks_numeric(value)):  # gamma: a number or "scale"
+                raise ValueError(f"expected {'a number' if numeric else 'no string'}, got {value!r}")
+        elif isinstance(value, (int, float)) and not numeric:
+            if bool in kinds:
+                raise ValueError(f"expected true or false, got {value!r}")
+        return value
+
+
+class ModelCreate(JsonBody):
     """Body of ``PUT /models/{name}``: any subset of :class:`ModelConfig`; the rest comes
     from the server's ``SVMSTREAM_DEFAULT_*`` settings."""
 
@@ -38,14 +90,18 @@ class ModelCreate(BaseModel):
 
     algorithm: Algorithm | None = None
     kernel: Kernel | None = None
-    budget: int | None = Field(None, ge=1)
+    # the schema says 2 (the estimators' own check: room for a merge); validation keeps 1 so that
+    # budget 1 gets the estimator's message ("config: budget must be an integer >= 2")
+    budget: int | None = Field(None, ge=1, json_schema_extra={"minimum": 2})
     gamma: Gamma | None = None
     C: float | None = Field(None, gt=0, le=C_MAX)
     lambda_: float | None = Field(None, alias="lambda", ge=LAMBDA_MIN)
     n_samples: int | None = Field(None, ge=1)
     n_features: int | None = Field(None, ge=1)
     classes: list[Label] | None = Field(
-        None, description="2 or more labels; omitted: learned from the data (up to max_classes)"
+        None,
+        json_schema_extra={"minItems": 2, "uniqueItems": True},  # ModelConfig's check names the problem
+        description="2 or more distinct labels; omitted: learned from the data (up to max_classes)",
     )
     max_classes: int | None = Field(None, ge=2, le=MAX_CLASSES_LIMIT)
     random_state: int | None = None
@@ -63,26 +119,42 @@ class ModelCreate(BaseModel):
     sv_storage: SvStorage | None = None
 
 
-Features = list[float] | dict[str, float]
+Features = Annotated[list[float], Field(min_length=1)] | dict[str, float]
+"""A row: d numbers (at least one), or a sparse ``{"index": value}`` map (may be empty: all zeros)."""
+
+_NON_EMPTY = {"minItems": 1}
 
 
 class LearnRequest(BaseModel):
     """Body of ``POST /learn`` (documentation only; parsed by :mod:`svmstream.app.ingest.examples`)."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"X": [[5.1, 3.5, 1.4], [6.7, 3.0, 5.2]], "y": ["setosa", "virginica"]}]
+        }
+    )
+
     model: str | None = Field(None, description="model name; default: the server's default model")
     X: list[Features] = Field(
-        description='examples: dense lists of d numbers, or sparse {"index": value} maps with 0-based indices'
+        description='examples: dense lists of d numbers, or sparse {"index": value} maps with 0-based indices',
+        json_schema_extra=_NON_EMPTY,
     )
-    y: list[Label] = Field(description="one label per example, from the model's classes")
-    n_features: int | None = Field(None, description="optional: the input dimension the rows are meant for")
+    y: list[Label] = Field(
+        description="one label per example, from the model's classes", json_schema_extra=_NON_EMPTY
+    )
+    n_features: int | None = Field(
+        None, ge=1, description="optional: the input dimension the rows are meant for"
+    )
 
 
 class PredictRequest(BaseModel):
     """Body of ``POST /predict`` (documentation only; parsed by :mod:`svmstream.app.ingest.examples`)."""
 
+    model_config = ConfigDict(json_schema_extra={"examples": [{"X": [[5.1, 3.5, 1.4]], "proba": True}]})
+
     model: str | None = None
-    X: list[Features]
-    n_features: int | None = None
+    X: list[Features] = Field(json_schema_extra=_NON_EMPTY)
+    n_features: int | None = Field(None, ge=1)
     proba: bool = Field(False, description="also answer calibrated class probabilities")
 
 
@@ -169,6 +241,111 @@ class PredictResponse(BaseModel):
 
 
 class ErrorResponse(BaseModel):
+    """Every error body of the service (:func:`svmstream.app.errors.error_response`)."""
+
     detail: str = Field(description="message; for input errors it starts with the field, e.g. 'X[3][5]: ...'")
-    field: str | None = None
-    index: int | None = Field(None, description="index of the first offending example, if any")
+    field: str | None = Field(description="locator of the offending value ('X[3][5]', 'y[7]', 'body', ...)")
+    index: int | None = Field(description="index of the first offending example, if any")
+
+
+class ModelList(BaseModel):
+    """Response of ``GET /models``."""
+
+    models: list[ModelInfo]
+
+
+class Deleted(BaseModel):
+    """Response of ``DELETE /models/{name}`` and ``DELETE /uploads/{id}``."""
+
+    deleted: str = Field(description="the name or id deleted")
+
+
+class HealthResponse(BaseModel):
+    """Response of ``GET /health``."""
+
+    status: str = Field(description='"ok"')
+    models: list[str]
+    uptime_s: float
+    pid: int
+    rss_bytes: int | None = Field(description="resident set size (Linux), null elsewhere")
+
+
+class JobInfo(BaseModel):
+    """A batch job (``POST /jobs``, ``GET /jobs/{id}``, ``DELETE /jobs/{id}``); see docs/jobs.md."""
+
+    id: str
+    state: str = Field(description="queued, running, succeeded, failed or cancelled")
+    algorithm: str
+    model: str
+    data: str
+    test: str | None
+    params: dict[str, Any]
+    early_level: int | None
+    replace: bool
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    elapsed_s: float | None
+    pid: int | None
+    exitcode: int | None
+    progress: dict[str, Any] = Field(description="phase, stage, level, objective, max_violation, elapsed")
+    timeline: list[dict[str, Any]]
+    result: dict[str, Any] | None
+    error: str | None
+    cancel: dict[str, Any] | None = Field(description="the cancellation record, if cancelled")
+
+
+class JobList(BaseModel):
+    """Response of ``GET /jobs`` (newest first)."""
+
+    jobs: list[JobInfo]
+
+
+class UploadInfo(BaseModel):
+    """A stored upload (``GET /uploads``)."""
+
+    id: str = Field(description="pass it as data/test of POST /jobs")
+    format: str = Field(description="libsvm or csv")
+    compression: str | None = Field(description="bz2, gzip or null")
+    bytes: int
+    created_at: float
+    filename: str = Field(description="the stored file's name")
+
+
+class UploadCreated(UploadInfo):
+    """Response of ``POST /uploads``."""
+
+    original_filename: str | None = Field(description="the client's file name, if given")
+
+
+class UploadList(BaseModel):
+    """Response of ``GET /uploads``."""
+
+    uploads: list[UploadInfo]
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` of a route: each status answered with :class:`ErrorResponse`.
+
+    >>> sorted(errors(404, 422))
+    [404, 422]
+    """
+    return {status: {"model": ErrorResponse, "description": ERROR_MEANINGS[status]} for status in statuses}
+
+
+ERROR_MEANINGS = {
+    400: "malformed JSON or a bad header",
+    401: "missing or wrong bearer token (WWW-Authenticate: Bearer)",
+    403: "refused: a data path outside the data directory or disabled",
+    404: "no such model, job, upload or data file",
+    409: "conflict: model not fitted or warming up, batch-trained, replaced meanwhile, job finished",
+    413: "body over the byte limit",
+    415: "body not sent as application/json",
+    422: "a rejected field, named in 'field' and at the start of 'detail'",
+    429: "too many batches queued for the model (Retry-After)",
+    500: "learning failed; the model was left unchanged",
+    503: "the server is shutting down or the job queue is full",
+}
+
+JSON_BODY_ERRORS = (400, 413, 415, 422)
+"""What any route that reads a JSON body may answer (:func:`svmstream.app.api.http.read_json_body`)."""

@@ -4,7 +4,10 @@
 (:func:`decode_body`, status 400 when the body is not JSON) and the ``x`` field of
 stream entries.  It reads with orjson and falls back to the standard library parser,
 which also reads ``NaN``/``Infinity`` literals, so that such values are rejected later
-by field (``"X[0][1]: nan is not a finite number"``) rather than as bad JSON.
+by field (``"X[0][1]: nan is not a finite number"``) rather than as bad JSON.  Before
+either parser runs, :func:`check_depth` bounds the nesting to :data:`MAX_JSON_DEPTH`
+(the standard library parser recurses once per level: 5,000 levels were a
+``RecursionError``, a 500 and a traceback per request).
 
 :func:`describe` and :func:`is_number` name and classify decoded JSON values in the
 messages of every input check (:mod:`.features`, :mod:`.labels`).
@@ -13,11 +16,26 @@ messages of every input check (:mod:`.features`, :mod:`.labels`).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+import numpy as np
 import orjson
 
 from svmstream.app.errors import InvalidInput
+
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays/objects accepted in any JSON input.  The service's bodies
+need 3 (``{"X": [[...]]}``); job ``params`` a few more."""
+
+# the depth scan: structural bytes kept by bytes.translate, strings cut by a regex, then
+# +1 / -1 per bracket summed by numpy
+_NOT_STRUCTURAL = bytes(b for b in range(256) if b not in b'[]{}"')
+_STRING = re.compile(rb'"[^"]*"')  # no backslash in the text: a string ends at the next quote
+_STRING_ESCAPED = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_STEP = np.zeros(256, dtype=np.int64)
+_STEP[[ord("["), ord("{")]] = 1
+_STEP[[ord("]"), ord("}")]] = -1
 
 LEARN_FIELDS = frozenset({"model", "X", "x", "y", "n_features"})
 PREDICT_FIELDS = frozenset({"model", "X", "x", "n_features", "proba"})
@@ -49,14 +67,53 @@ def may_contain_bools(raw: Any) -> bool:
     return True
 
 
+def json_depth(raw: bytes | str) -> int:
+    """Deepest nesting of ``[``/``{`` in JSON text, brackets inside strings not counted.
+
+    Text with no more opening brackets than :data:`MAX_JSON_DEPTH` is not scanned (the
+    count is returned).  Otherwise ``bytes.translate`` keeps the structural bytes, a regex
+    drops the strings (with their escapes, when the text has a backslash) and numpy sums
+    the brackets: 0.2 ms for a 430 kB body of 1,000 x 22 numbers, a fifth of parsing it.
+    Malformed text gets some number; the parser rejects it afterwards.
+    """
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    opening = data.count(b"[") + data.count(b"{")
+    if opening <= MAX_JSON_DEPTH:
+        return opening
+    if b"\\" in data:  # escaped quotes: cut the strings on the whole text first
+        data = _STRING_ESCAPED.sub(b"", data)
+    brackets = _STRING.sub(b"", data.translate(None, _NOT_STRUCTURAL))
+    steps = _STEP[np.frombuffer(brackets, dtype=np.uint8)]
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def check_depth(raw: bytes | str, field: str) -> None:
+    """Refuse JSON nested deeper than :data:`MAX_JSON_DEPTH`, before it is parsed.
+
+    Raises
+    ------
+    InvalidInput
+        (422) ``"<field>: JSON nested deeper than 64 levels (...)"``.
+    """
+    depth = json_depth(raw)
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidInput(
+            f"{field}: JSON nested deeper than {MAX_JSON_DEPTH} levels ({depth} found); "
+            "send flat rows of numbers",
+            field=field,
+        )
+
+
 def decode_json(raw: bytes | str, field: str, status: int = 422) -> Any:
     """Decode JSON text with orjson, falling back to the standard library parser.
 
     Raises
     ------
     InvalidInput
-        ``"<field>: invalid JSON: <orjson's reason>"`` with ``status``.
+        ``"<field>: invalid JSON: <orjson's reason>"`` with ``status``; 422 for JSON nested
+        deeper than :data:`MAX_JSON_DEPTH` (:func:`check_depth`).
     """
+    check_depth(raw, field)
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from svmstream.app.api.auth import require_read
 from svmstream.app.api.deps import RegistryDep
 from svmstream.app.api.http import OrjsonResponse
+from svmstream.app.api.schemas import HealthResponse, errors
 
 router = APIRouter(tags=["health"], dependencies=[Depends(require_read)])
 
@@ -23,7 +24,7 @@ def rss_bytes() -> int | None:
         return None
 
 
-@router.get("/health")
+@router.get("/health", response_model=HealthResponse, responses=errors(401))
 async def health(request: Request, registry: RegistryDep) -> OrjsonResponse:
     """``{"status": "ok", "models": [...], "uptime_s": ..., "pid": ..., "rss_bytes": ...}``."""
     return OrjsonResponse(

@@ -8,22 +8,22 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read, require_write
 from svmstream.app.api.deps import SettingsDep
-from svmstream.app.api.http import OrjsonResponse, read_body
+from svmstream.app.api.http import OrjsonResponse, read_json_body
 from svmstream.app.api.routes.models import validation_error
-from svmstream.app.api.schemas import ErrorResponse
+from svmstream.app.api.schemas import JSON_BODY_ERRORS, JobInfo, JobList, JsonBody, errors
 from svmstream.app.ingest.decode import decode_body
 from svmstream.app.jobs.runner import JobRunner
-from svmstream.app.models.config import BatchAlgorithm
+from svmstream.app.models.config import MODEL_NAME_PATTERN, BatchAlgorithm
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 
-class JobCreate(BaseModel):
+class JobCreate(JsonBody):
     """Body of ``POST /jobs``."""
 
     model_config = ConfigDict(extra="forbid")
@@ -44,18 +44,25 @@ class JobCreate(BaseModel):
         0, ge=0, description="search: seed of the folds (and of candidates without one)"
     )
     data: str = Field(
+        min_length=1,
+        pattern=r"^[^\x00]+$",
         description="training data: an upload id (POST /uploads) or a path in the server's data "
-        "directory (SVMSTREAM_DATA_DIR); LIBSVM or CSV, .bz2/.gz allowed"
+        "directory (SVMSTREAM_DATA_DIR); LIBSVM or CSV, .bz2/.gz allowed",
     )
     test: str | None = Field(
-        None, description="optional test data (same forms): the result reports its accuracy"
+        None,
+        min_length=1,
+        pattern=r"^[^\x00]+$",
+        description="optional test data (same forms): the result reports its accuracy",
     )
     params: dict[str, Any] = Field(
         default_factory=dict,
         description='solver hyperparameters, e.g. {"C": 32, "gamma": 2} (dcsvm) or '
         '{"C": 1, "tol": 0.001} (avsf)',
     )
-    model: str = Field(description="name of the model the result is registered as")
+    model: str = Field(
+        pattern=MODEL_NAME_PATTERN, description="name of the model the result is registered as"
+    )
     early_level: int | None = Field(
         None, ge=1, description="dcsvm: serve the early-prediction model of this level"
     )
@@ -69,15 +76,9 @@ def runner_of(request: Request) -> JobRunner:
 @router.post(
     "",
     status_code=201,
+    response_model=JobInfo,
     dependencies=[Depends(require_write)],
-    responses={
-        401: {"model": ErrorResponse},
-        403: {"model": ErrorResponse},
-        404: {"model": ErrorResponse},
-        409: {"model": ErrorResponse},
-        422: {"model": ErrorResponse},
-        503: {"model": ErrorResponse},
-    },
+    responses=errors(401, 403, 404, 409, 503, *JSON_BODY_ERRORS),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -87,7 +88,7 @@ def runner_of(request: Request) -> JobRunner:
 )
 async def create_job(request: Request, settings: SettingsDep) -> OrjsonResponse:
     """Queue a training job; answers 201 with the job record (state ``queued`` or ``running``)."""
-    body = await read_body(request, settings.max_body_bytes)
+    body = await read_json_body(request, settings.max_body_bytes)
     try:
         spec = JobCreate.model_validate(decode_body(body))
     except ValidationError as exc:
@@ -110,14 +111,16 @@ async def create_job(request: Request, settings: SettingsDep) -> OrjsonResponse:
     return OrjsonResponse(runner.to_json(job), status_code=201)
 
 
-@router.get("", dependencies=[Depends(require_read)])
+@router.get("", response_model=JobList, responses=errors(401), dependencies=[Depends(require_read)])
 async def list_jobs(request: Request) -> OrjsonResponse:
     """``{"jobs": [job, ...]}``, newest first."""
     runner = runner_of(request)
     return OrjsonResponse({"jobs": [runner.to_json(job) for job in runner.list()]})
 
 
-@router.get("/{job_id}", dependencies=[Depends(require_read)], responses={404: {"model": ErrorResponse}})
+@router.get(
+    "/{job_id}", response_model=JobInfo, dependencies=[Depends(require_read)], responses=errors(401, 404)
+)
 async def get_job(job_id: str, request: Request) -> OrjsonResponse:
     """State (queued/running/succeeded/failed/cancelled), progress (stage, level, objective,
     max_violation, elapsed), timeline, result or error."""
@@ -127,8 +130,9 @@ async def get_job(job_id: str, request: Request) -> OrjsonResponse:
 
 @router.delete(
     "/{job_id}",
+    response_model=JobInfo,
     dependencies=[Depends(require_write)],
-    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}, 409: {"model": ErrorResponse}},
+    responses=errors(401, 404, 409),
 )
 async def cancel_job(job_id: str, request: Request) -> OrjsonResponse:
     """Cancel a queued or running job; answers once the worker has stopped (it is killed

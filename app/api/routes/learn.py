@@ -10,8 +10,8 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_write
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse, read_body
-from svmstream.app.api.schemas import ErrorResponse, LearnRequest, LearnResponse
+from svmstream.app.api.http import OrjsonResponse, read_json_body
+from svmstream.app.api.schemas import JSON_BODY_ERRORS, LearnRequest, LearnResponse, errors
 from svmstream.app.errors import ServiceError
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
 from svmstream.app.ingest.examples import parse_examples
@@ -39,13 +39,7 @@ def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
 @router.post(
     "/learn",
     response_model=LearnResponse,
-    responses={
-        400: {"model": ErrorResponse},
-        404: {"model": ErrorResponse},
-        413: {"model": ErrorResponse},
-        422: {"model": ErrorResponse},
-        429: {"model": ErrorResponse},
-    },
+    responses=errors(401, 404, 409, 429, 500, *JSON_BODY_ERRORS),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -63,7 +57,7 @@ async def learn(
     also a batch that made the model non-finite: 422 "numerical overflow") changes nothing.
     """
     started = time.perf_counter()
-    body = await read_body(request, settings.max_body_bytes)
+    body = await read_json_body(request, settings.max_body_bytes)
     if len(body) <= INLINE_PARSE_BYTES:  # ~2 ms for 1,000 x 22: cheaper than a thread hop
         name, n, future = _parse_and_submit(registry, body, settings.default_model)
     else:

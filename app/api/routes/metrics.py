@@ -17,12 +17,25 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read
 from svmstream.app.api.deps import PrometheusDep
+from svmstream.app.api.schemas import errors
 
 router = APIRouter(tags=["metrics"], dependencies=[Depends(require_read)])
 
 
-@router.get("/metrics", response_class=Response)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text exposition",
+            "content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}},
+        },
+        **errors(401),
+    },
+)
 async def metrics(prometheus: PrometheusDep) -> Response:
     """Prometheus text format 0.0.4."""
-    body = await run_in_threadpool(generate_latest, prometheus)
+    # the app's ServiceRegistry renders the per-model families directly (fast with 1,000 models)
+    render = getattr(prometheus, "exposition", None) or (lambda: generate_latest(prometheus))
+    body = await run_in_threadpool(render)
     return Response(body, media_type=CONTENT_TYPE_LATEST)

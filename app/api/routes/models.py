@@ -2,19 +2,37 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path, Request
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read, require_write
 from svmstream.app.api.deps import RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse, read_body
+from svmstream.app.api.http import OrjsonResponse, read_json_body
 from svmstream.app.api.routes.learn import applied, learn_figures
-from svmstream.app.api.schemas import ErrorResponse, FlushResponse, ModelCreate, ModelInfo
+from svmstream.app.api.schemas import (
+    JSON_BODY_ERRORS,
+    Deleted,
+    FlushResponse,
+    ModelCreate,
+    ModelInfo,
+    ModelList,
+    errors,
+)
 from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import decode_body
+from svmstream.app.models.config import MODEL_NAME_PATTERN
 
 router = APIRouter(prefix="/models", tags=["models"])
+
+ModelName = Annotated[
+    str,
+    Path(description="1-64 characters [A-Za-z0-9_.-]", json_schema_extra={"pattern": MODEL_NAME_PATTERN}),
+]
+"""A model name in a path.  The schema states the pattern; the registry checks it, with its own
+message (PUT: 422 "name: invalid model name ..."; GET/DELETE: 404, no such model)."""
 
 
 def validation_error(exc: ValidationError) -> InvalidInput:
@@ -28,7 +46,7 @@ def validation_error(exc: ValidationError) -> InvalidInput:
     return InvalidInput(f"{field}: {err.get('msg', 'invalid value')}", field=field)
 
 
-@router.get("", dependencies=[Depends(require_read)])
+@router.get("", response_model=ModelList, responses=errors(401), dependencies=[Depends(require_read)])
 async def list_models(registry: RegistryDep) -> OrjsonResponse:
     """``{"models": [ModelInfo, ...]}``."""
     return OrjsonResponse({"models": [h.info() for h in registry.handles()]})
@@ -37,10 +55,10 @@ async def list_models(registry: RegistryDep) -> OrjsonResponse:
 @router.get(
     "/{name}",
     response_model=ModelInfo,
-    responses={404: {"model": ErrorResponse}},
+    responses=errors(401, 404, 422),
     dependencies=[Depends(require_read)],
 )
-async def get_model(name: str, registry: RegistryDep) -> OrjsonResponse:
+async def get_model(name: ModelName, registry: RegistryDep) -> OrjsonResponse:
     """Configuration and statistics: n_support_vectors, t (steps), n_merges, n_seen,
     version (batches applied), last snapshot time."""
     return OrjsonResponse(registry.get(name).info())
@@ -52,8 +70,7 @@ async def get_model(name: str, registry: RegistryDep) -> OrjsonResponse:
     status_code=201,
     responses={
         200: {"model": ModelInfo, "description": "replaced an existing model"},
-        401: {"model": ErrorResponse},
-        422: {"model": ErrorResponse},
+        **errors(401, *JSON_BODY_ERRORS),
     },
     dependencies=[Depends(require_write)],
     openapi_extra={
@@ -63,14 +80,14 @@ async def get_model(name: str, registry: RegistryDep) -> OrjsonResponse:
     },
 )
 async def put_model(
-    name: str, request: Request, registry: RegistryDep, settings: SettingsDep
+    name: ModelName, request: Request, registry: RegistryDep, settings: SettingsDep
 ) -> OrjsonResponse:
     """Create model ``name`` (201) or replace it with a fresh one (200).
 
     Fields not given come from the server's ``SVMSTREAM_DEFAULT_*`` settings.  The new
     model is snapshotted at once.
     """
-    body = await read_body(request, settings.max_body_bytes)
+    body = await read_json_body(request, settings.max_body_bytes)
     obj = decode_body(body) if body.strip() else {}
     try:
         fields = ModelCreate.model_validate(obj).model_dump(by_alias=True, exclude_none=True)
@@ -93,10 +110,10 @@ async def put_model(
 @router.post(
     "/{name}/flush",
     response_model=FlushResponse,
-    responses={404: {"model": ErrorResponse}, 409: {"model": ErrorResponse}, 429: {"model": ErrorResponse}},
+    responses=errors(401, 404, 409, 422, 429, 500),
     dependencies=[Depends(require_write)],
 )
-async def flush_model(name: str, registry: RegistryDep) -> OrjsonResponse:
+async def flush_model(name: ModelName, registry: RegistryDep) -> OrjsonResponse:
     """Learn every pending example now: close an open warm-up window with what it holds and
     empty the shuffle buffer (the end of a stream or of a replayed file).  409 for a model
     trained by a batch job."""
@@ -109,10 +126,11 @@ async def flush_model(name: str, registry: RegistryDep) -> OrjsonResponse:
 
 @router.delete(
     "/{name}",
-    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
+    response_model=Deleted,
+    responses=errors(401, 404, 422),
     dependencies=[Depends(require_write)],
 )
-async def delete_model(name: str, registry: RegistryDep) -> OrjsonResponse:
+async def delete_model(name: ModelName, registry: RegistryDep) -> OrjsonResponse:
     """Delete the model and its snapshot files."""
     await run_in_threadpool(registry.delete, name)
     return OrjsonResponse({"deleted": name})

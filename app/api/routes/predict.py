@@ -10,8 +10,8 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse, read_body
-from svmstream.app.api.schemas import ErrorResponse, PredictRequest, PredictResponse
+from svmstream.app.api.http import OrjsonResponse, read_json_body
+from svmstream.app.api.schemas import JSON_BODY_ERRORS, PredictRequest, PredictResponse, errors
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
 from svmstream.app.ingest.examples import parse_examples
 from svmstream.app.models.registry import Registry
@@ -41,13 +41,7 @@ def _predict(registry: Registry, body: bytes, default_model: str) -> dict:
 @router.post(
     "/predict",
     response_model=PredictResponse,
-    responses={
-        400: {"model": ErrorResponse},
-        404: {"model": ErrorResponse},
-        409: {"model": ErrorResponse},
-        413: {"model": ErrorResponse},
-        422: {"model": ErrorResponse},
-    },
+    responses=errors(401, 404, 409, *JSON_BODY_ERRORS),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -65,7 +59,7 @@ async def predict(
     ``classes`` and ``proba`` (calibrated probabilities, rows sum to 1, ``argmax`` = label).
     """
     started = time.perf_counter()
-    body = await read_body(request, settings.max_body_bytes)
+    body = await read_json_body(request, settings.max_body_bytes)
     result = await run_in_threadpool(_predict, registry, body, settings.default_model)
     observe("predict", result["model"], time.perf_counter() - started)
     return OrjsonResponse(result)

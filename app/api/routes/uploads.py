@@ -14,8 +14,10 @@ from __future__ import annotations
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+import fastapi
+from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
@@ -23,13 +25,38 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from svmstream.app.api.auth import require_read, require_write
 from svmstream.app.api.deps import SettingsDep
 from svmstream.app.api.http import OrjsonResponse
-from svmstream.app.api.schemas import ErrorResponse
+from svmstream.app.api.schemas import Deleted, UploadCreated, UploadList, errors
 from svmstream.app.errors import InvalidInput, PayloadTooLarge
-from svmstream.app.jobs.uploads import UploadStore
+from svmstream.app.jobs.uploads import UPLOAD_ID_RE, UploadStore
 
 router = APIRouter(prefix="/uploads", tags=["uploads"])
 
 WRITE_CHUNK = 1024 * 1024
+
+# the schema states the id's pattern; the store checks it (422 "upload id ... is malformed")
+UploadId = Annotated[
+    str,
+    fastapi.Path(description="an id from POST /uploads", json_schema_extra={"pattern": UPLOAD_ID_RE.pattern}),
+]
+
+# The body is the file itself (any content type but multipart) or a multipart form whose first
+# file part is the file; an empty file is refused (422), so the schema asks for one byte at least.
+UPLOAD_BODY = {
+    "required": True,
+    "content": {
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary", "minLength": 1}},
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "file": {"type": "string", "format": "binary", "minLength": 1},
+                    "format": {"type": "string", "enum": ["libsvm", "csv"]},
+                },
+                "required": ["file"],
+            }
+        },
+    },
+}
 
 
 def uploads_of(request: Request) -> UploadStore:
@@ -58,11 +85,16 @@ def _copy_file(src, dst: Path) -> None:
 @router.post(
     "",
     status_code=201,
+    response_model=UploadCreated,
     dependencies=[Depends(require_write)],
-    responses={401: {"model": ErrorResponse}, 413: {"model": ErrorResponse}, 422: {"model": ErrorResponse}},
+    responses=errors(400, 401, 413, 422),
+    openapi_extra={"requestBody": UPLOAD_BODY},
 )
 async def upload(
-    request: Request, settings: SettingsDep, filename: str | None = None, format: str | None = None
+    request: Request,
+    settings: SettingsDep,
+    filename: str | None = None,
+    format: Annotated[str | None, Query(pattern="^(libsvm|csv)$")] = None,
 ) -> OrjsonResponse:
     """Store a data file; answers 201 ``{"id", "format", "compression", "bytes", ...}``.
 
@@ -114,7 +146,7 @@ async def upload(
     return OrjsonResponse({**info.to_json(), "original_filename": filename}, status_code=201)
 
 
-@router.get("", dependencies=[Depends(require_read)])
+@router.get("", response_model=UploadList, responses=errors(401), dependencies=[Depends(require_read)])
 async def list_uploads(request: Request) -> OrjsonResponse:
     """``{"uploads": [{"id", "format", "compression", "bytes", "created_at", "filename"}, ...]}``."""
     infos = await run_in_threadpool(uploads_of(request).list)
@@ -123,10 +155,11 @@ async def list_uploads(request: Request) -> OrjsonResponse:
 
 @router.delete(
     "/{upload_id}",
+    response_model=Deleted,
     dependencies=[Depends(require_write)],
-    responses={401: {"model": ErrorResponse}, 404: {"model": ErrorResponse}},
+    responses=errors(401, 404, 422),
 )
-async def delete_upload(upload_id: str, request: Request) -> OrjsonResponse:
+async def delete_upload(upload_id: UploadId, request: Request) -> OrjsonResponse:
     """Delete an uploaded file (a running job that has opened it keeps reading it; a queued
     job that names it fails)."""
     await run_in_threadpool(uploads_of(request).delete, upload_id)

@@ -1,0 +1,85 @@
+"""The service's OpenAPI document, made to say what the service really answers.
+
+FastAPI documents a 422 as its own ``HTTPValidationError`` (``{"detail": [...]}``); the
+service answers every error with :class:`~svmstream.app.api.schemas.ErrorResponse`
+(``{detail, field, index}``, :mod:`svmstream.app.errors`), so :func:`install_openapi`
+rewrites every 422 to that body and drops the unused components.  The ``HTTPBearer``
+security scheme stays declared on every route that checks the token; where the server's
+settings make the token optional (no ``SVMSTREAM_API_TOKEN``, or a read route without
+``SVMSTREAM_PROTECT_READS``) the operation also lists the empty requirement ``{}``, the
+OpenAPI way of saying "or no credentials", so that generated clients and fuzzers do not
+expect a 401 the server will not send.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from fastapi.routing import APIRoute
+
+try:  # FastAPI >= 0.16x keeps included routers as such; this walks their routes
+    from fastapi.routing import iter_route_contexts
+except ImportError:  # pragma: no cover - older FastAPI: app.routes are the routes themselves
+    iter_route_contexts = None
+
+from svmstream.app.api.auth import require_read
+
+_ERROR_REF = {"$ref": "#/components/schemas/ErrorResponse"}
+_FASTAPI_422 = ("HTTPValidationError", "ValidationError")
+
+
+def _reads(app: FastAPI) -> set[tuple[str, str]]:
+    """(path, method) of the operations guarded by :func:`require_read`."""
+    out = set()
+    if iter_route_contexts is None:
+        routes = [(r, r.path_format) for r in app.routes if isinstance(r, APIRoute)]
+    else:
+        routes = [(c.original_route, c.path_format) for c in iter_route_contexts(app.routes)]
+    for route, path in routes:
+        if isinstance(route, APIRoute) and path is not None:
+            calls = {dep.call for dep in route.dependant.dependencies}
+            if require_read in calls:
+                out.update((path, m.lower()) for m in route.methods or ())
+    return out
+
+
+def build_openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document with the service's 422 body and truthful security requirements."""
+    schema = get_openapi(
+        title=app.title,
+        version=app.version,
+        summary=app.summary,
+        description=app.description,
+        routes=app.routes,
+    )
+    settings = app.state.settings
+    token_set = settings.token() is not None
+    reads = _reads(app)
+    for path, item in schema.get("paths", {}).items():
+        for method, op in item.items():
+            if not isinstance(op, dict):
+                continue
+            for status, response in op.get("responses", {}).items():
+                if status == "422":
+                    response["description"] = response.get("description") or "Unprocessable Content"
+                    response["content"] = {"application/json": {"schema": dict(_ERROR_REF)}}
+            security = op.get("security")
+            if security and (not token_set or ((path, method) in reads and not settings.protect_reads)):
+                op["security"] = [*security, {}]
+    components = schema.get("components", {}).get("schemas", {})
+    for name in _FASTAPI_422:
+        components.pop(name, None)
+    return schema
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Serve :func:`build_openapi` at ``/openapi.json`` (built once, on first request)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = build_openapi(app)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
