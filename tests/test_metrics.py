@@ -3,6 +3,7 @@ Prometheus exposition at /metrics and the metrics in GET /models/{name}."""
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
@@ -160,3 +161,188 @@ def test_prequential_accuracy_with_the_defaults_scores_the_examples_actually_lea
     metrics = c.get("/models/pd").json()["metrics"]
     assert metrics["prequential_accuracy"] == pytest.approx(float(np.mean(outcomes[-300:])), abs=1e-12)
     assert metrics["prequential_accuracy"] > 0.7
+
+
+# ----------------------------------------------------------------------------- issue 15, item 5
+
+
+def _families(text: str) -> dict:
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def _sample(families: dict, family: str, sample: str, **labels) -> float | None:
+    for s in families[family].samples if family in families else ():
+        if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items()):
+            return s.value
+    return None
+
+
+def test_metrics_count_requests_by_route_template_and_show_process_figures(start_server, breast_cancer):
+    """A real server: raw paths collapse into their route templates (bounded label values),
+    statuses are counted as answered, and prometheus-client's process collector is there."""
+    X, y = breast_cancer
+    server = start_server(use_uvicorn=True, env={"SVMSTREAM_WARM_UP": "false"})
+    with server.client() as c:
+        assert c.put("/models/bc", json={"warmup": 50}).status_code == 201
+        assert (
+            c.post("/learn", json={"model": "bc", "X": X[:300].tolist(), "y": y[:300].tolist()}).status_code
+            == 200
+        )
+        for i in range(20):  # 20 distinct raw paths, one template
+            assert c.get(f"/models/missing-{i}").status_code == 404
+        assert c.get("/models/bc").status_code == 200
+        for i in range(5):
+            assert c.get(f"/no/such/path/{i}").status_code == 404
+        assert c.post("/learn", content=b"x=1", headers={"content-type": "text/plain"}).status_code == 415
+        fam = _families(c.get("/metrics").text)
+    total = "svmstream_http_requests_total"
+    assert (
+        _sample(fam, "svmstream_http_requests", total, route="/models/{name}", method="GET", status="404")
+        == 20
+    )
+    assert (
+        _sample(fam, "svmstream_http_requests", total, route="/models/{name}", method="GET", status="200")
+        == 1
+    )
+    assert (
+        _sample(fam, "svmstream_http_requests", total, route="/models/{name}", method="PUT", status="201")
+        == 1
+    )
+    assert _sample(fam, "svmstream_http_requests", total, route="/learn", method="POST", status="200") == 1
+    assert _sample(fam, "svmstream_http_requests", total, route="/learn", method="POST", status="415") == 1
+    assert (
+        _sample(fam, "svmstream_http_requests", total, route="<unmatched>", method="GET", status="404") == 5
+    )
+    routes = {s.labels["route"] for s in fam["svmstream_http_requests"].samples}
+    assert not any("missing-" in r or "/no/such" in r for r in routes), routes  # no raw paths
+    assert _sample(fam, "process_resident_memory_bytes", "process_resident_memory_bytes") > 50e6
+    assert _sample(fam, "process_open_fds", "process_open_fds") > 0
+    assert _sample(fam, "process_cpu_seconds", "process_cpu_seconds_total") > 0
+    # learning and snapshot failures are exposed per model, 0 while nothing failed
+    assert _sample(fam, "svmstream_learning_failures", "svmstream_learning_failures_total", model="bc") == 0
+    assert _sample(fam, "svmstream_snapshot_failures", "svmstream_snapshot_failures_total", model="bc") == 0
+
+
+def test_snapshot_failures_are_counted(start_server, breast_cancer, tmp_path):
+    """The model's snapshot directory replaced by a file: every periodic snapshot fails;
+    the server keeps learning and /metrics counts the failures."""
+    X, y = breast_cancer
+    snap = tmp_path / "snaps"
+    server = start_server(
+        snapshot_dir=snap,
+        use_uvicorn=True,
+        env={"SVMSTREAM_WARM_UP": "false", "SVMSTREAM_SNAPSHOT_INTERVAL_S": "0.2"},
+    )
+    with server.client() as c:
+        assert c.put("/models/sf", json={"warmup": 50}).status_code == 201
+        model_dir = snap / "sf"
+        assert model_dir.is_dir()
+        for f in model_dir.iterdir():
+            f.unlink()
+        model_dir.rmdir()
+        model_dir.write_bytes(b"not a directory")
+        failures = 0
+        for start in range(0, 500, 100):
+            r = c.post(
+                "/learn",
+                json={
+                    "model": "sf",
+                    "X": X[start : start + 100].tolist(),
+                    "y": y[start : start + 100].tolist(),
+                },
+            )
+            assert r.status_code == 200, r.text
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                fam = _families(c.get("/metrics").text)
+                now = _sample(
+                    fam, "svmstream_snapshot_failures", "svmstream_snapshot_failures_total", model="sf"
+                )
+                if now > failures:
+                    failures = now
+                    break
+                time.sleep(0.1)
+        assert failures >= 5, failures  # one failed write per changed version at least
+        assert c.get("/models/sf").json()["n_seen"] == 500
+    assert "snapshot failed" in server.log_text()
+
+
+def test_learning_failures_are_counted_and_the_model_rolled_back():
+    """A learner step whose real estimator raises (rows of another width given straight to
+    partial_fit, past the handle's checks): counted, and the model is as before."""
+    from svmstream.app.models.registry import Registry
+    from svmstream.app.observability.prometheus import build_registry
+
+    settings = Settings(snapshot_dir="/nonexistent-unused", warm_up=False, create_default_model=False)
+    registry = Registry(settings, None)
+    handle, _ = registry.create(
+        "lf", registry.resolve_config({**RAW, "budget": 10, "classes": [0, 1]}), snapshot=False
+    )
+    X, y = two_moons_like(200, d=4, seed=1)
+    handle.submit(X, (y == 1).astype(np.int64)).result()
+    before = (handle.view.version, handle.view.stats["n_seen"])
+
+    def bad_step(est):  # the estimator itself refuses 7 features after learning 4
+        est.partial_fit(np.ones((3, 7)), np.array([0, 1, 0]))
+
+    with handle._lock:
+        future = handle._queue(handle._learn_step, bad_step, None, 3)
+    with pytest.raises(ValueError):
+        future.result()
+    assert (handle.view.version, handle.view.stats["n_seen"]) == before
+    prom, _ = build_registry(lambda: registry)
+    from prometheus_client import generate_latest
+
+    fam = _families(generate_latest(prom).decode())
+    assert _sample(fam, "svmstream_learning_failures", "svmstream_learning_failures_total", model="lf") == 1
+    handle.submit(X[:50], (y[:50] == 1).astype(np.int64)).result()  # and it still learns
+    assert handle.view.stats["n_seen"] == before[1] + 50
+    registry.close()
+
+
+def test_the_direct_rendering_writes_what_generate_latest_writes():
+    """/metrics renders the per-model families itself (fast with 1,000 models); the text must
+    be the bytes prometheus-client's generate_latest writes for the same families (the two
+    time-dependent families, applied/s and snapshot age, are compared by name only)."""
+    from prometheus_client import generate_latest
+
+    from svmstream.app.models.registry import Registry
+    from svmstream.app.observability.prometheus import build_registry
+
+    registry = Registry(Settings(warm_up=False, create_default_model=False), None)
+    X, y = two_moons_like(300, d=4, seed=2)
+    for i, cfg in enumerate(({**RAW, "budget": 10}, {"budget": 10, "warmup": 100}, {**RAW, "budget": 10})):
+        handle, _ = registry.create(
+            f"r{i}", registry.resolve_config({**cfg, "classes": [-1, 1]}), snapshot=False
+        )
+        if i < 2:
+            handle.submit(X, (y == 1).astype(np.int64)).result()
+    registry.get("r0").last_snapshot_time = 1.0
+    prom, requests = build_registry(lambda: registry)
+    for seconds in (0.0001, 0.003, 0.003, 0.2, 7.5, 30.0):  # every bucket region, +Inf included
+        requests.observe("learn", "r0", seconds)
+    requests.observe("predict", 'odd "name"\\', 0.01)  # label escaping (names never need it)
+    requests.requests.labels(route="/learn", method="POST", status="200").inc()
+
+    class ServiceOnly:
+        def collect(self):
+            return prom.service.collect()
+
+    timed = (b"svmstream_examples_applied_per_second", b"svmstream_snapshot_age_seconds", b"process_")
+
+    def stable(text: bytes) -> list[bytes]:
+        return [line.split(b" ")[0] if line.startswith(timed) else line for line in text.splitlines()]
+
+    expected, direct = generate_latest(ServiceOnly()), prom.service.render()
+    assert stable(direct) == stable(expected)
+    assert b'svmstream_examples_applied_total{model="r0"} 300.0' in direct
+    assert b'svmstream_prequential_accuracy{model="r2"}' not in direct  # nothing learned: no sample
+    # the whole exposition = the registered metrics (process, requests) + the service families
+    whole = prom.exposition()
+    assert stable(whole)[-len(stable(direct)) :] == stable(direct)
+    assert stable(whole) == stable(generate_latest(prom))  # histograms and counters too, byte for byte
+    assert b'svmstream_request_latency_seconds_bucket{le="+Inf",model="r0",route="learn"} 6.0' in whole
+    names = {f.name for f in text_string_to_metric_families(whole.decode())}
+    assert {"process_resident_memory_bytes", "svmstream_http_requests", "svmstream_examples_applied"} <= names
+    assert names == {f.name for f in text_string_to_metric_families(generate_latest(prom).decode())}
+    registry.close()
