@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from svmstream.app.errors import InvalidInput
-from svmstream.app.ingest.decode import MAX_JSON_DEPTH, check_depth, json_depth
+from svmstream.app.ingest.decode import MAX_JSON_DEPTH, check_depth, decode_json, json_depth
 
 RAW = {"scaling": "none", "warmup": 0, "shuffle_buffer": 0, "run_guard": False}
 
@@ -165,6 +165,12 @@ def test_json_depth_matches_the_parsed_depth():
         if want > MAX_JSON_DEPTH:
             with pytest.raises(InvalidInput, match="nested deeper"):
                 check_depth(text.encode(), "body")
+    # the decoder of stream entries' x and of every body applies it (str or bytes), with a 422
+    deep = "[" * 100 + "1" + "]" * 100
+    with pytest.raises(InvalidInput, match=r"^x: JSON nested deeper than 64 levels \(100 found\)") as info:
+        decode_json(deep, "x")
+    assert info.value.status == 422 and info.value.field == "x"
+    assert decode_json("[" * 64 + "1" + "]" * 64, "x") is not None  # 64 levels are fine
 
 
 def test_429_carries_retry_after(tmp_path):
@@ -345,3 +351,24 @@ def test_real_responses_match_the_declared_schemas(server):
         )  # 422
         check("/models/{name}", "delete", c.delete("/models/fresh"))
         check("/models/{name}", "get", c.get("/models/fresh"))  # 404
+
+
+@pytest.mark.parametrize("protect_reads", [False, True])
+def test_openapi_security_follows_the_token_settings(protect_reads):
+    """With a token, writes require it; reads require it only with PROTECT_READS (else the
+    schema lists the empty requirement too, as the server will not send a 401)."""
+    from svmstream.app.main import create_app
+    from svmstream.app.settings import Settings
+
+    doc = create_app(Settings(api_token="t", protect_reads=protect_reads, warm_up=False)).openapi()
+    bearer = [{"HTTPBearer": []}]
+    for path, method in (
+        ("/learn", "post"),
+        ("/models/{name}", "put"),
+        ("/jobs", "post"),
+        ("/uploads", "post"),
+    ):
+        assert doc["paths"][path][method]["security"] == bearer, (path, method)
+    for path, method in (("/predict", "post"), ("/models", "get"), ("/health", "get"), ("/metrics", "get")):
+        expected = bearer if protect_reads else [*bearer, {}]
+        assert doc["paths"][path][method]["security"] == expected, (path, method)
