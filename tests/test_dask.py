@@ -329,3 +329,31 @@ def test_search_job_without_a_cluster_runs_in_a_worker_process(start_server, tmp
             c.post("/learn", json={"model": "pix", "X": X[:2].tolist(), "y": ["skin", "other"]}).status_code
             == 409
         )
+
+
+def test_cancel_a_dcsvm_job_on_the_cluster_stops_its_tasks(server, cluster):
+    """DELETE /jobs/{id} while DC-SVM's level sub-problems run on the workers: the job ends
+    cancelled, and the stop event ends the sub-problem tasks too (the cluster goes idle)."""
+    import time
+
+    c = server.client
+    params = {"C": 1000.0, "gamma": 0.5, "tol": 1e-7, "n_levels": 2, "k": 2, "probability": False}
+    r = c.post("/jobs", json={"algorithm": "dcsvm", "data": "big.libsvm", "model": "slow", "params": params})
+    assert r.status_code == 201, r.text
+    job_id = r.json()["id"]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job = c.get(f"/jobs/{job_id}").json()
+        if job["progress"].get("stage") in ("level", "refine", "global") or job["state"] != "running":
+            break
+        time.sleep(0.05)
+    assert job["state"] == "running", job
+    r = c.delete(f"/jobs/{job_id}")
+    assert r.status_code == 200, r.text
+    job = _wait(c, job_id, timeout=60)
+    assert job["state"] == "cancelled" and job["cancel"]["stopped_after_s"] is not None
+    assert "slow" not in [m["name"] for m in c.get("/models").json()["models"]]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(cluster.client.processing().values()):
+        time.sleep(0.2)
+    assert not any(cluster.client.processing().values()), cluster.client.processing()

@@ -293,6 +293,10 @@ class JobInfo(BaseModel):
     result: dict[str, Any] | None
     error: str | None
     cancel: dict[str, Any] | None = Field(description="the cancellation record, if cancelled")
+    search: dict[str, Any] | None = Field(
+        None,
+        description="search jobs only: estimator, grid, cv, random_state (the scores are in result.search)",
+    )
 
 
 class JobList(BaseModel):

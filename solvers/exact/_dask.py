@@ -159,7 +159,8 @@ class DaskLevels:
         self._event.set()
 
     def close(self) -> None:
-        """Release the scattered data and the stop event."""
+        """Release the scattered data; cancel the tasks not run yet.  (The stop event stays
+        set after a cancel: running tasks see it at their next poll.)"""
         try:
             self.client.cancel(self.data)
         except Exception:  # noqa: BLE001 - the cluster may be gone already
