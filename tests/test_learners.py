@@ -20,7 +20,7 @@ def test_tasks_of_a_model_run_in_order_one_at_a_time_and_models_run_in_parallel(
     pool = LearnerPool(4)
     queues = [pool.queue(f"m{k}") for k in range(20)]
     seen = {k: [] for k in range(20)}
-    running = {k: 0 for k in range(20)}
+    running = dict.fromkeys(range(20), 0)
     overlap = []
     concurrent_models = set()
     active = [0]
