@@ -136,10 +136,15 @@ def test_depth_bound_leaves_brackets_inside_strings_alone(server):
         assert r.status_code == 404, r.text  # an escaped quote does not end the string
 
 
-def test_json_depth_matches_the_parsed_depth():
-    """The bracket scan against the depth of what json.loads builds, escapes included."""
+# strings with brackets inside, with and without escapes (the scan has a path for each)
+ESCAPED = (['"a\\\\"', '"\\"[["', '"]]}"', "1.5", '"\\\\\\"{"', "null"], '"k{i}[\\"{{"')
+PLAIN = (['"a"', '"[["', '"]]}"', "1.5", '""', '"{"', "null"], '"k{i}["')
+
+
+@pytest.mark.parametrize("pieces, key", [ESCAPED, PLAIN], ids=["escaped", "plain"])
+def test_json_depth_matches_the_parsed_depth(pieces, key):
+    """The bracket scan against the depth of what json.loads builds."""
     rng = np.random.default_rng(0)
-    pieces = ['"a\\\\"', '"\\"[["', '"]]}"', "1.5", '"\\\\\\"{"', "null"]
 
     def build(level: int, target: int) -> str:
         if level == target:
@@ -148,7 +153,7 @@ def test_json_depth_matches_the_parsed_depth():
         kids.insert(int(rng.integers(0, len(kids) + 1)), build(level + 1, target))
         if rng.random() < 0.5:
             return "[" + ",".join(kids) + "]"
-        return "{" + ",".join(f'"k{i}[\\"{{": {k}' for i, k in enumerate(kids)) + "}"
+        return "{" + ",".join(f"{key.format(i=i)}: {k}" for i, k in enumerate(kids)) + "}"
 
     def depth(o) -> int:
         if isinstance(o, list):

@@ -70,19 +70,27 @@ def may_contain_bools(raw: Any) -> bool:
 def json_depth(raw: bytes | str) -> int:
     """Deepest nesting of ``[``/``{`` in JSON text, brackets inside strings not counted.
 
-    Text with no more opening brackets than :data:`MAX_JSON_DEPTH` is not scanned (the
-    count is returned).  Otherwise ``bytes.translate`` keeps the structural bytes, a regex
-    drops the strings (with their escapes, when the text has a backslash) and numpy sums
-    the brackets: 0.2 ms for a 430 kB body of 1,000 x 22 numbers, a fifth of parsing it.
-    Malformed text gets some number; the parser rejects it afterwards.
+    ``bytes.translate`` keeps the structural bytes (brackets and quotes: 2 per dense row);
+    with no more opening brackets than :data:`MAX_JSON_DEPTH` among them the count is
+    returned, else a regex drops the strings (with their escapes, cut from the whole text
+    when it has a backslash) and numpy sums the brackets.  About a third of orjson's time
+    to parse the same body: 0.36 ms for 430 kB of 1,000 dense rows of 22 numbers.  Malformed text gets some number; the parser
+    rejects it afterwards.
     """
-    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
-    opening = data.count(b"[") + data.count(b"{")
+    if isinstance(raw, str):  # stream entries' x may come decoded: count before encoding
+        opening = raw.count("[") + raw.count("{")
+        if opening <= MAX_JSON_DEPTH:
+            return opening
+        raw = raw.encode("utf-8", "surrogatepass")
+    if b"\\" in raw:  # escaped quotes: cut the strings on the whole text first
+        raw = _STRING_ESCAPED.sub(b"", raw)
+    structural = raw.translate(None, _NOT_STRUCTURAL)
+    opening = structural.count(b"[") + structural.count(b"{")
     if opening <= MAX_JSON_DEPTH:
         return opening
-    if b"\\" in data:  # escaped quotes: cut the strings on the whole text first
-        data = _STRING_ESCAPED.sub(b"", data)
-    brackets = _STRING.sub(b"", data.translate(None, _NOT_STRUCTURAL))
+    # two adjacent quotes change no bracket's in-string parity: dropping them first (C speed)
+    # leaves the regex only the strings with brackets inside (sparse rows have 2 quotes per value)
+    brackets = _STRING.sub(b"", structural.replace(b'""', b""))
     steps = _STEP[np.frombuffer(brackets, dtype=np.uint8)]
     return int(np.cumsum(steps).max(initial=0))
 
