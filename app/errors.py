@@ -218,9 +218,18 @@ async def _handle_validation(request: Request, exc: RequestValidationError) -> R
     return error_response(InvalidInput(f"{field}: {err.get('msg', 'invalid value')}", field=field))
 
 
+async def _handle_unexpected(request: Request, exc: Exception) -> Response:
+    """Any other exception: a 500 in the service's body, naming the exception's type only
+    (its message may hold server paths); the server logs the traceback."""
+    return error_response(
+        ServiceError(f"internal error: {type(exc).__name__}; see the server log", status=500)
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every :class:`ServiceError` raised by a route with :func:`error_response`, and
-    the framework's 404/405/422 with the same body (:func:`_handle_http`, :func:`_handle_validation`)."""
+    the framework's 404/405/422 and any unexpected exception (500) with the same body."""
     app.add_exception_handler(ServiceError, _handle)
     app.add_exception_handler(StarletteHTTPException, _handle_http)
     app.add_exception_handler(RequestValidationError, _handle_validation)
+    app.add_exception_handler(Exception, _handle_unexpected)

@@ -264,6 +264,15 @@ def test_snapshot_failures_are_counted(start_server, breast_cancer, tmp_path):
                 time.sleep(0.1)
         assert failures >= 5, failures  # one failed write per changed version at least
         assert c.get("/models/sf").json()["n_seen"] == 500
+        # a create whose first snapshot cannot be written: a 500 in the service's error body
+        (snap / "blocked").write_bytes(b"not a directory")
+        r = c.put("/models/blocked", json={})
+        assert r.status_code == 500, r.text
+        assert r.json() == {
+            "detail": "internal error: FileExistsError; see the server log",
+            "field": None,
+            "index": None,
+        }
     assert "snapshot failed" in server.log_text()
 
 

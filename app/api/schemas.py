@@ -347,7 +347,7 @@ ERROR_MEANINGS = {
     415: "body not sent as application/json",
     422: "a rejected field, named in 'field' and at the start of 'detail'",
     429: "too many batches queued for the model (Retry-After)",
-    500: "learning failed; the model was left unchanged",
+    500: "learning failed (the model was left unchanged), or a server error such as a failed snapshot write",
     503: "the server is shutting down or the job queue is full",
 }
 

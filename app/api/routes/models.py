@@ -70,7 +70,7 @@ async def get_model(name: ModelName, registry: RegistryDep) -> OrjsonResponse:
     status_code=201,
     responses={
         200: {"model": ModelInfo, "description": "replaced an existing model"},
-        **errors(401, *JSON_BODY_ERRORS),
+        **errors(401, 500, *JSON_BODY_ERRORS),  # 500: the first snapshot could not be written
     },
     dependencies=[Depends(require_write)],
     openapi_extra={
