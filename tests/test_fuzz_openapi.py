@@ -13,9 +13,9 @@ break a rule JSON Schema cannot state (a cross-field rule, the model's state, th
 of a file), so ``positive_data_acceptance`` accepts 422 there.  Every other check runs
 unchanged on every operation.
 
-Operations of other work are outside this run: the Open Inference Protocol v2 and MLflow
-routes (``/v2``, ``/invocations``) answer in their protocols' error formats, and
-``/events`` is a server-sent event stream that never ends (schemathesis would wait on it).
+The Open Inference Protocol v2 and MLflow routes (``/v2``, ``/invocations``) are in the run
+too; their refusals are 400s in their protocols' error bodies.  Only ``/events`` is left
+out: a server-sent event stream never ends (schemathesis would wait on it).
 """
 
 from __future__ import annotations
@@ -37,8 +37,11 @@ TOKEN = "fuzz-token"
 SEED = 15
 
 # positive_data_acceptance: the statuses of a valid request; 422 added where a schema-valid
-# request can still break a rule the schema cannot express
+# request can still break a rule the schema cannot express.  Operations are selected by name
+# ("METHOD path"): include-path and include-method in one block are two filters either of which
+# selects (a POST block would also apply to every other POST).
 _VALID = '["2xx", "3xx", "401", "403", "404", "409", "422", "429", "5xx"]'
+_VALID_400 = '["2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx"]'
 CONFIG = f"""
 # /learn: len(y) must equal len(X); rows must match the declared n_features and the
 # model's d; a label must fit the model's classes (type, max_classes).
@@ -54,24 +57,38 @@ checks.positive_data_acceptance.expected-statuses = {_VALID}
 # PUT /models/{{name}}: combinations (lambda = 1/(C n) >= 1e-12, kernel 'linear' with bsgd
 # only) and the server's size guards (max_budget, max_features, max_model_bytes).
 [[operations]]
-include-path = "/models/{{name}}"
-include-method = "PUT"
+include-name = "PUT /models/{{name}}"
 checks.positive_data_acceptance.expected-statuses = {_VALID}
 
 # POST /jobs: params are checked by the chosen estimator; early_level is for dcsvm only.
 [[operations]]
-include-path = "/jobs"
-include-method = "POST"
+include-name = "POST /jobs"
 checks.positive_data_acceptance.expected-statuses = {_VALID}
 
 # POST /uploads: the bytes must be a LIBSVM or CSV file.
 [[operations]]
-include-path = "/uploads"
-include-method = "POST"
+include-name = "POST /uploads"
 checks.positive_data_acceptance.expected-statuses = {_VALID}
+
+# The standard protocols answer a refused input with 400, in their own error bodies
+# (docs/protocols.md).  /v2/.../infer: the tensor's shape must match its data and the model's
+# width, a binary body needs the Inference-Header-Content-Length header that points into it.
+[[operations]]
+include-path-regex = "^/v2/models/.*/infer$"
+checks.positive_data_acceptance.expected-statuses = {_VALID_400}
+
+# /v2/.../ready: 400 while the model cannot predict yet (Triton's answer for "not ready").
+[[operations]]
+include-path-regex = "^/v2/models/.*/ready$"
+checks.positive_data_acceptance.expected-statuses = {_VALID_400}
+
+# /invocations: the rows must be numbers of the model's width (MLflow's payload rules).
+[[operations]]
+include-path = "/invocations"
+checks.positive_data_acceptance.expected-statuses = {_VALID_400}
 """
 
-EXCLUDED_PATHS = r"^/(v2|invocations|events)"
+EXCLUDED_PATHS = r"^/events"
 
 
 def _start(tmp_path: Path, env: dict[str, str]) -> ServerProcess:

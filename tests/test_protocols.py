@@ -151,7 +151,7 @@ def test_model_ready_and_metadata_by_version(http):
         and "only the current version" in r.json()["error"]
     )
     r = http.get("/v2/models/default/ready")
-    assert r.status_code == 503 and "has not learned" in r.json()["error"]
+    assert r.status_code == 400 and "has not learned" in r.json()["error"]
 
 
 # ----------------------------------------------------------------------------- OIP: infer
@@ -425,7 +425,7 @@ def test_tritonclient_sees_the_errors(triton, http):
     assert err.value.status() == "404"
     with pytest.raises(InferenceServerException) as err:
         triton.infer("default", [wrong])  # exists, has learned nothing
-    assert err.value.status() == "503" and "has not learned" in err.value.message()
+    assert err.value.status() == "400" and "has not learned" in err.value.message()
 
 
 @pytest.mark.skipif(
@@ -581,3 +581,8 @@ def test_invocations_nan_unknown_model_and_csv(http):
         "/invocations", content=body, headers={"content-type": "application/json", "content-encoding": "gzip"}
     )
     assert r.status_code == 200 and len(r.json()["predictions"]) == 1
+
+
+def test_an_empty_record_is_a_400_naming_it(http):
+    r = http.post("/invocations", json={"dataframe_records": [{}]})
+    assert r.status_code == 400 and "dataframe_records[0]" in r.json()["message"], r.text

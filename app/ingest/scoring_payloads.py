@@ -207,6 +207,8 @@ def _records(value: Any, field: str, check_bools: bool) -> np.ndarray:
         if i == 0:
             names = list(record)
             columns = set(names)
+            if not names:
+                raise _bad(f"{field}[0]", "empty record: a record names its feature values")
         elif record.keys() != columns:
             missing = [c for c in names if c not in record]
             if missing:

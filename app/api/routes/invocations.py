@@ -91,8 +91,14 @@ _DOC = {
                     "type": "object",
                     "description": f"exactly one of {list(INPUT_FORMATS)}, optional params "
                     "{model, output: label|decision|proba}",
+                    # exactly one payload form (MLflow's rule); each typed, so null is not one
+                    "oneOf": [{"required": [f]} for f in INPUT_FORMATS],
+                    "additionalProperties": False,
                     "properties": {
-                        **{f: {} for f in INPUT_FORMATS},
+                        "dataframe_split": {"type": "object", "required": ["data"]},
+                        "dataframe_records": {"type": "array", "minItems": 1, "items": {"type": "object"}},
+                        "instances": {"type": "array", "minItems": 1},
+                        "inputs": {"type": ["array", "object"]},
                         "params": {
                             "type": "object",
                             "properties": {

@@ -6,7 +6,7 @@ route                                                      answer
 ``GET /v2``                                                server metadata
 ``GET /v2/health/live``, ``GET /v2/health/ready``          200 (no token needed: probes)
 ``GET /v2/models/{name}[/versions/{v}]``                   model metadata
-``GET /v2/models/{name}[/versions/{v}]/ready``             200, or 503 until it can predict
+``GET /v2/models/{name}[/versions/{v}]/ready``             200, or 400 until it can predict
 ``POST /v2/models/{name}[/versions/{v}]/infer``            outputs ``label``, ``decision``,
                                                            ``proba``, ``classes``
 =========================================================  ====================================
@@ -17,7 +17,7 @@ outputs ``label`` (BYTES for string labels, INT64 for integral ones, FP64 otherw
 calibrated probabilities) and ``classes`` (``[K]``, the columns of ``decision``/``proba``).
 Triton's binary tensor data extension is served both ways.  Errors are ``{"error": ...}``:
 400 bad request, 401 token, 404 unknown model or version, 413 body too large, 415 content
-type or encoding, 503 model not ready.  ``docs/protocols.md`` has the decisions and examples.
+type or encoding, 400 model not ready (as Triton: a 5xx would say the server failed).  ``docs/protocols.md`` has the decisions and examples.
 """
 
 from __future__ import annotations
@@ -120,12 +120,11 @@ def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 
 def oip_error(exc: ServiceError) -> Response:
-    """``{"error": message}`` with the protocol's status: 404 unknown model or version, 503 a
-    model that cannot predict yet, 401/413/415/429 as raised, 400 for every other bad input."""
+    """``{"error": message}`` with the protocol's status: 404 unknown model or version, 401/413/
+    415/429 as raised, 400 for every other bad input and for a model that cannot predict yet
+    (Triton answers "model not ready" with 400; a 5xx would report a server failure)."""
     status = exc.status
-    if isinstance(exc, (ModelNotFitted, ModelClosed)):
-        status = 503
-    elif status not in (401, 404, 413, 415, 429):
+    if isinstance(exc, (ModelNotFitted, ModelClosed)) or status not in (401, 404, 413, 415, 429):
         status = 400
     return OrjsonResponse({"error": exc.message}, status_code=status, headers=exc.headers)
 
@@ -237,17 +236,17 @@ async def _ready(
     return await guarded(work, oip_error)
 
 
-@router.get("/v2/models/{name}/ready", response_model=ModelReady, responses=_errors(401, 404, 503))
+@router.get("/v2/models/{name}/ready", response_model=ModelReady, responses=_errors(400, 401, 404))
 async def model_ready(
     name: str, request: Request, registry: RegistryDep, credentials: Credentials
 ) -> Response:
-    """``{"name", "ready": true}`` when the model can predict; 503 with the reason before its
+    """``{"name", "ready": true}`` when the model can predict; 400 with the reason before its
     first batch and while its warm-up window is open."""
     return await _ready(request, registry, credentials, name, None)
 
 
 @router.get(
-    "/v2/models/{name}/versions/{version}/ready", response_model=ModelReady, responses=_errors(401, 404, 503)
+    "/v2/models/{name}/versions/{version}/ready", response_model=ModelReady, responses=_errors(400, 401, 404)
 )
 async def model_version_ready(
     name: str, version: str, request: Request, registry: RegistryDep, credentials: Credentials
@@ -358,7 +357,7 @@ _INFER_DOC = {
 }
 _INFER_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
-    **_errors(400, 401, 404, 413, 415, 503),
+    **_errors(400, 401, 404, 413, 415),
 }
 
 
