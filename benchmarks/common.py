@@ -156,7 +156,16 @@ class Server:
         import httpx
 
         self.wait_ready(lambda path: httpx.get(self.url + path, timeout=2), timeout=120, delay=0.2)
+        self.wait_solvers(lambda path: httpx.get(self.url + path, timeout=2))
         return self
+
+    def wait_solvers(self, get, timeout: float = 600) -> None:
+        """Wait until ``/health`` says the background warm-up is done (``"solvers": "ready"``;
+        older servers warm up before answering and have no such field): the one-time JIT
+        compilation stays out of the timed runs."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and get("/health").json().get("solvers", "ready") != "ready":
+            time.sleep(0.1)
 
     def rss_mb(self) -> float:
         import psutil

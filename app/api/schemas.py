@@ -268,6 +268,10 @@ class HealthResponse(BaseModel):
     uptime_s: float
     pid: int
     rss_bytes: int | None = Field(description="resident set size (Linux), null elsewhere")
+    solvers: Literal["compiling", "ready"] = Field(
+        description='"compiling" while the background warm-up compiles (or loads) the solver kernels: '
+        "requests are served meanwhile, those needing a kernel not compiled yet wait for it"
+    )
 
 
 class JobInfo(BaseModel):

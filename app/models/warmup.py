@@ -112,6 +112,11 @@ class WarmUp:
 _CURRENT: WarmUp | None = None
 
 
+def warm_up_status() -> str:
+    """``"compiling"`` while this process's warm-up runs, else ``"ready"`` (also without one)."""
+    return "compiling" if _CURRENT is not None and not _CURRENT.done.is_set() else "ready"
+
+
 def note_waiting(what: str) -> None:
     """Log that ``what`` may wait for kernels the running warm-up is still compiling (nothing
     once it is done, or when no warm-up was started in this process)."""

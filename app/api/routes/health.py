@@ -11,6 +11,7 @@ from svmstream.app.api.auth import require_read
 from svmstream.app.api.deps import RegistryDep
 from svmstream.app.api.http import OrjsonResponse
 from svmstream.app.api.schemas import HealthResponse, errors
+from svmstream.app.models.warmup import warm_up_status
 
 router = APIRouter(tags=["health"], dependencies=[Depends(require_read)])
 
@@ -26,7 +27,8 @@ def rss_bytes() -> int | None:
 
 @router.get("/health", response_model=HealthResponse, responses=errors(401))
 async def health(request: Request, registry: RegistryDep) -> OrjsonResponse:
-    """``{"status": "ok", "models": [...], "uptime_s": ..., "pid": ..., "rss_bytes": ...}``."""
+    """``{"status": "ok", "models": [...], "uptime_s": ..., "pid": ..., "rss_bytes": ...,
+    "solvers": "compiling"|"ready"}`` — answered at once, also while the kernels compile."""
     return OrjsonResponse(
         {
             "status": "ok",
@@ -34,5 +36,6 @@ async def health(request: Request, registry: RegistryDep) -> OrjsonResponse:
             "uptime_s": round(time.time() - request.app.state.started_at, 3),
             "pid": os.getpid(),
             "rss_bytes": rss_bytes(),
+            "solvers": warm_up_status(),
         }
     )
