@@ -69,6 +69,9 @@ def test_replicas_serve_every_snapshot_of_the_learner_exactly(start_server, own_
             mine = lc.post("/predict", json={"model": "mail", "X": probe}).json()
             for rc in rcs:
                 theirs = rc.post("/predict", json={"model": "mail", "X": probe}).json()
+                assert (
+                    theirs["model_version"] == theirs["version"] and mine["model_version"] == mine["version"]
+                )
                 if theirs["version"] == mine["version"]:  # no newer batch in between: exact equality
                     assert theirs["decision"] == mine["decision"] and theirs["labels"] == mine["labels"]
                     checked += 1

@@ -230,6 +230,10 @@ class FlushResponse(BaseModel):
 class PredictResponse(BaseModel):
     model: str
     version: int
+    model_version: int = Field(
+        description="the model version that answered (batches applied; equal to version): a replica "
+        "serves the learner's snapshot of that version (docs/deployment.md)"
+    )
     labels: list[Label]
     decision: list[float] | list[list[float]] = Field(
         description="binary: f(x) (> 0: classes[1]); multi-class: one score per class, in classes order"

@@ -29,6 +29,7 @@ def _predict(registry: Registry, body: bytes, default_model: str) -> dict:
     out = {
         "model": name,
         "version": view.version,
+        "model_version": view.version,
         "labels": view.labels_from_decision(decision),
         "decision": np.ascontiguousarray(decision),  # orjson serialises C-contiguous arrays only
     }
