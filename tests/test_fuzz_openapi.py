@@ -152,8 +152,11 @@ def test_schemathesis_finds_no_failure_against_a_live_server(setup, tmp_path):
             str(SEED),
             "--max-examples",
             str(max_examples),
+            # one worker: with two, schemathesis' threads compile generated code at the same time and
+            # CPython 3.11 fails now and then with "SystemError: AST constructor recursion depth
+            # mismatch" (its AST recursion counter is not thread-safe) -- a runtime error, not a finding
             "--workers",
-            "2",
+            "1",
             "--exclude-path-regex",
             EXCLUDED_PATHS,
             "--request-timeout",
