@@ -244,3 +244,16 @@ def test_ijcnn1_subset_objective_within_1e3_of_direct_solve():
     ref = solve_dual(KernelData(X), y, spec, 32.0, eps=1e-5)
     res = dcsvm_fit(KernelData(X), y, spec, 32.0, n_levels=3, random_state=0, n_jobs=1)
     assert abs(res.objective - ref.objective) <= 1e-3 * abs(ref.objective)
+
+
+def test_the_kmeans_stage_reports_its_progress_per_level():
+    """Kernel k-means no longer runs silently (issue 17): every level reports the sample kernel,
+    the sample's k-means, then the rows assigned so far, up to all of them."""
+    X, y = make_classification(6000, 10, random_state=0)
+    seen = []
+    DCSVMClassifier(C=1.0, gamma=0.1, n_levels=2, n_jobs=1).fit(X * 30.0, y, progress=seen.append)
+    for level in (2, 1):
+        steps = [d for d in seen if d.get("stage") == "kmeans" and d.get("level") == level and d.get("step")]
+        assert [d["step"] for d in steps[:2]] == ["sample kernel", "sample k-means"]
+        assigned = [d["rows_done"] for d in steps if d["step"] == "assign"]
+        assert len(assigned) >= 3 and assigned == sorted(assigned) and assigned[-1] == 6000

@@ -152,8 +152,8 @@ class ProgressDisplay:
             elif stage == "kmeans":
                 desc, total, unit = (
                     f"{prefix}level {p.get('level')} kernel k-means ({p.get('n_clusters')})",
-                    None,
-                    "it",
+                    p.get("rows"),  # rows assigned to their nearest centre, once the sample is clustered
+                    "rows",
                 )
             elif stage in ("refine", "global"):
                 desc, total, unit = f"{prefix}{stage} solve", None, "upd"
@@ -162,7 +162,7 @@ class ProgressDisplay:
             # no rate in the format: with --server the counts come in jumps between polls
             fmt = (
                 "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
-                if total
+                if total or stage == "kmeans"  # k-means learns its total (rows) from its first report
                 else "{desc}: {n_fmt} " + unit + " [{elapsed}{postfix}]"
             )
             self.bar = tqdm(
@@ -175,7 +175,17 @@ class ProgressDisplay:
                 dynamic_ncols=True,
                 bar_format=fmt,
             )
-        n = p.get("subproblems_done") if stage == "level" else p.get("iterations", p.get("iteration"))
+        if stage == "kmeans":
+            n = p.get("rows_done") if p.get("step") == "assign" else None
+            if self.bar is not None and p.get("rows") and self.bar.total != p["rows"]:
+                self.bar.total = p["rows"]
+            if self.bar is not None and p.get("step"):
+                self.bar.set_description_str(
+                    f"{prefix}level {p.get('level')} kernel k-means ({p.get('n_clusters')}): {p['step']}",
+                    refresh=False,
+                )
+        else:
+            n = p.get("subproblems_done") if stage == "level" else p.get("iterations", p.get("iteration"))
         if n is not None and self.bar is not None and int(n) > self.bar.n:
             self.bar.update(int(n) - self.bar.n)  # (update, not assignment: keeps tqdm's rate right)
         post = []

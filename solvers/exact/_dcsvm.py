@@ -420,7 +420,25 @@ def dcsvm_fit(
                     "max_violation": result.max_violation,
                 }
             )
-            labels, clusters = two_step_kernel_kmeans(kd, spec, n_clusters, sample, rng)
+            labels, clusters = two_step_kernel_kmeans(
+                kd,
+                spec,
+                n_clusters,
+                sample,
+                rng,
+                progress=lambda step, done, total, level=level, k=n_clusters: report(
+                    {
+                        "stage": "kmeans",
+                        "level": level,
+                        "n_clusters": k,
+                        "objective": result.objective,
+                        "max_violation": result.max_violation,
+                        "step": step,
+                        "rows_done": done,
+                        "rows": total,
+                    }
+                ),
+            )
             t_kmeans = time.perf_counter() - tl
             n_found = clusters.n_clusters
             order = np.argsort(labels, kind="stable")

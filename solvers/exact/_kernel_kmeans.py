@@ -194,9 +194,15 @@ class KernelClusters:
 
 @with_single_thread_blas
 def assign_clusters(
-    clusters: KernelClusters, kd: KernelData, spec: KernelSpec, rows=None, chunk_mb: float = 4.0
+    clusters: KernelClusters,
+    kd: KernelData,
+    spec: KernelSpec,
+    rows=None,
+    chunk_mb: float = 4.0,
+    progress=None,
 ):
-    """Nearest centre (feature space) for rows of ``kd``.
+    """Nearest centre (feature space) for rows of ``kd``; ``progress(done, total)`` (rows)
+    after every chunk.
 
     Returns
     -------
@@ -222,6 +228,8 @@ def assign_clusters(
             labels[s : s + step],
             dist[s : s + step],
         )
+        if progress is not None:
+            progress(min(s + step, n), n)
     return labels, dist
 
 
@@ -233,8 +241,13 @@ def two_step_kernel_kmeans(
     sample_idx,
     rng: np.random.Generator,
     max_iter: int = 50,
+    progress=None,
 ):
     """Two-step kernel k-means of all rows of ``kd`` (Hsieh et al. 2014, §3).
+
+    ``progress(step, done, total)``, optional: ``step`` "sample kernel" / "sample k-means"
+    (done = total = m sampled rows, once each) then "assign" (rows of ``kd`` assigned so far,
+    after every chunk) — the stage that took 8 s on ijcnn1 with nothing shown (issue 17).
 
     Parameters
     ----------
@@ -257,12 +270,16 @@ def two_step_kernel_kmeans(
     """
     sample_idx = np.asarray(sample_idx, dtype=np.int64)
     samples = kd.take(sample_idx)
+    note = progress if progress is not None else (lambda *_: None)
+    m = samples.n_samples
     K = kernel_block(samples, samples, spec)
+    note("sample kernel", m, m)
     slab = kernel_kmeans(K, n_clusters, rng, max_iter=max_iter)
+    note("sample k-means", m, m)
     k = int(slab.max()) + 1
     sizes, S = _cluster_constants(K, slab, k)
     clusters = KernelClusters(samples, slab, sizes, S)
-    labels, _ = assign_clusters(clusters, kd, spec)
+    labels, _ = assign_clusters(clusters, kd, spec, progress=lambda done, total: note("assign", done, total))
     # drop clusters that received no point and renumber
     used = np.unique(labels)
     if used.shape[0] < k:
