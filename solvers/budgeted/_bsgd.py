@@ -71,6 +71,34 @@ def learning_rate(schedule, t, lam, eta0):
     return eta, 1.0 - eta * lam
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def step_loss(f, label, n_classes):
+    """The loss of one step from the margins ``f`` (K,) before it: ``(violated, plus, minus,
+    sign)``.  Binary (K = 1): hinge, violated when y·f < 1, ``plus`` = 0, ``minus`` = −1,
+    ``sign`` = y.  Multi-class: Crammer–Singer 1 + f_r − f_y > 0 with r the most violating
+    other class (``minus``), ``plus`` = y, ``sign`` = 1 (Wang et al. 2012, §5).  Shared by the
+    kernel step and the linear step (``_linear.py``)."""
+    if n_classes == 1:
+        return label * f[0] < 1.0, 0, -1, label
+    plus = int(label)
+    minus = 0 if plus != 0 else 1
+    for c in range(n_classes):
+        if c != plus and f[c] > f[minus]:
+            minus = c
+    return 1.0 + f[minus] - f[plus] > 0.0, plus, minus, 1.0
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def norm2_gain(f_row, bias, plus, minus, sign, eta, xx, n_classes):
+    """‖w + Δw‖² − ‖w‖² of a violating step (margin perceptron's ball projection):
+    2η·y·(w·x) + η²·k(x, x) binary, 2η·(f_y − f_r) + 2η²·k(x, x) multi-class; ``f_row`` holds
+    f before the step including the bias (removed here), ``xx`` = k(x, x) (1 for the RBF kernel,
+    ‖x‖² for the linear one)."""
+    if n_classes == 1:
+        return 2.0 * eta * sign * (f_row[0] - bias[0]) + eta * eta * xx
+    return 2.0 * eta * (f_row[plus] - f_row[minus] - bias[plus] + bias[minus]) + 2.0 * eta * eta * xx
+
+
 # Long on purpose: one numba call per batch runs Algorithm 1's whole per-example loop (margin,
 # shrink, violation, add, maintenance) so the GIL is released once per batch; its parts that
 # stand alone (learning_rate, add_support_vector, maintain_budget) are already separate kernels.
@@ -155,19 +183,7 @@ def bsgd_steps(
             margins_out[r, c] = f_buf[c]
 
         # loss and the classes that receive ±η
-        if n_classes == 1:
-            violated = label * f_buf[0] < 1.0
-            plus = 0
-            minus = -1
-            sign = label
-        else:
-            plus = int(label)
-            minus = 0 if plus != 0 else 1
-            for c in range(n_classes):
-                if c != plus and f_buf[c] > f_buf[minus]:
-                    minus = c
-            violated = 1.0 + f_buf[minus] - f_buf[plus] > 0.0
-            sign = 1.0
+        violated, plus, minus, sign = step_loss(f_buf, label, n_classes)
 
         t += 1
         eta, shrink = learning_rate(schedule, t - shift, lam, eta0)
@@ -196,13 +212,7 @@ def bsgd_steps(
                     bias[minus] -= eta
             if schedule == SCHED_PERCEPTRON:
                 # ‖w + ηφ(x)‖² with k(x, x) = 1; margins_out holds f including the bias
-                if n_classes == 1:
-                    reals[R_NORM2] += 2.0 * eta * sign * (margins_out[r, 0] - bias[0]) + eta * eta
-                else:
-                    reals[R_NORM2] += (
-                        2.0 * eta * (margins_out[r, plus] - margins_out[r, minus] - bias[plus] + bias[minus])
-                        + 2.0 * eta * eta
-                    )
+                reals[R_NORM2] += norm2_gain(margins_out[r], bias, plus, minus, sign, eta, 1.0, n_classes)
             if n_sv > budget:
                 n_sv = maintain_budget(
                     sv_t,

@@ -31,7 +31,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from ._bsgd import learning_rate
+from ._bsgd import learning_rate, norm2_gain, step_loss
 from ._preprocessing import (
     BUFFER_MAX_BYTES,
     GUARD_RESERVOIR,
@@ -68,19 +68,7 @@ def _linear_step(
         f_buf[c] = scale * f_buf[c] + bias[c]
         margins_out[r, c] = f_buf[c]
 
-    if n_classes == 1:
-        violated = label * f_buf[0] < 1.0
-        plus = 0
-        minus = -1
-        sign = label
-    else:
-        plus = int(label)
-        minus = 0 if plus != 0 else 1
-        for c in range(n_classes):
-            if c != plus and f_buf[c] > f_buf[minus]:
-                minus = c
-        violated = 1.0 + f_buf[minus] - f_buf[plus] > 0.0
-        sign = 1.0
+    violated, plus, minus, sign = step_loss(f_buf, label, n_classes)
 
     t += 1
     eta, shrink = learning_rate(schedule, t - shift, lam, eta0)
@@ -107,13 +95,7 @@ def _linear_step(
                 bias[minus] -= eta
         if schedule == SCHED_PERCEPTRON:
             # ‖w + η·y·x‖² = ‖w‖² + 2η·y·(w·x) + η²‖x‖²; margins_out holds f including the bias
-            if n_classes == 1:
-                reals[R_NORM2] += 2.0 * eta * sign * (margins_out[r, 0] - bias[0]) + eta * eta * x_sq
-            else:
-                reals[R_NORM2] += (
-                    2.0 * eta * (margins_out[r, plus] - margins_out[r, minus] - bias[plus] + bias[minus])
-                    + 2.0 * eta * eta * x_sq
-                )
+            reals[R_NORM2] += norm2_gain(margins_out[r], bias, plus, minus, sign, eta, x_sq, n_classes)
             if reals[R_NORM2] > radius * radius:
                 scale *= radius / np.sqrt(reals[R_NORM2])
                 reals[R_NORM2] = radius * radius
