@@ -279,3 +279,30 @@ def test_the_service_picks_sparse_storage_for_a_raw_wide_sparse_stream_with_no_s
         bad = c.put("/models/bad", json={"sv_storage": "sparse", "scaling": "standard"})
         assert bad.status_code == 422 and "sv_storage" in bad.text
         assert c.get("/models/bad").status_code == 404
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear"])
+def test_a_label_sorted_raw_wide_stream_with_no_settings_learns_through_the_service(start_server, kernel):
+    """The way LIBSVM files often come: every 'ham' row, then every 'spam' row; raw values up
+    to 40, string labels, no setting but the model kind.  The shuffle buffer and the run guard
+    hold the sorted runs (sparse rows, sparse SVs for rbf)."""
+    rows, y = wide_sparse_json(2000, seed=3)
+    order = np.argsort(y[:1800], kind="stable")  # label-sorted training rows
+    train_rows, train_y = [rows[i] for i in order], y[:1800][order]
+    server = start_server()
+    with server.client() as c:
+        assert (
+            c.put("/models/sorted", json={} if kernel == "rbf" else {"kernel": "linear"}).status_code == 201
+        )
+        for a in range(0, 1800, 300):
+            body = {"model": "sorted", "X": train_rows[a : a + 300], "y": train_y[a : a + 300].tolist()}
+            r = c.post("/learn", json=body)
+            assert r.status_code == 200, r.text
+        assert c.post("/models/sorted/flush").status_code == 200
+        stats = c.get("/models/sorted").json()["statistics"]
+        pred = c.post("/predict", json={"model": "sorted", "X": rows[1800:]})
+    assert pred.status_code == 200, pred.text
+    if kernel == "rbf":
+        assert stats["sv_storage"] == "sparse", stats
+    accuracy = float(np.mean(np.asarray(pred.json()["labels"]) == y[1800:]))
+    assert accuracy >= 0.9, accuracy
