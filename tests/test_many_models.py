@@ -9,6 +9,9 @@ holds only its rows.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -127,3 +130,171 @@ def test_prequential_window_grows_and_wraps_as_a_ring():
         assert grown.count() == seen.shape[0]
         assert grown.accuracy() == pytest.approx(seen.mean(), abs=1e-12)
     assert PrequentialWindow(10_000)._buf.nbytes == 0
+
+
+# ---------------------------------------------------------------------------- lazy restore
+def _teach_models(registry, names, seed=0, rows=300):
+    """Create each model with a small warm-up (so that it predicts) and teach it one batch of
+    raw rows with string labels, as ``POST /learn`` does."""
+    rng = np.random.default_rng(seed)
+    for name in names:
+        registry.create(name, registry.resolve_config({"warmup": 100, "budget": 30}))
+        X = rng.normal(size=(rows, 6)) * 40.0 + 5.0
+        labels = np.where(X[:, 0] + 0.3 * X[:, 1] > 5.0, "churn", "stay").tolist()
+        handle = registry.get(name)
+        y, new = handle.codec.encode_with_new(labels)
+        registry.learn(name, X, y, new_labels=new).result()
+
+
+def _registry(snap: Path):
+    from svmstream.app.models.registry import Registry
+    from svmstream.app.models.snapshots import SnapshotStore
+    from svmstream.app.settings import Settings
+
+    return Registry(Settings(snapshot_dir=snap), SnapshotStore(snap))
+
+
+def test_restore_registers_from_headers_and_decodes_once_on_first_use(tmp_path):
+    snap = tmp_path / "snap"
+    names = [f"customer-{k:02d}" for k in range(12)]
+    first = _registry(snap)
+    _teach_models(first, names)
+    assert len(first.snapshot_changed()) == len(names)
+    probe = np.random.default_rng(5).normal(size=(50, 6)) * 40.0 + 5.0
+    before = {name: first.predict(name, probe)[1] for name in names}
+    infos = {name: first.get(name).info() for name in names}
+    first.close()
+
+    second = _registry(snap)
+    reads = []
+    read = second.store.read
+
+    def counting_read(path):
+        reads.append(path)
+        return read(path)
+
+    second.store.read = counting_read
+    assert sorted(second.restore()) == names
+    assert not any(second.get(name).loaded for name in names)
+    # listing and details come from the headers: nothing decoded
+    for name in names:
+        info = second.get(name).info()
+        assert {k: v for k, v in info.items() if k != "metrics"} == {
+            k: v for k, v in infos[name].items() if k != "metrics"
+        }
+    assert reads == [] and second.snapshot_changed() == []  # untouched: nothing rewritten
+
+    # eight threads predict on one model that is not decoded yet: one decode, same decisions
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: second.predict(names[3], probe)[1], range(8)))
+    assert len(reads) == 1 and second.get(names[3]).loaded
+    for answer in answers:
+        np.testing.assert_array_equal(answer, before[names[3]])
+    for name in names[4:]:
+        assert not second.get(name).loaded
+
+    # learning decodes first and goes on from the restored state
+    version = second.get(names[5]).view.version
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(40, 6)) * 40.0 + 5.0
+    y, new = second.get(names[5]).codec.encode_with_new(["stay"] * 40)
+    view = second.learn(names[5], X, y, new_labels=new).result()
+    assert view.version == version + 1 and view.stats["n_seen"] == infos[names[5]]["n_seen"] + 40
+    written = second.snapshot_changed()
+    assert [Path(p).parent.name for p in written] == [names[5]]  # only the model that learned
+    for name in names[6:]:
+        assert not second.get(name).loaded
+        np.testing.assert_array_equal(second.predict(name, probe)[1], before[name])
+    second.close()
+
+
+def test_a_file_without_saved_figures_is_decoded_at_restore(tmp_path):
+    from svmstream.solvers.persistence import decode_state, encode_state
+
+    snap = tmp_path / "snap"
+    first = _registry(snap)
+    _teach_models(first, ["old"])
+    first.snapshot_changed()
+    probe = np.ones((3, 6))
+    before = first.predict("old", probe)[1]
+    first.close()
+    # rewrite the newest file as a service that saved no figures wrote it
+    path = first.store.files("old")[0][1]
+    arrays, meta = decode_state(path.read_bytes())
+    del meta["service"]["stats"]
+    path.write_bytes(encode_state(arrays, meta))
+    second = _registry(snap)
+    second.restore()
+    assert second.get("old").loaded
+    np.testing.assert_array_equal(second.predict("old", probe)[1], before)
+    second.close()
+
+
+def test_a_snapshot_that_no_longer_decodes_falls_back_to_the_older_one(tmp_path):
+    from svmstream.solvers.persistence import decode_state, encode_state
+
+    snap = tmp_path / "snap"
+    first = _registry(snap)
+    _teach_models(first, ["m"])
+    first.snapshot_changed()  # version 1 (the model was created at version 0)
+    probe = np.ones((3, 6))
+    before = first.predict("m", probe)[1]
+    first.close()
+    newest = first.store.files("m")[0][1]
+    arrays, meta = decode_state(newest.read_bytes())
+    older = {**meta, "service": {**meta["service"], "version": 1}}
+    # the header and checksum are sound, but the arrays do not rebuild a model
+    newest_seq = int(newest.name.split("-")[-1].split(".")[0])
+    (snap / "m" / f"m-{newest_seq + 1:012d}.svmstate").write_bytes(
+        encode_state({k: v for k, v in arrays.items() if k != "coef"}, older)
+    )
+    second = _registry(snap)
+    second.restore()
+    assert not second.get("m").loaded
+    np.testing.assert_array_equal(second.predict("m", probe)[1], before)
+    assert second.get("m").view.version == 1
+    second.close()
+
+
+def test_many_models_restart_lazily_through_a_real_server(start_server, tmp_path):
+    """40 models through HTTP, SIGTERM, restart: every model is listed at once, one predicts
+    exactly as before and keeps learning, and the second SIGTERM rewrites only that one."""
+    snap = tmp_path / "snap"
+    env = {"SVMSTREAM_SNAPSHOT_INTERVAL_S": "3600"}
+    server = start_server(snap, env=env)
+    rng = np.random.default_rng(0)
+    names = [f"customer-{k:03d}" for k in range(40)]
+    probe = (rng.normal(size=(30, 6)) * 40.0 + 5.0).tolist()
+    before = {}
+    with server.client() as c:
+        for name in names:
+            assert c.put(f"/models/{name}", json={"warmup": 100, "budget": 30}).status_code == 201
+            X = rng.normal(size=(300, 6)) * 40.0 + 5.0
+            y = np.where(X[:, 0] + 0.3 * X[:, 1] > 5.0, "churn", "stay").tolist()
+            assert c.post("/learn", json={"model": name, "X": X.tolist(), "y": y}).status_code == 200
+        for name in names[:3]:
+            before[name] = c.post("/predict", json={"model": name, "X": probe}).json()
+        info_before = c.get(f"/models/{names[1]}").json()
+    server.terminate()
+    assert "final snapshots: [" in server.log_text()
+
+    server = start_server(snap, env=env)
+    with server.client() as c:
+        listed = {m["name"]: m for m in c.get("/models").json()["models"]}
+        assert set(names) <= set(listed)
+        assert listed[names[1]]["n_seen"] == info_before["n_seen"] == 300
+        assert listed[names[1]]["version"] == info_before["version"]
+        for name in names[:3]:
+            after = c.post("/predict", json={"model": name, "X": probe}).json()
+            assert after["decision"] == before[name]["decision"]  # bit-identical floats
+            assert after["labels"] == before[name]["labels"]
+        X = rng.normal(size=(50, 6)) * 40.0 + 5.0
+        y = np.where(X[:, 0] + 0.3 * X[:, 1] > 5.0, "churn", "stay").tolist()
+        r = c.post("/learn", json={"model": names[1], "X": X.tolist(), "y": y}).json()
+        assert r["n_seen"] == 350 and r["version"] == info_before["version"] + 1
+        assert c.get("/metrics").status_code == 200
+    log = server.log_text()
+    assert f"decoded from {snap / names[0]}" in log and f"decoded from {snap / names[3]}" not in log
+    server.terminate()
+    final = server.log_text().split("final snapshots: ")[-1].splitlines()[0]
+    assert names[1] in final and names[0] not in final and names[2] not in final, final
