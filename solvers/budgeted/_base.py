@@ -31,7 +31,7 @@ from .._params import (
 )
 from ..calibration import MarginCalibrator
 from ..drift import DriftMonitor
-from ._decision import rbf_decision_batch
+from ._decision import dense_decision, rbf_decision_batch
 from ._linear import linear_model_bytes
 from ._lookup import merge_tables
 from ._merging import N_DIAG
@@ -620,7 +620,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         done = 0
         for X_part, local_order in iter_dense_rows(X, order, chunk_rows):
             part = out[done : done + local_order.shape[0]]
-            rbf_decision_batch(
+            dense_decision(  # per-row kernel for small batches, BLAS blocks and threads for large
                 X_part,
                 self._sv_t,
                 self._sv_sq,
