@@ -116,16 +116,18 @@ class SnapshotStore:
         """Snapshot files of ``name`` as ``(seq, path)``, newest first."""
         return _files_in(self.model_dir(name), name)
 
-    def listing(self) -> dict[str, list[tuple[int, Path]]]:
+    def listing(self, clean: bool = False) -> dict[str, list[tuple[int, Path]]]:
         """Every model that has a snapshot directory with at least one file: name ->
-        :meth:`files` (one pass over the directories; what a restart reads)."""
+        :meth:`files` (one pass over the directories; what a restart reads).  With ``clean``
+        the temp files of writes interrupted by a crash are removed on the way
+        (:meth:`clean_temp_files`)."""
         if not self.root.is_dir():
             return {}
         out = {}
         with os.scandir(self.root) as entries:
             for entry in entries:
                 if entry.is_dir():
-                    found = _files_in(Path(entry.path), entry.name)
+                    found = _files_in(Path(entry.path), entry.name, clean)
                     if found:
                         out[entry.name] = found
         return dict(sorted(out.items()))
@@ -219,13 +221,7 @@ class SnapshotStore:
 
     def clean_temp_files(self) -> None:
         """Remove temp files left by a write interrupted by a crash."""
-        if not self.root.is_dir():
-            return
-        for directory in self.root.iterdir():
-            if directory.is_dir():
-                for entry in directory.glob(f".*{SUFFIX}.tmp-*"):
-                    log.info("removing unfinished snapshot temp file %s", entry)
-                    entry.unlink(missing_ok=True)
+        self.listing(clean=True)
 
     # ------------------------------------------------------------------ reading
     def read(self, path: Path) -> RestoredModel:
@@ -286,14 +282,20 @@ class SnapshotStore:
 
 
 _FILE_RE = re.compile(rf"^(.+)-(\d{{12}}){re.escape(SUFFIX)}$")
+_TEMP_RE = re.compile(rf"^\..*{re.escape(SUFFIX)}\.tmp-")
 
 
-def _files_in(directory: Path, name: str) -> list[tuple[int, Path]]:
-    """``(seq, path)`` of the snapshot files of ``name`` in ``directory``, newest first."""
+def _files_in(directory: Path, name: str, clean: bool = False) -> list[tuple[int, Path]]:
+    """``(seq, path)`` of the snapshot files of ``name`` in ``directory``, newest first; with
+    ``clean``, temp files of interrupted writes (``.<file>.svmstate.tmp-<pid>``) are removed."""
     found = []
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
+                if clean and entry.name.startswith(".") and _TEMP_RE.match(entry.name):
+                    log.info("removing unfinished snapshot temp file %s", entry.path)
+                    Path(entry.path).unlink(missing_ok=True)
+                    continue
                 m = _FILE_RE.match(entry.name)
                 if m and m.group(1) == name and entry.is_file():
                     found.append((int(m.group(2)), Path(entry.path)))
