@@ -37,6 +37,7 @@ from ._lookup import merge_tables
 from ._merging import N_DIAG
 from ._preprocessing import Preprocessor, buffer_capacity, csr_arrays, guard_capacity
 from ._publish import published_copy
+from ._rehearsal import RehearsalMemory, memory_capacity
 from ._sparse_pool import new_arena, resolve_sv_storage, sparse_model_bytes
 from ._state import (
     C_MAINTENANCE,
@@ -243,6 +244,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self.merge_diagnostics_ = np.zeros(N_DIAG, dtype=np.float64)
         self.rng_ = np.random.default_rng(self.random_state)
         self._pp = self._new_preprocessor(streaming)
+        self._rehearsal_memory = None
         self._new_monitors()
         self.last_margins_ = np.zeros((0,) if n_cols == 1 else (0, n_cols))
         self.last_y_ = self.classes_[:0]
@@ -378,7 +380,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         check_choice("on_drift", self.on_drift, ON_DRIFT)
         if not isinstance(self.run_guard, (bool, np.bool_)):
             raise ValueError(f"run_guard must be a bool, got {self.run_guard!r}")
-        for name in ("warmup", "shuffle_buffer"):
+        for name in ("warmup", "shuffle_buffer", "rehearsal", "rehearsal_memory"):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
@@ -501,6 +503,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         if d_new == d_old:
             return self
         self._grow_arrays(d_new)
+        if getattr(self, "_rehearsal_memory", None) is not None:
+            self._rehearsal_memory.widen(d_new)
         self._learn_fed(self._pp.grow(d_new, self.shuffle_buffer, self.rng_))
         return self
 
@@ -517,15 +521,58 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = d_new
 
     def _learn_fed(self, fed):
-        """Learn the rows the preprocessor released (None: none yet), record the originals and
-        feed their margins to the calibrator and the drift detector (:meth:`_monitor`)."""
+        """Learn the rows the preprocessor released (None: none yet), each followed by
+        ``rehearsal`` steps on remembered examples (:meth:`_learn_rehearsed`), record the
+        originals and feed their margins to the calibrator and the drift detector
+        (:meth:`_monitor`)."""
         if fed is None:
             self._learned(None, np.zeros(0))
             return
         X, labels, original = fed
-        margins = self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
+        if self._rehearses(X):
+            margins = self._learn_rehearsed(X, labels)
+        else:
+            margins = self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
         self._monitor(margins[original], labels[original])
         self._learned(margins[original], labels[original])
+
+    # ------------------------------------------------------------------ rehearsal
+    def _rehearses(self, X):
+        """Rehearsal applies to dense rows learned into a dense SV pool (``docs/online.md``)."""
+        return (
+            int(getattr(self, "rehearsal", 0)) > 0
+            and X.shape[0] > 0
+            and isinstance(X, np.ndarray)
+            and not self._sparse_svs()
+            and self._memory().capacity > 0
+        )
+
+    def _memory(self):
+        """The reservoir of remembered examples (:class:`._rehearsal.RehearsalMemory`),
+        created on first use."""
+        memory = getattr(self, "_rehearsal_memory", None)
+        if memory is None:
+            capacity = memory_capacity(self.rehearsal_memory, self.n_features_in_)
+            seed = int(self.random_state) if isinstance(self.random_state, numbers.Integral) else 0
+            memory = self._rehearsal_memory = RehearsalMemory(capacity, self.n_features_in_, abs(seed))
+        return memory
+
+    def _learn_rehearsed(self, X, labels):
+        """Each new row's step, then ``rehearsal`` steps on rows drawn from the memory
+        (:func:`._rehearsal.plan_rehearsal`); returns the new rows' margins (f before their
+        own step)."""
+        memory = self._memory()
+        order, new_pos, gather = memory.extend(X, int(self.rehearsal))
+        X_ext, y_ext = memory.rows(X, labels, gather)
+        margins, alpha_ext = self._learn_plan(np.ascontiguousarray(X_ext), y_ext, order, memory, gather)
+        memory.commit(X, labels, alpha_ext)
+        self.last_margins_ = margins[new_pos]
+        return self.last_margins_
+
+    def _learn_plan(self, X_ext, y_ext, order, memory, gather):
+        """Learn ``X_ext[order]``; returns ``(margins, α of the extended rows or None)``
+        (BSCA overrides it to revisit the remembered rows' dual variables)."""
+        return self._learn(X_ext, y_ext, order), None
 
     def _pieces(self, n):
         """``(lo, hi)`` ranges covering ``n`` received rows, cut where the count of received
@@ -569,6 +616,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             flags[C_RESET_PENDING] = 0
             self._reset_schedule()
             self._pp.discard_buffer()
+            if getattr(self, "_rehearsal_memory", None) is not None:
+                self._rehearsal_memory.clear()  # the remembered rows hold the old concept
 
     def _reset_schedule(self):
         """Restart the step-size schedule at t = :data:`DRIFT_RESET_T0` (the step count
@@ -813,6 +862,9 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         pp_arrays, pp_meta = self._pp.get_state()
         arrays.update(pp_arrays)
         monitors = self._monitors_state(arrays)
+        if getattr(self, "_rehearsal_memory", None) is not None:
+            reh_arrays, monitors["rehearsal"] = self._rehearsal_memory.get_state()
+            arrays.update(reh_arrays)
         meta = {
             **monitors,
             "preprocessing": pp_meta,
@@ -878,6 +930,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             params["run_guard"] = False
         if version <= 4:  # saved before drift handling existed: it stays off
             params["on_drift"] = "none"
+        params.setdefault("rehearsal", 0)  # saved before rehearsal existed: it stays off
         est = cls(**params)
         est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
         est._init_state(meta["n_features_in"], arrays["classes"], 1)
@@ -905,4 +958,6 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             est._k_inv[:n, :n] = arrays["k_inv"]
         est.rng_.bit_generator.state = meta["rng_state"]
         est._load_monitors(arrays, meta)
+        if "rehearsal" in meta:
+            est._rehearsal_memory = RehearsalMemory.from_state(arrays, meta["rehearsal"], est.n_features_in_)
         return est

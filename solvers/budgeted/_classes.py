@@ -14,6 +14,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._params import (
+    DEFAULT_REHEARSAL,
+    DEFAULT_REHEARSAL_MEMORY,
     DEFAULT_SHUFFLE_BUFFER,
     DEFAULT_WARMUP,
     KERNELS_ONLINE,
@@ -115,6 +117,8 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         run_guard=True,
         on_drift="reset_schedule",
         sv_storage="auto",
+        rehearsal=DEFAULT_REHEARSAL,
+        rehearsal_memory=DEFAULT_REHEARSAL_MEMORY,
     ):
         self.budget = budget
         self.gamma = gamma
@@ -135,6 +139,8 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         self.run_guard = run_guard
         self.on_drift = on_drift
         self.sv_storage = sv_storage
+        self.rehearsal = rehearsal
+        self.rehearsal_memory = rehearsal_memory
 
     # ------------------------------------------------------------------ parameters
     def check_params(self):
@@ -170,6 +176,8 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             run_guard=False,
             on_drift="none",
             sv_storage=getattr(self, "sv_storage_", "dense"),
+            # one-vs-rest: the K binary models share the memory bound
+            rehearsal_memory=max(1, int(self.rehearsal_memory) // max(1, self.classes_.shape[0])),
         )
         if self.random_state is not None:
             params["random_state"] = int(self.random_state) + k
@@ -292,6 +300,14 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             self._x_buf,
             self._row_buf,
         )
+
+    def _learn_plan(self, X_ext, y_ext, order, memory, gather):
+        """Rehearsal: new rows are fresh coordinates (α = 0); remembered rows carry their α, so
+        drawing one again is a coordinate-ascent revisit (dataset-mode step, Algorithm 2)."""
+        alpha_ext = memory.alpha_ext(X_ext.shape[0] - gather.shape[0], gather)
+        margins = np.empty(order.shape[0], dtype=np.float64)
+        self._steps(X_ext, y_ext, order, alpha_ext, False, margins)
+        return margins, alpha_ext
 
     def _apply(self, X, labels, order, margins):
         """Streaming mode over X[order] (used by partial_fit through ``_learn``)."""
@@ -720,6 +736,8 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         on_drift="reset_schedule",
         kernel="rbf",
         sv_storage="auto",
+        rehearsal=DEFAULT_REHEARSAL,
+        rehearsal_memory=DEFAULT_REHEARSAL_MEMORY,
     ):
         self.budget = budget
         self.gamma = gamma
@@ -744,6 +762,8 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         self.on_drift = on_drift
         self.kernel = kernel
         self.sv_storage = sv_storage
+        self.rehearsal = rehearsal
+        self.rehearsal_memory = rehearsal_memory
 
     def check_params(self):
         """Validate the parameters; returns self.
