@@ -103,6 +103,6 @@ LAMBDA_MIN = 1e-12
 #: Rehearsal (streaming): extra steps per learned example on examples drawn from a reservoir of
 #: the stream (``solvers/budgeted/_rehearsal.py``); the default was chosen by
 #: ``benchmarks/bench_rehearsal.py`` (``docs/online.md``).
-DEFAULT_REHEARSAL = 0
+DEFAULT_REHEARSAL = 1
 #: Rehearsal: examples remembered (a uniform reservoir sample of the stream).
 DEFAULT_REHEARSAL_MEMORY = 20_000

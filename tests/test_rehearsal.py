@@ -170,3 +170,49 @@ def test_bad_rehearsal_is_refused_naming_the_parameter(bad):
     X, y = _raw_stream(300)
     with pytest.raises(ValueError, match="rehearsal"):
         BudgetedSGDClassifier(rehearsal=bad).partial_fit(X, y, classes=np.unique(y))
+
+
+def test_rehearsal_through_a_real_server_with_raw_sorted_string_labels(start_server):
+    """A user sets only ``rehearsal``: raw, label-sorted breast_cancer with string labels over
+    HTTP; every learned example takes 1 + rehearsal steps, the model beats the majority rate,
+    survives a restart exactly, and a bad value is a 422 naming the field that changes nothing."""
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.model_selection import train_test_split
+
+    data = load_breast_cancer()
+    y_all = np.asarray(data.target_names)[data.target]
+    X, Xte, y, yte = train_test_split(data.data, y_all, test_size=0.3, random_state=0, stratify=y_all)
+    order = np.argsort(y, kind="stable")
+    X, y = np.tile(X[order], (3, 1)), np.tile(y[order], 3)
+    server = start_server()
+    with server.client() as c:
+        bad = c.put("/models/rh", json={"rehearsal": 1000})
+        assert bad.status_code == 422 and "rehearsal" in bad.text
+        assert c.get("/models/rh").status_code == 404
+        assert c.put("/models/rh", json={"rehearsal": 3, "random_state": 0}).status_code in (200, 201)
+        for start in range(0, len(X), 100):
+            r = c.post(
+                "/learn",
+                json={
+                    "model": "rh",
+                    "X": X[start : start + 100].tolist(),
+                    "y": y[start : start + 100].tolist(),
+                },
+            )
+            assert r.status_code == 200, r.text
+        assert c.post("/models/rh/flush").status_code == 200
+        info = c.get("/models/rh").json()
+        assert info["config"]["rehearsal"] == 3
+        stats = info["statistics"]
+        learned = stats["steps"] - stats["rehearsal_steps"]
+        assert learned >= len(X) and stats["rehearsal_steps"] == 3 * learned
+        pred = c.post("/predict", json={"model": "rh", "X": Xte.tolist()}).json()["labels"]
+        accuracy = float(np.mean(np.asarray(pred) == yte))
+        majority = max(np.mean(yte == "benign"), np.mean(yte == "malignant"))
+        assert accuracy >= majority + 0.15, (accuracy, majority)
+    server.terminate()
+    restarted = start_server(snapshot_dir=server.snapshot_dir)
+    with restarted.client() as c:
+        again = c.post("/predict", json={"model": "rh", "X": Xte.tolist()}).json()["labels"]
+        assert again == pred
+        assert c.get("/models/rh").json()["config"]["rehearsal"] == 3

@@ -256,6 +256,7 @@ def decode_snapshot(blob: bytes, path: Path | None = None) -> RestoredModel:
             saved.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
         if "on_drift" not in saved:  # saved before drift handling existed: it stays off
             saved["on_drift"] = "none"
+        saved.setdefault("rehearsal", 0)  # saved before rehearsal existed: it stays off
         config = ModelConfig.model_validate(saved)
         estimator = None
         if meta.get("estimator") is not None:

@@ -110,6 +110,7 @@ def model_bytes(
     maintenance="merge",
     kernel="rbf",
     sv_storage="dense",
+    rehearsal_memory=0,
 ):
     """Bytes of the dense arrays a budgeted model of this shape allocates (an estimate made
     before any allocation): the SV matrix (B + 1) · d · 8, the shuffle buffer (at most
@@ -117,7 +118,9 @@ def model_bytes(
     ``maintenance="project"``.  The warm-up window (raw rows as received) is not counted.
     ``kernel="linear"``: :func:`._linear.linear_model_bytes` (no SVs: d · K · 8 of weights).
     ``sv_storage="sparse"``, or "auto" with d > 256 (where "auto" may choose sparse SVs):
-    :func:`._sparse_pool.sparse_model_bytes` (SVs bounded by their nonzeros, not by d)."""
+    :func:`._sparse_pool.sparse_model_bytes` (SVs bounded by their nonzeros, not by d).
+    ``rehearsal_memory``: rows remembered for rehearsal (0 when rehearsal is off), at most
+    16 MiB (:func:`._rehearsal.memory_capacity`)."""
     if kernel == "linear":
         return linear_model_bytes(n_features, shuffle_buffer, run_guard, n_classes)
     if sv_storage == "sparse" or (sv_storage == "auto" and int(n_features) > SPARSE_MIN_FEATURES):
@@ -131,6 +134,7 @@ def model_bytes(
         total += guard_capacity(n_classes, d) * n_classes * d * 8
     if maintenance == "project":
         total += cap * cap * 8
+    total += memory_capacity(int(rehearsal_memory), d) * (d + 2) * 8
     return int(total)
 
 
@@ -541,6 +545,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         """Rehearsal applies to dense rows learned into a dense SV pool (``docs/online.md``)."""
         return (
             int(getattr(self, "rehearsal", 0)) > 0
+            and getattr(self, "kernel", "rbf") != "linear"  # linear models: docs/online.md
             and X.shape[0] > 0
             and isinstance(X, np.ndarray)
             and not self._sparse_svs()
@@ -769,8 +774,16 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     @property
     def n_seen_(self):
-        """Examples received: learned (``t_`` − ``n_replayed_``) plus pending (``n_pending_``)."""
-        return int(self._counters[C_STEPS]) - self._pp.n_replayed + self._pp.pending + self._pp.n_discarded
+        """Examples received: learned (``t_`` − ``n_rehearsed_`` − ``n_replayed_``) plus pending
+        (``n_pending_``) and discarded."""
+        learned = int(self._counters[C_STEPS]) - self.n_rehearsed_ - self._pp.n_replayed
+        return learned + self._pp.pending + self._pp.n_discarded
+
+    @property
+    def n_rehearsed_(self):
+        """Rehearsal steps taken (each one a learning step counted in ``t_``)."""
+        memory = getattr(self, "_rehearsal_memory", None)
+        return memory.steps if memory is not None else 0
 
     @property
     def n_merges_(self):
@@ -837,6 +850,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             "average_weight_degradation": self.weight_degradation_total_ / maint if maint else 0.0,
             "sv_storage": getattr(self, "sv_storage_", None),
             "sv_nonzeros": self.sv_nonzeros_ if hasattr(self, "_sv_t") else 0,
+            "rehearsal_steps": self.n_rehearsed_,
         }
 
     # ------------------------------------------------------------------ persistence

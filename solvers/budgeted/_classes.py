@@ -469,6 +469,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
                     "average_weight_degradation": 0.0,
                     "sv_storage": getattr(self, "sv_storage_", None),
                     "sv_nonzeros": 0,
+                    "rehearsal_steps": 0,
                 }
             total = {k: sum(p[k] for p in parts) for k in parts[0] if k != "sv_storage"}
             total["sv_storage"] = getattr(self, "sv_storage_", None)
@@ -502,8 +503,14 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     @property
     def n_seen_(self):
         if self._is_ovr():
-            return self.t_ - self._pp.n_replayed + self._pp.pending + self._pp.n_discarded
+            return self.t_ - self.n_rehearsed_ - self._pp.n_replayed + self._pp.pending + self._pp.n_discarded
         return super().n_seen_
+
+    @property
+    def n_rehearsed_(self):
+        if self._is_ovr():  # every binary model learns the same rows with the same rehearsal
+            return self.estimators_[0].n_rehearsed_ if getattr(self, "estimators_", None) else 0
+        return super().n_rehearsed_
 
     # ------------------------------------------------------------------ persistence
     def get_state(self):

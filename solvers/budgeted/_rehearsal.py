@@ -115,6 +115,7 @@ class RehearsalMemory:
         self.capacity = int(capacity)
         self.seed = int(seed)
         self.counts = np.zeros(2, dtype=np.int64)
+        self.steps = 0  # rehearsal steps taken (statistics)
         self.X = np.zeros((0, int(n_features)))
         self.y = np.zeros(0)
         self.alpha = np.zeros(0)
@@ -133,6 +134,7 @@ class RehearsalMemory:
         new_pos = np.empty(n, dtype=np.int64)
         self._before = int(self.counts[0])
         plan_rehearsal(n, int(rehearsal), self.capacity, self.counts, self.seed, slot_src, order, new_pos)
+        self.steps += n * int(rehearsal)
         old = order >= n
         gather = np.unique(order[old]) - n
         lut = np.empty(self.capacity, dtype=np.int64)
@@ -196,7 +198,13 @@ class RehearsalMemory:
             "reh_y": self.y[:fill].copy(),
             "reh_alpha": self.alpha[:fill].copy(),
         }
-        return arrays, {"capacity": self.capacity, "seed": self.seed, "counts": self.counts.tolist()}
+        meta = {
+            "capacity": self.capacity,
+            "seed": self.seed,
+            "counts": self.counts.tolist(),
+            "steps": self.steps,
+        }
+        return arrays, meta
 
     @classmethod
     def from_state(cls, arrays, meta, n_features: int) -> RehearsalMemory:
@@ -207,6 +215,7 @@ class RehearsalMemory:
         if not (0 <= fill <= memory.capacity and seen >= fill and X.shape == (fill, int(n_features))):
             raise ValueError("saved rehearsal memory does not fit its capacity/dimension")
         memory.counts[:] = (fill, seen)
+        memory.steps = int(meta.get("steps", 0))
         memory.X, memory.y, memory.alpha = (
             X.copy(),
             np.array(arrays["reh_y"], float),
