@@ -127,7 +127,7 @@ def main() -> None:
                     "diff_pp": 100 * (acc - svc_acc),
                     "scaling": est.scaling_,
                     "lambda": est.lambda_eff_,
-                    "buffer_rows": int(est._pp.buf_y.shape[0]),
+                    "buffer_rows": int(est._pp.capacity),
                     "cpu_s": cpu,
                 }
             )

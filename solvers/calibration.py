@@ -345,7 +345,9 @@ class MarginCalibrator:
         K >= 2.  Binary margins: shape (n,), float64, positive side = class index 1.
         Multi-class margins: shape (n, K) float64 (argmax = predicted class).
     window : int, default=2000
-        Rows kept by :meth:`update` (a ring buffer of the most recent ones).
+        Rows kept by :meth:`update` (a ring buffer of the most recent ones; its arrays grow
+        with the rows received, doubling up to ``window``, so a calibrator that has seen few
+        rows holds only those).
     refit_every : int, default=500
         :meth:`update` refits when the number of rows seen reaches 50, 100, 200, ... (doubling
         while below ``refit_every``) and then every multiple of ``refit_every``.
@@ -394,11 +396,25 @@ class MarginCalibrator:
 
     # ------------------------------------------------------------------ window
     def _reset_window(self):
-        shape = (self.window,) if self.n_classes == 2 else (self.window, self.n_classes)
+        shape = (0,) if self.n_classes == 2 else (0, self.n_classes)
         self._margins = np.zeros(shape, dtype=np.float64)
-        self._y = np.zeros(self.window, dtype=np.int64)
+        self._y = np.zeros(0, dtype=np.int64)
         self._count = 0  # rows in the window
         self.n_seen_ = 0  # rows received; the next row goes to slot n_seen_ % window
+
+    def _reserve(self, rows: int) -> None:
+        """Room for slots ``0 .. rows - 1`` (at most ``window``): the arrays grow to at least
+        twice their size, the filled slots kept.  Until the ring wraps, slot i holds the i-th
+        row received, so the filled slots are always a prefix."""
+        have = self._y.shape[0]
+        rows = min(int(rows), self.window)
+        if rows <= have:
+            return
+        size = min(self.window, max(rows, 2 * have))
+        margins = np.zeros((size, *self._margins.shape[1:]), dtype=np.float64)
+        y = np.zeros(size, dtype=np.int64)
+        margins[:have], y[:have] = self._margins, self._y
+        self._margins, self._y = margins, y
 
     @property
     def n_window_(self) -> int:
@@ -464,6 +480,7 @@ class MarginCalibrator:
             # sequence is split into calls
             take = min(n - done, self._next_refit(self.n_seen_) - self.n_seen_)
             first = max(done, done + take - self.window)  # older rows would be overwritten anyway
+            self._reserve(self.n_seen_ + take)
             slots = (self.n_seen_ + (first - done) + np.arange(done + take - first)) % self.window
             self._margins[slots] = margins[first : done + take]
             self._y[slots] = y_index[first : done + take]
@@ -602,7 +619,7 @@ class MarginCalibrator:
             f = self._margins
             new = np.column_stack([-0.5 * f, 0.5 * f, np.zeros_like(f)])
         else:
-            new = np.column_stack([self._margins, np.zeros(self.window)])
+            new = np.column_stack([self._margins, np.zeros(self._margins.shape[0])])
         self._margins = np.ascontiguousarray(new)
         self.n_classes += 1
 
@@ -653,7 +670,8 @@ class MarginCalibrator:
         count = int(meta["n_window"])
         margins = np.asarray(arrays["margins"], dtype=np.float64)
         y = np.asarray(arrays["y"], dtype=np.int64)
-        if margins.shape != cal._margins[:count].shape or y.shape != (count,):
+        cal._reserve(count)
+        if count > cal.window or margins.shape != cal._margins[:count].shape or y.shape != (count,):
             raise ValueError(
                 f"calibrator window arrays of shapes {margins.shape}, {y.shape} do not match "
                 f"{count} rows of {cal.n_classes} classes"

@@ -12,6 +12,7 @@ from sklearn.datasets import load_iris, make_blobs, make_classification
 from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from svmstream.solvers.exact import _dcsvm
 from svmstream.solvers.exact._classes import DCSVMClassifier
 from svmstream.solvers.exact._dcsvm import SerialExecutor, dcsvm_fit, make_process_pool
 from svmstream.solvers.exact._dual_cd import Cancelled, solve_dual
@@ -143,6 +144,32 @@ def test_stop_level_returns_level_solution():
     )
     assert not res.exact and [h["level"] for h in res.history] == [3, 2]
     assert 2 in res.early
+
+
+def test_min_level_skips_the_lowest_levels_and_stays_exact(monkeypatch):
+    X, y = _two_moons_like(900)
+    spec = KernelSpec("rbf", gamma=0.3, offset=1.0)
+    kd = KernelData(X)
+    ref = solve_dual(kd, y, spec, 8.0, eps=1e-5)
+    res = dcsvm_fit(kd, y, spec, 8.0, k=4, n_levels=3, min_level=2, n_sample=300, random_state=0, n_jobs=1)
+    assert [h.get("level") for h in res.history] == [3, 2, None, None]
+    assert [h["stage"] for h in res.history[2:]] == ["refine", "global"]
+    assert res.exact and abs(res.objective - ref.objective) <= 1e-3 * abs(ref.objective)
+    # per-stage CPU seconds and solver counters are recorded
+    for h in res.history:
+        assert h["cpu_seconds"] >= 0 and h["stats"]["kernel_evals"] >= 0
+    with pytest.raises(ValueError, match="min_level"):
+        dcsvm_fit(kd, y, spec, 8.0, min_level=0)
+    with pytest.raises(ValueError, match="min_level"):
+        DCSVMClassifier(min_level=0).fit(X, y)
+    est = DCSVMClassifier(C=8.0, gamma=0.3, n_levels=3, min_level=2, n_sample=300, random_state=0, n_jobs=1)
+    est.fit(X, y)
+    assert [h["level"] for h in est.fit_history_[0] if h["stage"] == "level"] == [3, 2]
+    # the default worker count follows the cores: in-process below POOL_MIN_CORES
+    monkeypatch.setattr(_dcsvm, "available_cores", lambda: 2)
+    assert _dcsvm.default_workers() == 1
+    monkeypatch.setattr(_dcsvm, "available_cores", lambda: 8)
+    assert _dcsvm.default_workers() == 8
 
 
 def test_executors_give_identical_results_and_cancel():

@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from svmstream.solvers.exact._dual_cd import Cancelled, dual_objective, exact_gradient, solve_dual
+from svmstream.solvers.exact._dual_cd import Cancelled, box_qp2, dual_objective, exact_gradient, solve_dual
 from svmstream.solvers.exact._kernels import KernelData, KernelSpec, exp_inplace, kernel_block, kernel_matvec
 
 
@@ -107,8 +107,10 @@ def test_shrinking_cache_and_sparse_give_the_same_optimum():
         {"shrinking": False},
         {"cache_mb": 0.002},
         {"cache_mb": 500.0},
-        {"pairs": False},
-        {"pairs": False, "shrinking": False},
+        {"selection": "greedy"},
+        {"selection": "greedy", "pairs": False},
+        {"selection": "greedy", "pairs": False, "shrinking": False},
+        {"selection": "wss2", "shrinking": False, "cache_mb": 0.002},
     ):
         r = solve_dual(KernelData(X), y, spec, 4.0, eps=1e-7, **kw)
         assert r.objective == pytest.approx(base.objective, rel=1e-10)
@@ -178,3 +180,59 @@ def test_input_errors():
         KernelSpec("sigmoid", 1.0)
     with pytest.raises(ValueError):
         KernelSpec("rbf", -1.0)
+
+
+def test_box_qp2_is_the_exact_minimiser_of_the_2x2_box_qp():
+    rng = np.random.default_rng(3)
+    grid = np.linspace(0.0, 1.0, 401)
+    for trial in range(300):
+        A = rng.normal(size=(2, 2))
+        H = A @ A.T + (0.0 if trial % 5 == 0 else 1e-3) * np.eye(2)  # some singular
+        H[0, 0] = max(H[0, 0], 1e-3)
+        H[1, 1] = max(H[1, 1], 1e-3)
+        g = rng.normal(size=2) * 3
+        lo = -rng.uniform(0, 2, size=2) * (rng.random(2) > 0.3)
+        hi = rng.uniform(0, 2, size=2) * (rng.random(2) > 0.3)
+        di, dj = box_qp2(g[0], g[1], H[0, 0], H[1, 1], H[0, 1], lo[0], hi[0], lo[1], hi[1])
+        assert lo[0] <= di <= hi[0] and lo[1] <= dj <= hi[1]
+        d = np.array([di, dj])
+        q = g @ d + 0.5 * d @ H @ d
+        # brute force on a grid of the box, refined by the exact edge/interior candidates
+        P = np.stack(np.meshgrid(lo[0] + grid * (hi[0] - lo[0]), lo[1] + grid * (hi[1] - lo[1])), -1).reshape(
+            -1, 2
+        )
+        qg = P @ g + 0.5 * np.einsum("ij,jk,ik->i", P, H, P)
+        assert q <= qg.min() + 1e-9
+        assert q <= 0.0
+
+
+def test_wss2_reaches_the_greedy_optimum_in_fewer_steps():
+    X, y = _data(500, seed=4)
+    for spec, C in (
+        (KernelSpec("rbf", gamma=0.5, offset=1.0), 10.0),
+        (KernelSpec("rbf", gamma=0.02, offset=1.0), 50.0),
+    ):
+        g = solve_dual(KernelData(X), y, spec, C, eps=1e-5, selection="greedy")
+        w = solve_dual(KernelData(X), y, spec, C, eps=1e-5, selection="wss2")
+        assert w.converged and g.converged
+        assert w.objective == pytest.approx(g.objective, rel=1e-8)
+        assert w.n_iter < g.n_iter
+        assert w.stats["kernel_evals"] > 0 and w.stats["active_scanned"] > 0
+    with pytest.raises(ValueError, match="selection"):
+        solve_dual(KernelData(X), y, spec, C, selection="wss3")
+
+
+def test_known_gradient_rows_give_the_same_warm_solve():
+    X, y = _data(300, seed=2)
+    spec = KernelSpec("rbf", gamma=0.4, offset=1.0)
+    kd = KernelData(X)
+    # alpha0 supported on S with the exact gradient of the problem restricted to S
+    S = np.arange(0, 300, 3)
+    sub = solve_dual(kd.take(S), y[S], spec, 4.0, eps=1e-4)
+    a0 = np.zeros(300)
+    a0[S] = sub.alpha
+    full = solve_dual(kd, y, spec, 4.0, alpha0=a0, eps=1e-6)
+    reuse = solve_dual(kd, y, spec, 4.0, alpha0=a0, eps=1e-6, grad0=(S, sub.grad))
+    np.testing.assert_allclose(sub.grad, exact_gradient(kd, y, spec, a0)[S], atol=1e-10)
+    assert reuse.objective == pytest.approx(full.objective, rel=1e-12)
+    assert reuse.n_iter == full.n_iter

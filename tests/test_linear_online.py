@@ -163,7 +163,7 @@ def test_wide_sparse_rows_stay_sparse_with_the_full_buffer():
     X, y = _sparse_data(n=3000, d=d, density=2e-5, seed=5)
     est = _feed(BudgetedSGDClassifier(kernel="linear", random_state=0), X, y, [0, 1], batch=500)
     pp = est._pp
-    assert pp.rows == "sparse" and pp.buf_y.shape == (20_000,) and pp.buf_X.size == 0
+    assert pp.rows == "sparse" and pp.capacity == 20_000 and pp.buf_X.size == 0
     assert est.n_pending_ > 0 and pp.store.data.nbytes < 10 * 1024 * 1024
     assert est.gamma_ is None and est.scaling_ == "none"
     est.flush()

@@ -93,17 +93,17 @@ def test_auto_format_is_sparse_for_sparse_or_wide_files_and_dense_otherwise():
     assert auto_format(wide) == auto_format(wide, redis=True) == "sparse"
     X, _ = two_moons_like(50, d=8)
     dense = sp.csr_matrix(X)
-    assert auto_format(dense) == "dense" and auto_format(dense, redis=True) == "xb"
+    assert auto_format(dense) == "dense" and auto_format(dense, redis=True) == "xd"
     # a9a-like: d = 123, 11% non-zeros -> sparse; 20% -> dense
     assert auto_format(sp.random(200, 123, density=0.11, format="csr", random_state=0)) == "sparse"
     thick = sp.random(200, 123, density=SPARSE_BELOW_DENSITY + 0.05, format="csr", random_state=0)
-    assert auto_format(thick) == "dense" and auto_format(thick, redis=True) == "xb"
+    assert auto_format(thick) == "dense" and auto_format(thick, redis=True) == "xd"
     # wide: sparse up to 40% non-zeros, dense rows above (sparse maps would be larger)
     broad = sp.random(5, WIDE_FEATURES + 1, density=0.3, format="csr", random_state=0)
     assert auto_format(broad) == "sparse" and auto_format(broad, redis=True) == "sparse"
     assert auto_format(sp.random(5, WIDE_FEATURES, density=0.3, format="csr", random_state=0)) == "dense"
     wide_dense = sp.random(5, WIDE_FEATURES + 1, density=0.5, format="csr", random_state=0)
-    assert auto_format(wide_dense, redis=True) == "xb"
+    assert auto_format(wide_dense, redis=True) == "xd"
 
 
 # ----------------------------------------------------------------------------- byte limits
@@ -267,14 +267,14 @@ def test_replay_of_a_wide_sparse_file_into_redis_stays_under_the_limit_and_learn
     assert r.xlen(f"svmstream:{model}:dead") == 0
     entries = r.xrange(f"svmstream:{model}:examples", count=5)
     assert entries and all(b"x" in f and f[b"x"].startswith(b"{") for _, f in entries)
-    # a dense file goes as float32 xb entries
+    # a dense file goes as float64 xd entries (docs/stream.md: the precision contract)
     X, y = two_moons_like(500, d=6, seed=5)
     dense_model = "dense-" + uuid.uuid4().hex[:6]
     dense = run_stream_replay(
         str(write_libsvm(tmp_path / "dense.bz2", X, y)), redis_server.url, model=dense_model, progress=False
     )
-    assert dense["format"] == "xb" and dense["bytes_per_entry"] == pytest.approx(1 + 1.5 + 2 + 6 * 4, abs=0.5)
-    assert b"xb" in r.xrange(f"svmstream:{dense_model}:examples", count=1)[0][1]
+    assert dense["format"] == "xd" and dense["bytes_per_entry"] == pytest.approx(1 + 1.5 + 2 + 6 * 8, abs=0.5)
+    assert b"xd" in r.xrange(f"svmstream:{dense_model}:examples", count=1)[0][1]
 
 
 def test_a_loaded_wide_file_keeps_its_width(wide_files):

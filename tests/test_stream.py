@@ -154,7 +154,7 @@ def test_entries_are_validated_one_by_one_with_reasons():
     assert reasons[10].startswith("x: feature index 4 is out of range")
     assert reasons[11] == "x[1]: expected a number, got true"
     assert reasons[12].startswith("entry: unknown field 'label'")
-    assert reasons[14].startswith("entry: give the features as 'x' or as 'xb'")
+    assert reasons[14] == "entry: give the features in one field ('x', 'xd' or 'xb'), not in 'x' and 'xb'"
     np.testing.assert_array_equal(batch.X, [[0.5, 2.0], [0.0, -2.5], [3.0, 4.0], [7.0, 8.0]])
     np.testing.assert_array_equal(batch.y, [1, 0, 0, 1])
 
@@ -444,7 +444,7 @@ def test_replay_produces_the_file_in_order_in_each_format(redis_server, tmp_path
     Xf, yf = load_libsvm(str(path))
     r = redis_server.client()
     codec = LabelCodec([-1, 1])
-    for fmt in ("xb", "dense", "sparse"):
+    for fmt in ("xd", "xb", "dense", "sparse"):
         name = unique(f"replay-{fmt}")
         result = run_stream_replay(
             str(path), redis_server.url, model=name, batch=400, fmt=fmt, progress=False, shuffle_seed=None
@@ -455,9 +455,9 @@ def test_replay_produces_the_file_in_order_in_each_format(redis_server, tmp_path
         batch = parse_stream_entries([f for _, f in entries], codec, Xf.shape[1])
         assert not batch.rejected
         expected = Xf.toarray().astype(np.float32) if fmt == "xb" else Xf.toarray()
-        np.testing.assert_array_equal(batch.X, expected)
+        np.testing.assert_array_equal(batch.X, expected)  # xd, dense, sparse: the float64 values exactly
         np.testing.assert_array_equal(batch.y, (yf == 1).astype(np.int64))
-        assert (b"xb" in entries[0][1]) == (fmt == "xb")
+        assert (b"xb" in entries[0][1]) == (fmt == "xb") and (b"xd" in entries[0][1]) == (fmt == "xd")
 
 
 def test_sparse_entries_widen_a_model_whose_dimension_is_not_fixed():

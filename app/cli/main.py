@@ -237,11 +237,11 @@ def add_replay_parser(sub) -> argparse.ArgumentParser:
     )
     replay.add_argument(
         "--format",
-        choices=("auto", "dense", "sparse", "xb"),
+        choices=("auto", "dense", "sparse", "xd", "xb"),
         default="auto",
-        help="rows as dense lists, sparse maps, or (--redis only) float32 bytes 'xb' "
-        "(auto: sparse below 15%% non-zeros, or below 40%% when d > 16,384; else dense (HTTP) / xb "
-        "(Redis); docs/service.md 'Row formats of replay')",
+        help="rows as dense lists, sparse maps, or (--redis only) float64 bytes 'xd' or float32 bytes "
+        "'xb' (values rounded to float32) (auto: sparse below 15%% non-zeros, or below 40%% when "
+        "d > 16,384; else dense (HTTP) / xd (Redis); docs/service.md 'Row formats of replay')",
     )
     replay.add_argument(
         "--max-body-bytes",

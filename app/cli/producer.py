@@ -2,9 +2,10 @@
 slices of rows whose encoding fits a byte limit (:class:`RowSlicer`), and the Redis side of
 ``replay --redis`` -- stream entries written with pipelined ``XADD`` (one round trip per slice).
 
-Entry format (``docs/stream.md``): ``y`` (the label) and ``xb`` (little-endian float32
-bytes, dense), or ``x`` (JSON: a dense list, or a sparse ``{"index": value}`` map with
-0-based indices).
+Entry format (``docs/stream.md``): ``y`` (the label) and ``xd`` (little-endian float64
+bytes, dense: the default for dense rows, the values exactly as the file gives them), ``xb``
+(little-endian float32 bytes: half the bytes, the values rounded to float32), or ``x``
+(JSON: a dense list, or a sparse ``{"index": value}`` map with 0-based indices).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ DEFAULT_MAX_BYTES = 64 * MIB
 #   examples/s, Redis 16,900 (xb) vs 19,000 (sparse) -- with 3.9x fewer bytes as sparse maps (128 vs
 #   497 B/row); a d = 123 file with 20% non-zeros is 1.2x faster dense / xb, ijcnn1 (59%) 1.6-1.9x.
 #   Crossover: 15% non-zeros.
-# * width: above 16,384 features a dense batch of 1,000 rows no longer fits a 64 MiB body (4 B per
-#   feature as xb, 4-20 B in JSON) and the service keeps sparse input sparse to the solver (d > 256),
+# * width: above 16,384 features a dense batch of 1,000 rows no longer fits a 64 MiB body (8 B per
+#   feature as xd, 4 as xb, 4-20 B in JSON) and the service keeps sparse input sparse to the solver (d > 256),
 #   so such files go sparse unless sparse maps would be larger than dense rows (>= 40% non-zeros:
 #   the measured size crossover of the two JSON forms).  reuters (d = 8,315, 0.5%) sparse vs dense:
 #   HTTP 4,100 vs 1,000 examples/s, 1,112 vs 33,896 B/row; sector (55,197, 0.3%): HTTP 428 vs 104,
@@ -36,6 +37,9 @@ DEFAULT_MAX_BYTES = 64 * MIB
 SPARSE_BELOW_DENSITY = 0.15
 WIDE_FEATURES = 16_384
 WIDE_SPARSE_BELOW_DENSITY = 0.40
+
+BINARY_DTYPES = {"xd": "<f8", "xb": "<f4"}
+"""The dense binary entry formats and their value dtype (``docs/stream.md``)."""
 
 
 def density(X) -> float:
@@ -48,11 +52,12 @@ def auto_format(X, redis: bool = False) -> str:
     """The row format ``--format auto`` picks for the CSR matrix ``X`` (n, d): ``"sparse"``
     (``{index: value}`` maps) when ``density(X) < SPARSE_BELOW_DENSITY`` (0.15), or when
     ``d > WIDE_FEATURES`` (16,384) and ``density(X) < WIDE_SPARSE_BELOW_DENSITY`` (0.40); else
-    ``"xb"`` (float32 bytes, with ``redis``) or ``"dense"`` (JSON lists, HTTP)."""
+    ``"xd"`` (float64 bytes, with ``redis``) or ``"dense"`` (JSON lists, HTTP).  Every format it
+    picks carries the float64 values exactly (``"xb"``, float32, is only used when asked for)."""
     rho = density(X)
     if rho < SPARSE_BELOW_DENSITY or (X.shape[1] > WIDE_FEATURES and rho < WIDE_SPARSE_BELOW_DENSITY):
         return "sparse"
-    return "xb" if redis else "dense"
+    return "xd" if redis else "dense"
 
 
 def max_bytes_from_env() -> int:
@@ -83,7 +88,7 @@ class ByteLimit:
 # bytes per unit (a non-zero of a sparse row, an element of a dense one, plus one per row)
 # assumed before the first payload is measured: about the most a float64 takes in JSON
 # (``-1.2345678901234567e-100,``), so the first payload is rarely over the limit
-_PRIOR_RATE = {"xb": 4.0, "dense": 25.0, "sparse": 30.0}
+_PRIOR_RATE = {"xd": 8.0, "xb": 4.0, "dense": 25.0, "sparse": 30.0}
 
 
 class RowSlicer:
@@ -143,14 +148,18 @@ def _label_bytes(v: float) -> bytes:
 def stream_entries(X, y: np.ndarray, fmt: str, start: int, stop: int) -> list[dict[bytes, bytes]]:
     """Stream entries (see ``docs/stream.md``) of rows ``start:stop`` of a CSR matrix.
 
-    ``fmt``: ``"xb"`` (little-endian float32 bytes, dense), ``"dense"`` (``x`` = JSON list)
-    or ``"sparse"`` (``x`` = JSON ``{"index": value}`` with 0-based indices).
+    ``fmt``: ``"xd"`` (little-endian float64 bytes, dense), ``"xb"`` (little-endian float32
+    bytes, dense: values rounded to float32), ``"dense"`` (``x`` = JSON list) or ``"sparse"``
+    (``x`` = JSON ``{"index": value}`` with 0-based indices).  ``"xd"``, ``"dense"`` and
+    ``"sparse"`` carry the float64 values of ``X`` exactly (orjson writes the shortest
+    round-tripping decimal).
     """
     part = X[start:stop]
     labels = [_label_bytes(v) for v in y[start:stop]]
-    if fmt == "xb":
-        block = np.ascontiguousarray(part.toarray(), dtype="<f4")
-        return [{b"y": lab, b"xb": row.tobytes()} for lab, row in zip(labels, block)]
+    if fmt in BINARY_DTYPES:
+        field, dtype = fmt.encode(), BINARY_DTYPES[fmt]
+        block = np.ascontiguousarray(part.toarray(), dtype=dtype)
+        return [{b"y": lab, field: row.tobytes()} for lab, row in zip(labels, block)]
     if fmt == "dense":
         block = part.toarray()
         return [

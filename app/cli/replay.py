@@ -8,8 +8,9 @@ in the file's order), then ``POST /models/{name}/flush``.
   batch of ``XADD`` in one round trip), and with ``wait`` it follows the service until its
   consumer has applied the stream.
 
-Rows go as sparse ``{index: value}`` maps or as dense rows (JSON lists; float32 ``xb`` for
-Redis), by default as :func:`svmstream.app.cli.producer.auto_format` says for the file.  A
+Rows go as sparse ``{index: value}`` maps or as dense rows (JSON lists; float64 ``xd`` bytes
+for Redis, or float32 ``xb`` when asked for), by default as
+:func:`svmstream.app.cli.producer.auto_format` says for the file.  A
 batch is at most ``batch`` rows **and** at most the service's body limit in bytes
 (:class:`svmstream.app.cli.producer.RowSlicer`; ``SVMSTREAM_MAX_BODY_BYTES`` or 64 MiB); a
 413 answer lowers the limit to the one the service names and the batch is sent again in
@@ -322,8 +323,8 @@ def run_replay(
     ReplayError
         If the service rejects a request (message from the server).
     """
-    if fmt == "xb":
-        raise ReplayError("--format xb is for --redis only (HTTP bodies are JSON)")
+    if fmt in ("xb", "xd"):
+        raise ReplayError(f"--format {fmt} is for --redis only (HTTP bodies are JSON)")
     if fmt not in ("auto", "dense", "sparse"):
         raise ReplayError(f"unknown format {fmt!r}: auto, dense or sparse")
     limit = ByteLimit(max_bytes if max_bytes is not None else max_bytes_from_env())
@@ -442,8 +443,9 @@ def run_stream_replay(
     """Produce a LIBSVM file into a model's Redis stream: pipelined XADD, up to ``batch``
     entries and ``max_bytes`` bytes (default ``SVMSTREAM_MAX_BODY_BYTES`` or 64 MiB) per round
     trip, in a seeded permutation per pass (or file order with ``shuffle_seed=None``).
-    ``fmt``: ``"xb"``, ``"dense"``, ``"sparse"`` or ``"auto"``
-    (:func:`~svmstream.app.cli.producer.auto_format`: sparse for sparse or wide files, else xb).
+    ``fmt``: ``"xd"`` (float64 bytes), ``"xb"`` (float32 bytes: the model learns the values
+    rounded to float32), ``"dense"``, ``"sparse"`` or ``"auto"``
+    (:func:`~svmstream.app.cli.producer.auto_format`: sparse for sparse or wide files, else xd).
 
     With ``url`` the model is first created/checked as in :func:`run_replay`; with ``wait``
     (needs ``url``) the call returns once the service's consumer has applied the whole
@@ -460,8 +462,8 @@ def run_stream_replay(
 
     Raises ReplayError on a service error; redis-py errors propagate.
     """
-    if fmt not in ("auto", "xb", "dense", "sparse"):
-        raise ReplayError(f"unknown format {fmt!r}: auto, xb, dense or sparse")
+    if fmt not in ("auto", "xd", "xb", "dense", "sparse"):
+        raise ReplayError(f"unknown format {fmt!r}: auto, xd, xb, dense or sparse")
     max_bytes = max_bytes if max_bytes is not None else max_bytes_from_env()
     hyper = {k: v for k, v in (hyper or {}).items() if v is not None}
     X, y = _load(file)

@@ -4,24 +4,33 @@ Entries are validated **one by one**: a bad entry never rejects the others (the 
 consumer dead-letters it with its reason and learns from the rest).  The checks and
 messages are those of the HTTP path -- the same helpers of :mod:`.decode`,
 :mod:`.features` and :mod:`.labels` -- applied per entry, with the field names of the
-entry (``x``, ``xb``, ``y``) and no example index.
+entry (``x``, ``xd``, ``xb``, ``y``) and no example index.
 
 Entry format (field values are bytes as Redis returns them, or str):
 
 * ``y`` -- the label: a JSON number or string, or plain text (a string label);
-* ``x`` -- JSON: a dense list of d numbers or a sparse ``{"index": value}`` object with
-  0-based integer keys; **or** ``xb`` -- little-endian float32 bytes, dense, 4·d bytes;
+* exactly one of
+  * ``x`` -- JSON: a dense list of d numbers or a sparse ``{"index": value}`` object with
+    0-based integer keys (numbers parsed to float64);
+  * ``xd`` -- little-endian float64 bytes, dense, 8·d bytes (the same values as JSON
+    carries, bit for bit);
+  * ``xb`` -- little-endian float32 bytes, dense, 4·d bytes (kept for compatibility: each
+    value is widened exactly to float64, so the model learns the float32-rounded features);
 * ``id`` -- optional, the producer's own reference (not used by the learner).
+
+The precision contract (``docs/stream.md``): every path learns float64; ``x`` and ``xd``
+give the model exactly the float64 values an HTTP ``/learn`` body would, ``xb`` the float32
+quantisation of them.
 
 No other field is allowed.  The kind of each entry's features is an :class:`EntryKind`.
 An entry may come as a mapping or as Redis' raw ``[field, value, field, value, ...]``
-reply; the raw reply ``[b"y", label, b"xb", features]`` -- what ``svmstream replay
---redis`` and most producers write -- is read without building a dict (the fast path of a
-high-rate stream).
+reply; the raw replies ``[b"y", label, b"xd", features]`` and ``[b"y", label, b"xb",
+features]`` -- what ``svmstream replay --redis`` and most producers write -- are read
+without building a dict (the fast path of a high-rate stream).
 
 Labels repeat, so each distinct raw ``y`` is parsed once per batch.  Rows of one kind are
-converted together (one ``np.asarray`` for the JSON lists, one buffer for the float32
-bytes, one :func:`~svmstream.app.ingest.features.sparse_parts` call for all the sparse
+converted together (one ``np.asarray`` for the JSON lists, one buffer per binary field
+(``xd``, ``xb``), one :func:`~svmstream.app.ingest.features.sparse_parts` call for all the sparse
 objects -- entry by entry only when one of them is bad, to find it); the good entries come
 back as one dense matrix, or as a CSR matrix when sparse entries make the batch wide
 (:func:`svmstream.app.ingest.features.should_densify`: never for d > 256 or more than 4M
@@ -54,7 +63,7 @@ from svmstream.app.ingest.features import (
 )
 from svmstream.app.ingest.labels import LabelCodec, NewLabels, parse_stream_label
 
-STREAM_FIELDS = frozenset({"y", "x", "xb", "id"})
+STREAM_FIELDS = frozenset({"y", "x", "xd", "xb", "id"})
 _STREAM_FIELDS_B = frozenset(f.encode() for f in STREAM_FIELDS) | STREAM_FIELDS
 
 
@@ -65,12 +74,38 @@ class EntryKind(IntEnum):
     DENSE = 1
     """``x``: a JSON list of d numbers."""
     FLOAT32 = 2
-    """``xb``: 4·d bytes of little-endian float32 (also the raw-reply fast path)."""
+    """``xb``: 4·d bytes of little-endian float32, widened exactly to float64."""
     SPARSE = 3
     """``x``: a JSON ``{"index": value}`` object."""
+    FLOAT64 = 4
+    """``xd``: 8·d bytes of little-endian float64 (exact)."""
 
 
-_REJECTED, _DENSE, _FLOAT32, _SPARSE = (int(k) for k in EntryKind)  # plain ints for the per-entry loop
+# plain ints for the per-entry loop
+_REJECTED, _DENSE, _FLOAT32, _SPARSE, _FLOAT64 = (int(k) for k in EntryKind)
+
+
+@dataclass(frozen=True)
+class BinaryField:
+    """A field that carries a dense row as raw little-endian bytes."""
+
+    name: str
+    kind: int
+    dtype: str
+    """numpy dtype of one value (``"<f8"``, ``"<f4"``)."""
+    itemsize: int
+    """Bytes per value."""
+    described: str
+    """How the message names the format (``"little-endian float64"``)."""
+
+
+BINARY_FIELDS: dict[str, BinaryField] = {
+    "xd": BinaryField("xd", _FLOAT64, "<f8", 8, "little-endian float64"),
+    "xb": BinaryField("xb", _FLOAT32, "<f4", 4, "little-endian float32"),
+}
+"""The binary feature fields by name: ``xd`` (float64, exact) and ``xb`` (float32)."""
+_BINARY_B: dict[Any, BinaryField] = {**{k.encode(): f for k, f in BINARY_FIELDS.items()}, **BINARY_FIELDS}
+_FEATURE_FIELDS = (("x", b"x"), ("xd", b"xd"), ("xb", b"xb"))
 
 
 @dataclass(frozen=True)
@@ -107,13 +142,14 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
 
 
-def _entry_fields(fields: Mapping[Any, Any] | list) -> tuple[Any, Any, Any]:
-    """``(y, x, xb)`` raw values of an entry (``x`` or ``xb`` is None); the envelope checks.
+def _entry_fields(fields: Mapping[Any, Any] | list) -> tuple[Any, Any, BinaryField | None, Any]:
+    """``(y, x, binary field, its bytes)`` raw values of an entry (``x`` is None for a binary
+    row, the binary pair is ``(None, None)`` for JSON ``x``); the envelope checks.
 
     Raises
     ------
     InvalidInput
-        Unknown field, no ``y``, both or neither of ``x`` and ``xb``.
+        Unknown field, no ``y``, several or none of ``x``, ``xd`` and ``xb``.
     """
     if type(fields) is list:  # a raw reply: [field, value, field, value, ...]
         fields = dict(zip(fields[::2], fields[1::2]))
@@ -129,16 +165,26 @@ def _entry_fields(fields: Mapping[Any, Any] | list) -> tuple[Any, Any, Any]:
         y_raw = get("y")
         if y_raw is None:
             raise InvalidInput("y: field required", field="y")
-    x_raw = get(b"x")
-    xb_raw = get(b"xb")
-    if x_raw is None and xb_raw is None:
-        x_raw = get("x")
-        xb_raw = get("xb")
-    if x_raw is not None and xb_raw is not None:
-        raise InvalidInput("entry: give the features as 'x' or as 'xb', not both", field="xb")
-    if x_raw is None and xb_raw is None:
-        raise InvalidInput("x: field required (features as JSON 'x' or float32 bytes 'xb')", field="x")
-    return y_raw, x_raw, xb_raw
+    given = []
+    for name, name_b in _FEATURE_FIELDS:
+        value = get(name_b)
+        if value is None:
+            value = get(name)
+        if value is not None:
+            given.append((name, value))
+    if len(given) > 1:
+        names = " and ".join(repr(n) for n, _ in given)
+        raise InvalidInput(
+            f"entry: give the features in one field ('x', 'xd' or 'xb'), not in {names}", field=given[1][0]
+        )
+    if not given:
+        raise InvalidInput(
+            "x: field required (features as JSON 'x', float64 bytes 'xd' or float32 bytes 'xb')", field="x"
+        )
+    name, value = given[0]
+    if name == "x":
+        return y_raw, value, None, None
+    return y_raw, None, BINARY_FIELDS[name], value
 
 
 def _label_or_error(raw: Any) -> Any:
@@ -217,30 +263,36 @@ class _Entries:
         label_cache: dict[Any, Any] = {}  # raw y -> label (or its InvalidInput): labels repeat
         for i, fields in enumerate(entries):
             try:
-                if type(fields) is list and len(fields) == 4 and fields[0] == b"y" and fields[2] == b"xb":
-                    y_raw, x_raw, xb_raw = fields[1], None, fields[3]  # the common raw reply: no dict
+                if (
+                    type(fields) is list
+                    and len(fields) == 4
+                    and fields[0] == b"y"
+                    and (binary := _BINARY_B.get(fields[2])) is not None
+                ):
+                    y_raw, x_raw, raw = fields[1], None, fields[3]  # the common raw reply: no dict
                 else:
-                    y_raw, x_raw, xb_raw = _entry_fields(fields)
+                    y_raw, x_raw, binary, raw = _entry_fields(fields)
                 label = label_cache.get(y_raw, _UNSEEN)
                 if label is _UNSEEN:
                     label = label_cache[y_raw] = _label_or_error(y_raw)
                 if label.__class__ is InvalidInput:
                     raise label
-                if xb_raw is not None:
-                    if isinstance(xb_raw, str):
-                        xb_raw = xb_raw.encode("latin-1", "replace")
-                    size = len(xb_raw)
-                    if size == 0 or size % 4:
+                if binary is not None:
+                    if isinstance(raw, str):
+                        raw = raw.encode("latin-1", "replace")
+                    size = len(raw)
+                    item = binary.itemsize
+                    if size == 0 or size % item:
                         raise InvalidInput(
-                            f"xb: has {size} bytes, expected 4 per feature (little-endian float32)",
-                            field="xb",
+                            f"{binary.name}: has {size} bytes, expected {item} per feature ({binary.described})",
+                            field=binary.name,
                         )
                     if d is None:
-                        d = size // 4
-                    elif size != 4 * d:
-                        raise wrong_width("xb", size // 4, whose, d)
-                    kinds[i] = _FLOAT32
-                    rows[i] = xb_raw
+                        d = size // item
+                    elif size != item * d:
+                        raise wrong_width(binary.name, size // item, whose, d)
+                    kinds[i] = binary.kind
+                    rows[i] = raw
                 else:
                     value = decode_json(x_raw, "x")
                     kind = _json_kind(value)
@@ -291,14 +343,17 @@ class _Entries:
         pos = np.flatnonzero(self.kinds == _DENSE)
         return pos, np.array(good_rows, dtype=np.float64).reshape(len(good_rows), width)
 
-    def float32_matrix(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(positions, float32 rows)`` of the ``xb`` entries, read from one buffer."""
+    def binary_matrix(self, binary: BinaryField) -> tuple[np.ndarray, np.ndarray]:
+        """``(positions, rows)`` of the entries of one binary field, read from one buffer
+        (dtype ``binary.dtype``: float64 for ``xd``, float32 for ``xb``; read-only)."""
         width = self.d or 0
-        pos = np.flatnonzero(self.kinds == _FLOAT32)
+        pos = np.flatnonzero(self.kinds == binary.kind)
         if not pos.size:
-            return pos, np.empty((0, width), dtype=np.float32)
+            return pos, np.empty((0, width), dtype=binary.dtype)
         rows = self.rows
-        return pos, np.frombuffer(b"".join(rows[i] for i in pos), dtype="<f4").reshape(pos.size, width)
+        return pos, np.frombuffer(b"".join([rows[i] for i in pos]), dtype=binary.dtype).reshape(
+            pos.size, width
+        )
 
     def reject_nonfinite(self, pos: np.ndarray, arr: np.ndarray, name: str) -> None:
         for r, j in nonfinite_cells(arr):
@@ -330,7 +385,7 @@ class _Entries:
             data = np.concatenate([v for _, v in parts]) if parts else np.empty(0)
         block = _SparseBlock.of(pos, indices, data, indptr)
         # without dense entries in the batch, a model whose d is not fixed grows up to grow_to
-        grows = self.grow_to is not None and not np.any((self.kinds == _DENSE) | (self.kinds == _FLOAT32))
+        grows = self.grow_to is not None and not np.any((self.kinds > 0) & (self.kinds != _SPARSE))
         bound = self.grow_to if grows else self.d
         if bound is not None:
             for k in np.flatnonzero(block.last >= bound):
@@ -369,6 +424,10 @@ class _Entries:
 def _dense_batch(entries: _Entries, good: np.ndarray, d: int, parts: list, block: _SparseBlock) -> np.ndarray:
     """The good entries as one dense (g, d) float64 matrix."""
     kinds = entries.kinds
+    for _kind, pos, arr in parts:
+        if pos.size == good.size and arr.shape[1] == d and np.array_equal(pos, good):
+            # every good entry is of this kind (the usual read): its rows, one conversion
+            return np.array(arr, dtype=np.float64)  # (a copy: xd/xb rows are read-only buffers)
     row_of = np.full(entries.n, -1, dtype=np.int64)
     row_of[good] = np.arange(good.size)
     X = np.empty((good.size, d), dtype=np.float64)
@@ -443,7 +502,7 @@ def parse_stream_entries(
     parts = []
     for kind, name, (pos, arr) in (
         (_DENSE, "x", table.dense_matrix()),
-        (_FLOAT32, "xb", table.float32_matrix()),
+        *((b.kind, b.name, table.binary_matrix(b)) for b in BINARY_FIELDS.values()),
     ):
         table.reject_nonfinite(pos, arr, name)
         parts.append((kind, pos, arr))

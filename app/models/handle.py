@@ -18,6 +18,13 @@ rollback either: a failed batch is undone by rebuilding the estimator from the l
 is taken at every snapshot (:meth:`ModelHandle.capture_state`, which snapshots use: the
 learner's state and the view of the same version, under the learner's lock) and whenever the
 journal holds more than :data:`JOURNAL_MAX_BYTES` of input.
+
+Lazy restore: a model restored at start-up from its snapshot file's header alone
+(``restore=``, :meth:`svmstream.app.models.registry.Registry.restore`) has a first view built
+from the header (version, classes, figures) whose estimator is a :class:`RestorePending`: the
+file's arrays are decoded on the model's first use — a prediction through that view, a
+batch, a flush, a snapshot (:meth:`ModelHandle.ensure_loaded`, under a lock: concurrent
+first uses decode once) — and the decoded model then answers exactly as before the restart.
 """
 
 from __future__ import annotations
@@ -91,6 +98,20 @@ def _input_bytes(*arrays) -> int:
     return int(total)
 
 
+class RestorePending:
+    """The estimator of a lazily restored model's first view: any attribute read (e.g.
+    ``decision_function``) decodes the model's snapshot (:meth:`ModelHandle.ensure_loaded`)
+    and is answered by the decoded model's published copy."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle: ModelHandle):
+        self._handle = handle
+
+    def __getattr__(self, name: str):
+        return getattr(self._handle.loaded_view().estimator, name)
+
+
 class ModelHandle:
     """One named model: configuration, private estimator, learner queue (on the threads of a
     :class:`~svmstream.app.models.learners.LearnerPool`: one writer at a time), current view."""
@@ -111,6 +132,8 @@ class ModelHandle:
         follower_of: str | None = None,
         owned: bool = False,
         checkpoint_path: Path | None = None,
+        restore: Callable[[], Any] | None = None,
+        stats: dict[str, Any] | None = None,
     ):
         settings = settings if settings is not None else Settings()
         self.name = name
@@ -153,14 +176,21 @@ class ModelHandle:
         self._closed = False
         # the model's ordered task queue on the shared learner threads (no thread of its own)
         self._executor = (learners if learners is not None else default_pool()).queue(name)
+        # lazy restore: ``restore()`` decodes the snapshot (a RestoredModel) on first use
+        self._restore = restore if estimator is None else None
+        self._restore_lock = threading.Lock()
+        if self._restore is not None:
+            view_estimator = RestorePending(self)
+        else:
+            view_estimator = published(self._est) if estimator is not None else None
         self.view = ModelView(
             name=name,
             config=config,
             codec=self.codec,
-            estimator=published(self._est) if estimator is not None else None,
+            estimator=view_estimator,
             version=version,
             n_features=self._n_features,
-            stats=estimator_stats(estimator),
+            stats=dict(stats) if stats is not None else estimator_stats(estimator),
             extra=dict(extra or {}),
             n_features_fixed=self._fixed,
         )
@@ -184,6 +214,66 @@ class ModelHandle:
     @property
     def n_features(self) -> int | None:
         return self._n_features
+
+    @property
+    def loaded(self) -> bool:
+        """False while a lazily restored model's snapshot is not decoded yet."""
+        return self._restore is None
+
+    def loaded_view(self) -> ModelView:
+        """The current view, the model's snapshot decoded first if it was not yet."""
+        self.ensure_loaded()
+        return self.view
+
+    def ensure_loaded(self) -> None:
+        """Decode a lazily restored model's snapshot (once: concurrent callers wait for the
+        first) and publish the decoded model: its view has the same version, labels and
+        decisions as the header's; its state becomes the learner's, the file its checkpoint.
+
+        Raises whatever the ``restore`` callable raises (the registry's: a snapshot that no
+        longer decodes, after trying the older files, raises RuntimeError: a 500)."""
+        if self._restore is None:
+            return
+        with self._restore_lock:
+            restore = self._restore
+            if restore is None:
+                return
+            started = time.perf_counter()
+            found = restore()
+            est = found.estimator
+            with self._est_lock:
+                stub = self.view
+                if found.version != stub.version:
+                    log.warning(
+                        "model %r: restored version %d instead of %d (the newer snapshot no longer decodes)",
+                        self.name,
+                        found.version,
+                        stub.version,
+                    )
+                    self.saved_version = found.version
+                self._est = est
+                online = self.config.algorithm not in BATCH_ALGORITHMS
+                if est is not None and online:
+                    self._checkpoint = Path(found.path) if found.path is not None else detached_state(est)
+                self.view = ModelView(
+                    name=self.name,
+                    config=self.config,
+                    codec=stub.codec,
+                    estimator=published(est),
+                    version=found.version,
+                    n_features=found.n_features if found.n_features is not None else stub.n_features,
+                    stats=estimator_stats(est),
+                    extra=dict(found.extra),
+                    published_at=stub.published_at,
+                    n_features_fixed=stub.n_features_fixed,
+                )
+                self._restore = None
+            log.info(
+                "model %r: decoded from %s on first use (%.1f ms)",
+                self.name,
+                found.path,
+                (time.perf_counter() - started) * 1e3,
+            )
 
     @property
     def n_features_fixed(self) -> bool:
@@ -360,6 +450,12 @@ class ModelHandle:
 
     def _flush(self) -> ModelView:
         """Learner thread: ``flush()`` the estimator (nothing to do before the first batch)."""
+        try:
+            self.ensure_loaded()
+        except BaseException:
+            with self._lock:
+                self._pending -= 1
+            raise
         if self._est is None:
             with self._lock:
                 self._pending -= 1
@@ -377,6 +473,12 @@ class ModelHandle:
         """Run ``step(estimator)`` on the private estimator, check it stayed finite, update the
         meters and publish (with ``codec`` as the model's labels, when given); on any error
         rebuild the estimator as it was before the step (:meth:`_rebuild`)."""
+        try:
+            self.ensure_loaded()
+        except BaseException:
+            with self._lock:
+                self._pending -= 1
+            raise
         with self._est_lock:
             return self._learn_step_locked(step, extra, n_received, codec, n_bytes)
 
@@ -459,7 +561,9 @@ class ModelHandle:
         version — ``get_state()`` detached (independent arrays), or None before the first
         batch — taken together under the learner's lock (snapshots; the stream acknowledges
         the view's entries once that state is saved).  The state also becomes the rollback
-        checkpoint.  Blocks while a batch is being applied."""
+        checkpoint.  Blocks while a batch is being applied.  A lazily restored model is decoded
+        first (:meth:`ensure_loaded`)."""
+        self.ensure_loaded()
         with self._est_lock:
             view = self.view
             if view.estimator is None or self._est is None:

@@ -47,6 +47,9 @@ def correct_predictions(margins: np.ndarray, y: np.ndarray) -> np.ndarray:
 class PrequentialWindow:
     """Accuracy of the last ``size`` test-then-train predictions (a ring buffer of 0/1).
 
+    The ring's array grows with the outcomes received (doubling up to ``size``), so the
+    window of a model that has learned few examples costs only those bytes.
+
     Parameters
     ----------
     size : int >= 1
@@ -55,7 +58,7 @@ class PrequentialWindow:
 
     def __init__(self, size: int):
         self.size = int(size)
-        self._buf = np.zeros(self.size, dtype=np.uint8)
+        self._buf = np.zeros(0, dtype=np.uint8)
         self._pos = 0
         self._count = 0
         self._sum = 0
@@ -70,6 +73,7 @@ class PrequentialWindow:
         if m == 0:
             return
         with self._lock:
+            self._reserve(self._count + m)
             self.total += m
             self.total_correct += int(c.sum())
             if m >= self.size:
@@ -91,6 +95,17 @@ class PrequentialWindow:
             self._sum += int(c.sum()) - old
             self._pos = end % self.size
             self._count = min(self.size, self._count + m)
+
+    def _reserve(self, n: int) -> None:
+        """Room for ``min(n, size)`` slots.  Until the ring wraps the filled slots are a prefix
+        (``_pos == _count``), so growing keeps them where they are; it wraps only once the
+        array has all ``size`` slots."""
+        have = self._buf.shape[0]
+        n = min(int(n), self.size)
+        if n > have:
+            buf = np.zeros(min(self.size, max(n, 2 * have)), dtype=np.uint8)
+            buf[:have] = self._buf
+            self._buf = buf
 
     def accuracy(self) -> float | None:
         """Fraction correct in the window, or None before the first example."""

@@ -8,7 +8,14 @@ header with the payload length and SHA-256, ``.npz`` payload) written with
 directory).  The service adds ``meta["service"]``::
 
     {"format": 1, "model": name, "seq": seq, "config": {...}, "version": batches applied,
-     "n_features": d or null, "n_features_fixed": bool, "extra": {...}, "saved_at": unix time}
+     "n_features": d or null, "n_features_fixed": bool, "extra": {...}, "saved_at": unix time,
+     "classes": [...], "stats": {...}}
+
+``stats`` are the published view's figures at that version
+(:func:`svmstream.app.models.view.estimator_stats`): with them a restart registers a model
+from the file's header alone (:meth:`SnapshotStore.load_newest_header`, :func:`read_header`)
+and decodes its arrays on first use (lazy restore, ``docs/deployment.md``).  Files written
+before ``stats`` existed are decoded at start-up, as before.
 
 ``n_features_fixed`` is false while sparse input may still widen the model (files without it:
 true).  A configuration saved before the streaming preprocessing existed (no ``scaling``)
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import shutil
 import time
@@ -45,6 +53,7 @@ import numpy as np
 from svmstream.app.models.config import ModelConfig
 from svmstream.solvers.persistence import (
     CorruptStateError,
+    decode_meta,
     decode_state,
     encode_state,
     estimator_from_state,
@@ -72,6 +81,12 @@ class RestoredModel:
     seq: int
     n_features_fixed: bool = True
     classes: list[Any] | None = None
+    #: the view's figures saved with the file (None: a file written before they were saved)
+    stats: dict[str, Any] | None = None
+    #: read from the header only (:func:`read_header`): ``estimator`` is not decoded yet and
+    #: ``fitted`` says whether the file holds one
+    header_only: bool = False
+    fitted: bool = False
 
 
 @dataclass
@@ -99,23 +114,27 @@ class SnapshotStore:
 
     def files(self, name: str) -> list[tuple[int, Path]]:
         """Snapshot files of ``name`` as ``(seq, path)``, newest first."""
-        directory = self.model_dir(name)
-        if not directory.is_dir():
-            return []
-        pattern = re.compile(rf"^{re.escape(name)}-(\d{{12}}){re.escape(SUFFIX)}$")
-        found = []
-        for entry in directory.iterdir():
-            m = pattern.match(entry.name)
-            if m and entry.is_file():
-                found.append((int(m.group(1)), entry))
-        found.sort(reverse=True)
-        return found
+        return _files_in(self.model_dir(name), name)
+
+    def listing(self, clean: bool = False) -> dict[str, list[tuple[int, Path]]]:
+        """Every model that has a snapshot directory with at least one file: name ->
+        :meth:`files` (one pass over the directories; what a restart reads).  With ``clean``
+        the temp files of writes interrupted by a crash are removed on the way
+        (:meth:`clean_temp_files`)."""
+        if not self.root.is_dir():
+            return {}
+        out = {}
+        with os.scandir(self.root) as entries:
+            for entry in entries:
+                if entry.is_dir():
+                    found = _files_in(Path(entry.path), entry.name, clean)
+                    if found:
+                        out[entry.name] = found
+        return dict(sorted(out.items()))
 
     def model_names(self) -> list[str]:
         """Names of the models that have a snapshot directory with at least one file."""
-        if not self.root.is_dir():
-            return []
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and self.files(p.name))
+        return list(self.listing())
 
     def next_seq(self, name: str) -> int:
         files = self.files(name)
@@ -136,6 +155,7 @@ class SnapshotStore:
         extra: dict[str, Any],
         n_features_fixed: bool = True,
         classes: list[Any] | None = None,
+        stats: dict[str, Any] | None = None,
     ) -> tuple[Path, float]:
         """Write a snapshot of model ``name`` and prune old files.
 
@@ -149,6 +169,9 @@ class SnapshotStore:
             Batches applied, input dimension, caller metadata (saved in ``meta["service"]``).
         classes
             The model's labels (learned ones for a model without declared ``classes``).
+        stats
+            The published view's figures at ``version`` (saved so that a restart can list the
+            model without decoding it).
 
         Returns
         -------
@@ -176,6 +199,8 @@ class SnapshotStore:
             "classes": classes,
             "saved_at": saved_at,
         }
+        if stats is not None:
+            meta["service"]["stats"] = _jsonable(stats)
         path = directory / f"{name}-{seq:012d}{SUFFIX}"
         write_atomic(path, encode_state(arrays, meta))
         self.prune(name)
@@ -196,13 +221,7 @@ class SnapshotStore:
 
     def clean_temp_files(self) -> None:
         """Remove temp files left by a write interrupted by a crash."""
-        if not self.root.is_dir():
-            return
-        for directory in self.root.iterdir():
-            if directory.is_dir():
-                for entry in directory.glob(f".*{SUFFIX}.tmp-*"):
-                    log.info("removing unfinished snapshot temp file %s", entry)
-                    entry.unlink(missing_ok=True)
+        self.listing(clean=True)
 
     # ------------------------------------------------------------------ reading
     def read(self, path: Path) -> RestoredModel:
@@ -219,6 +238,30 @@ class SnapshotStore:
         except OSError as exc:
             raise CorruptStateError(f"unreadable: {exc}") from exc
         return decode_snapshot(blob, path)
+
+    def load_newest_header(
+        self, name: str, files: list[tuple[int, Path]] | None = None
+    ) -> RestoredModel | None:
+        """The newest snapshot of ``name`` whose header and checksum are sound, read without
+        decoding its arrays (:func:`read_header`; ``header_only``), or None.  A file without
+        saved ``stats`` (written before they existed) is decoded whole instead.
+
+        ``files``: :meth:`files` of ``name`` if the caller has listed them already.
+        Every file skipped on the way is logged at WARNING level with its path and reason."""
+        for _, path in self.files(name) if files is None else files:
+            try:
+                blob = path.read_bytes()
+                restored = read_header(blob, path)
+                if restored.stats is None:
+                    restored = decode_snapshot(blob, path)
+            except (OSError, CorruptStateError) as exc:
+                log.warning("skipping snapshot %s: %s", path, exc)
+                continue
+            if restored.name != name:
+                log.warning("skipping snapshot %s: it belongs to model %r", path, restored.name)
+                continue
+            return restored
+        return None
 
     def load_newest(self, name: str) -> RestoredModel | None:
         """The newest snapshot of ``name`` that decodes and rebuilds, or None.
@@ -238,6 +281,85 @@ class SnapshotStore:
         return None
 
 
+_FILE_RE = re.compile(rf"^(.+)-(\d{{12}}){re.escape(SUFFIX)}$")
+_TEMP_RE = re.compile(rf"^\..*{re.escape(SUFFIX)}\.tmp-")
+
+
+def _files_in(directory: Path, name: str, clean: bool = False) -> list[tuple[int, Path]]:
+    """``(seq, path)`` of the snapshot files of ``name`` in ``directory``, newest first; with
+    ``clean``, temp files of interrupted writes (``.<file>.svmstate.tmp-<pid>``) are removed."""
+    found = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if clean and entry.name.startswith(".") and _TEMP_RE.match(entry.name):
+                    log.info("removing unfinished snapshot temp file %s", entry.path)
+                    Path(entry.path).unlink(missing_ok=True)
+                    continue
+                m = _FILE_RE.match(entry.name)
+                if m and m.group(1) == name and entry.is_file():
+                    found.append((int(m.group(2)), Path(entry.path)))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found.sort(reverse=True)
+    return found
+
+
+def _jsonable(value):
+    """``value`` with numpy scalars as Python numbers (the state's JSON header takes no numpy)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _service_fields(meta: dict[str, Any], path: Path | None) -> dict[str, Any]:
+    """The :class:`RestoredModel` fields of a state's ``meta["service"]`` (older configurations
+    brought up to date).  Raises KeyError, TypeError or pydantic's ValidationError."""
+    service = meta["service"]
+    saved = dict(service["config"])
+    if "scaling" not in saved:  # saved before the streaming preprocessing existed
+        saved.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
+    if "on_drift" not in saved:  # saved before drift handling existed: it stays off
+        saved["on_drift"] = "none"
+    saved.setdefault("rehearsal", 0)  # saved before rehearsal existed: it stays off
+    stats = service.get("stats")
+    return dict(
+        name=str(service["model"]),
+        config=ModelConfig.model_validate(saved),
+        version=int(service["version"]),
+        n_features=service.get("n_features"),
+        extra=dict(service.get("extra") or {}),
+        path=path,
+        saved_at=float(service.get("saved_at") or (path.stat().st_mtime if path is not None else 0.0)),
+        seq=int(service.get("seq", 0)),
+        n_features_fixed=bool(service.get("n_features_fixed", True)),
+        classes=service.get("classes"),
+        stats=dict(stats) if isinstance(stats, dict) else None,
+        fitted=meta.get("estimator") is not None,
+    )
+
+
+def read_header(blob: bytes, path: Path | None = None) -> RestoredModel:
+    """A snapshot's model as its header describes it, arrays not decoded
+    (:func:`svmstream.solvers.persistence.decode_meta`: magic, lengths and checksum are
+    verified): ``estimator`` None, ``header_only`` True, ``fitted`` whether it holds one.
+
+    Raises
+    ------
+    CorruptStateError
+        If the bytes are truncated, fail their checksum, or the service metadata is unusable.
+    """
+    meta = decode_meta(blob)
+    try:
+        return RestoredModel(estimator=None, header_only=True, **_service_fields(meta, path))
+    except Exception as exc:  # missing keys, bad config
+        raise CorruptStateError(f"cannot rebuild model: {type(exc).__name__}: {exc}") from exc
+
+
 def decode_snapshot(blob: bytes, path: Path | None = None) -> RestoredModel:
     """Decode and rebuild the bytes of one snapshot (a file's, or a replica's copy from Redis;
     ``path``: where they came from, None for Redis).
@@ -250,30 +372,11 @@ def decode_snapshot(blob: bytes, path: Path | None = None) -> RestoredModel:
     """
     arrays, meta = decode_state(blob)
     try:
-        service = meta["service"]
-        saved = dict(service["config"])
-        if "scaling" not in saved:  # saved before the streaming preprocessing existed
-            saved.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
-        if "on_drift" not in saved:  # saved before drift handling existed: it stays off
-            saved["on_drift"] = "none"
-        saved.setdefault("rehearsal", 0)  # saved before rehearsal existed: it stays off
-        config = ModelConfig.model_validate(saved)
+        fields = _service_fields(meta, path)
         estimator = None
         if meta.get("estimator") is not None:
             estimator = estimator_from_state(arrays, meta)
-        return RestoredModel(
-            name=str(service["model"]),
-            config=config,
-            estimator=estimator,
-            version=int(service["version"]),
-            n_features=service.get("n_features"),
-            extra=dict(service.get("extra") or {}),
-            path=path,
-            saved_at=float(service.get("saved_at") or (path.stat().st_mtime if path is not None else 0.0)),
-            seq=int(service.get("seq", 0)),
-            n_features_fixed=bool(service.get("n_features_fixed", True)),
-            classes=service.get("classes"),
-        )
+        return RestoredModel(estimator=estimator, **fields)
     except CorruptStateError:
         raise
     except Exception as exc:  # missing keys, bad config, arrays that do not rebuild

@@ -31,7 +31,7 @@ from .._params import (
 )
 from ..calibration import MarginCalibrator
 from ..drift import DriftMonitor
-from ._decision import rbf_decision_batch
+from ._decision import dense_decision, rbf_decision_batch
 from ._linear import linear_model_bytes
 from ._lookup import merge_tables
 from ._merging import N_DIAG
@@ -232,30 +232,46 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self.classes_ = classes
         self.n_features_in_ = int(n_features)
         self.lambda_eff_ = self._resolve_lambda(n_rows)
-        cap = self._sv_capacity()
         n_cols = 1 if classes.shape[0] == 2 else classes.shape[0]
-        self._alloc_pool(cap)
-        self._sv_sq = np.zeros(cap, dtype=np.float64)
-        self._coef = np.zeros((cap, n_cols), dtype=np.float64)
+        self._alloc_sv_arrays(0, n_cols)  # the SV pool waits for the first step (_ensure_pool)
+        self._pool_pending = True
         self._bias = np.zeros(n_cols, dtype=np.float64)
         self._counters = np.zeros(N_COUNTERS, dtype=np.int64)
         self._reals = np.zeros(N_REALS, dtype=np.float64)
         self._reals[R_SCALE] = 1.0
-        self._k_inv = np.zeros((cap, cap) if self.maintenance == "project" else (1, 1))
         self._x_buf = np.zeros(self.n_features_in_, dtype=np.float64)
-        self._row_buf = np.zeros(2 * cap, dtype=np.float64)  # kernel row; merging uses both halves
         self._f_buf = np.zeros(n_cols, dtype=np.float64)
         self.merge_diagnostics_ = np.zeros(N_DIAG, dtype=np.float64)
         self.rng_ = np.random.default_rng(self.random_state)
         self._pp = self._new_preprocessor(streaming)
         self._rehearsal_memory = None
         self._new_monitors()
+        if not streaming or self._pp.ready:
+            self._ensure_pool()
         self.last_margins_ = np.zeros((0,) if n_cols == 1 else (0, n_cols))
         self.last_y_ = self.classes_[:0]
 
     def _sv_capacity(self):
         """Columns of the SV matrix: B + 1 (a linear BSGD model has none)."""
         return int(self.budget) + 1
+
+    def _alloc_sv_arrays(self, cap, n_cols):
+        """The arrays with one slot per SV (``cap`` slots): the pool, ``_sv_sq``, ``_coef``
+        (cap, n_cols), ``_k_inv`` (projection), the kernel-row scratch ``_row_buf`` (2 cap)."""
+        self._alloc_pool(cap)
+        self._sv_sq = np.zeros(cap, dtype=np.float64)
+        self._coef = np.zeros((cap, n_cols), dtype=np.float64)
+        self._k_inv = np.zeros((cap, cap) if self.maintenance == "project" else (1, 1))
+        self._row_buf = np.zeros(2 * cap, dtype=np.float64)  # kernel row; merging uses both halves
+
+    def _ensure_pool(self):
+        """Allocate the SV pool (B + 1 slots) if it is still pending: a streaming model gets it
+        at its first learning step, so a model whose warm-up window is still open (no SV can
+        exist yet) holds no (d, B + 1) matrix — 24 KB at d = 6, B = 500, per idle model.  Where
+        the pool is allocated does not change what it learns."""
+        if self.__dict__.get("_pool_pending"):
+            self._alloc_sv_arrays(self._sv_capacity(), self._coef.shape[1])
+            self._pool_pending = False
 
     # ------------------------------------------------------------------ SV storage
     def _resolve_sv_storage(self, X):
@@ -399,6 +415,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     def _learn(self, X, labels, order):
         """Run the learning step over ``X[order]`` chunk by chunk (sparse SVs: CSR rows, in one
         piece); returns f before each step."""
+        self._ensure_pool()
         margins = np.empty((order.shape[0], self._coef.shape[1]), dtype=np.float64)
         if self._sparse_svs():
             self._apply(self._csr_input(X), labels, order, margins)
@@ -657,7 +674,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         done = 0
         for X_part, local_order in iter_dense_rows(X, order, chunk_rows):
             part = out[done : done + local_order.shape[0]]
-            rbf_decision_batch(
+            dense_decision(  # per-row kernel for small batches, BLAS blocks and threads for large
                 X_part,
                 self._sv_t,
                 self._sv_sq,
@@ -952,6 +969,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             est._pp = Preprocessor.from_state(
                 arrays, meta["preprocessing"], est.scaling, est.n_features_in_, est.classes_.shape[0]
             )
+        if est._pp.ready or arrays["coef"].shape[0]:  # a model still warming up has no pool yet
+            est._ensure_pool()
         est.lambda_eff_ = float(meta["lambda_eff"])
         n = arrays["coef"].shape[0]
         if est._sparse_svs():

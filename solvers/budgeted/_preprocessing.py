@@ -123,10 +123,13 @@ def _copy_row(src, i, dst, j):
 
 
 @nb.njit(nogil=True, cache=True)
-def _guard_step(out_X, out_y, out_orig, k, u0, u1, u2, binary, res_X, res_n, seen, st, min_run, log_alpha):
+def _guard_step(
+    out_X, out_y, out_orig, k, u0, u1, u2, binary, res_X, res_cap, res_n, seen, st, min_run, log_alpha
+):
     """Record learned row ``k − 1`` in the guard; append one replayed row if the run fires.
 
-    Returns the new number of output rows."""
+    ``res_cap``: R, the reservoirs' logical capacity (``res_X`` holds at least
+    ``min(R, res_n[c] + 1)`` rows per class).  Returns the new number of output rows."""
     row = k - 1
     c = (1 if out_y[row] > 0.0 else 0) if binary else int(out_y[row])
     if c == st[S_RUN_CLASS]:
@@ -136,7 +139,7 @@ def _guard_step(out_X, out_y, out_orig, k, u0, u1, u2, binary, res_X, res_n, see
         st[S_RUN_LEN] = 1
     seen[c] += 1
     st[S_SEEN] += 1
-    cap = res_X.shape[1]
+    cap = res_cap
     j = res_n[c] if res_n[c] < cap else int(u0 * seen[c])
     if j < cap:
         _copy_row(out_X, row, res_X[c], j)
@@ -170,19 +173,22 @@ def _guard_step(out_X, out_y, out_orig, k, u0, u1, u2, binary, res_X, res_n, see
 
 @nb.njit(nogil=True, cache=True)
 def buffer_and_guard(
-    X, y, u, buf_X, buf_y, st, guard, binary, res_X, res_n, seen, min_run, log_alpha, out_X, out_y, out_orig
-):
+    X, y, u, buf_X, buf_y, cap, st, guard, binary, res_X, res_cap, res_n, seen, min_run, log_alpha, out_X, out_y,
+    out_orig,
+):  # fmt: skip
     """Pass rows through the shuffle buffer and the run guard; returns the rows to learn.
 
     X : (n, d) float64 scaled rows; y : (n,) encoded labels (±1 binary, class index else);
-    u : (n, DRAWS_PER_ROW) uniforms in [0, 1); buf_X : (K, d), buf_y : (K,) — the buffer
-    (K = 0: rows pass straight through); st : (N_STATE,) int64 (buffer fill, run class and
-    length, rows seen by the guard, replayed); guard : bool; binary : bool;
-    res_X : (n_classes, R, d), res_n, seen : (n_classes,) int64 — the guard's reservoirs;
-    out_X : (2n, d), out_y : (2n,), out_orig : (2n,) bool (False: replayed) — written from 0.
-    All state arrays are updated in place.  Returns the number of output rows.
+    u : (n, DRAWS_PER_ROW) uniforms in [0, 1); cap : K, the buffer's capacity (0: rows pass
+    straight through); buf_X : (≥ min(K, m + n), d), buf_y : (≥ min(K, m + n),) — the buffer,
+    m = ``st[S_BUF_N]`` rows filled (its arrays grow with the fill, :meth:`Preprocessor._reserve`:
+    only K decides, so the draws are those of a buffer allocated whole); st : (N_STATE,) int64
+    (buffer fill, run class and length, rows seen by the guard, replayed); guard : bool;
+    binary : bool; res_X : (n_classes, ≥ min(R, max(res_n) + n), d), res_cap : R,
+    res_n, seen : (n_classes,) int64 — the guard's reservoirs; out_X : (2n, d), out_y : (2n,),
+    out_orig : (2n,) bool (False: replayed) — written from 0.  All state arrays are updated in
+    place.  Returns the number of output rows.
     """
-    cap = buf_X.shape[0]
     k = 0
     for i in range(X.shape[0]):
         if cap > 0:
@@ -214,6 +220,7 @@ def buffer_and_guard(
                 u[i, 4],
                 binary,
                 res_X,
+                res_cap,
                 res_n,
                 seen,
                 st,
@@ -233,9 +240,11 @@ def buffer_and_guard(
 
 @nb.njit(nogil=True, cache=True)
 def _guard_step_refs(
-    out_s, out_l, out_y, out_orig, k, u0, u1, u2, binary, res_s, res_l, res_n, seen, st, min_run, log_alpha
-):
-    """:func:`_guard_step` on row references (``res_s``/``res_l`` (n_classes, R) int64)."""
+    out_s, out_l, out_y, out_orig, k, u0, u1, u2, binary, res_s, res_l, res_cap, res_n, seen, st, min_run,
+    log_alpha,
+):  # fmt: skip
+    """:func:`_guard_step` on row references (``res_s``/``res_l`` (n_classes, ≥ min(R,
+    res_n + 1)) int64; ``res_cap``: R)."""
     row = k - 1
     c = (1 if out_y[row] > 0.0 else 0) if binary else int(out_y[row])
     if c == st[S_RUN_CLASS]:
@@ -245,7 +254,7 @@ def _guard_step_refs(
         st[S_RUN_LEN] = 1
     seen[c] += 1
     st[S_SEEN] += 1
-    cap = res_s.shape[1]
+    cap = res_cap
     j = res_n[c] if res_n[c] < cap else int(u0 * seen[c])
     if j < cap:
         res_s[c, j] = out_s[row]
@@ -281,14 +290,14 @@ def _guard_step_refs(
 
 @nb.njit(nogil=True, cache=True)
 def buffer_and_guard_refs(
-    in_s, in_l, y, u, buf_s, buf_l, buf_y, st, guard, binary, res_s, res_l, res_n, seen, min_run,
+    in_s, in_l, y, u, buf_s, buf_l, buf_y, cap, st, guard, binary, res_s, res_l, res_cap, res_n, seen, min_run,
     log_alpha, out_s, out_l, out_y, out_orig,
 ):  # fmt: skip
     """:func:`buffer_and_guard` on row references: ``in_s``/``in_l`` (n,) int64 — where the
-    arriving rows start in the arena and their lengths; ``buf_s``/``buf_l`` (K,) the buffer's
-    slots; ``res_s``/``res_l`` (n_classes, R) the reservoirs; ``out_s``/``out_l`` (2n,) receive
-    the references of the rows to learn.  Returns the number of output rows."""
-    cap = buf_s.shape[0]
+    arriving rows start in the arena and their lengths; ``buf_s``/``buf_l`` the buffer's slots
+    (K = ``cap``, grown with the fill like ``buf_X``); ``res_s``/``res_l`` (n_classes, ≥ min(R,
+    max(res_n) + n)) the reservoirs (R = ``res_cap``); ``out_s``/``out_l`` (2n,) receive the
+    references of the rows to learn.  Returns the number of output rows."""
     k = 0
     for i in range(in_s.shape[0]):
         if cap > 0:
@@ -315,8 +324,8 @@ def buffer_and_guard_refs(
         k += 1
         if guard:
             k = _guard_step_refs(
-                out_s, out_l, out_y, out_orig, k, u[i, 2], u[i, 3], u[i, 4], binary, res_s, res_l, res_n,
-                seen, st, min_run, log_alpha,
+                out_s, out_l, out_y, out_orig, k, u[i, 2], u[i, 3], u[i, 4], binary, res_s, res_l, res_cap,
+                res_n, seen, st, min_run, log_alpha,
             )  # fmt: skip
     return k
 
@@ -358,6 +367,23 @@ def _compact_rows(data, indices, buf_s, buf_l, buf_n, res_s, res_l, res_n, new_d
     return p
 
 
+def grow_rows(arr: np.ndarray, need: int, limit: int, axis: int = 0) -> np.ndarray:
+    """``arr`` with room for ``min(need, limit)`` rows along ``axis``: itself if it has them, else a
+    zero-filled copy of at least twice its size (``limit`` at most), the old rows first.
+
+    The shuffle buffer's and the reservoirs' arrays grow this way (amortised O(1) per row) up to
+    their capacities K and R, so an idle model holds only the rows it has received."""
+    have = arr.shape[axis]
+    need = min(int(need), int(limit))
+    if need <= have:
+        return arr
+    shape = list(arr.shape)
+    shape[axis] = min(int(limit), max(need, 2 * have))
+    out = np.zeros(shape, dtype=arr.dtype)
+    out[(slice(None),) * axis + (slice(0, have),)] = arr
+    return out
+
+
 #: Bytes of one stored entry of a sparse row (float64 value, int32 index).
 SPARSE_ENTRY_BYTES = 12
 #: The smallest arena (entries) a sparse row store allocates.
@@ -388,20 +414,32 @@ class SparseRowStore:
     """The rows a linear model's shuffle buffer and run guard hold, stored sparse.
 
     An append-only arena (``data`` float64, ``indices`` int32) and references ``(start,
-    length)``: ``buf_start``/``buf_len`` (K,) for the buffer's slots, ``res_start``/``res_len``
-    (n_classes, R) for the reservoirs.  Every arriving row is appended once; a row that leaves
-    the buffer and enters a reservoir keeps its place.  When an append does not fit, the live
-    rows are compacted into a new arena of twice their size (amortised O(nnz) per row).
+    length)``: ``buf_start``/``buf_len`` for the buffer's slots (K = ``capacity`` of them),
+    ``res_start``/``res_len`` (n_classes, ·) for the reservoirs (R = ``reservoir`` per class).
+    The slot arrays grow with the fill (:meth:`reserve`, doubling up to K and R), so a store
+    that holds few rows costs few bytes.  Every arriving row is appended once; a row that
+    leaves the buffer and enters a reservoir keeps its place.  When an append does not fit, the
+    live rows are compacted into a new arena of twice their size (amortised O(nnz) per row).
     """
 
     def __init__(self, capacity: int, n_classes: int, reservoir: int):
         self.data = np.zeros(0)
         self.indices = np.zeros(0, dtype=np.int32)
         self.used = 0
-        self.buf_start = np.zeros(capacity, dtype=np.int64)
-        self.buf_len = np.zeros(capacity, dtype=np.int64)
-        self.res_start = np.zeros((n_classes, reservoir), dtype=np.int64)
-        self.res_len = np.zeros((n_classes, reservoir), dtype=np.int64)
+        self.capacity = int(capacity)
+        self.reservoir = int(reservoir)
+        self.buf_start = np.zeros(0, dtype=np.int64)
+        self.buf_len = np.zeros(0, dtype=np.int64)
+        self.res_start = np.zeros((n_classes, 0), dtype=np.int64)
+        self.res_len = np.zeros((n_classes, 0), dtype=np.int64)
+
+    def reserve(self, buf_rows: int, res_rows: int) -> None:
+        """Make room for ``buf_rows`` buffer slots and ``res_rows`` reservoir slots per class
+        (each bounded by its capacity; arrays grow to at least twice their size)."""
+        self.buf_start = grow_rows(self.buf_start, buf_rows, self.capacity)
+        self.buf_len = grow_rows(self.buf_len, buf_rows, self.capacity)
+        self.res_start = grow_rows(self.res_start, res_rows, self.reservoir, axis=1)
+        self.res_len = grow_rows(self.res_len, res_rows, self.reservoir, axis=1)
 
     def append(self, data, indices, indptr, buf_n: int, res_n) -> tuple[np.ndarray, np.ndarray]:
         """Append the CSR rows ``(data, indices, indptr)``; returns their ``(starts, lengths)``."""
@@ -449,11 +487,12 @@ class SparseRowStore:
     def resize_reservoirs(self, n_classes: int, reservoir: int) -> None:
         """One more class, and reservoirs of at most ``reservoir`` rows (the first ones are kept)."""
         keep = min(reservoir, self.res_start.shape[1])
-        res_start = np.zeros((n_classes, reservoir), dtype=np.int64)
-        res_len = np.zeros((n_classes, reservoir), dtype=np.int64)
+        res_start = np.zeros((n_classes, keep), dtype=np.int64)
+        res_len = np.zeros((n_classes, keep), dtype=np.int64)
         res_start[: self.res_start.shape[0], :keep] = self.res_start[:, :keep]
         res_len[: self.res_len.shape[0], :keep] = self.res_len[:, :keep]
         self.res_start, self.res_len = res_start, res_len
+        self.reservoir = int(reservoir)
 
     def get_state(self, buf_n: int, res_n, n_features: int) -> dict[str, np.ndarray]:
         """The buffer's rows (slots ``:buf_n``) and the reservoirs' rows (class by class, slots
@@ -477,6 +516,7 @@ class SparseRowStore:
         store = cls(capacity, n_classes, reservoir)
         buf_ptr = np.asarray(arrays["pp_sbuf_indptr"], dtype=np.int64)
         res_ptr = np.asarray(arrays["pp_sres_indptr"], dtype=np.int64)
+        store.reserve(buf_ptr.shape[0] - 1, int(np.max(res_n)) if len(res_n) else 0)
         data = [arrays["pp_sbuf_data"], arrays["pp_sres_data"]]
         indices = [arrays["pp_sbuf_indices"], arrays["pp_sres_indices"]]
         store.data = np.concatenate(data).astype(np.float64)
@@ -678,14 +718,18 @@ class Preprocessor:
         self.rows = None if (self.linear or self.sparse_rows) else "dense"
         self.store: SparseRowStore | None = None
         self.row_nnz: float | None = None
-        cap = 0 if self.rows is None else buffer_capacity(int(shuffle_buffer), self.n_features)
-        self.buf_X = np.zeros((cap, self.n_features))
-        self.buf_y = np.zeros(cap)
+        # K and R: the buffer's and each reservoir's capacity; their arrays grow with the fill
+        # (:meth:`_reserve`), so a model that has received few rows holds only those
+        self.capacity = 0 if self.rows is None else buffer_capacity(int(shuffle_buffer), self.n_features)
+        self.buf_X = np.zeros((0, self.n_features))
+        self.buf_y = np.zeros(0)
         self.state = np.zeros(N_STATE, dtype=np.int64)
         self.state[S_RUN_CLASS] = -1
         self.guard = bool(run_guard)
-        res = guard_capacity(self.n_classes, self.n_features) if self.guard and self.rows is not None else 0
-        self.res_X = np.zeros((self.n_classes, res, self.n_features))
+        self.res_capacity = (
+            guard_capacity(self.n_classes, self.n_features) if self.guard and self.rows is not None else 0
+        )
+        self.res_X = np.zeros((self.n_classes, 0, self.n_features))
         self.res_n = np.zeros(self.n_classes, dtype=np.int64)
         self.seen = np.zeros(self.n_classes, dtype=np.int64)
         if not self.needs_window:
@@ -697,19 +741,33 @@ class Preprocessor:
         d = self.n_features
         if not sp.issparse(X) and not self.sparse_rows:
             self.rows = "dense"
-            cap = buffer_capacity(self.shuffle_buffer, d)
-            self.buf_X, self.buf_y = np.zeros((cap, d)), np.zeros(cap)
-            res = guard_capacity(self.n_classes, d) if self.guard else 0
-            self.res_X = np.zeros((self.n_classes, res, d))
+            self.capacity = buffer_capacity(self.shuffle_buffer, d)
+            self.res_capacity = guard_capacity(self.n_classes, d) if self.guard else 0
+            self.buf_X, self.buf_y = np.zeros((0, d)), np.zeros(0)
+            self.res_X = np.zeros((self.n_classes, 0, d))
             return
         self.rows = "sparse"
         nnz = X.nnz if sp.issparse(X) else np.count_nonzero(X)
         self.row_nnz = max(1.0, nnz / max(1, X.shape[0]))
-        cap = sparse_buffer_capacity(self.shuffle_buffer, self.row_nnz)
-        res = sparse_guard_capacity(self.n_classes, self.row_nnz) if self.guard else 0
-        self.buf_X, self.buf_y = np.zeros((0, d)), np.zeros(cap)
+        self.capacity = sparse_buffer_capacity(self.shuffle_buffer, self.row_nnz)
+        self.res_capacity = sparse_guard_capacity(self.n_classes, self.row_nnz) if self.guard else 0
+        self.buf_X, self.buf_y = np.zeros((0, d)), np.zeros(0)
         self.res_X = np.zeros((self.n_classes, 0, d))
-        self.store = SparseRowStore(cap, self.n_classes, res)
+        self.store = SparseRowStore(self.capacity, self.n_classes, self.res_capacity)
+
+    def _reserve(self, n: int, use_buffer: bool) -> None:
+        """Before passing ``n`` rows: room in the buffer for its fill plus ``n`` (it gains at most
+        one row per arriving row) and in every reservoir for its fill plus ``n`` (likewise),
+        within K and R (:func:`grow_rows`)."""
+        buf_need = int(self.state[S_BUF_N]) + n if use_buffer else 0
+        res_need = (int(self.res_n.max()) if self.res_n.size else 0) + n if self.guard else 0
+        if self.rows == "sparse":
+            self.buf_y = grow_rows(self.buf_y, buf_need, self.capacity)
+            self.store.reserve(buf_need, res_need)
+            return
+        self.buf_X = grow_rows(self.buf_X, buf_need, self.capacity)
+        self.buf_y = grow_rows(self.buf_y, buf_need, self.capacity)
+        self.res_X = grow_rows(self.res_X, res_need, self.res_capacity, axis=1)
 
     # ------------------------------------------------------------------ window
     def add_to_window(self, X, labels) -> bool:
@@ -816,14 +874,14 @@ class Preprocessor:
         m = int(self.state[S_BUF_N])
         self.state[S_BUF_N] = 0
         self.state[S_DISCARDED] += m
-        self.state[S_BYPASS] = self.buf_y.shape[0]
+        self.state[S_BYPASS] = self.capacity
         return m
 
     def _pass(self, X, labels, rng, through_buffer):
         if self.rows is None:
             self._decide_rows(X)
         bypass = int(self.state[S_BYPASS])
-        if through_buffer and bypass > 0 and self.buf_y.shape[0] > 0:
+        if through_buffer and bypass > 0 and self.capacity > 0:
             k = min(bypass, X.shape[0])
             self.state[S_BYPASS] = bypass - k
             head = self._pass_rows(X[:k], labels[:k], rng, False)
@@ -841,9 +899,10 @@ class Preprocessor:
         if self.rows == "sparse":
             return self._pass_sparse_rows(X, labels, rng, through_buffer)
         n = X.shape[0]
-        use_buffer = through_buffer and self.buf_X.shape[0] > 0
+        use_buffer = through_buffer and self.capacity > 0
         if not (use_buffer or self.guard) or n == 0:
             return X, labels, np.ones(n, dtype=bool)
+        self._reserve(n, use_buffer)
         X = np.ascontiguousarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
         u = rng.random((n, DRAWS_PER_ROW))
         # a row replays only from the GUARD_MIN_RUN-th row of a run on: room for that many extra
@@ -857,10 +916,12 @@ class Preprocessor:
             u,
             self.buf_X if use_buffer else self.buf_X[:0],
             self.buf_y if use_buffer else self.buf_y[:0],
+            self.capacity if use_buffer else 0,
             self.state,
             self.guard,
             self.n_classes == 2,
             self.res_X,
+            self.res_capacity,
             self.res_n,
             self.seen,
             GUARD_MIN_RUN,
@@ -875,9 +936,10 @@ class Preprocessor:
         """:meth:`_pass_rows` of a linear model holding sparse rows (:class:`SparseRowStore`):
         the same draws and decisions; the rows to learn come back as CSR."""
         n = X.shape[0]
-        use_buffer = through_buffer and self.buf_y.shape[0] > 0
+        use_buffer = through_buffer and self.capacity > 0
         if not (use_buffer or self.guard) or n == 0:
             return X, labels, np.ones(n, dtype=bool)
+        self._reserve(n, use_buffer)
         data, indices, indptr = csr_arrays(X if sp.issparse(X) else sp.csr_matrix(X))
         u = rng.random((n, DRAWS_PER_ROW))
         extra = min(n, max(0, n - (GUARD_MIN_RUN - 1 - int(self.state[S_RUN_LEN])))) if self.guard else 0
@@ -895,11 +957,13 @@ class Preprocessor:
             store.buf_start if use_buffer else store.buf_start[:0],
             store.buf_len if use_buffer else store.buf_len[:0],
             self.buf_y if use_buffer else self.buf_y[:0],
+            self.capacity if use_buffer else 0,
             self.state,
             self.guard,
             self.n_classes == 2,
             store.res_start,
             store.res_len,
+            self.res_capacity,
             self.res_n,
             self.seen,
             GUARD_MIN_RUN,
@@ -932,11 +996,7 @@ class Preprocessor:
             self.buf_X, self.res_X = np.zeros((0, d_new)), np.zeros((self.n_classes, 0, d_new))
             return None
         m = int(self.state[S_BUF_N])
-        cap = (
-            min(self.buf_X.shape[0], buffer_capacity(int(shuffle_buffer), d_new))
-            if self.buf_X.shape[0]
-            else 0
-        )
+        cap = min(self.capacity, buffer_capacity(int(shuffle_buffer), d_new)) if self.capacity else 0
         released = None
         if m > cap:
             keep = np.zeros(m, dtype=bool)
@@ -947,15 +1007,16 @@ class Preprocessor:
             m = cap
         else:
             kept_X, kept_y = self.buf_X[:m], self.buf_y[:m]
-        buf_X, buf_y = np.zeros((cap, d_new)), np.zeros(cap)
+        buf_X, buf_y = np.zeros((m, d_new)), np.zeros(m)  # grown again as rows arrive (_reserve)
         buf_X[:m, :d_old] = kept_X
         buf_y[:m] = kept_y
-        self.buf_X, self.buf_y = buf_X, buf_y
+        self.buf_X, self.buf_y, self.capacity = buf_X, buf_y, cap
         self.state[S_BUF_N] = m
-        res = min(self.res_X.shape[1], guard_capacity(self.n_classes, d_new)) if self.guard else 0
-        res_X = np.zeros((self.n_classes, res, d_new))
-        res_X[:, :, :d_old] = self.res_X[:, :res]
-        self.res_X = res_X
+        res = min(self.res_capacity, guard_capacity(self.n_classes, d_new)) if self.guard else 0
+        held = min(res, self.res_X.shape[1])
+        res_X = np.zeros((self.n_classes, held, d_new))
+        res_X[:, :, :d_old] = self.res_X[:, :held]
+        self.res_X, self.res_capacity = res_X, res
         np.minimum(self.res_n, res, out=self.res_n)
         self.n_features = d_new
         return None if released is None else self._pass(*released, rng, through_buffer=False)
@@ -972,18 +1033,20 @@ class Preprocessor:
             self.buf_y[:] = self.buf_y > 0
         self.n_classes += 1
         if self.rows == "sparse":
-            res = self.store.res_start.shape[1]
+            res = self.res_capacity
             if self.guard:
                 res = min(res, sparse_guard_capacity(self.n_classes, self.row_nnz))
             self.store.resize_reservoirs(self.n_classes, res)
+            self.res_capacity = res
             self.res_X = np.zeros((self.n_classes, 0, self.n_features))
             self.res_n = np.append(np.minimum(self.res_n, res), 0)
             self.seen = np.append(self.seen, 0)
             return
-        res = min(self.res_X.shape[1], guard_capacity(self.n_classes, self.n_features)) if self.guard else 0
-        res_X = np.zeros((self.n_classes, res, self.n_features))
-        res_X[:-1] = self.res_X[:, :res]
-        self.res_X = res_X
+        res = min(self.res_capacity, guard_capacity(self.n_classes, self.n_features)) if self.guard else 0
+        held = min(res, self.res_X.shape[1])
+        res_X = np.zeros((self.n_classes, held, self.n_features))
+        res_X[:-1] = self.res_X[:, :held]
+        self.res_X, self.res_capacity = res_X, res
         self.res_n = np.append(np.minimum(self.res_n, res), 0)
         self.seen = np.append(self.seen, 0)
 
@@ -1042,9 +1105,9 @@ class Preprocessor:
             "gamma": self.gamma,
             "warmup": self.warmup,
             "needs_window": self.needs_window,
-            "buffer_capacity": int(self.buf_y.shape[0]),
+            "buffer_capacity": int(self.capacity),
             "run_guard": self.guard,
-            "guard_capacity": int(self.store.res_start.shape[1] if sparse else self.res_X.shape[1]),
+            "guard_capacity": int(self.res_capacity),
         }
         if self.linear or self.sparse_rows:
             meta.update(
@@ -1078,21 +1141,24 @@ class Preprocessor:
         pp.row_nnz = meta.get("row_nnz")
         pp.store = None
         sparse = pp.rows == "sparse"
-        pp.buf_X, pp.buf_y = np.zeros((0 if sparse else cap, pp.n_features)), np.zeros(cap)
+        # the arrays hold the saved rows only; they grow as rows arrive (_reserve)
+        pp.capacity = cap
         buf_n = arrays["pp_buf_y"].shape[0]
+        pp.buf_X = np.zeros((0 if sparse else buf_n, pp.n_features))
+        pp.buf_y = np.array(arrays["pp_buf_y"], dtype=np.float64)
         if not sparse:
             pp.buf_X[:buf_n] = arrays["pp_buf_X"]
-        pp.buf_y[:buf_n] = arrays["pp_buf_y"]
         pp.guard = bool(meta.get("run_guard", False))
         res_cap = int(meta.get("guard_capacity", 0))
-        pp.res_X = np.zeros((pp.n_classes, 0 if sparse else res_cap, pp.n_features))
+        pp.res_capacity = res_cap
+        res_rows = arrays["pp_res_X"].shape[1] if "pp_state" in arrays else 0
+        pp.res_X = np.zeros((pp.n_classes, 0 if sparse else res_rows, pp.n_features))
         pp.res_n = np.zeros(pp.n_classes, dtype=np.int64)
         pp.seen = np.zeros(pp.n_classes, dtype=np.int64)
         pp.state = np.zeros(N_STATE, dtype=np.int64)
         pp.state[S_RUN_CLASS] = -1
         if "pp_state" in arrays:
             pp.state[: arrays["pp_state"].shape[0]] = arrays["pp_state"]  # older states: no drift fields
-            res_rows = arrays["pp_res_X"].shape[1]
             pp.res_X[:, :res_rows] = arrays["pp_res_X"]
             pp.res_n[:] = arrays["pp_res_n"]
             pp.seen[:] = arrays["pp_seen"]

@@ -35,7 +35,7 @@ from .._params import KERNELS
 from ..calibration import REFIT_BELOW_ROWS, MarginCalibrator, holdout_split
 from ..persistence import register_estimator
 from ._dask import active_client
-from ._dcsvm import DEFAULT_START_METHOD, EarlyModel, available_cores, dcsvm_fit, make_process_pool
+from ._dcsvm import DEFAULT_START_METHOD, EarlyModel, dcsvm_fit, default_workers, make_process_pool
 from ._kernel_kmeans import KernelClusters
 from ._kernels import KernelData, KernelSpec, kernel_matvec
 
@@ -93,6 +93,11 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         Clusters per level grow by this factor (level l has ``k**l`` clusters).
     n_levels : int, default=4
         Number of levels l_max (4 -> 256, 64, 16, 4 clusters).
+    min_level : int, default=1
+        Last level solved before the refine and global steps (1 = every level, the paper's
+        Algorithm 1).  ``n_levels=3, min_level=2`` (64 and 16 clusters) is the fastest
+        setting measured on ijcnn1 and a9a (docs/dcsvm.md): the 4-cluster level costs
+        more than it saves in the global solve.
     n_sample : int, default=1000
         Points sampled for kernel k-means at every level.
     tol : float, default=1e-3
@@ -109,7 +114,8 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
     max_iter : int, optional
         Coordinate updates per solve (default ``max(10**7, 100 n)``).
     n_jobs : int, optional
-        Worker processes for the sub-problems (None = available cores; 1 = in-process).
+        Worker processes for the sub-problems (None = every available core on machines with
+        at least 4 cores, in-process below; 1 = in-process).
         Data sets smaller than 5,000 points are always solved in-process.  Inside
         ``with joblib.parallel_backend("dask"):`` (a ``distributed.Client`` created before),
         any ``n_jobs`` other than 1 runs the sub-problems of every level on that dask
@@ -183,6 +189,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         bias=1.0,
         k=4,
         n_levels=4,
+        min_level=1,
         n_sample=1000,
         tol=1e-3,
         level_tol=None,
@@ -203,6 +210,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         self.bias = bias
         self.k = k
         self.n_levels = n_levels
+        self.min_level = min_level
         self.n_sample = n_sample
         self.tol = tol
         self.level_tol = level_tol
@@ -245,6 +253,8 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"k must be an integer >= 2, got {self.k!r}")
         if not (isinstance(self.n_levels, numbers.Integral) and self.n_levels >= 0):
             raise ValueError(f"n_levels must be an integer >= 0, got {self.n_levels!r}")
+        if not (isinstance(self.min_level, numbers.Integral) and self.min_level >= 1):
+            raise ValueError(f"min_level must be an integer >= 1, got {self.min_level!r}")
         if self.early_level is not None and not (
             isinstance(self.early_level, numbers.Integral) and 1 <= self.early_level <= self.n_levels
         ):
@@ -343,7 +353,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         seeds = seed.randint(0, 2**31 - 1, size=len(problems))
 
         own_pool, stop_flag = None, None
-        workers = available_cores() if self.n_jobs is None else int(self.n_jobs)
+        workers = default_workers() if self.n_jobs is None else int(self.n_jobs)
         # scikit-learn's convention: the joblib backend the caller chose decides where
         # n_jobs work runs; joblib's dask backend means the sub-problems go to its cluster
         client = active_client() if executor is None and self.n_jobs != 1 else None
@@ -366,6 +376,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
                     float(self.C),
                     k=int(self.k),
                     n_levels=int(self.n_levels),
+                    min_level=int(self.min_level),
                     n_sample=int(self.n_sample),
                     eps=float(self.tol),
                     level_eps=None if self.level_tol is None else float(self.level_tol),

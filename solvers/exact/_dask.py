@@ -110,7 +110,7 @@ def _solve_rows(kd, y, C, batch, spec, eps, cache_mb, shrinking, max_iter, stop_
             max_iter=max_iter,
             should_stop=stop,
         )
-        out.append((r.alpha, r.objective, r.max_violation, r.n_iter))
+        out.append((r.alpha, r.objective, r.max_violation, r.n_iter, r.stats))
     return out
 
 

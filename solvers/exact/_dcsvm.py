@@ -88,6 +88,18 @@ def _worker_should_stop():
     return _WORKER_STOP is not None and _WORKER_STOP.value != 0
 
 
+# Below this many cores the default is in-process: on 2 shared vCPUs the pool cost more CPU
+# (start-up, pickling the sub-problems, two processes contending for one cache) than it
+# saved (benchmarks/results/dcsvm.md of 2026-11-22: serial 12.4 CPU s, pool 18.7 on ijcnn1).
+POOL_MIN_CORES = 4
+
+
+def default_workers() -> int:
+    """Workers when ``n_jobs`` is None: every available core from ``POOL_MIN_CORES`` on, else 1."""
+    cores = available_cores()
+    return cores if cores >= POOL_MIN_CORES else 1
+
+
 def available_cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -144,7 +156,7 @@ def _warm_up():
 def _solve_batch(problems, spec, eps, cache_mb, shrinking, max_iter, should_stop=None):
     """Solve a list of sub-problems ``(kd, y, C, alpha0)`` one after the other.
 
-    Returns a list of ``(alpha, objective, max_violation, n_iter)``.
+    Returns a list of ``(alpha, objective, max_violation, n_iter, stats)``.
     """
     stop = should_stop if should_stop is not None else _worker_should_stop
     out = []
@@ -163,7 +175,7 @@ def _solve_batch(problems, spec, eps, cache_mb, shrinking, max_iter, should_stop
             max_iter=max_iter,
             should_stop=stop,
         )
-        out.append((r.alpha, r.objective, r.max_violation, r.n_iter))
+        out.append((r.alpha, r.objective, r.max_violation, r.n_iter, r.stats))
     return out
 
 
@@ -273,6 +285,7 @@ def dcsvm_fit(
     *,
     k: int = 4,
     n_levels: int = 4,
+    min_level: int = 1,
     n_sample: int = 1000,
     eps: float = 1e-3,
     level_eps: float | None = None,
@@ -308,7 +321,10 @@ def dcsvm_fit(
     k : int
         Branching factor: level l has ``k**l`` clusters (capped at ``n // min_cluster_size``).
     n_levels : int
-        l_max; levels run from ``n_levels`` down to 1 (0 = no levels: plain solve).
+        l_max; levels run from ``n_levels`` down to ``min_level`` (0 = no levels: plain solve).
+    min_level : int
+        The last level solved before the refine step (default 1, the paper's Algorithm 1).
+        With ``stop_level`` the levels run down to ``stop_level`` instead.
     n_sample : int
         m, points sampled for kernel k-means at every level.
     eps : float
@@ -340,7 +356,8 @@ def dcsvm_fit(
         carries row indices and warm starts only (:class:`DaskLevels`).  Used when
         ``n >= parallel_min_samples`` and ``n_levels > 0``.
     n_jobs : int, optional
-        Workers of the default pool (None = the cores available to this process).
+        Workers of the default pool (None = :func:`default_workers`: the available cores
+        when there are at least ``POOL_MIN_CORES``, else in-process).
     start_method : str
         multiprocessing start method of the default pool.
     random_state : None, int or numpy.random.Generator
@@ -354,13 +371,13 @@ def dcsvm_fit(
     Raises
     ------
     ValueError
-        On invalid parameters (k < 2, n_levels < 0, n_sample < 1).
+        On invalid parameters (k < 2, n_levels < 0, min_level < 1, n_sample < 1).
     Cancelled
         When ``should_stop()`` returned True.
     """
     t0 = time.perf_counter()
-    if k < 2 or n_levels < 0 or n_sample < 1:
-        raise ValueError("need k >= 2, n_levels >= 0 and n_sample >= 1")
+    if k < 2 or n_levels < 0 or n_sample < 1 or min_level < 1:
+        raise ValueError("need k >= 2, n_levels >= 0, min_level >= 1 and n_sample >= 1")
     rng = (
         random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     )
@@ -388,7 +405,7 @@ def dcsvm_fit(
         executor, stop_flag, workers = dask.executor, None, dask.n_workers
     elif executor is None:
         stop_flag = None
-        workers = available_cores() if n_jobs is None else int(n_jobs)
+        workers = default_workers() if n_jobs is None else int(n_jobs)
         if workers > 1 and n >= parallel_min_samples and n_levels > 0:
             own_pool, stop_flag = make_process_pool(workers, start_method)
             executor = own_pool
@@ -403,9 +420,11 @@ def dcsvm_fit(
     sub_cache = cache_mb / max(workers, 1)
 
     try:
-        for level in range(n_levels, 0, -1):
+        lowest = max(1, min(min_level, n_levels) if stop_level is None else min(stop_level, n_levels))
+        for level in range(n_levels, lowest - 1, -1):
             check()
             tl = time.perf_counter()
+            cl = time.process_time()
             n_clusters = int(min(k**level, max(1, n // max(min_cluster_size, 1))))
             sv = np.flatnonzero(alpha > 0)
             pool = sv if (level < n_levels and sv.size >= n_clusters) else np.arange(n)
@@ -440,6 +459,7 @@ def dcsvm_fit(
                 ),
             )
             t_kmeans = time.perf_counter() - tl
+            c_kmeans = time.process_time() - cl
             n_found = clusters.n_clusters
             order = np.argsort(labels, kind="stable")
             bounds = np.searchsorted(labels[order], np.arange(n_found + 1))
@@ -469,6 +489,7 @@ def dcsvm_fit(
                     futures[fut] = b
                 del problems
             obj_sum, viol_max, iters, done = 0.0, 0.0, 0, 0
+            level_stats: dict = {}
             pending = set(futures)
             while pending:
                 finished, pending = cf.wait(pending, timeout=0.1, return_when=cf.FIRST_COMPLETED)
@@ -481,7 +502,9 @@ def dcsvm_fit(
                         f.cancel()
                     raise Cancelled("DC-SVM cancelled")
                 for f in finished:
-                    for i, (a, obj, viol, it) in zip(futures[f], f.result()):
+                    for i, (a, obj, viol, it, st) in zip(futures[f], f.result()):
+                        for key, v in st.items():
+                            level_stats[key] = level_stats.get(key, 0) + v
                         alpha[members[i]] = a
                         obj_sum += obj
                         viol_max = max(viol_max, viol)
@@ -507,10 +530,13 @@ def dcsvm_fit(
                     "n_clusters": n_found,
                     "kmeans_seconds": t_kmeans,
                     "seconds": time.perf_counter() - tl,
+                    "kmeans_cpu_seconds": c_kmeans,
+                    "cpu_seconds": time.process_time() - cl,
                     "n_sv": n_sv,
                     "objective_sum": obj_sum,
                     "max_violation": viol_max,
                     "iterations": iters,
+                    "stats": level_stats,
                     "largest_cluster": int(sizes.max()),
                     "elapsed": time.perf_counter() - t0,
                 }
@@ -527,9 +553,11 @@ def dcsvm_fit(
         if dask is not None:
             dask.close()
 
+    grad_known = None  # rows whose global gradient at alpha is already exact
     if refine and n_levels > 0:
         check()
         tr = time.perf_counter()
+        cr = time.process_time()
         sv = np.flatnonzero(alpha > 0)
         if sv.size:
             r = solve_dual(
@@ -549,12 +577,16 @@ def dcsvm_fit(
                 info={"stage": "refine", "level": 0},
             )
             alpha[sv] = r.alpha
+            # alpha is zero outside sv: the refine gradient is the global one on these rows
+            grad_known = (sv, r.grad)
             result.history.append(
                 {
                     "stage": "refine",
                     "n": int(sv.size),
                     "n_sv": r.n_support,
                     "seconds": time.perf_counter() - tr,
+                    "cpu_seconds": time.process_time() - cr,
+                    "stats": r.stats,
                     "iterations": r.n_iter,
                     "objective": r.objective,
                     "elapsed": time.perf_counter() - t0,
@@ -562,12 +594,14 @@ def dcsvm_fit(
             )
     check()
     tg = time.perf_counter()
+    cg = time.process_time()
     r = solve_dual(
         kd,
         y,
         spec,
         Cb,
         alpha,
+        grad0=grad_known,
         eps=eps,
         cache_mb=cache_mb,
         shrinking=shrinking,
@@ -586,6 +620,7 @@ def dcsvm_fit(
             "stage": "global",
             "n_sv": r.n_support,
             "seconds": time.perf_counter() - tg,
+            "cpu_seconds": time.process_time() - cg,
             "iterations": r.n_iter,
             "objective": r.objective,
             "stats": r.stats,

@@ -105,6 +105,30 @@ def assign_rows(Krows, diag, sample_labels, sizes, S, labels_out, dist_out):
 
 
 @numba.njit(nogil=True, cache=True)
+def assign_rows_grouped(Krows, diag, ptr, sizes, S, labels_out, dist_out):
+    """:func:`assign_rows` for samples ordered by cluster: cluster ``c`` owns columns
+    ``ptr[c]:ptr[c+1]`` of ``Krows``, so its sum is a contiguous (vectorised) pass instead
+    of a scatter-add by label (half the cost of the assignment step on ijcnn1)."""
+    r = Krows.shape[0]
+    k = sizes.shape[0]
+    for a in range(r):
+        row = Krows[a]
+        best = -1
+        bd = np.inf
+        for c in range(k):
+            if sizes[c] > 0:
+                acc = 0.0
+                for j in range(ptr[c], ptr[c + 1]):
+                    acc += row[j]
+                d = diag[a] - 2.0 * acc / sizes[c] + S[c]
+                if d < bd:
+                    bd = d
+                    best = c
+        labels_out[a] = best
+        dist_out[a] = max(bd, 0.0)
+
+
+@numba.njit(nogil=True, cache=True)
 def _lloyd(K, labels, k, max_iter):
     m = K.shape[0]
     diag = np.empty(m)
@@ -217,12 +241,16 @@ def assign_clusters(
     dist = np.empty(n)
     diag = kd.diag(spec)[rows]
     step = max(1, int(chunk_mb * 2**20 / (8 * max(m, 1))))
+    # samples grouped by cluster: contiguous per-cluster sums
+    order = np.argsort(clusters.sample_labels, kind="stable")
+    samples = clusters.samples.take(order)
+    ptr = np.searchsorted(clusters.sample_labels[order], np.arange(clusters.n_clusters + 1)).astype(np.int64)
     for s in range(0, n, step):
-        Kr = kernel_block(kd, clusters.samples, spec, rows=rows[s : s + step])
-        assign_rows(
+        Kr = kernel_block(kd, samples, spec, rows=rows[s : s + step])
+        assign_rows_grouped(
             Kr,
             diag[s : s + step],
-            clusters.sample_labels,
+            ptr,
             clusters.sizes,
             clusters.S,
             labels[s : s + step],

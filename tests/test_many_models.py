@@ -1,0 +1,300 @@
+"""Many models in one service (issue 16): what an idle model holds, lazy restore, dirty-only
+snapshots.
+
+The buffers of a model (shuffle buffer, run-guard reservoirs, calibration window, prequential
+window) grow with the rows it has received instead of being allocated whole; the tests check
+that the grown arrays give exactly the model that whole arrays gave, and that an idle model
+holds only its rows.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from svmstream.app.models.meters import PrequentialWindow
+from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers.budgeted._preprocessing import Preprocessor, grow_rows
+from svmstream.solvers.calibration import MarginCalibrator
+
+
+def _stream(n, d=6, seed=0, sorted_labels=False):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)) * 3.0
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.int64)
+    if sorted_labels:
+        order = np.argsort(y, kind="stable")
+        X, y = X[order], y[order]
+    return X, y
+
+
+def _whole(pp: Preprocessor) -> None:
+    """Give a preprocessor its arrays at full capacity (what it allocated before they grew)."""
+    pp.buf_X = grow_rows(pp.buf_X, pp.capacity, pp.capacity)
+    pp.buf_y = grow_rows(pp.buf_y, pp.capacity, pp.capacity)
+    pp.res_X = grow_rows(pp.res_X, pp.res_capacity, pp.res_capacity, axis=1)
+
+
+def test_grow_rows_doubles_up_to_the_limit_and_keeps_rows():
+    a = np.arange(6.0).reshape(3, 2)
+    assert grow_rows(a, 2, 100) is a
+    b = grow_rows(a, 4, 100)
+    assert b.shape == (6, 2) and np.array_equal(b[:3], a) and not b[3:].any()
+    assert grow_rows(a, 50, 10).shape == (10, 2)
+    c = grow_rows(np.ones((2, 3, 4)), 5, 7, axis=1)
+    assert c.shape == (2, 6, 4) and c[:, :3].all() and not c[:, 3:].any()
+
+
+def test_an_idle_model_holds_only_the_rows_it_received():
+    X, y = _stream(20)
+    est = BudgetedSGDClassifier(random_state=0).partial_fit(X, y, classes=[0, 1])
+    pp = est._pp
+    assert pp.capacity == 20_000 and pp.res_capacity == 200  # the configured K and R
+    assert pp.buf_X.shape[0] == 0 and pp.res_X.shape[1] == 0  # warm-up window open: nothing held
+    assert est.calibrator_._margins.shape[0] == 0
+    assert est._sv_t.size == 0 and est._coef.shape == (0, 1)  # no support vector before learning
+    # past the window, the buffer holds what arrived, not K rows
+    X2, y2 = _stream(1100, seed=1)
+    est.partial_fit(X2, y2)
+    m = int(pp.state[0])
+    assert 0 < m <= pp.buf_X.shape[0] <= 2 * m and pp.buf_X.shape[0] < pp.capacity
+    assert est._sv_t.shape == (6, est.budget + 1)
+
+
+@pytest.mark.parametrize("sorted_labels", [False, True])
+@pytest.mark.parametrize("shuffle_buffer", [300, 20_000])
+def test_grown_arrays_learn_exactly_what_whole_arrays_learn(sorted_labels, shuffle_buffer):
+    """Same stream, same seed: one model's buffer and reservoirs grow, the other's are
+    allocated whole before the first row; every decision value is equal to the last bit."""
+    X, y = _stream(6000, seed=2, sorted_labels=sorted_labels)
+    params = dict(random_state=3, budget=50, warmup=200, shuffle_buffer=shuffle_buffer)
+    grown = BudgetedSGDClassifier(**params)
+    whole = BudgetedSGDClassifier(**params)
+    sizes = [1, 7, 150, 333, 1000]
+    start, b = 0, 0
+    while start < X.shape[0]:
+        stop = min(X.shape[0], start + sizes[b % len(sizes)])
+        for est in (grown, whole):
+            est.partial_fit(X[start:stop], y[start:stop], classes=[0, 1])
+            if est is whole and est._pp.ready:
+                _whole(est._pp)
+        start, b = stop, b + 1
+    assert whole._pp.buf_X.shape[0] == whole._pp.capacity
+    if sorted_labels and shuffle_buffer < 1000:
+        assert grown.n_replayed_ > 0  # the run guard fired: reservoirs were used
+    probe = _stream(500, seed=9)[0]
+    np.testing.assert_array_equal(grown.decision_function(probe), whole.decision_function(probe))
+    a_grown, _ = grown.get_state()
+    a_whole, _ = whole.get_state()
+    assert a_grown.keys() == a_whole.keys()
+    for key in a_grown:
+        np.testing.assert_array_equal(a_grown[key], a_whole[key], err_msg=key)
+    grown.flush()
+    whole.flush()
+    np.testing.assert_array_equal(grown.decision_function(probe), whole.decision_function(probe))
+
+
+def test_calibrator_window_grows_and_refits_as_a_whole_window():
+    rng = np.random.default_rng(0)
+    f = rng.normal(size=5000) * 2
+    y = (f + rng.normal(size=5000) > 0).astype(np.int64)
+    grown = MarginCalibrator(2)
+    whole = MarginCalibrator(2)
+    whole._margins, whole._y = np.zeros(whole.window), np.zeros(whole.window, dtype=np.int64)
+    for lo in range(0, 5000, 37):
+        grown.update(f[lo : lo + 37], y[lo : lo + 37])
+        whole.update(f[lo : lo + 37], y[lo : lo + 37])
+        assert grown.slope_ == whole.slope_
+        assert grown._margins.shape[0] <= min(grown.window, 2 * grown.n_seen_)
+    assert grown._margins.shape[0] == grown.window
+    small = MarginCalibrator(3)
+    small.update(rng.normal(size=(10, 3)), np.arange(10) % 3)
+    assert small._margins.shape == (10, 3)
+    small.add_class()
+    assert small._margins.shape == (10, 4)
+    again = MarginCalibrator.from_state(*small.get_state())
+    assert again._margins.shape == (10, 4) and again.n_seen_ == 10
+
+
+def test_prequential_window_grows_and_wraps_as_a_ring():
+    grown, n, rng = PrequentialWindow(1000), 0, np.random.default_rng(1)
+    outcomes = rng.random(5000) < 0.7
+    for size in [3, 1, 250, 999, 1000, 1001, 17] * 2:
+        part = outcomes[n : n + size]
+        grown.add(part)
+        n += size
+        seen = outcomes[:n][-1000:]
+        assert grown.count() == seen.shape[0]
+        assert grown.accuracy() == pytest.approx(seen.mean(), abs=1e-12)
+    assert PrequentialWindow(10_000)._buf.nbytes == 0
+
+
+# ---------------------------------------------------------------------------- lazy restore
+def _teach_models(registry, names, seed=0, rows=300):
+    """Create each model with a small warm-up (so that it predicts) and teach it one batch of
+    raw rows with string labels, as ``POST /learn`` does."""
+    rng = np.random.default_rng(seed)
+    for name in names:
+        registry.create(name, registry.resolve_config({"warmup": 100, "budget": 30}))
+        X = rng.normal(size=(rows, 6)) * 40.0 + 5.0
+        labels = np.where(X[:, 0] + 0.3 * X[:, 1] > 5.0, "churn", "stay").tolist()
+        handle = registry.get(name)
+        y, new = handle.codec.encode_with_new(labels)
+        registry.learn(name, X, y, new_labels=new).result()
+
+
+def _registry(snap: Path):
+    from svmstream.app.models.registry import Registry
+    from svmstream.app.models.snapshots import SnapshotStore
+    from svmstream.app.settings import Settings
+
+    return Registry(Settings(snapshot_dir=snap), SnapshotStore(snap))
+
+
+def test_restore_registers_from_headers_and_decodes_once_on_first_use(tmp_path):
+    snap = tmp_path / "snap"
+    names = [f"customer-{k:02d}" for k in range(12)]
+    first = _registry(snap)
+    _teach_models(first, names)
+    assert len(first.snapshot_changed()) == len(names)
+    probe = np.random.default_rng(5).normal(size=(50, 6)) * 40.0 + 5.0
+    before = {name: first.predict(name, probe)[1] for name in names}
+    infos = {name: first.get(name).info() for name in names}
+    first.close()
+
+    second = _registry(snap)
+    reads = []
+    read = second.store.read
+
+    def counting_read(path):
+        reads.append(path)
+        return read(path)
+
+    second.store.read = counting_read
+    assert sorted(second.restore()) == names
+    assert not any(second.get(name).loaded for name in names)
+    # listing and details come from the headers: nothing decoded
+    for name in names:
+        info = second.get(name).info()
+        assert {k: v for k, v in info.items() if k != "metrics"} == {
+            k: v for k, v in infos[name].items() if k != "metrics"
+        }
+    assert reads == [] and second.snapshot_changed() == []  # untouched: nothing rewritten
+
+    # eight threads predict on one model that is not decoded yet: one decode, same decisions
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: second.predict(names[3], probe)[1], range(8)))
+    assert len(reads) == 1 and second.get(names[3]).loaded
+    for answer in answers:
+        np.testing.assert_array_equal(answer, before[names[3]])
+    for name in names[4:]:
+        assert not second.get(name).loaded
+
+    # learning decodes first and goes on from the restored state
+    version = second.get(names[5]).view.version
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(40, 6)) * 40.0 + 5.0
+    y, new = second.get(names[5]).codec.encode_with_new(["stay"] * 40)
+    view = second.learn(names[5], X, y, new_labels=new).result()
+    assert view.version == version + 1 and view.stats["n_seen"] == infos[names[5]]["n_seen"] + 40
+    written = second.snapshot_changed()
+    assert [Path(p).parent.name for p in written] == [names[5]]  # only the model that learned
+    for name in names[6:]:
+        assert not second.get(name).loaded
+        np.testing.assert_array_equal(second.predict(name, probe)[1], before[name])
+    second.close()
+
+
+def test_a_file_without_saved_figures_is_decoded_at_restore(tmp_path):
+    from svmstream.solvers.persistence import decode_state, encode_state
+
+    snap = tmp_path / "snap"
+    first = _registry(snap)
+    _teach_models(first, ["old"])
+    first.snapshot_changed()
+    probe = np.ones((3, 6))
+    before = first.predict("old", probe)[1]
+    first.close()
+    # rewrite the newest file as a service that saved no figures wrote it
+    path = first.store.files("old")[0][1]
+    arrays, meta = decode_state(path.read_bytes())
+    del meta["service"]["stats"]
+    path.write_bytes(encode_state(arrays, meta))
+    second = _registry(snap)
+    second.restore()
+    assert second.get("old").loaded
+    np.testing.assert_array_equal(second.predict("old", probe)[1], before)
+    second.close()
+
+
+def test_a_snapshot_that_no_longer_decodes_falls_back_to_the_older_one(tmp_path):
+    from svmstream.solvers.persistence import decode_state, encode_state
+
+    snap = tmp_path / "snap"
+    first = _registry(snap)
+    _teach_models(first, ["m"])
+    first.snapshot_changed()  # version 1 (the model was created at version 0)
+    probe = np.ones((3, 6))
+    before = first.predict("m", probe)[1]
+    first.close()
+    newest = first.store.files("m")[0][1]
+    arrays, meta = decode_state(newest.read_bytes())
+    older = {**meta, "service": {**meta["service"], "version": 1}}
+    # the header and checksum are sound, but the arrays do not rebuild a model
+    newest_seq = int(newest.name.split("-")[-1].split(".")[0])
+    (snap / "m" / f"m-{newest_seq + 1:012d}.svmstate").write_bytes(
+        encode_state({k: v for k, v in arrays.items() if k != "coef"}, older)
+    )
+    second = _registry(snap)
+    second.restore()
+    assert not second.get("m").loaded
+    np.testing.assert_array_equal(second.predict("m", probe)[1], before)
+    assert second.get("m").view.version == 1
+    second.close()
+
+
+def test_many_models_restart_lazily_through_a_real_server(start_server, tmp_path):
+    """40 models through HTTP, SIGTERM, restart: every model is listed at once, one predicts
+    exactly as before and keeps learning, and the second SIGTERM rewrites only that one."""
+    snap = tmp_path / "snap"
+    env = {"SVMSTREAM_SNAPSHOT_INTERVAL_S": "3600"}
+    server = start_server(snap, env=env)
+    rng = np.random.default_rng(0)
+    names = [f"customer-{k:03d}" for k in range(40)]
+    probe = (rng.normal(size=(30, 6)) * 40.0 + 5.0).tolist()
+    before = {}
+    with server.client() as c:
+        for name in names:
+            assert c.put(f"/models/{name}", json={"warmup": 100, "budget": 30}).status_code == 201
+            X = rng.normal(size=(300, 6)) * 40.0 + 5.0
+            y = np.where(X[:, 0] + 0.3 * X[:, 1] > 5.0, "churn", "stay").tolist()
+            assert c.post("/learn", json={"model": name, "X": X.tolist(), "y": y}).status_code == 200
+        for name in names[:3]:
+            before[name] = c.post("/predict", json={"model": name, "X": probe}).json()
+        info_before = c.get(f"/models/{names[1]}").json()
+    server.terminate()
+    assert "final snapshots: [" in server.log_text()
+
+    server = start_server(snap, env=env)
+    with server.client() as c:
+        listed = {m["name"]: m for m in c.get("/models").json()["models"]}
+        assert set(names) <= set(listed)
+        assert listed[names[1]]["n_seen"] == info_before["n_seen"] == 300
+        assert listed[names[1]]["version"] == info_before["version"]
+        for name in names[:3]:
+            after = c.post("/predict", json={"model": name, "X": probe}).json()
+            assert after["decision"] == before[name]["decision"]  # bit-identical floats
+            assert after["labels"] == before[name]["labels"]
+        X = rng.normal(size=(50, 6)) * 40.0 + 5.0
+        y = np.where(X[:, 0] + 0.3 * X[:, 1] > 5.0, "churn", "stay").tolist()
+        r = c.post("/learn", json={"model": names[1], "X": X.tolist(), "y": y}).json()
+        assert r["n_seen"] == 350 and r["version"] == info_before["version"] + 1
+        assert c.get("/metrics").status_code == 200
+    log = server.log_text()
+    assert f"decoded from {snap / names[0]}" in log and f"decoded from {snap / names[3]}" not in log
+    server.terminate()
+    final = server.log_text().split("final snapshots: ")[-1].splitlines()[0]
+    assert names[1] in final and names[0] not in final and names[2] not in final, final
