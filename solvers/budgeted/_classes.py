@@ -307,6 +307,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     def _learn_plan(self, X_ext, y_ext, order, memory, gather):
         """Rehearsal: new rows are fresh coordinates (α = 0); remembered rows carry their α, so
         drawing one again is a coordinate-ascent revisit (dataset-mode step, Algorithm 2)."""
+        self._ensure_pool()
         alpha_ext = memory.alpha_ext(X_ext.shape[0] - gather.shape[0], gather)
         margins = np.empty(order.shape[0], dtype=np.float64)
         self._steps(X_ext, y_ext, order, alpha_ext, False, margins)

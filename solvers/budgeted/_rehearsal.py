@@ -61,8 +61,9 @@ def plan_rehearsal(n_new, rehearsal, capacity, counts, seed, slot_src, order, ne
     uniformly drawn slots (the example itself can be drawn).
 
     n_new, rehearsal, capacity : int (capacity ≥ 1); counts : (2,) int64 — reservoir fill and
-    examples counted so far, updated; seed : int ≥ 0; slot_src : (capacity,) int64 — row held
-    by each slot, in: n_new + s for the old rows, out: i for slots a new example took;
+    examples counted so far, updated; seed : int ≥ 0; slot_src : (min(capacity, fill + n_new),)
+    int64 — row held by each slot, in: n_new + s for the old rows, out: i for slots a new
+    example took;
     order : (n_new·(1 + rehearsal),) int64, out — rows to learn, in order; new_pos : (n_new,)
     int64, out — position of example i's own step in ``order``.
     """
@@ -129,7 +130,8 @@ class RehearsalMemory:
         — ``order`` indexes the extended rows ``[X_new; self.X[gather]]``, ``new_pos`` the new
         examples' own steps.  Call :meth:`commit` with the learned rows afterwards."""
         n = X_new.shape[0]
-        slot_src = np.arange(n, n + self.capacity, dtype=np.int64)
+        slots = min(self.capacity, int(self.counts[0]) + n)  # the slots this batch can reach
+        slot_src = np.arange(n, n + slots, dtype=np.int64)
         order = np.empty(n * (1 + int(rehearsal)), dtype=np.int64)
         new_pos = np.empty(n, dtype=np.int64)
         self._before = int(self.counts[0])
@@ -137,7 +139,7 @@ class RehearsalMemory:
         self.steps += n * int(rehearsal)
         old = order >= n
         gather = np.unique(order[old]) - n
-        lut = np.empty(self.capacity, dtype=np.int64)
+        lut = np.empty(slots, dtype=np.int64)
         lut[gather] = n + np.arange(gather.shape[0])
         order[old] = lut[order[old] - n]
         self._slot_src, self._gather = slot_src, gather
