@@ -99,3 +99,10 @@ DEFAULT_SHUFFLE_BUFFER = 20_000
 #: overflows float64 within a batch (C = 1e300 gave NaN decisions).
 C_MAX = 1e10
 LAMBDA_MIN = 1e-12
+
+#: Rehearsal (streaming): extra steps per learned example on examples drawn from a reservoir of
+#: the stream (``solvers/budgeted/_rehearsal.py``); the default was chosen by
+#: ``benchmarks/bench_rehearsal.py`` (``docs/online.md``).
+DEFAULT_REHEARSAL = 1
+#: Rehearsal: examples remembered (a uniform reservoir sample of the stream).
+DEFAULT_REHEARSAL_MEMORY = 20_000

@@ -10,7 +10,7 @@ from svmstream.solvers import BudgetedSGDClassifier
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 # These tests check the solver itself: raw features, examples learned as they arrive.
-RAW = dict(scaling="none", shuffle_buffer=0, run_guard=False)
+RAW = dict(scaling="none", shuffle_buffer=0, run_guard=False, rehearsal=0)  # the algorithms as published
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,11 @@ def test_config_bounds_and_defaults_equal_the_solvers():
         solvers.DEFAULT_WARMUP,
         solvers.DEFAULT_SHUFFLE_BUFFER,
     )
+    assert (config.DEFAULT_REHEARSAL, config.DEFAULT_REHEARSAL_MEMORY) == (
+        solvers.DEFAULT_REHEARSAL,
+        solvers.DEFAULT_REHEARSAL_MEMORY,
+    )
+    assert config.ModelConfig().rehearsal == solvers.BudgetedSGDClassifier().rehearsal
     assert config.REFERENCE_N == REFERENCE_N
     assert config.REFERENCE_N_LINEAR == REFERENCE_N_LINEAR
     assert config.ModelConfig().kernel == solvers.BudgetedSGDClassifier().kernel == "rbf"

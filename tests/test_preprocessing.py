@@ -101,7 +101,7 @@ def test_model_does_not_depend_on_batch_sizes(params):
     for est, labels in zip(models[1:], learned[1:]):
         assert est.lambda_eff_ == models[0].lambda_eff_ == 1 / REFERENCE_N
         assert est.gamma_ == models[0].gamma_
-        assert est.t_ == models[0].t_ == 600
+        assert est.t_ == models[0].t_ == 600 * (1 + est.rehearsal)  # each example + its rehearsal
         np.testing.assert_array_equal(labels, learned[0])  # the same order of learned examples
         diff = np.abs(est.decision_function(X) - models[0].decision_function(X)).max()
         assert diff == 0.0
@@ -115,15 +115,15 @@ def test_buffer_learns_before_it_is_full():
     learned = _feed(est, X, y, [500] + [500] * 7)
     assert len(learned[0]) > 0  # learning starts with the batch that closes the window
     n = 4000
-    assert est.t_ + est.n_pending_ == est.n_seen_ == n
+    assert est.t_ - est.n_rehearsed_ + est.n_pending_ == est.n_seen_ == n
     assert est.n_pending_ < DEFAULT_SHUFFLE_BUFFER  # far from full
     # every row leaves with probability 1/K per arrival: about n − K(1 − e^(−n/K)) learned
     K = DEFAULT_SHUFFLE_BUFFER
     expected = n - K * (1 - np.exp(-n / K))
-    assert 0.7 * expected < est.t_ < 1.3 * expected
-    assert est.t_ == sum(len(part) for part in learned)
+    assert 0.7 * expected < est.t_ - est.n_rehearsed_ < 1.3 * expected
+    assert est.t_ - est.n_rehearsed_ == sum(len(part) for part in learned)
     est.flush()
-    assert est.t_ == n and est.n_pending_ == 0
+    assert est.t_ - est.n_rehearsed_ == n and est.n_pending_ == 0
 
 
 def test_buffer_releases_each_row_exactly_once():
@@ -197,9 +197,10 @@ def test_state_round_trip_with_guard_firing():
 
 def test_version_3_state_loads_with_the_guard_off():
     X, y = _raw_data()
-    est = BudgetedSGDClassifier(budget=30, warmup=100, shuffle_buffer=100, random_state=0)
+    est = BudgetedSGDClassifier(budget=30, warmup=100, shuffle_buffer=100, random_state=0, rehearsal=0)
     _feed(est, X[:300], y[:300], [300])
     arrays, meta = est.get_state()
+    del meta["params"]["rehearsal"], meta["params"]["rehearsal_memory"]  # version 3 had neither
     for name in ("pp_state", "pp_res_X", "pp_res_n", "pp_seen"):
         del arrays[name]
     meta = dict(meta, state_version=3, preprocessing=dict(meta["preprocessing"]))
@@ -207,6 +208,7 @@ def test_version_3_state_loads_with_the_guard_off():
     del meta["params"]["run_guard"]
     old = BudgetedSGDClassifier.from_state(arrays, meta)
     assert old.run_guard is False and old.n_pending_ == est.n_pending_ and old.n_replayed_ == 0
+    assert old.rehearsal == 0  # an old model keeps learning as it did
     np.testing.assert_array_equal(old.decision_function(X), est.decision_function(X))
     old.partial_fit(X[300:], y[300:])
     assert old.flush().n_seen_ == old.t_ == 600
@@ -244,7 +246,9 @@ def test_run_guard_rescues_a_label_sorted_stream():
     majority = max(np.mean(y_te), 1 - np.mean(y_te))  # 0.626
     scores = {}
     for guard in (True, False):
-        est = BudgetedSGDClassifier(shuffle_buffer=0, run_guard=guard, random_state=0)
+        est = BudgetedSGDClassifier(
+            shuffle_buffer=0, run_guard=guard, random_state=0, rehearsal=0
+        )  # the guard alone
         received = 0
         for start in range(0, len(order), 1000):
             rows = order[start : start + 1000]
@@ -253,7 +257,7 @@ def test_run_guard_rescues_a_label_sorted_stream():
         est.flush()
         received += len(est.last_y_)
         assert received == est.n_seen_ == len(order)  # replayed steps are not in last_y_
-        assert est.t_ == len(order) + est.n_replayed_
+        assert est.t_ - est.n_rehearsed_ == len(order) + est.n_replayed_
         scores[guard] = est.score(X_te, y_te)
         if not guard:
             assert est.n_replayed_ == 0
@@ -308,7 +312,7 @@ def test_bsca_one_vs_rest_shares_the_preprocessing():
     received += len(est.last_y_)
     assert received == est.n_seen_ == len(order)
     assert est.n_replayed_ > 0  # runs of 1,500 outlast the buffer of 100
-    assert est.t_ == len(order) + est.n_replayed_
+    assert est.t_ - est.n_rehearsed_ == len(order) + est.n_replayed_
     assert est.scaling_ == "maxabs"
     for binary in est.estimators_:
         assert binary.scaling_ == "none" and binary.gamma_ == est.gamma_
@@ -360,8 +364,8 @@ def test_grow_features_in_the_window_and_when_the_buffer_bound_shrinks():
     held, seen = est.n_pending_, est.n_seen_
     d_new = 20_000  # 64 MiB / (8 * 20,000) = 419 rows fit the buffer now
     assert held > buffer_capacity(DEFAULT_SHUFFLE_BUFFER, d_new)
-    learned = est.t_ - est.n_replayed_
+    learned = est.t_ - est.n_rehearsed_ - est.n_replayed_
     est.grow_features(d_new)
     assert est.n_pending_ == buffer_capacity(DEFAULT_SHUFFLE_BUFFER, d_new) and est.n_seen_ == seen
-    assert est.t_ - est.n_replayed_ == learned + held - est.n_pending_
+    assert est.t_ - est.n_rehearsed_ - est.n_replayed_ == learned + held - est.n_pending_
     assert est.last_y_.shape[0] == held - est.n_pending_

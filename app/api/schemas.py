@@ -115,6 +115,8 @@ class ModelCreate(JsonBody):
     warmup: int | None = Field(None, ge=0)
     shuffle_buffer: int | None = Field(None, ge=0)
     run_guard: bool | None = None
+    rehearsal: int | None = Field(None, ge=0, le=64)
+    rehearsal_memory: int | None = Field(None, ge=0, le=1_000_000)
     on_drift: OnDrift | None = None
     sv_storage: SvStorage | None = None
 

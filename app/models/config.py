@@ -71,6 +71,12 @@ REFERENCE_N_LINEAR = 5_000
 #: The solvers' defaults of the streaming preprocessing.
 DEFAULT_WARMUP = 1000
 DEFAULT_SHUFFLE_BUFFER = 20_000
+DEFAULT_REHEARSAL = 1
+DEFAULT_REHEARSAL_MEMORY = 20_000
+#: The largest ``rehearsal``: it multiplies the work of every learned example.
+REHEARSAL_MAX = 64
+#: The largest ``rehearsal_memory`` (rows; the solver also bounds it at 16 MiB).
+REHEARSAL_MEMORY_MAX = 1_000_000
 #: Classes a model learns from its data at most, unless its configuration says otherwise.
 DEFAULT_MAX_CLASSES = 1000
 #: The largest ``max_classes`` a configuration may ask for.
@@ -187,6 +193,19 @@ class ModelConfig(BaseModel):
     )
     run_guard: bool = Field(
         True, description="replay other classes during improbably long one-class runs (label-sorted sources)"
+    )
+    rehearsal: int = Field(
+        DEFAULT_REHEARSAL,
+        ge=0,
+        le=REHEARSAL_MAX,
+        description="extra learning steps per example on examples drawn from a reservoir of the stream "
+        "(multi-epoch accuracy from one pass; 0: off)",
+    )
+    rehearsal_memory: int = Field(
+        DEFAULT_REHEARSAL_MEMORY,
+        ge=0,
+        le=REHEARSAL_MEMORY_MAX,
+        description="examples remembered for rehearsal (a uniform reservoir sample; at most 16 MiB)",
     )
     on_drift: OnDrift = Field(
         "reset_schedule",

@@ -49,6 +49,8 @@ def make_estimator(config: ModelConfig):
         warmup=config.warmup,
         shuffle_buffer=config.shuffle_buffer,
         run_guard=config.run_guard,
+        rehearsal=config.rehearsal,
+        rehearsal_memory=config.rehearsal_memory,
         on_drift=config.on_drift,
         sv_storage=config.sv_storage,
     )

@@ -38,6 +38,7 @@ def estimate_bytes(config: ModelConfig, n_features: int, n_classes: int | None =
         config.maintenance,
         config.kernel,
         config.sv_storage,
+        config.rehearsal_memory if config.rehearsal else 0,
     )
 
 

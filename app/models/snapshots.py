@@ -325,6 +325,7 @@ def _service_fields(meta: dict[str, Any], path: Path | None) -> dict[str, Any]:
         saved.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
     if "on_drift" not in saved:  # saved before drift handling existed: it stays off
         saved["on_drift"] = "none"
+    saved.setdefault("rehearsal", 0)  # saved before rehearsal existed: it stays off
     stats = service.get("stats")
     return dict(
         name=str(service["model"]),

@@ -37,6 +37,7 @@ from ._lookup import merge_tables
 from ._merging import N_DIAG
 from ._preprocessing import Preprocessor, buffer_capacity, csr_arrays, guard_capacity
 from ._publish import published_copy
+from ._rehearsal import RehearsalMemory, memory_capacity
 from ._sparse_pool import new_arena, resolve_sv_storage, sparse_model_bytes
 from ._state import (
     C_MAINTENANCE,
@@ -109,6 +110,7 @@ def model_bytes(
     maintenance="merge",
     kernel="rbf",
     sv_storage="dense",
+    rehearsal_memory=0,
 ):
     """Bytes of the dense arrays a budgeted model of this shape allocates (an estimate made
     before any allocation): the SV matrix (B + 1) · d · 8, the shuffle buffer (at most
@@ -116,7 +118,9 @@ def model_bytes(
     ``maintenance="project"``.  The warm-up window (raw rows as received) is not counted.
     ``kernel="linear"``: :func:`._linear.linear_model_bytes` (no SVs: d · K · 8 of weights).
     ``sv_storage="sparse"``, or "auto" with d > 256 (where "auto" may choose sparse SVs):
-    :func:`._sparse_pool.sparse_model_bytes` (SVs bounded by their nonzeros, not by d)."""
+    :func:`._sparse_pool.sparse_model_bytes` (SVs bounded by their nonzeros, not by d).
+    ``rehearsal_memory``: rows remembered for rehearsal (0 when rehearsal is off), at most
+    16 MiB (:func:`._rehearsal.memory_capacity`)."""
     if kernel == "linear":
         return linear_model_bytes(n_features, shuffle_buffer, run_guard, n_classes)
     if sv_storage == "sparse" or (sv_storage == "auto" and int(n_features) > SPARSE_MIN_FEATURES):
@@ -130,6 +134,7 @@ def model_bytes(
         total += guard_capacity(n_classes, d) * n_classes * d * 8
     if maintenance == "project":
         total += cap * cap * 8
+    total += memory_capacity(int(rehearsal_memory), d) * (d + 2) * 8
     return int(total)
 
 
@@ -239,6 +244,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self.merge_diagnostics_ = np.zeros(N_DIAG, dtype=np.float64)
         self.rng_ = np.random.default_rng(self.random_state)
         self._pp = self._new_preprocessor(streaming)
+        self._rehearsal_memory = None
         self._new_monitors()
         if not streaming or self._pp.ready:
             self._ensure_pool()
@@ -394,7 +400,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         check_choice("on_drift", self.on_drift, ON_DRIFT)
         if not isinstance(self.run_guard, (bool, np.bool_)):
             raise ValueError(f"run_guard must be a bool, got {self.run_guard!r}")
-        for name in ("warmup", "shuffle_buffer"):
+        for name in ("warmup", "shuffle_buffer", "rehearsal", "rehearsal_memory"):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
@@ -518,6 +524,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         if d_new == d_old:
             return self
         self._grow_arrays(d_new)
+        if getattr(self, "_rehearsal_memory", None) is not None:
+            self._rehearsal_memory.widen(d_new)
         self._learn_fed(self._pp.grow(d_new, self.shuffle_buffer, self.rng_))
         return self
 
@@ -534,15 +542,59 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = d_new
 
     def _learn_fed(self, fed):
-        """Learn the rows the preprocessor released (None: none yet), record the originals and
-        feed their margins to the calibrator and the drift detector (:meth:`_monitor`)."""
+        """Learn the rows the preprocessor released (None: none yet), each followed by
+        ``rehearsal`` steps on remembered examples (:meth:`_learn_rehearsed`), record the
+        originals and feed their margins to the calibrator and the drift detector
+        (:meth:`_monitor`)."""
         if fed is None:
             self._learned(None, np.zeros(0))
             return
         X, labels, original = fed
-        margins = self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
+        if self._rehearses(X):
+            margins = self._learn_rehearsed(X, labels)
+        else:
+            margins = self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
         self._monitor(margins[original], labels[original])
         self._learned(margins[original], labels[original])
+
+    # ------------------------------------------------------------------ rehearsal
+    def _rehearses(self, X):
+        """Rehearsal applies to dense rows learned into a dense SV pool (``docs/online.md``)."""
+        return (
+            int(getattr(self, "rehearsal", 0)) > 0
+            and getattr(self, "kernel", "rbf") != "linear"  # linear models: docs/online.md
+            and X.shape[0] > 0
+            and isinstance(X, np.ndarray)
+            and not self._sparse_svs()
+            and self._memory().capacity > 0
+        )
+
+    def _memory(self):
+        """The reservoir of remembered examples (:class:`._rehearsal.RehearsalMemory`),
+        created on first use."""
+        memory = getattr(self, "_rehearsal_memory", None)
+        if memory is None:
+            capacity = memory_capacity(self.rehearsal_memory, self.n_features_in_)
+            seed = int(self.random_state) if isinstance(self.random_state, numbers.Integral) else 0
+            memory = self._rehearsal_memory = RehearsalMemory(capacity, self.n_features_in_, abs(seed))
+        return memory
+
+    def _learn_rehearsed(self, X, labels):
+        """Each new row's step, then ``rehearsal`` steps on rows drawn from the memory
+        (:func:`._rehearsal.plan_rehearsal`); returns the new rows' margins (f before their
+        own step)."""
+        memory = self._memory()
+        order, new_pos, gather = memory.extend(X, int(self.rehearsal))
+        X_ext, y_ext = memory.rows(X, labels, gather)
+        margins, alpha_ext = self._learn_plan(np.ascontiguousarray(X_ext), y_ext, order, memory, gather)
+        memory.commit(X, labels, alpha_ext)
+        self.last_margins_ = margins[new_pos]
+        return self.last_margins_
+
+    def _learn_plan(self, X_ext, y_ext, order, memory, gather):
+        """Learn ``X_ext[order]``; returns ``(margins, α of the extended rows or None)``
+        (BSCA overrides it to revisit the remembered rows' dual variables)."""
+        return self._learn(X_ext, y_ext, order), None
 
     def _pieces(self, n):
         """``(lo, hi)`` ranges covering ``n`` received rows, cut where the count of received
@@ -586,6 +638,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             flags[C_RESET_PENDING] = 0
             self._reset_schedule()
             self._pp.discard_buffer()
+            if getattr(self, "_rehearsal_memory", None) is not None:
+                self._rehearsal_memory.clear()  # the remembered rows hold the old concept
 
     def _reset_schedule(self):
         """Restart the step-size schedule at t = :data:`DRIFT_RESET_T0` (the step count
@@ -737,8 +791,16 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     @property
     def n_seen_(self):
-        """Examples received: learned (``t_`` − ``n_replayed_``) plus pending (``n_pending_``)."""
-        return int(self._counters[C_STEPS]) - self._pp.n_replayed + self._pp.pending + self._pp.n_discarded
+        """Examples received: learned (``t_`` − ``n_rehearsed_`` − ``n_replayed_``) plus pending
+        (``n_pending_``) and discarded."""
+        learned = int(self._counters[C_STEPS]) - self.n_rehearsed_ - self._pp.n_replayed
+        return learned + self._pp.pending + self._pp.n_discarded
+
+    @property
+    def n_rehearsed_(self):
+        """Rehearsal steps taken (each one a learning step counted in ``t_``)."""
+        memory = getattr(self, "_rehearsal_memory", None)
+        return memory.steps if memory is not None else 0
 
     @property
     def n_merges_(self):
@@ -805,6 +867,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             "average_weight_degradation": self.weight_degradation_total_ / maint if maint else 0.0,
             "sv_storage": getattr(self, "sv_storage_", None),
             "sv_nonzeros": self.sv_nonzeros_ if hasattr(self, "_sv_t") else 0,
+            "rehearsal_steps": self.n_rehearsed_,
         }
 
     # ------------------------------------------------------------------ persistence
@@ -830,6 +893,9 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         pp_arrays, pp_meta = self._pp.get_state()
         arrays.update(pp_arrays)
         monitors = self._monitors_state(arrays)
+        if getattr(self, "_rehearsal_memory", None) is not None:
+            reh_arrays, monitors["rehearsal"] = self._rehearsal_memory.get_state()
+            arrays.update(reh_arrays)
         meta = {
             **monitors,
             "preprocessing": pp_meta,
@@ -895,6 +961,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             params["run_guard"] = False
         if version <= 4:  # saved before drift handling existed: it stays off
             params["on_drift"] = "none"
+        params.setdefault("rehearsal", 0)  # saved before rehearsal existed: it stays off
         est = cls(**params)
         est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
         est._init_state(meta["n_features_in"], arrays["classes"], 1)
@@ -924,4 +991,6 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             est._k_inv[:n, :n] = arrays["k_inv"]
         est.rng_.bit_generator.state = meta["rng_state"]
         est._load_monitors(arrays, meta)
+        if "rehearsal" in meta:
+            est._rehearsal_memory = RehearsalMemory.from_state(arrays, meta["rehearsal"], est.n_features_in_)
         return est

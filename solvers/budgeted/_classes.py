@@ -14,6 +14,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._params import (
+    DEFAULT_REHEARSAL,
+    DEFAULT_REHEARSAL_MEMORY,
     DEFAULT_SHUFFLE_BUFFER,
     DEFAULT_WARMUP,
     KERNELS_ONLINE,
@@ -76,6 +78,9 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     on_drift : {"reset_schedule", "none"} — as in :class:`BudgetedSGDClassifier`; BSCA has
         no step size, so a reset scales the coefficients by t0 / (steps since the last reset)
     sv_storage : {"auto", "dense", "sparse"} — as in :class:`BudgetedSGDClassifier`
+    rehearsal, rehearsal_memory : as in :class:`BudgetedSGDClassifier`; a rehearsal step
+        revisits a remembered example's coordinate with its stored α (dataset-mode step), the
+        LaSVM-style reprocessing of old examples; one-vs-rest models share the memory bound
 
     Attributes
     ----------
@@ -115,6 +120,8 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         run_guard=True,
         on_drift="reset_schedule",
         sv_storage="auto",
+        rehearsal=DEFAULT_REHEARSAL,
+        rehearsal_memory=DEFAULT_REHEARSAL_MEMORY,
     ):
         self.budget = budget
         self.gamma = gamma
@@ -135,6 +142,8 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         self.run_guard = run_guard
         self.on_drift = on_drift
         self.sv_storage = sv_storage
+        self.rehearsal = rehearsal
+        self.rehearsal_memory = rehearsal_memory
 
     # ------------------------------------------------------------------ parameters
     def check_params(self):
@@ -170,6 +179,8 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             run_guard=False,
             on_drift="none",
             sv_storage=getattr(self, "sv_storage_", "dense"),
+            # one-vs-rest: the K binary models share the memory bound
+            rehearsal_memory=max(1, int(self.rehearsal_memory) // max(1, self.classes_.shape[0])),
         )
         if self.random_state is not None:
             params["random_state"] = int(self.random_state) + k
@@ -292,6 +303,15 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             self._x_buf,
             self._row_buf,
         )
+
+    def _learn_plan(self, X_ext, y_ext, order, memory, gather):
+        """Rehearsal: new rows are fresh coordinates (α = 0); remembered rows carry their α, so
+        drawing one again is a coordinate-ascent revisit (dataset-mode step, Algorithm 2)."""
+        self._ensure_pool()
+        alpha_ext = memory.alpha_ext(X_ext.shape[0] - gather.shape[0], gather)
+        margins = np.empty(order.shape[0], dtype=np.float64)
+        self._steps(X_ext, y_ext, order, alpha_ext, False, margins)
+        return margins, alpha_ext
 
     def _apply(self, X, labels, order, margins):
         """Streaming mode over X[order] (used by partial_fit through ``_learn``)."""
@@ -453,6 +473,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
                     "average_weight_degradation": 0.0,
                     "sv_storage": getattr(self, "sv_storage_", None),
                     "sv_nonzeros": 0,
+                    "rehearsal_steps": 0,
                 }
             total = {k: sum(p[k] for p in parts) for k in parts[0] if k != "sv_storage"}
             total["sv_storage"] = getattr(self, "sv_storage_", None)
@@ -486,8 +507,14 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     @property
     def n_seen_(self):
         if self._is_ovr():
-            return self.t_ - self._pp.n_replayed + self._pp.pending + self._pp.n_discarded
+            return self.t_ - self.n_rehearsed_ - self._pp.n_replayed + self._pp.pending + self._pp.n_discarded
         return super().n_seen_
+
+    @property
+    def n_rehearsed_(self):
+        if self._is_ovr():  # every binary model learns the same rows with the same rehearsal
+            return self.estimators_[0].n_rehearsed_ if getattr(self, "estimators_", None) else 0
+        return super().n_rehearsed_
 
     # ------------------------------------------------------------------ persistence
     def get_state(self):
@@ -645,6 +672,17 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         on a detection ``"reset_schedule"`` restarts the schedule at t0 = 30,000 (Pegasos:
         η = 1/(λ t0)), so the learner adapts fast while keeping its support vectors;
         ``"none"`` only counts detections (``drift_``).
+    rehearsal : int >= 0
+        Streaming (``partial_fit``): after each learned example, this many extra steps on
+        examples drawn uniformly from a reservoir of the stream so far (multi-epoch accuracy
+        from one pass; :mod:`._rehearsal`).  Draws are hashes of the example count, so batch
+        cuts and restores give the identical model.  Default 1: one pass with no settings,
+        B = 500: a9a 83.4 → 84.6%, phishing 90.8 → 95.1%, ijcnn1 97.7% either way, for about
+        1.7× the CPU (``benchmarks/bench_rehearsal.py``).  Dense rows with dense SVs only;
+        ``kernel="linear"`` does not rehearse; :meth:`fit` runs ``epochs`` instead.
+    rehearsal_memory : int >= 0
+        Examples remembered for rehearsal (uniform reservoir; at most 16 MiB of rows).  After a
+        detected drift with ``on_drift="reset_schedule"`` the memory is emptied.
     kernel : {"rbf", "linear"}
         ``"rbf"``: the budgeted Gaussian-kernel SVM above.  ``"linear"``: a linear SVM,
         Pegasos with an explicit weight matrix W (d, K) — K = 1 binary, one column per class
@@ -720,6 +758,8 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         on_drift="reset_schedule",
         kernel="rbf",
         sv_storage="auto",
+        rehearsal=DEFAULT_REHEARSAL,
+        rehearsal_memory=DEFAULT_REHEARSAL_MEMORY,
     ):
         self.budget = budget
         self.gamma = gamma
@@ -744,6 +784,8 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         self.on_drift = on_drift
         self.kernel = kernel
         self.sv_storage = sv_storage
+        self.rehearsal = rehearsal
+        self.rehearsal_memory = rehearsal_memory
 
     def check_params(self):
         """Validate the parameters; returns self.

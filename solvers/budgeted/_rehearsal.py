@@ -1,0 +1,226 @@
+"""Rehearsal: extra learning steps on remembered examples, so one pass over a stream
+approaches the accuracy of several epochs.
+
+After each learned example the learner takes ``rehearsal`` more steps, each on an example
+drawn uniformly from a bounded memory of the examples learned so far.  The memory is a
+uniform reservoir sample of the stream (Vitter's Algorithm R): after n examples every one of
+them is in it with the same probability capacity/n, so rehearsal steps sample the whole
+stream seen so far, like the later epochs of a multi-epoch run, without storing it.
+
+Every draw is a hash of ``(seed, example count, draw number)`` (splitmix64), not a call to
+the model's generator, so the plan of steps depends only on the sequence of examples: a
+stream cut into batches differently, or replayed after a crash (exactly-once recovery),
+gives the identical model.
+
+BSCA keeps each remembered example's dual variable α beside it, so a rehearsal step is a
+true coordinate-ascent revisit of that coordinate (Qaadan et al. 2019, Algorithm 2 in dataset
+mode) — the LaSVM idea of reprocessing old examples — instead of a fresh α = 0 coordinate.
+
+Memory: the rows of the reservoir (scaled, dense, float64) grow by doubling up to
+``capacity`` rows, at most :data:`REHEARSAL_MAX_BYTES`.  Rows that are sparse (CSR input to a
+sparse SV pool) are not remembered: rehearsal applies to dense rows (``docs/online.md``).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+#: Bytes of remembered rows a model may hold (d + 2 float64 per row: row, label, α).
+REHEARSAL_MAX_BYTES = 16 * 2**20
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _mix(z):
+    """splitmix64's finaliser: a bijective 64-bit hash (Steele, Lea & Flood 2014)."""
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _draw(seed, count, k, n):
+    """An integer in [0, n) from the hash of (seed, example count, draw k); n ≥ 1."""
+    z = _mix(np.uint64(seed) + _GOLDEN * np.uint64(count))
+    z = _mix(z ^ (np.uint64(k) * _GOLDEN + np.uint64(1)))
+    return np.int64(z % np.uint64(n))
+
+
+@nb.njit(nogil=True, cache=True)
+def plan_rehearsal(n_new, rehearsal, capacity, counts, seed, slot_src, order, new_pos):
+    """The step order of a batch of ``n_new`` new examples with ``rehearsal`` extra steps each.
+
+    Rows are numbered as in the extended batch: 0..n_new−1 the new examples, n_new + s the
+    row held in reservoir slot s before the batch.  For each new example i (in order): its own
+    step, then it enters the reservoir (Algorithm R: while not full into the next slot, then
+    into a uniformly drawn slot with probability capacity/count), then ``rehearsal`` steps on
+    uniformly drawn slots (the example itself can be drawn).
+
+    n_new, rehearsal, capacity : int (capacity ≥ 1); counts : (2,) int64 — reservoir fill and
+    examples counted so far, updated; seed : int ≥ 0; slot_src : (min(capacity, fill + n_new),)
+    int64 — row held by each slot, in: n_new + s for the old rows, out: i for slots a new
+    example took;
+    order : (n_new·(1 + rehearsal),) int64, out — rows to learn, in order; new_pos : (n_new,)
+    int64, out — position of example i's own step in ``order``.
+    """
+    fill = counts[0]
+    seen = counts[1]
+    k = 0
+    for i in range(n_new):
+        new_pos[i] = k
+        order[k] = i
+        k += 1
+        seen += 1
+        if fill < capacity:
+            slot = fill
+            fill += 1
+        else:
+            slot = _draw(seed, seen, 0, seen)
+        if slot < capacity:
+            slot_src[slot] = i
+        for q in range(rehearsal):
+            order[k] = slot_src[_draw(seed, seen, q + 1, fill)]
+            k += 1
+    counts[0] = fill
+    counts[1] = seen
+
+
+def memory_capacity(rehearsal_memory: int, n_features: int) -> int:
+    """Rows a model remembers: ``rehearsal_memory``, at most :data:`REHEARSAL_MAX_BYTES` of
+    rows of ``n_features`` float64 plus label and α."""
+    per_row = 8 * (max(1, int(n_features)) + 2)
+    return int(min(int(rehearsal_memory), REHEARSAL_MAX_BYTES // per_row))
+
+
+class RehearsalMemory:
+    """The reservoir of remembered examples and the plan of a batch's steps.
+
+    Parameters
+    ----------
+    capacity : int ≥ 0 — rows remembered at most (0: rehearsal off)
+    n_features : int — row width d
+    seed : int ≥ 0 — the hash seed of every draw
+
+    Attributes
+    ----------
+    X : (rows allocated, d) float64 scaled rows (grown by doubling); y : labels as the
+    learner encodes them (±1 or class index); alpha : BSCA's dual variable of each row;
+    counts : (2,) int64 — rows held, examples counted.
+    """
+
+    def __init__(self, capacity: int, n_features: int, seed: int):
+        self.capacity = int(capacity)
+        self.seed = int(seed)
+        self.counts = np.zeros(2, dtype=np.int64)
+        self.steps = 0  # rehearsal steps taken (statistics)
+        self.X = np.zeros((0, int(n_features)))
+        self.y = np.zeros(0)
+        self.alpha = np.zeros(0)
+
+    @property
+    def fill(self) -> int:
+        return int(self.counts[0])
+
+    def extend(self, X_new, rehearsal: int):
+        """Plan the steps for new rows ``X_new`` (n, d): returns ``(order, new_pos, gather)``
+        — ``order`` indexes the extended rows ``[X_new; self.X[gather]]``, ``new_pos`` the new
+        examples' own steps.  Call :meth:`commit` with the learned rows afterwards."""
+        n = X_new.shape[0]
+        slots = min(self.capacity, int(self.counts[0]) + n)  # the slots this batch can reach
+        slot_src = np.arange(n, n + slots, dtype=np.int64)
+        order = np.empty(n * (1 + int(rehearsal)), dtype=np.int64)
+        new_pos = np.empty(n, dtype=np.int64)
+        self._before = int(self.counts[0])
+        plan_rehearsal(n, int(rehearsal), self.capacity, self.counts, self.seed, slot_src, order, new_pos)
+        self.steps += n * int(rehearsal)
+        old = order >= n
+        gather = np.unique(order[old]) - n
+        lut = np.empty(slots, dtype=np.int64)
+        lut[gather] = n + np.arange(gather.shape[0])
+        order[old] = lut[order[old] - n]
+        self._slot_src, self._gather = slot_src, gather
+        return order, new_pos, gather
+
+    def rows(self, X_new, y_new, gather):
+        """The extended rows and labels ``[X_new; X[gather]]``, ``[y_new; y[gather]]``."""
+        if gather.shape[0] == 0:
+            return X_new, y_new
+        return np.concatenate([X_new, self.X[gather]]), np.concatenate([y_new, self.y[gather]])
+
+    def commit(self, X_new, y_new, alpha_ext=None) -> None:
+        """Store the rows new examples took slots for (and, BSCA, every α the batch changed:
+        ``alpha_ext`` aligned with the extended rows)."""
+        n = X_new.shape[0]
+        fill = int(self.counts[0])
+        self._grow(fill, X_new.shape[1])
+        gather = self._gather
+        if alpha_ext is not None and gather.shape[0]:
+            self.alpha[gather] = alpha_ext[n:]
+        slots = np.flatnonzero(self._slot_src[:fill] < n)
+        src = self._slot_src[slots]
+        self.X[slots] = X_new[src]
+        self.y[slots] = y_new[src]
+        self.alpha[slots] = 0.0 if alpha_ext is None else alpha_ext[src]
+        del self._slot_src, self._gather
+
+    def alpha_ext(self, n_new: int, gather) -> np.ndarray:
+        """α of the extended rows: 0 for the new examples (fresh coordinates), the stored α of
+        the gathered ones."""
+        return np.concatenate([np.zeros(n_new), self.alpha[gather]])
+
+    def _grow(self, fill: int, d: int) -> None:
+        rows = self.X.shape[0]
+        if fill <= rows:
+            return
+        new = min(self.capacity, max(fill, 2 * rows, 64))
+        X = np.zeros((new, d))
+        X[:rows] = self.X
+        y, alpha = np.zeros(new), np.zeros(new)
+        y[:rows], alpha[:rows] = self.y, self.alpha
+        self.X, self.y, self.alpha = X, y, alpha
+
+    def clear(self) -> None:
+        """Forget every row (after a detected drift: they hold the old concept)."""
+        self.counts[:] = 0
+
+    def widen(self, n_features: int) -> None:
+        """Rows get zeros in new features (``grow_features``)."""
+        X = np.zeros((self.X.shape[0], int(n_features)))
+        X[:, : self.X.shape[1]] = self.X
+        self.X = X
+
+    def get_state(self) -> tuple[dict[str, np.ndarray], dict]:
+        fill = self.fill
+        arrays = {
+            "reh_X": self.X[:fill].copy(),
+            "reh_y": self.y[:fill].copy(),
+            "reh_alpha": self.alpha[:fill].copy(),
+        }
+        meta = {
+            "capacity": self.capacity,
+            "seed": self.seed,
+            "counts": self.counts.tolist(),
+            "steps": self.steps,
+        }
+        return arrays, meta
+
+    @classmethod
+    def from_state(cls, arrays, meta, n_features: int) -> RehearsalMemory:
+        """Raises ValueError if the arrays do not fit the meta."""
+        memory = cls(meta["capacity"], n_features, meta["seed"])
+        fill, seen = (int(v) for v in meta["counts"])
+        X = np.asarray(arrays["reh_X"], dtype=np.float64)
+        if not (0 <= fill <= memory.capacity and seen >= fill and X.shape == (fill, int(n_features))):
+            raise ValueError("saved rehearsal memory does not fit its capacity/dimension")
+        memory.counts[:] = (fill, seen)
+        memory.steps = int(meta.get("steps", 0))
+        memory.X, memory.y, memory.alpha = (
+            X.copy(),
+            np.array(arrays["reh_y"], float),
+            np.array(arrays["reh_alpha"], float),
+        )
+        return memory
