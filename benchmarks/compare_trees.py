@@ -42,7 +42,7 @@ import os
 X, y = load_svmlight_file(os.path.join(os.environ["SVMSTREAM_DATA"], "ijcnn1.bz2"))
 X = np.ascontiguousarray(X.toarray())
 params = dict(budget=500, gamma=2.0, C=32.0)
-raw = dict(scaling="none", shuffle_buffer=0, run_guard=False)
+raw = dict(scaling="none", shuffle_buffer=0, run_guard=False, rehearsal=0)
 extra = {k: v for k, v in raw.items() if k in BudgetedSGDClassifier().get_params()}
 out = {}
 for solver in ("gss", "lookup-wd"):
