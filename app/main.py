@@ -85,14 +85,19 @@ def _redacted(url: str) -> str:
 async def _open_registry(settings: Settings) -> Registry:
     """The registry with its snapshot store, restored models and the default model (a
     replica: an empty registry without snapshots; its models come from the learner), and the
-    solver warm-up started in the background (``/health`` does not wait for it)."""
-    if settings.warm_up:
-        WarmUp().start()
+    solver warm-up started in the background (``/health`` does not wait for it) once the
+    models are restored: a restore decodes nothing (lazy, ``docs/service.md``) and needs no
+    kernel, and the warm-up would only compete with it for the GIL (10,000 models: restart to
+    ``/health`` 12.3 s with the warm-up running alongside, 9.0 s without, load 5)."""
     if settings.role == "replica":
+        if settings.warm_up:
+            WarmUp().start()
         return Registry(settings, None)
     registry = Registry(settings, SnapshotStore(settings.snapshot_dir, keep=settings.snapshot_keep))
     if settings.restore_on_start:
         await asyncio.to_thread(registry.restore)
+    if settings.warm_up:
+        WarmUp().start()
     if settings.create_default_model and settings.default_model not in registry:
         config = registry.resolve_config({})
         registry.create(settings.default_model, config, snapshot=False)

@@ -5,7 +5,10 @@ with no settings (``PUT /models/{name}`` with ``{}``) and each taught one batch 
 rows with string labels (``POST /learn``, 8 client threads).  Figures: the service's RSS and
 thread count after all were taught, ``GET /metrics`` time (median of 5) and size, the final
 snapshots at SIGTERM, and the restart: time from starting the process to ``/health`` (every
-model restored) and RSS after it.
+model registered: lazy restore reads each snapshot's header, ``docs/service.md``), the server's
+CPU seconds and RSS then, the first ``/predict`` of one model (its snapshot decoded on first
+use) and the next one, one ``/learn`` on it, and the SIGTERM of the restarted service (only
+that model is rewritten).  Load averages are recorded at each phase (the machine is shared).
 
 Usage: ``python -m benchmarks.bench_many_models [--models 10000]``.
 """
@@ -36,11 +39,14 @@ def _figures(svc, http) -> dict:
         r = http.get("/metrics")
         times.append(time.perf_counter() - started)
         size = len(r.content)
+    cpu = proc.cpu_times()
     return {
         "rss_mb": proc.memory_info().rss / 2**20,
         "threads": proc.num_threads(),
         "metrics_s_median": float(np.median(times)),
         "metrics_bytes": size,
+        "server_cpu_s": cpu.user + cpu.system,
+        "load_avg": os.getloadavg()[0],
     }
 
 
@@ -85,18 +91,56 @@ def main(argv=None) -> None:
             svc.proc.wait(600)
             rows.append({"phase": "SIGTERM with final snapshots", "seconds": time.perf_counter() - started})
         files = sum(1 for _ in snap.rglob("*.svm*"))
+        import psutil
+
         started = time.perf_counter()
         svc2 = Server(snap, env=env, clean_env=True, log=Path(tmpdir) / "b.log", log_level=None)
         svc2.wait_ready(lambda path: httpx.get(svc2.url + path, timeout=5), timeout=600, delay=0.05)
         restart_s = time.perf_counter() - started
+        cpu = psutil.Process(svc2.proc.pid).cpu_times()
+        restart_cpu = cpu.user + cpu.system
+        load = os.getloadavg()[0]
         http2 = httpx.Client(base_url=svc2.url, timeout=120)
-        n_models = (
-            len(http2.get("/models").json()["models"]) if http2.get("/models").status_code == 200 else None
-        )
+        started = time.perf_counter()
+        listed = http2.get("/models")
+        list_s = time.perf_counter() - started
+        n_models = len(listed.json()["models"]) if listed.status_code == 200 else None
         rows.append(
-            {"phase": "restart to /health", "seconds": restart_s, "models": n_models, **_figures(svc2, http2)}
+            {
+                "phase": "restart to /health",
+                "seconds": restart_s,
+                "models": n_models,
+                "server_cpu_s": restart_cpu,
+                "load_avg": load,
+                "get_models_s": list_s,
+                **{k: v for k, v in _figures(svc2, http2).items() if k not in ("server_cpu_s", "load_avg")},
+            }
         )
-        svc2.__exit__(None, None, None)
+        name = "customer-00042"
+        predict = {"model": name, "X": X[:5].tolist()}
+        for phase in ("first /predict after restart (decodes the snapshot)", "second /predict"):
+            started = time.perf_counter()
+            r = http2.post("/predict", json=predict)
+            rows.append({"phase": phase, "seconds": time.perf_counter() - started, "status": r.status_code})
+        started = time.perf_counter()
+        r = http2.post("/learn", json={"model": name, **body})
+        rows.append(
+            {
+                "phase": "one /learn after restart",
+                "seconds": time.perf_counter() - started,
+                "status": r.status_code,
+            }
+        )
+        started = time.perf_counter()
+        svc2.proc.send_signal(signal.SIGTERM)
+        svc2.proc.wait(600)
+        rows.append(
+            {
+                "phase": "SIGTERM of the restarted service (one model learned)",
+                "seconds": time.perf_counter() - started,
+                "files_written": sum(1 for _ in snap.rglob("*.svm*")) - files,
+            }
+        )
     payload = {"machine": machine(), "models": n, "snapshot_files": files, "rows": rows}
     payload["load_avg_at_end"] = os.getloadavg()[0]
     write_results(
