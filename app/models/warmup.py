@@ -41,6 +41,11 @@ def warm_up(stage: Callable[[str], None] | None = None) -> None:
             est.partial_fit(rows, y, classes=np.arange(2))
             est.flush()
             est.published_copy().decision_function(rows)
+    # batches of >= 32 rows take the blocked BLAS path of dense pools (solvers/budgeted/_decision.py)
+    stage("BSGD blocked batch prediction")
+    est = make_estimator(ModelConfig(budget=2, warmup=4, shuffle_buffer=2, random_state=0))
+    est.partial_fit(X, y, classes=np.arange(2)).flush()
+    est.published_copy().decision_function(np.repeat(X, 8, axis=0))
     # sparse support vectors (wide sparse input, sv_storage "auto" -> "sparse"): ~12 CPU s of
     # kernels on an empty numba cache
     rows = sp.csr_matrix(X)
