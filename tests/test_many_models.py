@@ -298,3 +298,16 @@ def test_many_models_restart_lazily_through_a_real_server(start_server, tmp_path
     server.terminate()
     final = server.log_text().split("final snapshots: ")[-1].splitlines()[0]
     assert names[1] in final and names[0] not in final and names[2] not in final, final
+
+
+def test_recent_values_keep_the_last_ones():
+    from svmstream.app.models.meters import RecentValues
+
+    ring = RecentValues(4)
+    assert len(ring) == 0 and list(ring) == []
+    for v in range(1, 4):
+        ring.append(float(v))
+    assert sorted(ring) == [1.0, 2.0, 3.0]
+    for v in range(4, 11):
+        ring.append(float(v))
+    assert len(ring) == 4 and sorted(ring) == [7.0, 8.0, 9.0, 10.0]

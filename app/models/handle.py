@@ -33,7 +33,6 @@ import copy
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -56,7 +55,13 @@ from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
 from svmstream.app.models.factory import copy_estimator, estimator_from_state, make_estimator
 from svmstream.app.models.learners import LearnerPool, default_pool
 from svmstream.app.models.limits import check_width, estimate_bytes, max_width
-from svmstream.app.models.meters import LabelRunMeter, PrequentialWindow, RateMeter, correct_predictions
+from svmstream.app.models.meters import (
+    LabelRunMeter,
+    PrequentialWindow,
+    RateMeter,
+    RecentValues,
+    correct_predictions,
+)
 from svmstream.app.models.snapshots import decode_snapshot
 from svmstream.app.models.view import ModelView, check_finite, estimator_stats
 from svmstream.app.models.warmup import note_waiting
@@ -201,7 +206,7 @@ class ModelHandle:
         self.overflows = 0
         self.learn_failures = 0  # rolled-back batches other than overflows (/metrics)
         self.snapshot_failures = 0  # written by Registry.snapshot (/metrics)
-        self.publish_seconds: deque[float] = deque(maxlen=PUBLISH_TIMES)  # the cost of publishing
+        self.publish_seconds = RecentValues(PUBLISH_TIMES)  # the cost of publishing
         self._drift_logged = int(self.view.stats["drift"]["detections"])
         self.created_at = time.time()
         # set by a stream consumer: () -> dict of stream figures for info() and /metrics

@@ -9,6 +9,7 @@
 * :func:`correct_predictions` -- whether each pre-update prediction was right.
 * :class:`LabelRunMeter` -- the run of one label among received examples, for the
   label-sorted source warning (a stream in file order of a LIBSVM file sorted by label).
+* :class:`RecentValues` -- the last N values of a figure (the publication times).
 
 Their Prometheus exposition is :mod:`svmstream.app.observability.prometheus`.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from array import array
 from collections import deque
 from collections.abc import Callable
 
@@ -209,3 +211,30 @@ class RateMeter:
     @property
     def total(self) -> int:
         return self._total
+
+
+class RecentValues:
+    """The last ``maxlen`` float values appended, oldest overwritten first: a ring held in an
+    ``array('d')`` that grows with the values (8 bytes each; a ``deque(maxlen=256)`` allocates
+    ~1.5 KB at once, per model).  One writer; readers iterate over a snapshot of the values
+    (taken in one call, so a concurrent append never changes it)."""
+
+    __slots__ = ("maxlen", "_buf", "_next")
+
+    def __init__(self, maxlen: int):
+        self.maxlen = int(maxlen)
+        self._buf = array("d")
+        self._next = 0
+
+    def append(self, value: float) -> None:
+        if len(self._buf) < self.maxlen:
+            self._buf.append(value)
+        else:
+            self._buf[self._next] = value
+            self._next = (self._next + 1) % self.maxlen
+
+    def __len__(self) -> int:
+        return len(self._buf)
+
+    def __iter__(self):
+        return iter(self._buf.tolist())
