@@ -206,11 +206,7 @@ def main(argv=None) -> None:
         "components_of_one_model": components,
         "load_avg_at_end": os.getloadavg()[0],
     }
-    table = (
-        rows
-        + [{"part": "B", **r} for r in top]
-        + [{"part": "C", **r} for r in components]
-    )
+    table = rows + [{"part": "B", **r} for r in top] + [{"part": "C", **r} for r in components]
     if args.no_results:
         import json
 
