@@ -81,7 +81,8 @@ def test_the_reservoir_is_a_uniform_sample_of_the_stream():
 
 def test_memory_capacity_is_bounded_in_bytes():
     assert memory_capacity(20_000, 22) == 20_000
-    assert memory_capacity(20_000, 10_000) * 8 * 10_002 <= 16 * 2**20
+    assert memory_capacity(20_000, 1_000) == 16 * 2**20 // (8 * 1_002)  # 2,093 rows in 16 MiB
+    assert memory_capacity(20_000, 10_000) == 0  # 209 rows would be rehearsed too often: off
     assert memory_capacity(0, 5) == 0
 
 

@@ -564,8 +564,6 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             int(getattr(self, "rehearsal", 0)) > 0
             and getattr(self, "kernel", "rbf") != "linear"  # linear models: docs/online.md
             and X.shape[0] > 0
-            and isinstance(X, np.ndarray)
-            and not self._sparse_svs()
             and self._memory().capacity > 0
         )
 
@@ -586,7 +584,9 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         memory = self._memory()
         order, new_pos, gather = memory.extend(X, int(self.rehearsal))
         X_ext, y_ext = memory.rows(X, labels, gather)
-        margins, alpha_ext = self._learn_plan(np.ascontiguousarray(X_ext), y_ext, order, memory, gather)
+        if not sp.issparse(X_ext):
+            X_ext = np.ascontiguousarray(X_ext)
+        margins, alpha_ext = self._learn_plan(X_ext, y_ext, order, memory, gather)
         memory.commit(X, labels, alpha_ext)
         self.last_margins_ = margins[new_pos]
         return self.last_margins_

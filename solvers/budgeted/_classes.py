@@ -310,6 +310,10 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         self._ensure_pool()
         alpha_ext = memory.alpha_ext(X_ext.shape[0] - gather.shape[0], gather)
         margins = np.empty(order.shape[0], dtype=np.float64)
+        if self._sparse_svs():
+            X_ext = self._csr_input(X_ext)
+        elif sp.issparse(X_ext):
+            X_ext = np.ascontiguousarray(X_ext.toarray())
         self._steps(X_ext, y_ext, order, alpha_ext, False, margins)
         return margins, alpha_ext
 

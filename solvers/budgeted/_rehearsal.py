@@ -25,9 +25,13 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+import scipy.sparse as sp
 
 #: Bytes of remembered rows a model may hold (d + 2 float64 per row: row, label, α).
 REHEARSAL_MAX_BYTES = 16 * 2**20
+#: Fewer rows than this within the byte bound (d > ~2,000): no rehearsal — a small memory
+#: would be rehearsed hundreds of times per row (wide text keeps one pass, docs/online.md).
+REHEARSAL_MIN_ROWS = 1000
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -91,9 +95,14 @@ def plan_rehearsal(n_new, rehearsal, capacity, counts, seed, slot_src, order, ne
 
 def memory_capacity(rehearsal_memory: int, n_features: int) -> int:
     """Rows a model remembers: ``rehearsal_memory``, at most :data:`REHEARSAL_MAX_BYTES` of
-    rows of ``n_features`` float64 plus label and α."""
+    rows of ``n_features`` float64 plus label and α; 0 (no rehearsal) when that bound leaves
+    fewer than :data:`REHEARSAL_MIN_ROWS`.  It depends on d only, so dense and sparse input of
+    the same data rehearse alike."""
     per_row = 8 * (max(1, int(n_features)) + 2)
-    return int(min(int(rehearsal_memory), REHEARSAL_MAX_BYTES // per_row))
+    rows = REHEARSAL_MAX_BYTES // per_row
+    if rows < REHEARSAL_MIN_ROWS:
+        return 0
+    return int(min(int(rehearsal_memory), rows))
 
 
 class RehearsalMemory:
@@ -146,10 +155,14 @@ class RehearsalMemory:
         return order, new_pos, gather
 
     def rows(self, X_new, y_new, gather):
-        """The extended rows and labels ``[X_new; X[gather]]``, ``[y_new; y[gather]]``."""
+        """The extended rows and labels ``[X_new; X[gather]]``, ``[y_new; y[gather]]`` (CSR if
+        ``X_new`` is: remembered rows are dense, at most 16 MiB)."""
         if gather.shape[0] == 0:
             return X_new, y_new
-        return np.concatenate([X_new, self.X[gather]]), np.concatenate([y_new, self.y[gather]])
+        labels = np.concatenate([y_new, self.y[gather]])
+        if sp.issparse(X_new):
+            return sp.vstack([X_new, sp.csr_matrix(self.X[gather])], format="csr"), labels
+        return np.concatenate([X_new, self.X[gather]]), labels
 
     def commit(self, X_new, y_new, alpha_ext=None) -> None:
         """Store the rows new examples took slots for (and, BSCA, every α the batch changed:
@@ -162,7 +175,7 @@ class RehearsalMemory:
             self.alpha[gather] = alpha_ext[n:]
         slots = np.flatnonzero(self._slot_src[:fill] < n)
         src = self._slot_src[slots]
-        self.X[slots] = X_new[src]
+        self.X[slots] = X_new[src].toarray() if sp.issparse(X_new) else X_new[src]
         self.y[slots] = y_new[src]
         self.alpha[slots] = 0.0 if alpha_ext is None else alpha_ext[src]
         del self._slot_src, self._gather
