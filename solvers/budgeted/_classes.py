@@ -682,8 +682,8 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         from one pass; :mod:`._rehearsal`).  Draws are hashes of the example count, so batch
         cuts and restores give the identical model.  Default 1: one pass with no settings,
         B = 500: a9a 83.4 → 84.6%, phishing 90.8 → 95.1%, ijcnn1 97.7% either way, for about
-        1.7× the CPU (``benchmarks/bench_rehearsal.py``).  Dense rows with dense SVs only;
-        ``kernel="linear"`` does not rehearse; :meth:`fit` runs ``epochs`` instead.
+        1.7× the CPU (``benchmarks/bench_rehearsal.py``).  Off where fewer than 1,000 rows fit
+        16 MiB (d > ~2,000); ``kernel="linear"`` does not rehearse; :meth:`fit` runs ``epochs``.
     rehearsal_memory : int >= 0
         Examples remembered for rehearsal (uniform reservoir; at most 16 MiB of rows).  After a
         detected drift with ``on_drift="reset_schedule"`` the memory is emptied.

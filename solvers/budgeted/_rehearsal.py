@@ -16,9 +16,10 @@ BSCA keeps each remembered example's dual variable α beside it, so a rehearsal 
 true coordinate-ascent revisit of that coordinate (Qaadan et al. 2019, Algorithm 2 in dataset
 mode) — the LaSVM idea of reprocessing old examples — instead of a fresh α = 0 coordinate.
 
-Memory: the rows of the reservoir (scaled, dense, float64) grow by doubling up to
-``capacity`` rows, at most :data:`REHEARSAL_MAX_BYTES`.  Rows that are sparse (CSR input to a
-sparse SV pool) are not remembered: rehearsal applies to dense rows (``docs/online.md``).
+Memory: the rows of the reservoir (scaled, stored dense, float64, also for CSR input) grow by
+doubling up to ``capacity`` rows, at most :data:`REHEARSAL_MAX_BYTES`; where fewer than
+:data:`REHEARSAL_MIN_ROWS` fit (d > ~2,000: wide text) there is no rehearsal
+(``docs/online.md``).
 """
 
 from __future__ import annotations
