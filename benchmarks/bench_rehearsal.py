@@ -198,7 +198,7 @@ def main(argv=None) -> int:
             {"machine": info, "rows": rows},
             rows,
             "Rehearsal: one pass over the stream, B = 500 (issue 17, item 1)",
-            notes=f"Machine: {info}. Medians over {args.seeds} seeds; partial_fit batches of {BATCH}; "
+            notes=f"Medians over {args.seeds} seeds; partial_fit batches of {BATCH}; "
             "setting none = no hyperparameters, paper = the papers' C and γ on raw features.",
         )
     if args.part in ("accept", "both"):
@@ -217,7 +217,7 @@ def main(argv=None) -> int:
             },
             rows,
             f"One pass with rehearsal = {rehearsal} ({args.algorithm}, setting {args.setting}) against SVC and Nystroem, interleaved",
-            notes=f"Machine: {info}. Per round: SVC (papers' C, γ), Nystroem(500)+SGD, ours, in this order; "
+            notes=f"Per round: SVC (papers' C, γ), Nystroem(500)+SGD, ours, in this order; "
             "CPU = time.process_time of this process; the 'median' rows are medians of the per-round figures and ratios.",
         )
     return 0
