@@ -240,7 +240,10 @@ def test_a_restored_model_rolls_back_from_its_snapshot_file(tmp_path):
     reg.close()
     restored = _registry(tmp_path)
     assert restored.restore() == ["m"]
-    assert isinstance(restored.get("m")._checkpoint, Path)
+    handle = restored.get("m")
+    assert not handle.loaded and handle._checkpoint is None  # lazy restore: nothing decoded yet
+    handle.ensure_loaded()
+    assert isinstance(handle._checkpoint, Path)
     restored.learn("m", X[1200:1300], y[1200:1300]).result()
     with pytest.raises(ValueError):
         restored.learn("m", X[1300:1400], _poison(y[1300:1400])).result()
