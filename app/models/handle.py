@@ -33,6 +33,7 @@ import copy
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -106,15 +107,19 @@ def _input_bytes(*arrays) -> int:
 class RestorePending:
     """The estimator of a lazily restored model's first view: any attribute read (e.g.
     ``decision_function``) decodes the model's snapshot (:meth:`ModelHandle.ensure_loaded`)
-    and is answered by the decoded model's published copy."""
+    and is answered by the decoded model's published copy.  It refers to its handle weakly (no
+    reference cycle: the service freezes the collector's generations once started)."""
 
     __slots__ = ("_handle",)
 
     def __init__(self, handle: ModelHandle):
-        self._handle = handle
+        self._handle = weakref.ref(handle)
 
     def __getattr__(self, name: str):
-        return getattr(self._handle.loaded_view().estimator, name)
+        handle = self._handle()
+        if handle is None:
+            raise ModelClosed("the model was deleted or replaced")
+        return getattr(handle.loaded_view().estimator, name)
 
 
 class ModelHandle:
