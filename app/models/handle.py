@@ -126,6 +126,16 @@ class ModelHandle:
     """One named model: configuration, private estimator, learner queue (on the threads of a
     :class:`~svmstream.app.models.learners.LearnerPool`: one writer at a time), current view."""
 
+    # slots, not a __dict__ of ~35 entries: ~1.5 KB less per model (10,000 models in a service)
+    __slots__ = (
+        "name", "config", "settings", "codec", "max_pending", "follower_of", "_est", "_est_lock",
+        "_checkpoint", "_journal", "_journal_bytes", "_n_features", "_fixed", "_lock", "_pending",
+        "_closed", "_executor", "_restore", "_restore_lock", "view", "prequential", "rate",
+        "label_runs", "overflows", "learn_failures", "snapshot_failures", "publish_seconds",
+        "_drift_logged", "created_at", "stream_status", "saved_version", "last_snapshot_time",
+        "last_snapshot_path", "__weakref__",
+    )  # fmt: skip
+
     def __init__(
         self,
         name: str,
