@@ -1,0 +1,177 @@
+"""Single-row ``/predict`` latency measured with a native load generator (issue 17, item 4).
+
+``bench_predict --part http`` drives the server from Python threads (httpx), which on this
+2-core machine take as much CPU as the server: its latencies are mostly the client's.  This
+benchmark uses ``wrk`` (C; Debian package ``wrk``) with 8 connections on 1 thread: a real
+``svmstream serve``, a model trained on ijcnn1 (B = 500, γ = 2, C = 32), then ``--seconds``
+of single-row ``POST /predict`` alone and while another client posts ``/learn`` batches of
+1,000 ijcnn1 rows back to back (one connection).  Figures: requests/s, wrk's latency
+percentiles (p50, p90, p99), learned examples/s, load average; ``--rounds`` rounds, medians.
+
+Run: ``python -m benchmarks.bench_predict_wrk [--rounds 3] [--seconds 10]``; writes
+``benchmarks/results/predict_wrk.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import Server, load_pair, machine, write_results
+
+LUA = """wrk.method = "POST"
+wrk.body   = '{body}'
+wrk.headers["Content-Type"] = "application/json"
+"""
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def _ms(text: str) -> float:
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s)", text).groups()
+    return float(value) * _UNITS[unit]
+
+
+def run_wrk(url: str, script: Path, seconds: float, connections: int) -> dict:
+    """wrk's requests/s and latency percentiles (ms) of ``seconds`` of POSTs."""
+    out = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{int(seconds)}s", "--latency", "-s", str(script), url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lat = dict(re.findall(r"^\s+(50|75|90|99)%\s+(\S+)$", out, flags=re.M))
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    errors = re.search(r"Socket errors: (.*)$", out, flags=re.M)
+    return {
+        "requests_per_s": rps,
+        "p50_ms": _ms(lat["50"]),
+        "p90_ms": _ms(lat["90"]),
+        "p99_ms": _ms(lat["99"]),
+        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
+        "socket_errors": errors.group(1) if errors else "",
+    }
+
+
+def main(argv=None) -> int:
+    import httpx
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--connections", type=int, default=8)
+    args = parser.parse_args(argv)
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk not found: apt-get install wrk")
+    X, y, Xt, _ = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2", 22)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-wrk-") as tmp:
+        script = Path(tmp) / "predict.lua"
+        body = json.dumps({"model": "m", "X": [Xt[0].tolist()]})
+        script.write_text(LUA.format(body=body))
+        with Server(Path(tmp) / "snap") as server, httpx.Client(base_url=server.url, timeout=60) as c:
+            config = {
+                "budget": 500,
+                "gamma": 2.0,
+                "C": 32.0,
+                "n_samples": len(y),
+                "warmup": 0,
+                "random_state": 0,
+            }
+            assert c.put("/models/m", json=config).status_code in (200, 201)
+            for start in range(0, 20_000, 1000):
+                c.post(
+                    "/learn",
+                    json={
+                        "model": "m",
+                        "X": X[start : start + 1000].tolist(),
+                        "y": y[start : start + 1000].tolist(),
+                    },
+                )
+            c.post("/models/m/flush")
+            bodies = [
+                json.dumps({"model": "m", "X": X[s : s + 1000].tolist(), "y": y[s : s + 1000].tolist()})
+                for s in range(0, len(y), 1000)
+            ]
+            for rnd in range(args.rounds):
+                for phase in ("alone", "while learning"):
+                    stop = threading.Event()
+                    learned = [0]
+
+                    def learner():
+                        with httpx.Client(base_url=server.url, timeout=60) as lc:
+                            i = 0
+                            while not stop.is_set():
+                                lc.post(
+                                    "/learn",
+                                    content=bodies[i % len(bodies)],
+                                    headers={"content-type": "application/json"},
+                                )
+                                learned[0] += 1000
+                                i += 1
+
+                    thread = threading.Thread(target=learner) if phase != "alone" else None
+                    if thread:
+                        thread.start()
+                        time.sleep(1.0)
+                    load = os.getloadavg()[0]
+                    started, before = time.perf_counter(), learned[0]
+                    figures = run_wrk(f"{server.url}/predict", script, args.seconds, args.connections)
+                    elapsed = time.perf_counter() - started
+                    stop.set()
+                    if thread:
+                        thread.join()
+                    row = {
+                        "round": rnd,
+                        "phase": phase,
+                        "connections": args.connections,
+                        **figures,
+                        "learn_examples_per_s": (learned[0] - before) / elapsed,
+                        "load_avg": load,
+                    }
+                    rows.append(row)
+                    print(row, flush=True)
+    summary = []
+    for phase in ("alone", "while learning"):
+        sel = [r for r in rows if r["phase"] == phase]
+        summary.append(
+            {
+                "round": "median",
+                "phase": phase,
+                "connections": args.connections,
+                **{
+                    k: float(np.median([r[k] for r in sel]))
+                    for k in (
+                        "requests_per_s",
+                        "p50_ms",
+                        "p90_ms",
+                        "p99_ms",
+                        "learn_examples_per_s",
+                        "load_avg",
+                    )
+                },
+            }
+        )
+    write_results(
+        "predict_wrk",
+        {"machine": machine(), "args": vars(args), "rows": rows + summary},
+        rows + summary,
+        "Single-row /predict with wrk (8 connections), alone and while another client learns",
+        notes="wrk -t1 -c8 --latency; the learning client posts /learn batches of 1,000 ijcnn1 rows back to "
+        "back; model: B = 500, gamma = 2, C = 32, trained on 20,000 rows first.",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
