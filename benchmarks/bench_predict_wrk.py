@@ -108,7 +108,7 @@ def main(argv=None) -> int:
                     stop = threading.Event()
                     learned = [0]
 
-                    def learner():
+                    def learner(stop=stop, learned=learned):
                         with httpx.Client(base_url=server.url, timeout=60) as lc:
                             i = 0
                             while not stop.is_set():

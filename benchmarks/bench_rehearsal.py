@@ -217,7 +217,7 @@ def main(argv=None) -> int:
             },
             rows,
             f"One pass with rehearsal = {rehearsal} ({args.algorithm}, setting {args.setting}) against SVC and Nystroem, interleaved",
-            notes=f"Per round: SVC (papers' C, γ), Nystroem(500)+SGD, ours, in this order; "
+            notes="Per round: SVC (papers' C, γ), Nystroem(500)+SGD, ours, in this order; "
             "CPU = time.process_time of this process; the 'median' rows are medians of the per-round figures and ratios.",
         )
     return 0
