@@ -151,7 +151,8 @@ class Settings(BaseSettings):
     job_history: int = Field(200, ge=1)
     """Finished jobs kept in memory (``GET /jobs``)."""
     job_dcsvm_n_jobs: int | None = Field(None, ge=1)
-    """Default ``n_jobs`` of DC-SVM jobs (pool processes of the worker); None: all cores."""
+    """Default ``n_jobs`` of DC-SVM jobs (pool processes of the worker); None: the estimator's
+    default — all cores on machines with at least 4, in-process below (docs/dcsvm.md)."""
     dask_address: str | None = None
     """``dask.distributed`` scheduler (e.g. ``tcp://scheduler:8786``): batch and search jobs,
     and DC-SVM's sub-problems, run on that cluster; unset: local worker processes
