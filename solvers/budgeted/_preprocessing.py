@@ -122,6 +122,52 @@ def _copy_row(src, i, dst, j):
         dst[j, f] = src[i, f]
 
 
+@nb.njit(nogil=True, cache=True, inline="always")
+def _guard_record(out_y, row, u0, binary, res_cap, res_n, seen, st):
+    """The run and the reservoir of learned row ``row``: extend or restart the current run,
+    count the class, and pick its reservoir slot (reservoir sampling).  Returns ``(c, j)``:
+    the row's class and the slot to store it in (j >= ``res_cap``: not stored).  Shared by
+    :func:`_guard_step` (dense rows) and :func:`_guard_step_refs` (row references)."""
+    c = (1 if out_y[row] > 0.0 else 0) if binary else int(out_y[row])
+    if c == st[S_RUN_CLASS]:
+        st[S_RUN_LEN] += 1
+    else:
+        st[S_RUN_CLASS] = c
+        st[S_RUN_LEN] = 1
+    seen[c] += 1
+    st[S_SEEN] += 1
+    j = res_n[c] if res_n[c] < res_cap else int(u0 * seen[c])
+    if j < res_cap and j == res_n[c]:
+        res_n[c] += 1
+    return c, j
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _guard_pick(c, u1, u2, res_n, seen, st, min_run, log_alpha):
+    """Whether the run of class ``c`` fires (at least ``min_run`` long, q_c^run <= alpha,
+    another class remembered) and which remembered row to replay: ``(o, r)``, class and row
+    drawn with ``u1``, ``u2``; ``o`` = −1: no replay."""
+    if st[S_RUN_LEN] < min_run:
+        return -1, -1
+    n_other = 0
+    for o in range(res_n.shape[0]):
+        if o != c and res_n[o] > 0:
+            n_other += 1
+    if n_other == 0:
+        return -1, -1
+    q = seen[c] / st[S_SEEN]
+    if st[S_RUN_LEN] * math.log(q) > log_alpha:
+        return -1, -1
+    pick = min(int(u1 * n_other), n_other - 1)
+    o = 0
+    for o in range(res_n.shape[0]):
+        if o != c and res_n[o] > 0:
+            if pick == 0:
+                break
+            pick -= 1
+    return o, min(int(u2 * res_n[o]), res_n[o] - 1)
+
+
 @nb.njit(nogil=True, cache=True)
 def _guard_step(
     out_X, out_y, out_orig, k, u0, u1, u2, binary, res_X, res_cap, res_n, seen, st, min_run, log_alpha
@@ -131,39 +177,14 @@ def _guard_step(
     ``res_cap``: R, the reservoirs' logical capacity (``res_X`` holds at least
     ``min(R, res_n[c] + 1)`` rows per class).  Returns the new number of output rows."""
     row = k - 1
-    c = (1 if out_y[row] > 0.0 else 0) if binary else int(out_y[row])
-    if c == st[S_RUN_CLASS]:
-        st[S_RUN_LEN] += 1
-    else:
-        st[S_RUN_CLASS] = c
-        st[S_RUN_LEN] = 1
-    seen[c] += 1
-    st[S_SEEN] += 1
-    cap = res_cap
-    j = res_n[c] if res_n[c] < cap else int(u0 * seen[c])
-    if j < cap:
+    c, j = _guard_record(out_y, row, u0, binary, res_cap, res_n, seen, st)
+    if j < res_cap:
         _copy_row(out_X, row, res_X[c], j)
-        if j == res_n[c]:
-            res_n[c] += 1
-    if st[S_RUN_LEN] < min_run or k >= out_X.shape[0]:  # the second never holds (room is sized)
+    if k >= out_X.shape[0]:  # never holds (room is sized)
         return k
-    n_other = 0
-    for o in range(res_n.shape[0]):
-        if o != c and res_n[o] > 0:
-            n_other += 1
-    if n_other == 0:
+    o, r = _guard_pick(c, u1, u2, res_n, seen, st, min_run, log_alpha)
+    if o < 0:
         return k
-    q = seen[c] / st[S_SEEN]
-    if st[S_RUN_LEN] * math.log(q) > log_alpha:
-        return k
-    pick = min(int(u1 * n_other), n_other - 1)
-    o = 0
-    for o in range(res_n.shape[0]):
-        if o != c and res_n[o] > 0:
-            if pick == 0:
-                break
-            pick -= 1
-    r = min(int(u2 * res_n[o]), res_n[o] - 1)
     _copy_row(res_X[o], r, out_X, k)
     out_y[k] = (2.0 * o - 1.0) if binary else float(o)
     out_orig[k] = False
@@ -246,40 +267,15 @@ def _guard_step_refs(
     """:func:`_guard_step` on row references (``res_s``/``res_l`` (n_classes, ≥ min(R,
     res_n + 1)) int64; ``res_cap``: R)."""
     row = k - 1
-    c = (1 if out_y[row] > 0.0 else 0) if binary else int(out_y[row])
-    if c == st[S_RUN_CLASS]:
-        st[S_RUN_LEN] += 1
-    else:
-        st[S_RUN_CLASS] = c
-        st[S_RUN_LEN] = 1
-    seen[c] += 1
-    st[S_SEEN] += 1
-    cap = res_cap
-    j = res_n[c] if res_n[c] < cap else int(u0 * seen[c])
-    if j < cap:
+    c, j = _guard_record(out_y, row, u0, binary, res_cap, res_n, seen, st)
+    if j < res_cap:
         res_s[c, j] = out_s[row]
         res_l[c, j] = out_l[row]
-        if j == res_n[c]:
-            res_n[c] += 1
-    if st[S_RUN_LEN] < min_run or k >= out_s.shape[0]:
+    if k >= out_s.shape[0]:
         return k
-    n_other = 0
-    for o in range(res_n.shape[0]):
-        if o != c and res_n[o] > 0:
-            n_other += 1
-    if n_other == 0:
+    o, r = _guard_pick(c, u1, u2, res_n, seen, st, min_run, log_alpha)
+    if o < 0:
         return k
-    q = seen[c] / st[S_SEEN]
-    if st[S_RUN_LEN] * math.log(q) > log_alpha:
-        return k
-    pick = min(int(u1 * n_other), n_other - 1)
-    o = 0
-    for o in range(res_n.shape[0]):
-        if o != c and res_n[o] > 0:
-            if pick == 0:
-                break
-            pick -= 1
-    r = min(int(u2 * res_n[o]), res_n[o] - 1)
     out_s[k] = res_s[o, r]
     out_l[k] = res_l[o, r]
     out_y[k] = (2.0 * o - 1.0) if binary else float(o)
