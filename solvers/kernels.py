@@ -44,60 +44,12 @@ def _bits_f64(typingctx, bits):
 
 
 @nb.njit(nogil=True, cache=True, fastmath={"contract", "arcp", "nsz"})
-def exp_inplace(x, m):
-    """``x[:m] ← exp(x[:m])`` in place; x is float64, arguments are clamped below at −708.
+def exp_scalar(x):
+    """``exp(x)`` of one float64; arguments are clamped below at −708.
 
     Cody–Waite range reduction x = k·ln 2 + r (|r| ≤ ln(2)/2) with a degree-11 Taylor
     polynomial for e^r and k added to the IEEE-754 exponent bits (the Cephes ``exp``
-    scheme).  Relative error < 1e-13 on [−708, 0]; the loop has no branches and vectorises.
-    """
-    bits = x.view(np.int64)
-    inv_ln2 = 1.4426950408889634
-    magic = 6755399441055744.0  # 1.5 * 2**52: adding and subtracting it rounds to an integer
-    for q in range(m):
-        v = max(x[q], -708.0)
-        kf = (v * inv_ln2 + magic) - magic
-        r = (v - kf * 6.93147180369123816490e-01) - kf * 1.90821492927058770002e-10
-        p = 1.0 + r * (
-            1.0
-            + r
-            * (
-                0.5
-                + r
-                * (
-                    1.0 / 6
-                    + r
-                    * (
-                        1.0 / 24
-                        + r
-                        * (
-                            1.0 / 120
-                            + r
-                            * (
-                                1.0 / 720
-                                + r
-                                * (
-                                    1.0 / 5040
-                                    + r
-                                    * (
-                                        1.0 / 40320
-                                        + r * (1.0 / 362880 + r * (1.0 / 3628800 + r * (1.0 / 39916800)))
-                                    )
-                                )
-                            )
-                        )
-                    )
-                )
-            )
-        )
-        x[q] = p
-        bits[q] = bits[q] + (np.int64(kf) << 52)
-
-
-@nb.njit(nogil=True, cache=True, fastmath={"contract", "arcp", "nsz"})
-def exp_scalar(x):
-    """``exp(x)`` of one float64, bit for bit what :func:`exp_inplace` gives (same scheme, same
-    flags; arguments clamped below at −708).
+    scheme).  Relative error < 1e-13 on [−708, 0]; no branches, so loops calling it vectorise.
 
     Not ``inline="always"``: numba would then compile it under the caller's fastmath flags,
     and a caller that allows reassociation (a vectorised sum) would fold the rounding trick
@@ -142,6 +94,14 @@ def exp_scalar(x):
         )
     )
     return _bits_f64(_f64_bits(p) + (np.int64(kf) << 52))
+
+
+@nb.njit(nogil=True, cache=True, fastmath={"contract", "arcp", "nsz"})
+def exp_inplace(x, m):
+    """``x[:m] ← exp(x[:m])`` in place (:func:`exp_scalar` per element; the loop vectorises:
+    the same time per row of 500 as the loop written out, and the same bits)."""
+    for q in range(m):
+        x[q] = exp_scalar(x[q])
 
 
 @nb.njit(nogil=True, cache=True)
