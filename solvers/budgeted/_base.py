@@ -342,7 +342,12 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             self.classes_.shape[0],
             streaming and self.run_guard,
             sparse_rows=self._sparse_svs(),
+            linear=self._linear(),
         )
+
+    def _linear(self):
+        """``kernel="linear"`` (BSGD only: BSCA has no ``kernel``)."""
+        return getattr(self, "kernel", "rbf") == "linear"
 
     def _resolve_lambda(self, n_rows):
         return resolve_lambda(self.lambda_, self.C, self.n_samples, n_rows)
@@ -562,7 +567,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         """Rehearsal applies to dense rows learned into a dense SV pool (``docs/online.md``)."""
         return (
             int(getattr(self, "rehearsal", 0)) > 0
-            and getattr(self, "kernel", "rbf") != "linear"  # linear models: docs/online.md
+            and not self._linear()  # linear models: docs/online.md
             and X.shape[0] > 0
             and self._memory().capacity > 0
         )

@@ -809,9 +809,6 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
     # ------------------------------------------------------------------ kernel="linear"
     # A linear model keeps the kernel model's state (counters, reals, bias, an SV matrix with
     # no columns) and adds W (d, K); the methods below switch on ``kernel``.
-    def _linear(self):
-        return self.kernel == "linear"
-
     def _resolve_sv_storage(self, X):
         if self._linear():  # no support vectors
             self.sv_storage_ = None
@@ -832,20 +829,6 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
         if self._linear():
             self._W = np.zeros((self.n_features_in_, self._coef.shape[1]))
             self._idx_buf = np.zeros(self.n_features_in_, dtype=np.int32)
-
-    def _new_preprocessor(self, streaming):
-        if not self._linear():
-            return super()._new_preprocessor(streaming)
-        return Preprocessor(
-            self.scaling,
-            self.gamma,
-            self.warmup,
-            self.shuffle_buffer if streaming else 0,
-            self.n_features_in_,
-            self.classes_.shape[0],
-            streaming and self.run_guard,
-            linear=True,
-        )
 
     def _learn(self, X, labels, order):
         """Linear models: one Pegasos step per row of ``X[order]`` (CSR rows stay sparse)."""
