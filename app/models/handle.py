@@ -468,14 +468,19 @@ class ModelHandle:
             )
         return view
 
-    def _flush(self) -> ModelView:
-        """Learner thread: ``flush()`` the estimator (nothing to do before the first batch)."""
+    def _load_for_task(self) -> None:
+        """Learner thread: :meth:`ensure_loaded` before a queued task; if decoding fails the
+        task ends, so its pending slot is released before the error propagates."""
         try:
             self.ensure_loaded()
         except BaseException:
             with self._lock:
                 self._pending -= 1
             raise
+
+    def _flush(self) -> ModelView:
+        """Learner thread: ``flush()`` the estimator (nothing to do before the first batch)."""
+        self._load_for_task()
         if self._est is None:
             with self._lock:
                 self._pending -= 1
@@ -493,12 +498,7 @@ class ModelHandle:
         """Run ``step(estimator)`` on the private estimator, check it stayed finite, update the
         meters and publish (with ``codec`` as the model's labels, when given); on any error
         rebuild the estimator as it was before the step (:meth:`_rebuild`)."""
-        try:
-            self.ensure_loaded()
-        except BaseException:
-            with self._lock:
-                self._pending -= 1
-            raise
+        self._load_for_task()
         with self._est_lock:
             return self._learn_step_locked(step, extra, n_received, codec, n_bytes)
 
