@@ -22,9 +22,8 @@ import time
 
 import numpy as np
 
-from ..exceptions import Cancelled
-from ._dual_cd import solve_dual
-from ._kernels import KernelData, KernelSpec, with_single_thread_blas
+from ._dual_cd import solve_dual, solve_many
+from ._kernels import KernelData, KernelSpec
 
 __all__ = ["active_client", "DaskLevels"]
 
@@ -88,30 +87,12 @@ class _EventPoll:
         return self.state
 
 
-@with_single_thread_blas
 def _solve_rows(kd, y, C, batch, spec, eps, cache_mb, shrinking, max_iter, stop_name):
     """Worker task: solve the sub-problems ``(rows, alpha0)`` of ``batch`` one after the other
-    on the scattered ``kd``, ``y``, ``C``.  Returns ``[(alpha, objective, max_violation,
-    n_iter), ...]``."""
-    stop = _EventPoll(stop_name)
-    out = []
-    for rows, a0 in batch:
-        if stop():
-            raise Cancelled("DC-SVM sub-problem cancelled")
-        r = solve_dual(
-            kd.take(rows),
-            y[rows],
-            spec,
-            C[rows],
-            a0,
-            eps=eps,
-            cache_mb=cache_mb,
-            shrinking=shrinking,
-            max_iter=max_iter,
-            should_stop=stop,
-        )
-        out.append((r.alpha, r.objective, r.max_violation, r.n_iter, r.stats))
-    return out
+    on the scattered ``kd``, ``y``, ``C`` (:func:`._dual_cd.solve_many`).  Returns ``[(alpha,
+    objective, max_violation, n_iter, stats), ...]``."""
+    problems = ((kd.take(rows), y[rows], C[rows], a0) for rows, a0 in batch)  # one at a time
+    return solve_many(problems, spec, eps, cache_mb, shrinking, max_iter, _EventPoll(stop_name))
 
 
 class DaskLevels:

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..exceptions import Cancelled
 from ._dask import DaskLevels
-from ._dual_cd import KernelDualResult, solve_dual
+from ._dual_cd import KernelDualResult, solve_dual, solve_many
 from ._kernel_kmeans import KernelClusters, assign_clusters, two_step_kernel_kmeans
 from ._kernels import KernelData, KernelSpec, kernel_matvec, with_single_thread_blas
 
@@ -152,31 +152,11 @@ def _warm_up():
 
 
 # --------------------------------------------------------------------------- sub-problems
-@with_single_thread_blas  # once per batch: threadpoolctl costs milliseconds per entry
 def _solve_batch(problems, spec, eps, cache_mb, shrinking, max_iter, should_stop=None):
-    """Solve a list of sub-problems ``(kd, y, C, alpha0)`` one after the other.
-
-    Returns a list of ``(alpha, objective, max_violation, n_iter, stats)``.
-    """
+    """:func:`._dual_cd.solve_many` in a pool worker (``should_stop`` defaults to the worker's
+    shared stop flag).  Returns a list of ``(alpha, objective, max_violation, n_iter, stats)``."""
     stop = should_stop if should_stop is not None else _worker_should_stop
-    out = []
-    for kd, y, C, a0 in problems:
-        if stop():
-            raise Cancelled("DC-SVM sub-problem cancelled")
-        r = solve_dual(
-            kd,
-            y,
-            spec,
-            C,
-            a0,
-            eps=eps,
-            cache_mb=cache_mb,
-            shrinking=shrinking,
-            max_iter=max_iter,
-            should_stop=stop,
-        )
-        out.append((r.alpha, r.objective, r.max_violation, r.n_iter, r.stats))
-    return out
+    return solve_many(problems, spec, eps, cache_mb, shrinking, max_iter, stop)
 
 
 def _pack(costs, n_bins):

@@ -1255,3 +1255,32 @@ def solve_dual(
             }
         )
     return res
+
+
+@with_single_thread_blas  # once per batch: threadpoolctl costs milliseconds per entry
+def solve_many(problems, spec, eps, cache_mb, shrinking, max_iter, should_stop):
+    """Solve sub-problems ``(kd, y, C, alpha0)`` one after the other (an iterable: a caller
+    may build each one only when it is reached) with :func:`solve_dual`.
+
+    Returns a list of ``(alpha, objective, max_violation, n_iter, stats)``.  Raises
+    :class:`~svmstream.solvers.exceptions.Cancelled` when ``should_stop()`` is true before a
+    sub-problem (``solve_dual`` polls it during one).  Used by the DC-SVM levels in a local
+    process pool (:mod:`._dcsvm`) and on a dask cluster (:mod:`._dask`)."""
+    out = []
+    for kd, y, C, a0 in problems:
+        if should_stop():
+            raise Cancelled("DC-SVM sub-problem cancelled")
+        r = solve_dual(
+            kd,
+            y,
+            spec,
+            C,
+            a0,
+            eps=eps,
+            cache_mb=cache_mb,
+            shrinking=shrinking,
+            max_iter=max_iter,
+            should_stop=should_stop,
+        )
+        out.append((r.alpha, r.objective, r.max_violation, r.n_iter, r.stats))
+    return out
