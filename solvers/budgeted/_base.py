@@ -593,8 +593,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             X_ext = np.ascontiguousarray(X_ext)
         margins, alpha_ext = self._learn_plan(X_ext, y_ext, order, memory, gather)
         memory.commit(X, labels, alpha_ext)
-        self.last_margins_ = margins[new_pos]
-        return self.last_margins_
+        return margins[new_pos]  # _learn_fed records them (_learned)
 
     def _learn_plan(self, X_ext, y_ext, order, memory, gather):
         """Learn ``X_ext[order]``; returns ``(margins, α of the extended rows or None)``

@@ -144,7 +144,6 @@ class RehearsalMemory:
         slot_src = np.arange(n, n + slots, dtype=np.int64)
         order = np.empty(n * (1 + int(rehearsal)), dtype=np.int64)
         new_pos = np.empty(n, dtype=np.int64)
-        self._before = int(self.counts[0])
         plan_rehearsal(n, int(rehearsal), self.capacity, self.counts, self.seed, slot_src, order, new_pos)
         self.steps += n * int(rehearsal)
         old = order >= n
