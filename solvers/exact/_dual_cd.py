@@ -409,6 +409,21 @@ def _cd_run(
     Returns CONVERGED (max violation on the active set < eps), BUDGET or STALLED.
     ``fst[0]`` receives the current max violation on the active set.
     """
+
+    # Inner functions for the two calls with the long argument lists (numba inlines them;
+    # the same machine code as spelling the calls out).
+    def column(k):  # the cached column Q[active, k]: its slot in buf
+        return _get_column(
+            k, ist, perm, y, Xw, sqw, data, indices, indptr, scatter, kid, gamma, coef0, degree, offset,
+            buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack, work,
+        )  # fmt: skip
+
+    def shrink(violation):  # the new active length after a shrinking pass
+        return _shrink(
+            violation, 0.05, ist, perm, alpha, G, Cb, qd, y, Xw, sqw,
+            buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack,
+        )  # fmt: skip
+
     L = ist[_L]
     n_all = perm.shape[0]
     tol = eps if n_all == L else eps_shrunk
@@ -429,56 +444,8 @@ def _cd_run(
         if pair_gain > single_gain:
             i = iu
             j = ju
-            si = _get_column(
-                i,
-                ist,
-                perm,
-                y,
-                Xw,
-                sqw,
-                data,
-                indices,
-                indptr,
-                scatter,
-                kid,
-                gamma,
-                coef0,
-                degree,
-                offset,
-                buf,
-                key_slot,
-                slot_key,
-                slot_valid,
-                lru_prev,
-                lru_next,
-                free_stack,
-                work,
-            )
-            sj = _get_column(
-                j,
-                ist,
-                perm,
-                y,
-                Xw,
-                sqw,
-                data,
-                indices,
-                indptr,
-                scatter,
-                kid,
-                gamma,
-                coef0,
-                degree,
-                offset,
-                buf,
-                key_slot,
-                slot_key,
-                slot_valid,
-                lru_prev,
-                lru_next,
-                free_stack,
-                work,
-            )
+            si = column(i)
+            sj = column(j)
             bi = si * sl
             bj = sj * sl
             # Q[j, i] = y_i y_j K_ij
@@ -528,31 +495,7 @@ def _cd_run(
             pv = gl - gu
         else:
             i = best
-            s = _get_column(
-                i,
-                ist,
-                perm,
-                y,
-                Xw,
-                sqw,
-                data,
-                indices,
-                indptr,
-                scatter,
-                kid,
-                gamma,
-                coef0,
-                degree,
-                offset,
-                buf,
-                key_slot,
-                slot_key,
-                slot_valid,
-                lru_prev,
-                lru_next,
-                free_stack,
-                work,
-            )
+            s = column(i)
             a = alpha[i]
             na = a - G[i] / max(qd[i], 1e-12)
             if na < 0.0:
@@ -601,26 +544,7 @@ def _cd_run(
             ist[_SHRINK_CNT] -= 1
             if ist[_SHRINK_CNT] <= 0:
                 ist[_SHRINK_CNT] = ist[_SHRINK_EVERY]
-                newL = _shrink(
-                    bestv,
-                    0.05,
-                    ist,
-                    perm,
-                    alpha,
-                    G,
-                    Cb,
-                    qd,
-                    y,
-                    Xw,
-                    sqw,
-                    buf,
-                    key_slot,
-                    slot_key,
-                    slot_valid,
-                    lru_prev,
-                    lru_next,
-                    free_stack,
-                )
+                newL = shrink(bestv)
                 if newL != L:
                     L = newL
                     tol = eps if n_all == L else eps_shrunk
@@ -739,6 +663,21 @@ def _cd_run_wss2(
     also covers the direction ``y_i e_i - y_j e_j`` along which a constant kernel offset
     cancels.  Stopping, shrinking and the cache are those of :func:`_cd_run`.
     """
+
+    # Inner functions for the two calls with the long argument lists (numba inlines them;
+    # the same machine code as spelling the calls out).
+    def column(k):  # the cached column Q[active, k]: its slot in buf
+        return _get_column(
+            k, ist, perm, y, Xw, sqw, data, indices, indptr, scatter, kid, gamma, coef0, degree, offset,
+            buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack, work,
+        )  # fmt: skip
+
+    def shrink(violation):  # the new active length after a shrinking pass
+        return _shrink(
+            violation, 0.05, ist, perm, alpha, G, Cb, qd, y, Xw, sqw,
+            buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack,
+        )  # fmt: skip
+
     L = ist[_L]
     n_all = perm.shape[0]
     tol = eps if n_all == L else eps_shrunk
@@ -753,31 +692,7 @@ def _cd_run_wss2(
             break
         sl = ist[_SLOT_LEN]
         i = best
-        si = _get_column(
-            i,
-            ist,
-            perm,
-            y,
-            Xw,
-            sqw,
-            data,
-            indices,
-            indptr,
-            scatter,
-            kid,
-            gamma,
-            coef0,
-            degree,
-            offset,
-            buf,
-            key_slot,
-            slot_key,
-            slot_valid,
-            lru_prev,
-            lru_next,
-            free_stack,
-            work,
-        )
+        si = column(i)
         bi = si * sl
         gi = G[i]
         qii = qd[i]
@@ -802,31 +717,7 @@ def _cd_run_wss2(
                 bgain = num / det
                 j = t
         if j >= 0:
-            sj = _get_column(
-                j,
-                ist,
-                perm,
-                y,
-                Xw,
-                sqw,
-                data,
-                indices,
-                indptr,
-                scatter,
-                kid,
-                gamma,
-                coef0,
-                degree,
-                offset,
-                buf,
-                key_slot,
-                slot_key,
-                slot_valid,
-                lru_prev,
-                lru_next,
-                free_stack,
-                work,
-            )
+            sj = column(j)
             bj = sj * sl
             qij = buf[bi + j]
             di, dj = box_qp2(
@@ -872,26 +763,7 @@ def _cd_run_wss2(
             ist[_SHRINK_CNT] -= 1
             if ist[_SHRINK_CNT] <= 0:
                 ist[_SHRINK_CNT] = ist[_SHRINK_EVERY]
-                newL = _shrink(
-                    bestv,
-                    0.05,
-                    ist,
-                    perm,
-                    alpha,
-                    G,
-                    Cb,
-                    qd,
-                    y,
-                    Xw,
-                    sqw,
-                    buf,
-                    key_slot,
-                    slot_key,
-                    slot_valid,
-                    lru_prev,
-                    lru_next,
-                    free_stack,
-                )
+                newL = shrink(bestv)
                 if newL != L:
                     L = newL
                     tol = eps if n_all == L else eps_shrunk
