@@ -14,7 +14,9 @@ the fast path answered itself and which it handed over.
 from __future__ import annotations
 
 import re
+import sys
 import warnings
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -76,6 +78,12 @@ def test_the_fast_path_answers_exactly_as_the_route(start_server):
         for start in range(0, 400, 25):
             body = {"model": "m", "X": X[start : start + 25].tolist(), "y": Y[start : start + 25].tolist()}
             assert c.post("/learn", json=body, headers=AUTH).status_code == 200
+        if sys.platform.startswith("linux"):  # the learner threads run at nice 10, the loop at 0
+            nices = {}
+            for task in Path(f"/proc/{server.proc.pid}/task").iterdir():
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                nices[int(task.name)] = int(fields[16])  # stat field 19: nice
+            assert nices[server.proc.pid] == 0 and 10 in nices.values(), nices
         row = X[:1].tolist()
         sparse = [{"0": 0.5, "3": -1.0}, {"1": 2.0}]
         cases = {
