@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     #: Added to the learner threads' nice value (Linux, per thread; 0: same priority as the
     #: requests).  Predictions are served by the event loop thread; learning a batch is
     #: throughput work.  On 2 busy cores the loop waited on the run queue 34% of the time
-    #: while a client learned, 16% with 10 (p90 of /predict 6.0 -> 3.5 ms; docs/prediction.md).
+    #: while a client learned, 16% with 10 (p90 of /predict 6.0 -> 3.5 ms; docs/service.md, "Prediction paths").
     learner_nice: int = Field(10, ge=0, le=19)
 
     default_model: str = "default"
