@@ -8,13 +8,24 @@ of single-row ``POST /predict`` alone and while another client posts ``/learn`` 
 1,000 ijcnn1 rows back to back (one connection).  Figures: requests/s, wrk's latency
 percentiles (p50, p90, p99), learned examples/s, load average; ``--rounds`` rounds, medians.
 
-Run: ``python -m benchmarks.bench_predict_wrk [--rounds 3] [--seconds 10]``; writes
-``benchmarks/results/predict_wrk.{json,md}``.
+Latencies on this shared 2-core machine move with everyone's load, so each row also has
+load-robust figures read from ``/proc``: the server's CPU per request -- of its event loop
+thread (which answers the requests) and of the whole process (learner threads included) --
+and ``runq_wait``, the share of the time the event loop thread was ready to run but waiting
+for a CPU (``/proc/<pid>/task/<pid>/schedstat``).
+
+``--baseline DIR`` also starts a server running the code in ``DIR`` (a directory holding a
+``svmstream`` package, e.g. ``git archive <commit> app solvers`` unpacked into
+``DIR/svmstream``) and interleaves its rounds with this tree's, same phases, same client.
+
+Run: ``python -m benchmarks.bench_predict_wrk [--rounds 3] [--seconds 10] [--baseline DIR]``;
+writes ``benchmarks/results/predict_wrk.{json,md}``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -27,7 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import Server, load_pair, machine, write_results
+from benchmarks.common import Server, child_pythonpath, load_pair, machine, write_results
 
 LUA = """wrk.method = "POST"
 wrk.body   = '{body}'
@@ -63,112 +74,156 @@ def run_wrk(url: str, script: Path, seconds: float, connections: int) -> dict:
     }
 
 
-def main(argv=None) -> int:
+def _ticks(path: str) -> int:
+    """utime + stime (clock ticks) of a ``/proc`` stat file."""
+    fields = Path(path).read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def server_counters(pid: int) -> dict:
+    """CPU seconds of the process and of its main (event loop) thread, and the seconds that
+    thread spent waiting on a run queue."""
+    tick = os.sysconf("SC_CLK_TCK")
+    _, wait_ns, _ = map(int, Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split())
+    return {
+        "process": _ticks(f"/proc/{pid}/stat") / tick,
+        "loop": _ticks(f"/proc/{pid}/task/{pid}/stat") / tick,
+        "runq_wait": wait_ns / 1e9,
+    }
+
+
+def train(server, X, y) -> None:
     import httpx
 
+    with httpx.Client(base_url=server.url, timeout=60) as c:
+        config = {"budget": 500, "gamma": 2.0, "C": 32.0, "n_samples": len(y), "warmup": 0, "random_state": 0}
+        assert c.put("/models/m", json=config).status_code in (200, 201)
+        for start in range(0, 20_000, 1000):
+            body = {
+                "model": "m",
+                "X": X[start : start + 1000].tolist(),
+                "y": y[start : start + 1000].tolist(),
+            }
+            assert c.post("/learn", json=body).status_code == 200
+        c.post("/models/m/flush")
+
+
+def measure(server, script: Path, bodies: list[str], phase: str, seconds: float, connections: int) -> dict:
+    """One wrk run against ``server``, with a learning client during it for ``"while learning"``."""
+    import httpx
+
+    stop = threading.Event()
+    learned = [0]
+
+    def learner():
+        with httpx.Client(base_url=server.url, timeout=60) as lc:
+            i = 0
+            while not stop.is_set():
+                lc.post(
+                    "/learn", content=bodies[i % len(bodies)], headers={"content-type": "application/json"}
+                )
+                learned[0] += 1000
+                i += 1
+
+    thread = threading.Thread(target=learner) if phase != "alone" else None
+    if thread:
+        thread.start()
+        time.sleep(1.0)
+    load = os.getloadavg()[0]
+    started, before, counters = time.perf_counter(), learned[0], server_counters(server.proc.pid)
+    figures = run_wrk(f"{server.url}/predict", script, seconds, connections)
+    elapsed = time.perf_counter() - started
+    after = server_counters(server.proc.pid)
+    stop.set()
+    if thread:
+        thread.join()
+    requests = figures["requests_per_s"] * elapsed
+    return {
+        **figures,
+        "loop_cpu_ms_per_req": 1000 * (after["loop"] - counters["loop"]) / requests,
+        "process_cpu_ms_per_req": 1000 * (after["process"] - counters["process"]) / requests,
+        "runq_wait": (after["runq_wait"] - counters["runq_wait"]) / elapsed,
+        "learn_examples_per_s": (learned[0] - before) / elapsed,
+        "load_avg": load,
+    }
+
+
+MEDIANS = (
+    "requests_per_s",
+    "p50_ms",
+    "p90_ms",
+    "p99_ms",
+    "loop_cpu_ms_per_req",
+    "process_cpu_ms_per_req",
+    "runq_wait",
+    "learn_examples_per_s",
+    "load_avg",
+)
+
+
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--baseline", type=Path, default=None, help="a directory holding another svmstream")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         raise SystemExit("wrk not found: apt-get install wrk")
     X, y, Xt, _ = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2", 22)
     rows = []
-    with tempfile.TemporaryDirectory(prefix="bench-wrk-") as tmp:
+    codes = {"this": None}
+    if args.baseline is not None:
+        codes["baseline"] = {
+            "PYTHONPATH": os.pathsep.join([str(args.baseline.resolve()), child_pythonpath()])
+        }
+    with tempfile.TemporaryDirectory(prefix="bench-wrk-") as tmp, contextlib.ExitStack() as stack:
         script = Path(tmp) / "predict.lua"
         body = json.dumps({"model": "m", "X": [Xt[0].tolist()]})
         script.write_text(LUA.format(body=body))
-        with Server(Path(tmp) / "snap") as server, httpx.Client(base_url=server.url, timeout=60) as c:
-            config = {
-                "budget": 500,
-                "gamma": 2.0,
-                "C": 32.0,
-                "n_samples": len(y),
-                "warmup": 0,
-                "random_state": 0,
-            }
-            assert c.put("/models/m", json=config).status_code in (200, 201)
-            for start in range(0, 20_000, 1000):
-                c.post(
-                    "/learn",
-                    json={
-                        "model": "m",
-                        "X": X[start : start + 1000].tolist(),
-                        "y": y[start : start + 1000].tolist(),
-                    },
-                )
-            c.post("/models/m/flush")
-            bodies = [
-                json.dumps({"model": "m", "X": X[s : s + 1000].tolist(), "y": y[s : s + 1000].tolist()})
-                for s in range(0, len(y), 1000)
-            ]
-            for rnd in range(args.rounds):
-                for phase in ("alone", "while learning"):
-                    stop = threading.Event()
-                    learned = [0]
-
-                    def learner(stop=stop, learned=learned):
-                        with httpx.Client(base_url=server.url, timeout=60) as lc:
-                            i = 0
-                            while not stop.is_set():
-                                lc.post(
-                                    "/learn",
-                                    content=bodies[i % len(bodies)],
-                                    headers={"content-type": "application/json"},
-                                )
-                                learned[0] += 1000
-                                i += 1
-
-                    thread = threading.Thread(target=learner) if phase != "alone" else None
-                    if thread:
-                        thread.start()
-                        time.sleep(1.0)
-                    load = os.getloadavg()[0]
-                    started, before = time.perf_counter(), learned[0]
-                    figures = run_wrk(f"{server.url}/predict", script, args.seconds, args.connections)
-                    elapsed = time.perf_counter() - started
-                    stop.set()
-                    if thread:
-                        thread.join()
+        servers = {}
+        for code, env in codes.items():
+            servers[code] = stack.enter_context(Server(Path(tmp) / f"snap-{code}", env=env))
+            train(servers[code], X, y)
+        bodies = [
+            json.dumps({"model": "m", "X": X[s : s + 1000].tolist(), "y": y[s : s + 1000].tolist()})
+            for s in range(0, len(y), 1000)
+        ]
+        for rnd in range(args.rounds):
+            for phase in ("alone", "while learning"):
+                for code, server in servers.items():
+                    figures = measure(server, script, bodies, phase, args.seconds, args.connections)
                     row = {
                         "round": rnd,
+                        "code": code,
                         "phase": phase,
                         "connections": args.connections,
                         **figures,
-                        "learn_examples_per_s": (learned[0] - before) / elapsed,
-                        "load_avg": load,
                     }
                     rows.append(row)
                     print(row, flush=True)
     summary = []
     for phase in ("alone", "while learning"):
-        sel = [r for r in rows if r["phase"] == phase]
-        summary.append(
-            {
-                "round": "median",
-                "phase": phase,
-                "connections": args.connections,
-                **{
-                    k: float(np.median([r[k] for r in sel]))
-                    for k in (
-                        "requests_per_s",
-                        "p50_ms",
-                        "p90_ms",
-                        "p99_ms",
-                        "learn_examples_per_s",
-                        "load_avg",
-                    )
-                },
-            }
-        )
+        for code in codes:
+            sel = [r for r in rows if r["phase"] == phase and r["code"] == code]
+            medians = {k: float(np.median([r[k] for r in sel])) for k in MEDIANS}
+            summary.append(
+                {"round": "median", "code": code, "phase": phase, "connections": args.connections, **medians}
+            )
     write_results(
         "predict_wrk",
-        {"machine": machine(), "args": vars(args), "rows": rows + summary},
+        {
+            "machine": machine(),
+            "args": {**vars(args), "baseline": str(args.baseline)},
+            "rows": rows + summary,
+        },
         rows + summary,
         "Single-row /predict with wrk (8 connections), alone and while another client learns",
         notes="wrk -t1 -c8 --latency; the learning client posts /learn batches of 1,000 ijcnn1 rows back to "
-        "back; model: B = 500, gamma = 2, C = 32, trained on 20,000 rows first.",
+        "back; model: B = 500, gamma = 2, C = 32, trained on 20,000 rows first. loop_cpu / process_cpu: "
+        "server CPU per request of the event loop thread / of the whole process (learner threads "
+        "included); runq_wait: share of the time the event loop thread waited for a CPU. code: 'this' is "
+        "this tree, 'baseline' the --baseline tree, rounds interleaved.",
     )
     return 0
 

@@ -3,6 +3,8 @@ model, models take turns, bounded threads however many models learn."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 
@@ -84,6 +86,23 @@ def test_errors_reach_the_future_and_the_queue_goes_on():
     with pytest.raises(RuntimeError, match="shut down"):
         q.submit(lambda: 1)
     pool.shutdown()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
+def test_learner_threads_run_at_a_lower_priority_and_the_caller_keeps_its_own():
+    def nice():
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    mine = nice()
+    pool = LearnerPool(2, nice=5)
+    q = pool.queue("m")
+    assert q.submit(nice).result(timeout=10) == min(19, mine + 5)
+    assert nice() == mine and os.getpriority(os.PRIO_PROCESS, 0) == mine  # not the whole process
+    q.shutdown(wait=True)
+    pool.shutdown()
+    plain = LearnerPool(1)
+    assert plain.queue("n").submit(nice).result(timeout=10) == mine
+    plain.shutdown()
 
 
 def test_pool_size_is_validated():

@@ -148,3 +148,51 @@ def test_concurrent_large_predictions_are_exact():
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_a_ready_array_skips_scikit_learns_validation_with_the_same_answers_and_errors():
+    """An exact C-contiguous finite float64 array of the fitted width is used as given
+    (scikit-learn's validate_data was 2/3 of a single-row prediction); every other input still
+    goes through validate_data: the same values, and the same errors for NaN, a wrong width,
+    no rows, and a model fitted on a DataFrame (feature names)."""
+    import pandas as pd
+
+    from svmstream.solvers.budgeted import _base
+
+    X, y = two_moons_like(1500, d=5, seed=3)
+    est = BudgetedSGDClassifier(budget=60, random_state=0).fit(X[:1000], y[:1000])
+    pub = published_copy(est)
+    rows = np.ascontiguousarray(X[1000:1010])
+    assert _base._already_valid(rows, est) and _base._already_valid(rows, pub)
+    calls = []
+    real = _base.validate_data
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    _base.validate_data = counting
+    try:
+        fast = [model.decision_function(rows[i : i + 1])[0] for model in (est, pub) for i in range(10)]
+        assert calls == []
+        slow = [
+            model.decision_function(rows[i : i + 1].tolist())[0] for model in (est, pub) for i in range(10)
+        ]
+        assert len(calls) == 20
+    finally:
+        _base.validate_data = real
+    np.testing.assert_array_equal(fast, slow)
+    for bad, message in (
+        (np.full((1, 5), np.nan), "NaN"),
+        (np.zeros((1, 4)), "has 4 features"),
+        (np.zeros((0, 5)), "0 sample"),
+    ):
+        assert not _base._already_valid(bad, pub)
+        with pytest.raises(ValueError, match=message):
+            pub.decision_function(bad)
+    named = BudgetedSGDClassifier(budget=60, random_state=0).fit(
+        pd.DataFrame(X[:1000]).add_prefix("f"), y[:1000]
+    )
+    assert not _base._already_valid(rows, named)
+    with pytest.warns(UserWarning, match="feature names"):
+        named.decision_function(rows)

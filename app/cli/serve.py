@@ -108,6 +108,16 @@ def check_bindable(host: str, port: int) -> None:
             sock.close()
 
 
+def _http_protocol() -> dict[str, Any]:
+    """uvicorn's ``http`` option: httptools with one write per response
+    (:mod:`~svmstream.app.cli.http_protocol`) when httptools is installed, else uvicorn's choice."""
+    try:
+        from svmstream.app.cli.http_protocol import CoalescingHttpToolsProtocol
+    except ImportError:  # no httptools: uvicorn falls back to h11 itself
+        return {}
+    return {"http": CoalescingHttpToolsProtocol}
+
+
 def serve(args: argparse.Namespace) -> int:
     """Run the service until it is stopped; 1 when its address cannot be listened on."""
     settings = settings_from_args(args)
@@ -123,5 +133,6 @@ def serve(args: argparse.Namespace) -> int:
         workers=1,
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=30,
+        **_http_protocol(),
     )
     return 0

@@ -11,6 +11,10 @@ work is *scheduled* on the pool at most once at a time, so
 * an idle model costs a deque and a lock, no thread.
 
 The numba steps release the GIL, so up to ``n_threads`` models learn in parallel.
+
+The threads may run at a lower CPU priority than the rest of the process (``nice``: Linux
+nice values are per thread): learning is throughput work, while predictions are answered on
+the event loop thread and wait whenever a learner holds the core (issue 17, item 4).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -40,6 +45,7 @@ class LearnerPool:
     ----------
     n_threads : int >= 1
     name : str — prefix of the threads' names (``learner-0``, ...)
+    nice : int >= 0 — added to each thread's nice value when it starts (:func:`lower_priority`)
 
     Raises
     ------
@@ -47,12 +53,13 @@ class LearnerPool:
         ``n_threads`` < 1.
     """
 
-    def __init__(self, n_threads: int | None = None, name: str = "learner"):
+    def __init__(self, n_threads: int | None = None, name: str = "learner", nice: int = 0):
         n_threads = default_learner_threads() if n_threads is None else int(n_threads)
         if n_threads < 1:
             raise ValueError(f"n_threads: must be >= 1, got {n_threads}")
         self.n_threads = n_threads
         self.name = name
+        self.nice = int(nice)
         self._ready: queue.SimpleQueue[ModelQueue | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
@@ -73,6 +80,7 @@ class LearnerPool:
         self._ready.put(model_queue)
 
     def _work(self) -> None:
+        lower_priority(self.nice)
         while True:
             model_queue = self._ready.get()
             if model_queue is None:
@@ -88,6 +96,22 @@ class LearnerPool:
         for thread in threads:
             if thread is not threading.current_thread():
                 thread.join()
+
+
+def lower_priority(steps: int) -> int | None:
+    """Add ``steps`` to the calling thread's nice value (at most 19); returns the new value,
+    or None when nothing changed (``steps`` <= 0, not Linux -- elsewhere the call would
+    renice the whole process -- or refused).  Threads this thread starts inherit it."""
+    if steps <= 0 or not sys.platform.startswith("linux"):
+        return None
+    try:
+        tid = threading.get_native_id()
+        value = min(19, os.getpriority(os.PRIO_PROCESS, tid) + steps)
+        os.setpriority(os.PRIO_PROCESS, tid, value)
+    except OSError as exc:
+        log.warning("learner threads keep their CPU priority: %s", exc)
+        return None
+    return value
 
 
 class ModelQueue:

@@ -91,7 +91,9 @@ class Registry:
         # one object per distinct configuration in use (ModelConfig is frozen; see create)
         self._configs: weakref.WeakValueDictionary[str, ModelConfig] = weakref.WeakValueDictionary()
         self.snapshot_listeners: list[Callable[[ModelHandle, ModelView, str], None]] = []
-        self.learners = LearnerPool(settings.learner_threads)  # shared by all models
+        self.learners = LearnerPool(
+            settings.learner_threads, nice=settings.learner_nice
+        )  # shared by all models
 
     # ------------------------------------------------------------------ lookup
     def __contains__(self, name: str) -> bool:

@@ -13,18 +13,27 @@ from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
 from svmstream.app.api.http import OrjsonResponse, read_json_body
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, PredictRequest, PredictResponse, errors
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
-from svmstream.app.ingest.examples import parse_examples
+from svmstream.app.ingest.examples import Batch, parse_examples
 from svmstream.app.models.registry import Registry
 
 router = APIRouter(tags=["predict"], dependencies=[Depends(require_read)])
 
 
-def _predict(registry: Registry, body: bytes, default_model: str) -> dict:
+def parse_predict(registry: Registry, body: bytes, default_model: str) -> tuple[str, dict, Batch]:
+    """``(model name, decoded body, batch)`` of a ``/predict`` body.
+
+    Raises InvalidInput (400/422), ModelNotFound (404)."""
     obj = decode_body(body)
     name = obj.get("model") if isinstance(obj, dict) else None
     name = name if isinstance(name, str) else default_model
     registry.get(name)
-    batch = parse_examples(obj, None, check_bools=may_contain_bools(body))
+    return name, obj, parse_examples(obj, None, check_bools=may_contain_bools(body))
+
+
+def answer_predict(registry: Registry, name: str, obj: dict, batch: Batch) -> dict:
+    """The ``/predict`` answer (a dict for orjson) for a parsed batch.
+
+    Raises ModelNotFound, ModelNotFitted, ModelWarmingUp (409), InvalidInput."""
     view, X, decision = registry.predict(name, batch.X, declared=batch.n_features, with_rows=True)
     out = {
         "model": name,
@@ -37,6 +46,10 @@ def _predict(registry: Registry, body: bytes, default_model: str) -> dict:
         classes, proba = view.predict_proba(X, decision)
         out["classes"], out["proba"] = classes, np.ascontiguousarray(proba)
     return out
+
+
+def _predict(registry: Registry, body: bytes, default_model: str) -> dict:
+    return answer_predict(registry, *parse_predict(registry, body, default_model))
 
 
 @router.post(
