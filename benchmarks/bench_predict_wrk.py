@@ -166,6 +166,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--name", default="predict_wrk", help="results file name in benchmarks/results/")
     parser.add_argument("--baseline", type=Path, default=None, help="a directory holding another svmstream")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
@@ -211,7 +212,7 @@ def main(argv=None) -> int:
                 {"round": "median", "code": code, "phase": phase, "connections": args.connections, **medians}
             )
     write_results(
-        "predict_wrk",
+        args.name,
         {
             "machine": machine(),
             "args": {**vars(args), "baseline": str(args.baseline)},
