@@ -60,6 +60,9 @@ __all__ = ["configure_logging", "create_app", "warm_up"]
 
 log = logging.getLogger("svmstream")
 
+#: Seconds between two looks for idle models to park (:meth:`Registry.park_idle`).
+PARK_CHECK_S = 1.0
+
 
 def configure_logging(level: str = "info") -> None:
     """Give the ``svmstream`` loggers a stderr handler (uvicorn only configures its own)."""
@@ -148,6 +151,12 @@ async def lifespan(app: FastAPI):
     snapshotter = asyncio.create_task(
         run_snapshotter(registry.snapshot_changed, settings.snapshot_interval_s if learner else 3600.0)
     )
+    # idle models beyond max_loaded_models go back to their snapshot (docs/deployment.md)
+    parker = (
+        asyncio.create_task(run_snapshotter(registry.park_idle, PARK_CHECK_S, "parking idle models"))
+        if learner
+        else None
+    )
     streams = StreamManager(registry, settings) if settings.redis_url and learner else None
     stream_task = asyncio.create_task(run_stream_manager(streams)) if streams is not None else None
     app.state.streams = streams
@@ -171,6 +180,8 @@ async def lifespan(app: FastAPI):
             await _cancel(stream_task)
             await asyncio.to_thread(streams.stop)
         await _cancel(snapshotter)
+        if parker is not None:
+            await _cancel(parker)
         if replication is not None:
             await asyncio.to_thread(replication.stop)
         await asyncio.to_thread(registry.close)

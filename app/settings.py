@@ -40,6 +40,13 @@ class Settings(BaseSettings):
     max_pending_batches: int = Field(8, ge=1)
     #: Learner threads shared by all models (None: the CPU count, 2..16; app/models/learners.py).
     learner_threads: int | None = Field(None, ge=1, le=256)
+    max_loaded_models: int = Field(1000, ge=0)
+    """Models kept decoded in memory.  Beyond, the least recently used ones (idle for
+    ``park_idle_s``) are snapshotted if they changed and *parked*: only what ``GET /models``
+    shows stays in memory, the snapshot is decoded again on their next use (as after a
+    restart).  0: never park.  See ``docs/deployment.md`` (many models)."""
+    park_idle_s: float = Field(5.0, ge=0)
+    """A model used (batch, flush, prediction) within this many seconds is not parked."""
 
     default_model: str = "default"
     create_default_model: bool = True

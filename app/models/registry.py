@@ -36,9 +36,11 @@ import functools
 import gc
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -243,7 +245,9 @@ class Registry:
         ------
         ModelNotFound, ModelNotFitted, ModelWarmingUp (409), InvalidInput
         """
-        view = self.get(name).view
+        handle = self.get(name)
+        handle.last_used = time.monotonic()
+        view = handle.view
         if view.estimator is not None:
             note_waiting(f"a prediction of model {name!r}")
         if view.estimator is None:
@@ -318,7 +322,11 @@ class Registry:
         Models are written by up to :data:`SNAPSHOT_WRITERS` threads: a write is mostly two
         ``fsync`` calls (file and directory), which the file system commits together when
         they come at once (10,000 one-batch models at SIGTERM: see ``docs/deployment.md``)."""
-        dirty = [h for h in self.handles() if h.view.version != h.saved_version]
+        return self._snapshot_all([h for h in self.handles() if h.view.version != h.saved_version])
+
+    def _snapshot_all(self, handles: list[ModelHandle]) -> list[str]:
+        """:meth:`snapshot` of each handle (by up to :data:`SNAPSHOT_WRITERS` threads; a failure
+        is logged); returns the paths written."""
 
         def one(handle: ModelHandle) -> str | None:
             try:
@@ -327,12 +335,50 @@ class Registry:
                 log.exception("model %r: snapshot failed", handle.name)
                 return None
 
-        if len(dirty) <= 1:
-            paths = [one(h) for h in dirty]
+        if len(handles) <= 1:
+            paths = [one(h) for h in handles]
         else:
-            with ThreadPoolExecutor(min(SNAPSHOT_WRITERS, len(dirty)), thread_name_prefix="snapshot") as pool:
-                paths = list(pool.map(one, dirty))
+            with ThreadPoolExecutor(
+                min(SNAPSHOT_WRITERS, len(handles)), thread_name_prefix="snapshot"
+            ) as pool:
+                paths = list(pool.map(one, handles))
         return [p for p in paths if p]
+
+    # ------------------------------------------------------------------ parking
+    def park_idle(self, now: float | None = None) -> int:
+        """Park the least recently used decoded models beyond ``settings.max_loaded_models``
+        (those used within the last ``settings.park_idle_s`` seconds excepted): each is
+        snapshotted if its view changed since its last snapshot, then parked
+        (:meth:`ModelHandle.park`: its estimator and published copy dropped; decoded again from
+        that file on its next use, as a lazily restored model is).  Returns how many were
+        parked.  Nothing happens without a snapshot store or with ``max_loaded_models`` 0.
+
+        Why: a decoded one-batch model costs ~24 KB in the service, a parked one the handle,
+        its meters and its view's figures (10,000 models: ``docs/deployment.md``)."""
+        limit = self.settings.max_loaded_models
+        if self.store is None or limit <= 0:
+            return 0
+        loaded = [
+            h for h in self.handles() if h.loaded and h.follower_of is None and h.view.estimator is not None
+        ]
+        if len(loaded) <= limit:
+            return 0
+        now = time.monotonic() if now is None else now
+        loaded.sort(key=lambda h: h.last_used)
+        cutoff = now - self.settings.park_idle_s
+        chosen = [h for h in loaded[: len(loaded) - limit] if h.last_used <= cutoff and not h.pending]
+        self._snapshot_all([h for h in chosen if h.view.version != h.saved_version])
+        parked = 0
+        for handle in chosen:
+            with self._snap_lock(handle.name):  # the file named below stays the newest meanwhile
+                path = handle.last_snapshot_path
+                if self._models.get(handle.name) is not handle or path is None:
+                    continue
+                if handle.park(functools.partial(self._decode_restored, handle.name, Path(path))):
+                    parked += 1
+        if parked:
+            log.info("parked %d idle models (%d stay decoded)", parked, len(loaded) - parked)
+        return parked
 
     def install(self, found, *, follower_of: str | None = None) -> ModelHandle:
         """Create (or replace) the model of a restored snapshot (a

@@ -383,16 +383,18 @@ def decode_snapshot(blob: bytes, path: Path | None = None) -> RestoredModel:
         raise CorruptStateError(f"cannot rebuild model: {type(exc).__name__}: {exc}") from exc
 
 
-async def run_snapshotter(snapshot_changed: Callable[[], Any], interval_s: float) -> None:
+async def run_snapshotter(
+    snapshot_changed: Callable[[], Any], interval_s: float, what: str = "periodic snapshot"
+) -> None:
     """Every ``interval_s`` seconds, call ``snapshot_changed`` in a worker thread
     (:meth:`svmstream.app.models.registry.Registry.snapshot_changed`: snapshot each model
-    whose published view changed).
+    whose published view changed; also :meth:`~svmstream.app.models.registry.Registry.park_idle`).
 
-    Runs until cancelled; a failing write is logged and retried at the next tick.
+    Runs until cancelled; a failing write is logged (``what`` failed) and retried at the next tick.
     """
     while True:
         await asyncio.sleep(interval_s)
         try:
             await asyncio.to_thread(snapshot_changed)
         except Exception:  # keep the loop alive; the error is logged with its traceback
-            log.exception("periodic snapshot failed")
+            log.exception("%s failed", what)
