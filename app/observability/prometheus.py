@@ -18,13 +18,16 @@ Each app builds its own :class:`prometheus_client.CollectorRegistry` with
 from __future__ import annotations
 
 import re
+import threading
 import time
+from array import array
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
 from prometheus_client import metrics as prometheus_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -119,6 +122,78 @@ _FAMILIES: dict[str, tuple[type, str, str]] = {
 _STREAM_GAUGES = (("lag", "lag"), ("lag_seconds", "lag_s"), ("pending", "s_pending"), ("length", "s_len"))
 
 
+class _LatencyChild:
+    """One label set of a :class:`LatencyHistogram`: its bucket counts and sum in one
+    ``array('d')`` (not bucket counts in separate locked value objects)."""
+
+    __slots__ = ("_parent", "_values", "_created")
+
+    def __init__(self, parent: LatencyHistogram):
+        self._parent = parent
+        self._values = array("d", bytes(8 * (len(parent._upper_bounds) + 1)))  # buckets..., sum
+        self._created = time.time()
+
+    def observe(self, amount: float) -> None:
+        parent = self._parent
+        values = self._values
+        with parent._shared_lock:
+            values[-1] += amount
+            for i, bound in enumerate(parent._upper_bounds):
+                if amount <= bound:
+                    values[i] += 1.0
+                    break
+
+    def counts(self) -> tuple[list[float], float]:
+        """``(bucket counts, sum)`` (per bucket, not cumulative), read together."""
+        with self._parent._shared_lock:
+            values = self._values.tolist()
+        return values[:-1], values[-1]
+
+    def _samples(self) -> tuple[Sample, ...]:
+        """What a prometheus-client ``Histogram`` child yields (same names, order, values)."""
+        buckets, total = self.counts()
+        samples = []
+        acc = 0.0
+        for bound, count in zip(self._parent._upper_bounds, buckets):
+            acc += count
+            samples.append(Sample("_bucket", {"le": floatToGoString(bound)}, acc, None, None))
+        samples.append(Sample("_count", {}, acc, None, None))
+        if self._parent._upper_bounds[0] >= 0:
+            samples.append(Sample("_sum", {}, total, None, None))
+        if getattr(prometheus_metrics, "_use_created", True):
+            samples.append(Sample("_created", {}, self._created, None, None))
+        return tuple(samples)
+
+
+class LatencyHistogram(Histogram):
+    """A labelled prometheus-client ``Histogram`` whose label sets are :class:`_LatencyChild`
+    objects: the same samples, text and API (``labels(...).observe(x)``, ``collect()``), at
+    ~0.3 KB per label set instead of ~3.7 KB (15 bucket value objects with a lock each and a
+    whole ``Histogram`` per child; one per model and route: 10,000 models, ~35 MB).  All
+    children share one lock."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._shared_lock = threading.Lock()
+
+    def labels(self, *labelvalues: Any, **labelkwargs: Any) -> Any:
+        if labelkwargs:
+            if labelvalues or sorted(labelkwargs) != sorted(self._labelnames):
+                raise ValueError("Incorrect label names")
+            key = tuple(str(labelkwargs[name]) for name in self._labelnames)
+        else:
+            if len(labelvalues) != len(self._labelnames):
+                raise ValueError("Incorrect label count")
+            key = tuple(str(v) for v in labelvalues)
+        child = self._metrics.get(key)
+        if child is None:
+            with self._lock:
+                child = self._metrics.get(key)
+                if child is None:
+                    child = self._metrics[key] = _LatencyChild(self)
+        return child
+
+
 class RequestMetrics:
     """Latency histograms of ``/learn`` and ``/predict`` (seconds, labels ``route``, ``model``)
     and ``svmstream_http_requests_total`` (labels ``route``, ``method``, ``status``)."""
@@ -127,7 +202,7 @@ class RequestMetrics:
 
     def __init__(self, registry: CollectorRegistry):
         fast = isinstance(registry, ServiceRegistry)
-        self.latency = Histogram(
+        self.latency = LatencyHistogram(
             "svmstream_request_latency_seconds",
             "Latency of learn/predict requests (body read to response).",
             ("route", "model"),
@@ -352,13 +427,17 @@ def histogram_text(histogram: Histogram) -> str:
         labels = ",".join(f'{k}="{_label_value(str(v))}"' for k, v in pairs)
         before = "".join(f'{k}="{_label_value(str(v))}",' for k, v in pairs if k < "le")
         after = "".join(f',{k}="{_label_value(str(v))}"' for k, v in pairs if k > "le")
+        if isinstance(child, _LatencyChild):
+            counts, total = child.counts()
+        else:
+            counts, total = [bucket.get() for bucket in child._buckets], child._sum.get()
         acc = 0.0
-        for le, bucket in zip(les, child._buckets):
-            acc += bucket.get()
+        for le, count in zip(les, counts):
+            acc += count
             out.append(f'{name}_bucket{{{before}le="{le}"{after}}} {_go(acc)}\n')
         out.append(f"{name}_count{{{labels}}} {_go(acc)}\n")
         if bounds[0] >= 0:
-            out.append(f"{name}_sum{{{labels}}} {_go(child._sum.get())}\n")
+            out.append(f"{name}_sum{{{labels}}} {_go(total)}\n")
         if with_created:
             created.append(f"{name}_created{{{labels}}} {_go(child._created)}\n")
     if created:
