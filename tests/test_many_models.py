@@ -413,7 +413,7 @@ def test_parking_never_drops_what_no_snapshot_holds(tmp_path):
     assert failing.loaded and failing._est is not None and failing.snapshot_failures == 1
     assert registry.get("recent").loaded
     # parking directly is refused too
-    assert not busy.park(lambda: None) and not failing.park(lambda: None)
+    assert not busy.park(lambda path: None) and not failing.park(lambda path: None)
     release.set()
     future.result()
     assert busy.saved_version < busy.view.version  # learned since: a snapshot first
@@ -470,3 +470,19 @@ def test_recent_values_keep_the_last_ones():
     for v in range(4, 11):
         ring.append(float(v))
     assert len(ring) == 4 and sorted(ring) == [7.0, 8.0, 9.0, 10.0]
+
+
+def test_models_with_the_same_labels_share_one_codec_and_grow_their_own(tmp_path):
+    """Codecs are never changed once made, so equal label lists share one object; a model
+    that learns a new label gets a new codec, the others keep theirs."""
+    registry = _registry(tmp_path / "snap")
+    for name in ("a", "b"):  # the same rows: the labels come in the same order
+        _teach_models(registry, [name], seed=0)
+    a, b = registry.get("a"), registry.get("b")
+    assert a.codec is b.codec and a.codec.public_classes == ["churn", "stay"]
+    X = np.ones((3, 6))
+    y, new = a.codec.encode_with_new(["gone", "stay", "gone"])
+    registry.learn("a", X, y, new_labels=new).result()
+    assert a.codec.public_classes == ["churn", "gone", "stay"] and a.codec is not b.codec
+    assert b.codec.public_classes == ["churn", "stay"] and b.view.codec is b.codec
+    registry.close()

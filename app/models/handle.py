@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -57,7 +58,7 @@ from svmstream.app.errors import (
     ServiceError,
 )
 from svmstream.app.ingest.features import conform
-from svmstream.app.ingest.labels import LabelCodec, NewLabels
+from svmstream.app.ingest.labels import LabelCodec, NewLabels, shared_codec
 from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
 from svmstream.app.models.factory import copy_estimator, estimator_from_state, make_estimator
 from svmstream.app.models.learners import LearnerPool, default_pool
@@ -98,6 +99,11 @@ def detached_state(est) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     later steps cannot change it (``get_state`` may return live arrays)."""
     arrays, meta = est.get_state()
     return {k: np.array(v, copy=True) for k, v in arrays.items()}, copy.deepcopy(meta)
+
+
+def _path(path) -> Path:
+    """``path`` as a Path, the same object if it is one (a Path costs ~0.3 KB per model)."""
+    return path if isinstance(path, Path) else Path(path)
 
 
 def _input_bytes(*arrays) -> int:
@@ -168,9 +174,9 @@ class ModelHandle:
         # learned classes (restored from a snapshot: ``classes``) are committed by the learner
         # thread only; readers use the published view's codec
         if config.learns_classes:
-            self.codec = LabelCodec(classes or [], learn=True)
+            self.codec = shared_codec(classes or [], learn=True)
         else:
-            self.codec = LabelCodec(config.classes)
+            self.codec = shared_codec(config.classes)
         self.max_pending = settings.max_pending_batches
         # a prediction replica's model (follower_of: its learner's URL) never learns: no
         # private copy, no checkpoint; learning is refused naming the learner
@@ -190,7 +196,7 @@ class ModelHandle:
         self._checkpoint: tuple | Path | None = None
         if keep:
             self._checkpoint = (
-                Path(checkpoint_path) if checkpoint_path is not None else detached_state(self._est)
+                _path(checkpoint_path) if checkpoint_path is not None else detached_state(self._est)
             )
         self._journal: list[Callable[[Any], Any]] = []
         self._journal_bytes = 0
@@ -284,7 +290,7 @@ class ModelHandle:
                 self._est = est
                 online = self.config.algorithm not in BATCH_ALGORITHMS
                 if est is not None and online:
-                    self._checkpoint = Path(found.path) if found.path is not None else detached_state(est)
+                    self._checkpoint = _path(found.path) if found.path is not None else detached_state(est)
                 self.view = ModelView(
                     name=self.name,
                     config=self.config,
@@ -305,11 +311,11 @@ class ModelHandle:
                 (time.perf_counter() - started) * 1e3,
             )
 
-    def park(self, restore: Callable[[], Any]) -> bool:
+    def park(self, decode: Callable[[Path], Any]) -> bool:
         """Give back the memory of a decoded model that its newest snapshot holds exactly: drop
         the estimator and its published copy and become a header-only model again, as a lazily
-        restored one is (``restore()`` decodes the snapshot on the next use,
-        :meth:`ensure_loaded`; the view keeps the version, labels and figures).  Returns
+        restored one is: ``decode(path)`` (the registry's) decodes that snapshot file on the next
+        use (:meth:`ensure_loaded`); the view keeps the version, labels and figures.  Returns
         whether it parked.
 
         Refused (False) unless the model is decoded, has learned, is not a replica's, has no
@@ -334,8 +340,10 @@ class ModelHandle:
                 and not self._journal
             ):
                 return False
+            # the checkpoint's Path (online models) is that file: one Path object per model
+            path = self._checkpoint if isinstance(self._checkpoint, Path) else Path(self.last_snapshot_path)
             self._est = None
-            self._restore = restore
+            self._restore = functools.partial(decode, path)
             self.view = dataclasses.replace(view, estimator=RestorePending(self))
         return True
 
@@ -645,7 +653,7 @@ class ModelHandle:
         the checkpoint, keep the file instead of the arrays (a rollback reads it back)."""
         with self._est_lock:
             if self._checkpoint is state and state is not None:
-                self._checkpoint = Path(path)
+                self._checkpoint = _path(path)
 
     def _count_drift(self, est) -> None:
         """Learner thread: log each new drift detection of the estimator with its example count."""

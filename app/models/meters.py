@@ -57,6 +57,8 @@ class PrequentialWindow:
         Window length in examples.
     """
 
+    __slots__ = ("size", "_buf", "_pos", "_count", "_sum", "total", "total_correct", "_lock")  # one per model
+
     def __init__(self, size: int):
         self.size = int(size)
         self._buf = np.zeros(0, dtype=np.uint8)
@@ -127,6 +129,8 @@ class LabelRunMeter:
     but shuffling the source is better.
     """
 
+    __slots__ = ("window", "label", "length", "detections", "_lock")  # one per model
+
     def __init__(self, window: int = 1000):
         self.window = int(window)
         self.label: int | None = None
@@ -155,6 +159,8 @@ class LabelRunMeter:
 
 class RateMeter:
     """Examples applied per second, averaged over the last ``window_s`` seconds."""
+
+    __slots__ = ("window_s", "_clock", "_start", "_samples", "_total", "_lock")  # one per model
 
     def __init__(self, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
         self.window_s = float(window_s)

@@ -40,7 +40,6 @@ import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -370,11 +369,10 @@ class Registry:
         self._snapshot_all([h for h in chosen if h.view.version != h.saved_version])
         parked = 0
         for handle in chosen:
-            with self._snap_lock(handle.name):  # the file named below stays the newest meanwhile
-                path = handle.last_snapshot_path
-                if self._models.get(handle.name) is not handle or path is None:
+            with self._snap_lock(handle.name):  # its newest file stays the newest meanwhile
+                if self._models.get(handle.name) is not handle:
                     continue
-                if handle.park(functools.partial(self._decode_restored, handle.name, Path(path))):
+                if handle.park(functools.partial(self._decode_restored, handle.name)):
                     parked += 1
         if parked:
             log.info("parked %d idle models (%d stay decoded)", parked, len(loaded) - parked)
