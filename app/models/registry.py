@@ -55,6 +55,7 @@ from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
 from svmstream.app.models.learners import LearnerPool
 from svmstream.app.models.limits import check_config_limits
+from svmstream.app.models.memory import release_free_memory
 from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
 from svmstream.app.models.warmup import note_waiting
@@ -375,6 +376,7 @@ class Registry:
                 if handle.park(functools.partial(self._decode_restored, handle.name)):
                     parked += 1
         if parked:
+            release_free_memory()  # what the parked estimators held, back to the system
             log.info("parked %d idle models (%d stay decoded)", parked, len(loaded) - parked)
         return parked
 

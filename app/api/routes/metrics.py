@@ -13,11 +13,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read
 from svmstream.app.api.deps import PrometheusDep
 from svmstream.app.api.schemas import errors
+from svmstream.app.models.memory import release_free_memory
 
 router = APIRouter(tags=["metrics"], dependencies=[Depends(require_read)])
 
@@ -38,4 +40,6 @@ async def metrics(prometheus: PrometheusDep) -> Response:
     # the app's ServiceRegistry renders the per-model families directly (fast with 1,000 models)
     render = getattr(prometheus, "exposition", None) or (lambda: generate_latest(prometheus))
     body = await run_in_threadpool(render)
-    return Response(body, media_type=CONTENT_TYPE_LATEST)
+    # once sent, give back what rendering it took (10,000 models: ~28 MB of text, built from
+    # ~500,000 strings; five scrapes left the RSS ~60 MB higher without this)
+    return Response(body, media_type=CONTENT_TYPE_LATEST, background=BackgroundTask(release_free_memory))
