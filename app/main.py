@@ -48,7 +48,7 @@ from svmstream.app.errors import install_error_handlers
 from svmstream.app.jobs.runner import JobRunner
 from svmstream.app.models.registry import Registry
 from svmstream.app.models.snapshots import SnapshotStore, run_snapshotter
-from svmstream.app.models.warmup import WarmUp, warm_up
+from svmstream.app.models.warmup import start_warm_up, warm_up
 from svmstream.app.observability.live import LiveFeed
 from svmstream.app.observability.prometheus import RequestCounter, build_registry
 from svmstream.app.settings import Settings
@@ -93,14 +93,16 @@ async def _open_registry(settings: Settings) -> Registry:
     kernel, and the warm-up would only compete with it for the GIL (10,000 models: restart to
     ``/health`` 12.3 s with the warm-up running alongside, 9.0 s without, load 5)."""
     if settings.role == "replica":
+        registry = Registry(settings, None)
         if settings.warm_up:
-            WarmUp().start()
-        return Registry(settings, None)
+            start_warm_up([registry.resolve_config({})])
+        return registry
     registry = Registry(settings, SnapshotStore(settings.snapshot_dir, keep=settings.snapshot_keep))
     if settings.restore_on_start:
         await asyncio.to_thread(registry.restore)
-    if settings.warm_up:
-        WarmUp().start()
+    if settings.warm_up:  # the kernel groups the default and the restored models use (warmup.py)
+        configs = {id(h.config): h.config for h in registry.handles()}  # shared objects (Registry.create)
+        start_warm_up([registry.resolve_config({}), *configs.values()])
     if settings.create_default_model and settings.default_model not in registry:
         config = registry.resolve_config({})
         registry.create(settings.default_model, config, snapshot=False)

@@ -58,7 +58,7 @@ from svmstream.app.models.limits import check_config_limits
 from svmstream.app.models.memory import release_free_memory
 from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
-from svmstream.app.models.warmup import note_waiting
+from svmstream.app.models.warmup import note_waiting, warm_for
 from svmstream.app.settings import Settings
 from svmstream.solvers.persistence import CorruptStateError
 
@@ -149,6 +149,7 @@ class Registry:
         check_model_name(name)
         with self._lock:  # models of equal configurations share one (frozen) object: ~3 KB each
             config = self._configs.setdefault(config.model_dump_json(), config)
+        warm_for(config)  # its kernel group, if the service's warm-up has not loaded it
         handle = ModelHandle(
             name,
             config,
