@@ -312,7 +312,8 @@ class ServiceCollector:
             mname = name + "_total" if counter else name
             out.append(f"# HELP {mname} {help_text}\n# TYPE {mname} {'counter' if counter else 'gauge'}\n")
             prefix = mname + '{model="'
-            out.extend(f'{prefix}{model}"}} {_go(values[key])}\n' for model, values in rows if key in values)
+            go = _GoCache()  # per family: counts and flags repeat across models
+            out.extend(f'{prefix}{model}"}} {go(values[key])}\n' for model, values in rows if key in values)
         return "".join(out).encode()
 
 
@@ -420,6 +421,7 @@ def histogram_text(histogram: Histogram) -> str:
     doc = doc.replace("\\", r"\\").replace("\n", r"\n")
     les = [floatToGoString(b) for b in bounds]
     out = [f"# HELP {name} {doc}\n# TYPE {name} histogram\n"]
+    go = _GoCache()  # bucket counts are small whole numbers, the same for most label sets
     created: list[str] = []
     with_created = getattr(prometheus_metrics, "_use_created", True)
     for values, child in list(children.items()):  # a snapshot: requests may add children
@@ -434,16 +436,35 @@ def histogram_text(histogram: Histogram) -> str:
         acc = 0.0
         for le, count in zip(les, counts):
             acc += count
-            out.append(f'{name}_bucket{{{before}le="{le}"{after}}} {_go(acc)}\n')
-        out.append(f"{name}_count{{{labels}}} {_go(acc)}\n")
+            out.append(f'{name}_bucket{{{before}le="{le}"{after}}} {go(acc)}\n')
+        out.append(f"{name}_count{{{labels}}} {go(acc)}\n")
         if bounds[0] >= 0:
-            out.append(f"{name}_sum{{{labels}}} {_go(total)}\n")
+            out.append(f"{name}_sum{{{labels}}} {go(total)}\n")
         if with_created:
             created.append(f"{name}_created{{{labels}}} {_go(child._created)}\n")
     if created:
         out.append(f"# HELP {name}_created {doc}\n# TYPE {name}_created gauge\n")
         out.extend(created)
     return "".join(out)
+
+
+class _GoCache:
+    """:func:`_go` with its answers remembered (one rendering: 10,000 models make ~360,000
+    numbers of a few hundred distinct values; the formatting was ~40% of a /metrics render).
+    Zero is not cached: ``0.0 == -0.0`` but they are written differently."""
+
+    __slots__ = ("_texts",)
+
+    def __init__(self):
+        self._texts: dict[float, str] = {}
+
+    def __call__(self, value: float) -> str:
+        text = self._texts.get(value)
+        if text is None:
+            text = _go(value)
+            if value != 0:
+                self._texts[value] = text
+        return text
 
 
 def _go(value: float) -> str:
