@@ -94,6 +94,8 @@ class Registry:
         self._configs: weakref.WeakValueDictionary[str, ModelConfig] = weakref.WeakValueDictionary()
         self.snapshot_listeners: list[Callable[[ModelHandle, ModelView, str], None]] = []
         self.learners = LearnerPool(settings.learner_threads)  # shared by all models
+        # park_idle: a model whose snapshot for parking failed is retried after this (monotonic)
+        self._park_retry_at: dict[str, float] = {}
 
     # ------------------------------------------------------------------ lookup
     def __contains__(self, name: str) -> bool:
@@ -367,14 +369,25 @@ class Registry:
         now = time.monotonic() if now is None else now
         loaded.sort(key=lambda h: h.last_used)
         cutoff = now - self.settings.park_idle_s
-        chosen = [h for h in loaded[: len(loaded) - limit] if h.last_used <= cutoff and not h.pending]
-        self._snapshot_all([h for h in chosen if h.view.version != h.saved_version])
+        retry = self._park_retry_at
+        chosen = [
+            h
+            for h in loaded[: len(loaded) - limit]
+            if h.last_used <= cutoff and not h.pending and retry.get(h.name, 0.0) <= now
+        ]
+        dirty = [h for h in chosen if h.view.version != h.saved_version]
+        failures = [h.snapshot_failures for h in dirty]
+        self._snapshot_all(dirty)
+        for handle, before in zip(dirty, failures):
+            if handle.snapshot_failures > before:  # disk full...: not again every second
+                retry[handle.name] = now + self.settings.snapshot_interval_s
         parked = 0
         for handle in chosen:
             with self._snap_lock(handle.name):  # its newest file stays the newest meanwhile
                 if self._models.get(handle.name) is not handle:
                     continue
                 if handle.park(functools.partial(self._decode_restored, handle.name)):
+                    retry.pop(handle.name, None)
                     parked += 1
         if parked:
             release_free_memory()  # what the parked estimators held, back to the system
