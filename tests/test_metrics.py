@@ -378,6 +378,8 @@ def test_the_compact_latency_histogram_exposes_what_a_prometheus_histogram_expos
         ("learn", "b", 30.0),
     ]
     observations += [("predict", 'odd "name"\\', 0.2), ("learn", "a", 0.0005), ("learn", "b", 0.001)]
+    # enough label sets for histogram_text to join its lines in several chunks
+    observations += [("learn", f"m{k}", (k % 97) / 13.0) for k in range(1500)]
     for route, model, seconds in observations:
         stock.labels(route=route, model=model).observe(seconds)
         compact.labels(route, model).observe(seconds)
