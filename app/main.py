@@ -49,7 +49,7 @@ from svmstream.app.errors import install_error_handlers
 from svmstream.app.jobs.runner import JobRunner
 from svmstream.app.models.registry import Registry
 from svmstream.app.models.snapshots import SnapshotStore, run_snapshotter
-from svmstream.app.models.warmup import WarmUp, warm_up
+from svmstream.app.models.warmup import start_warm_up, warm_up
 from svmstream.app.observability.live import LiveFeed
 from svmstream.app.observability.prometheus import RequestCounter, build_registry
 from svmstream.app.settings import Settings
@@ -60,6 +60,9 @@ from svmstream.app.stream.replication import SnapshotFollower, SnapshotPublisher
 __all__ = ["configure_logging", "create_app", "warm_up"]
 
 log = logging.getLogger("svmstream")
+
+#: Seconds between two looks for idle models to park (:meth:`Registry.park_idle`).
+PARK_CHECK_S = 1.0
 
 
 def configure_logging(level: str = "info") -> None:
@@ -91,14 +94,16 @@ async def _open_registry(settings: Settings) -> Registry:
     kernel, and the warm-up would only compete with it for the GIL (10,000 models: restart to
     ``/health`` 12.3 s with the warm-up running alongside, 9.0 s without, load 5)."""
     if settings.role == "replica":
+        registry = Registry(settings, None)
         if settings.warm_up:
-            WarmUp().start()
-        return Registry(settings, None)
+            start_warm_up([registry.resolve_config({})])
+        return registry
     registry = Registry(settings, SnapshotStore(settings.snapshot_dir, keep=settings.snapshot_keep))
     if settings.restore_on_start:
         await asyncio.to_thread(registry.restore)
-    if settings.warm_up:
-        WarmUp().start()
+    if settings.warm_up:  # the kernel groups the default and the restored models use (warmup.py)
+        configs = {id(h.config): h.config for h in registry.handles()}  # shared objects (Registry.create)
+        start_warm_up([registry.resolve_config({}), *configs.values()])
     if settings.create_default_model and settings.default_model not in registry:
         config = registry.resolve_config({})
         registry.create(settings.default_model, config, snapshot=False)
@@ -149,6 +154,12 @@ async def lifespan(app: FastAPI):
     snapshotter = asyncio.create_task(
         run_snapshotter(registry.snapshot_changed, settings.snapshot_interval_s if learner else 3600.0)
     )
+    # idle models beyond max_loaded_models go back to their snapshot (docs/deployment.md)
+    parker = (
+        asyncio.create_task(run_snapshotter(registry.park_idle, PARK_CHECK_S, "parking idle models"))
+        if learner
+        else None
+    )
     streams = StreamManager(registry, settings) if settings.redis_url and learner else None
     stream_task = asyncio.create_task(run_stream_manager(streams)) if streams is not None else None
     app.state.streams = streams
@@ -172,6 +183,8 @@ async def lifespan(app: FastAPI):
             await _cancel(stream_task)
             await asyncio.to_thread(streams.stop)
         await _cancel(snapshotter)
+        if parker is not None:
+            await _cancel(parker)
         if replication is not None:
             await asyncio.to_thread(replication.stop)
         await asyncio.to_thread(registry.close)

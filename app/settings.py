@@ -45,6 +45,13 @@ class Settings(BaseSettings):
     #: throughput work.  On 2 busy cores the loop waited on the run queue 34% of the time
     #: while a client learned, 16% with 10 (p90 of /predict 6.0 -> 3.5 ms; docs/service.md, "Prediction paths").
     learner_nice: int = Field(10, ge=0, le=19)
+    max_loaded_models: int = Field(1000, ge=0)
+    """Models kept decoded in memory.  Beyond, the least recently used ones (idle for
+    ``park_idle_s``) are snapshotted if they changed and *parked*: only what ``GET /models``
+    shows stays in memory, the snapshot is decoded again on their next use (as after a
+    restart).  0: never park.  See ``docs/deployment.md`` (many models)."""
+    park_idle_s: float = Field(5.0, ge=0)
+    """A model used (batch, flush, prediction) within this many seconds is not parked."""
 
     default_model: str = "default"
     create_default_model: bool = True

@@ -3,7 +3,8 @@
 A real ``svmstream serve``; N models (default 10,000; one per customer) created over HTTP
 with no settings (``PUT /models/{name}`` with ``{}``) and each taught one batch of 20 raw
 rows with string labels (``POST /learn``, 8 client threads).  Figures: the service's RSS and
-thread count after all were taught, ``GET /metrics`` time (median of 5) and size, the final
+thread count after all were taught (idle models beyond ``SVMSTREAM_MAX_LOADED_MODELS`` parked,
+``docs/deployment.md``), ``GET /metrics`` time (median of 5) and size, the final
 snapshots at SIGTERM, and the restart: time from starting the process to ``/health`` (every
 model registered: lazy restore reads each snapshot's header, ``docs/service.md``), the server's
 CPU seconds and RSS then, the first ``/predict`` of one model (its snapshot decoded on first
@@ -151,7 +152,10 @@ def main(argv=None) -> None:
         rows,
         f"{n:,} models in one service (issue 16)",
         notes="Targets: RSS < 400 MB, threads < 50, /metrics < 1 s, restart to /health < 10 s. Models created "
-        "with {} (no settings) and taught one batch of 20 raw rows each over HTTP from 8 client threads.",
+        "with {} (no settings) and taught one batch of 20 raw rows each over HTTP from 8 client threads. "
+        "Default settings: beyond SVMSTREAM_MAX_LOADED_MODELS = 1,000 decoded models, idle ones are "
+        "snapshotted and parked (docs/deployment.md). rss_mb_before_metrics: after teaching; rss_mb: after "
+        "the five /metrics scrapes.",
     )
 
 

@@ -13,6 +13,8 @@ with no settings, then taught one batch of 20 raw rows with string labels throug
   arrays counted once) and how many of them are resident: ``np.zeros`` of a large array is
   a ``calloc`` that the kernel maps lazily, so a 1 MB buffer of which 20 rows are written
   costs one page of RSS but a whole mapping (and a line in tracemalloc);
+* parking: every model but one parked (``Registry.park_idle``: estimator and published copy
+  dropped, the snapshot decoded again on next use), RSS per model after it;
 * a restore: N snapshot files read back with ``Registry.restore`` (seconds, RSS per model).
 
 Usage: ``python -m benchmarks.bench_model_memory [--models 500]``.
@@ -118,7 +120,8 @@ def main(argv=None) -> None:
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="model-memory-") as tmp:
-        settings = Settings(snapshot_dir=Path(tmp))
+        # parking only when park_idle is called below (no service loop here)
+        settings = Settings(snapshot_dir=Path(tmp), max_loaded_models=1, park_idle_s=0)
         registry = Registry(settings, SnapshotStore(Path(tmp)))
         # one model first: imports, numba dispatchers, thread pool (not per-model costs)
         config = registry.resolve_config({})
@@ -154,6 +157,17 @@ def main(argv=None) -> None:
             }
         )
         components = _component_bytes(registry.get("m-00000"))
+        started = time.perf_counter()
+        parked = registry.park_idle(now=time.monotonic() + 1e6)
+        park_s = time.perf_counter() - started
+        rss_parked = _rss()
+        rows.append(
+            {
+                "phase": f"then park_idle ({parked} parked)",
+                "seconds": park_s,
+                "rss_kb_per_model": (rss_parked - rss0) / n / 1024,
+            }
+        )
         registry.close()
 
         # restore: the same files read back by a fresh registry
@@ -219,7 +233,11 @@ def main(argv=None) -> None:
         f"What one idle model costs ({n} models in one process)",
         notes="Models created with {} and taught one batch of 20 raw rows (6 features, string labels) "
         "through Registry.learn, as POST /learn does.  Part B: tracemalloc per allocating line, per model. "
-        "Part C: array bytes of one model by component (allocated, not necessarily resident).",
+        "Part C: array bytes of one model by component (allocated, not necessarily resident). Parking "
+        "frees each model's estimator and published copy for reuse, but in one process that builds nothing "
+        "afterwards the RSS hardly falls (freed blocks sit among live ones); in the service, models taught "
+        "later reuse them (bench_many_models). The restore that follows reuses them too, so its RSS per model "
+        "is a lower bound (a restarted service: bench_many_models).",
     )
 
 

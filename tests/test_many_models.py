@@ -9,6 +9,7 @@ holds only its rows.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -146,12 +147,12 @@ def _teach_models(registry, names, seed=0, rows=300):
         registry.learn(name, X, y, new_labels=new).result()
 
 
-def _registry(snap: Path):
+def _registry(snap: Path, **settings):
     from svmstream.app.models.registry import Registry
     from svmstream.app.models.snapshots import SnapshotStore
     from svmstream.app.settings import Settings
 
-    return Registry(Settings(snapshot_dir=snap), SnapshotStore(snap))
+    return Registry(Settings(snapshot_dir=snap, **settings), SnapshotStore(snap))
 
 
 def test_restore_registers_from_headers_and_decodes_once_on_first_use(tmp_path):
@@ -300,6 +301,166 @@ def test_many_models_restart_lazily_through_a_real_server(start_server, tmp_path
     assert names[1] in final and names[0] not in final and names[2] not in final, final
 
 
+# ---------------------------------------------------------------------------- parking
+def _state(handle):
+    arrays, meta = handle._est.get_state()
+    return {k: np.array(v, copy=True) for k, v in arrays.items()}, meta
+
+
+def test_parked_models_predict_and_learn_exactly_as_models_never_parked(tmp_path):
+    """Two registries taught the same models; one keeps at most 2 decoded: the others are
+    snapshotted and parked (estimator dropped), predict the same decisions, decode on use,
+    learn on to the very same state as their never-parked twins, and are parked again."""
+    names = [f"m{k}" for k in range(6)]
+    parking = _registry(tmp_path / "a", max_loaded_models=2, park_idle_s=0)
+    twin = _registry(tmp_path / "b", max_loaded_models=0)
+    for registry in (parking, twin):
+        _teach_models(registry, names)
+    probe = np.random.default_rng(5).normal(size=(50, 6)) * 40.0 + 5.0
+    for k, name in enumerate(names):  # m5 is the most recently used
+        parking.get(name).last_used = float(k)
+    assert twin.park_idle() == 0 and all(twin.get(n).loaded for n in names)
+    assert parking.park_idle(now=100.0) == 4
+    assert [parking.get(n).loaded for n in names] == [False] * 4 + [True] * 2
+    for name in names[:4]:  # the newest snapshot holds exactly the published version
+        handle = parking.get(name)
+        assert handle._est is None and handle.saved_version == handle.view.version
+        assert handle.info() | {"metrics": None, "last_snapshot_time": None, "last_snapshot_path": None} == (
+            twin.get(name).info() | {"metrics": None, "last_snapshot_time": None, "last_snapshot_path": None}
+        )
+    written = parking.snapshot_changed()  # parked models are saved already: only m4, m5
+    assert sorted(Path(p).parent.name for p in written) == names[4:]
+    for name in names:
+        np.testing.assert_array_equal(parking.predict(name, probe)[1], twin.predict(name, probe)[1])
+    assert parking.get(names[0]).loaded  # decoded by the prediction
+
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(400, 6)) * 40.0 + 5.0
+    labels = np.where(X[:, 0] - 0.2 * X[:, 2] > 5.0, "churn", "stay").tolist()
+    parking.park_idle(now=1e9)
+    assert not parking.get(names[1]).loaded
+    for registry in (parking, twin):  # a parked model learns: decoded first
+        handle = registry.get(names[1])
+        y, new = handle.codec.encode_with_new(labels)
+        registry.learn(names[1], X, y, new_labels=new).result()
+    a, b = parking.get(names[1]), twin.get(names[1])
+    assert a.view.version == b.view.version and a.view.stats == b.view.stats
+    (arrays_a, meta_a), (arrays_b, meta_b) = _state(a), _state(b)
+    assert meta_a == meta_b and arrays_a.keys() == arrays_b.keys()
+    for key in arrays_a:
+        np.testing.assert_array_equal(arrays_a[key], arrays_b[key])
+    np.testing.assert_array_equal(parking.predict(names[1], probe)[1], twin.predict(names[1], probe)[1])
+    # what it learned is snapshotted before it is parked again
+    a.last_used = 0.0
+    assert parking.park_idle(now=1e9) >= 1 and not a.loaded and a.saved_version == a.view.version
+    np.testing.assert_array_equal(parking.predict(names[1], probe)[1], twin.predict(names[1], probe)[1])
+    parking.close()
+    twin.snapshot_changed()
+    twin.close()
+
+    # a restart restores what parking saved
+    again = _registry(tmp_path / "a")
+    again.restore()
+    twin = _registry(tmp_path / "b")
+    twin.restore()
+    for name in names:
+        np.testing.assert_array_equal(again.predict(name, probe)[1], twin.predict(name, probe)[1])
+    again.close()
+    twin.close()
+
+
+def test_parking_never_drops_what_no_snapshot_holds(tmp_path):
+    """A model with a batch in progress, or whose snapshot failed, stays decoded with what it
+    learned; recently used models and replicas' models are not parked."""
+    import threading
+
+    registry = _registry(tmp_path / "snap", max_loaded_models=1, park_idle_s=0)
+    names = ["busy", "failing", "recent", "idle"]
+    _teach_models(registry, names)
+    for k, name in enumerate(names):
+        registry.get(name).last_used = float(k)
+    registry.get("recent").last_used = 1e9
+
+    # a batch whose step waits: the model has work pending while park_idle runs
+    busy = registry.get("busy")
+    started, release = threading.Event(), threading.Event()
+
+    def slow_step(est):
+        started.set()
+        release.wait(10)
+        est.flush()
+
+    with busy._lock:
+        future = busy._queue(busy._learn_step, slow_step, None, 0)
+    assert started.wait(10)
+    # the snapshot of 'failing' cannot be written
+    write = registry.store.write
+
+    def failing_write(name, *args, **kwargs):
+        if name == "failing":
+            raise OSError("disk full")
+        return write(name, *args, **kwargs)
+
+    registry.store.write = failing_write
+    failing = registry.get("failing")
+    failing.submit_flush().result()  # a change since its last snapshot
+    failing.last_used = 1.0
+    assert failing.saved_version < failing.view.version
+
+    assert registry.park_idle(now=100.0) == 1  # only 'idle'
+    assert not registry.get("idle").loaded
+    assert busy.loaded and busy._est is not None
+    assert failing.loaded and failing._est is not None and failing.snapshot_failures == 1
+    assert registry.get("recent").loaded
+    # parking directly is refused too
+    assert not busy.park(lambda path: None) and not failing.park(lambda path: None)
+    release.set()
+    future.result()
+    assert busy.saved_version < busy.view.version  # learned since: a snapshot first
+    busy.last_used = failing.last_used = 0.0
+    registry.store.write = write
+    # a failed snapshot is retried after snapshot_interval_s (30 s), not at every look
+    assert registry.park_idle(now=120.0) == 1 and failing.loaded and not busy.loaded
+    assert registry.park_idle(now=200.0) == 1
+    assert not busy.loaded and not failing.loaded
+    assert busy.saved_version == busy.view.version and failing.saved_version == failing.view.version
+    registry.close()
+
+
+def test_a_service_parks_idle_models_and_restarts_from_their_snapshots(start_server, tmp_path):
+    """A real server keeping 2 models decoded: the others are parked (logged), predict the
+    same, and SIGTERM has nothing left to write for them."""
+    snap = tmp_path / "snap"
+    env = {
+        "SVMSTREAM_SNAPSHOT_INTERVAL_S": "3600",
+        "SVMSTREAM_MAX_LOADED_MODELS": "2",
+        "SVMSTREAM_PARK_IDLE_S": "0",
+        "SVMSTREAM_CREATE_DEFAULT_MODEL": "false",
+    }
+    server = start_server(snap, env=env)
+    rng = np.random.default_rng(0)
+    names = [f"c{k}" for k in range(6)]
+    probe = (rng.normal(size=(20, 6)) * 40.0 + 5.0).tolist()
+    with server.client() as c:
+        for name in names:
+            assert c.put(f"/models/{name}", json={"warmup": 50, "budget": 20}).status_code == 201
+            X = rng.normal(size=(120, 6)) * 40.0 + 5.0
+            y = np.where(X[:, 0] > 5.0, "churn", "stay").tolist()
+            assert c.post("/learn", json={"model": name, "X": X.tolist(), "y": y}).status_code == 200
+        before = {name: c.post("/predict", json={"model": name, "X": probe}).json() for name in names}
+        deadline = time.monotonic() + 30
+        while "parked" not in server.log_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        listed = {m["name"]: m for m in c.get("/models").json()["models"]}
+        assert all(listed[name]["version"] == 1 for name in names)
+        for name in names:
+            assert c.post("/predict", json={"model": name, "X": probe}).json() == before[name]
+    assert "parked" in server.log_text()
+    server.terminate()
+    final = server.log_text().split("final snapshots: ")[-1].splitlines()[0]
+    assert sum(name in final for name in names) <= 2, final  # at most the decoded ones
+
+
 def test_recent_values_keep_the_last_ones():
     from svmstream.app.models.meters import RecentValues
 
@@ -311,3 +472,43 @@ def test_recent_values_keep_the_last_ones():
     for v in range(4, 11):
         ring.append(float(v))
     assert len(ring) == 4 and sorted(ring) == [7.0, 8.0, 9.0, 10.0]
+
+
+def test_models_with_the_same_labels_share_one_codec_and_grow_their_own(tmp_path):
+    """Codecs are never changed once made, so equal label lists share one object; a model
+    that learns a new label gets a new codec, the others keep theirs."""
+    registry = _registry(tmp_path / "snap")
+    for name in ("a", "b"):  # the same rows: the labels come in the same order
+        _teach_models(registry, [name], seed=0)
+    a, b = registry.get("a"), registry.get("b")
+    assert a.codec is b.codec and a.codec.public_classes == ["churn", "stay"]
+    X = np.ones((3, 6))
+    y, new = a.codec.encode_with_new(["gone", "stay", "gone"])
+    registry.learn("a", X, y, new_labels=new).result()
+    assert a.codec.public_classes == ["churn", "gone", "stay"] and a.codec is not b.codec
+    assert b.codec.public_classes == ["churn", "stay"] and b.view.codec is b.codec
+    registry.close()
+
+
+def test_release_free_memory_gives_freed_heap_pages_back():
+    """malloc_trim(0) after bulk work: on glibc the freed memory of many small blocks that
+    malloc kept goes back to the system (RSS drops); elsewhere it is a no-op."""
+    import platform
+
+    import psutil
+
+    from svmstream.app.models import memory
+
+    if memory._TRIM is None:
+        assert platform.libc_ver()[0] != "glibc"
+        assert memory.release_free_memory() is False
+        return
+    proc = psutil.Process()
+    memory.release_free_memory()
+    blocks = [bytearray(4000) for _ in range(50_000)]  # ~200 MB of malloc'd blocks below mmap size
+    keep = blocks[::500]  # a few stay alive, pinning the heap's top
+    del blocks
+    before = proc.memory_info().rss
+    assert memory.release_free_memory() is True
+    assert proc.memory_info().rss < before - 100 * 2**20
+    del keep

@@ -30,3 +30,33 @@ def test_health_answers_before_the_kernels_are_compiled(start_server, tmp_path):
     log = server.log_text()
     assert "solver warm-up done" in log
     assert "learning a batch of model 'early' waits for the solver kernels being compiled" in log
+
+
+def test_a_kernel_group_nobody_uses_is_warmed_when_a_model_first_needs_it(start_server, tmp_path):
+    """The start-up warm-up loads the default configuration's kernels only (each group costs
+    memory for good); the first BSCA model starts BSCA's warm-up, logged as at start, and
+    learns and predicts; a second one starts nothing more."""
+    server = start_server(env={"SVMSTREAM_LOG_LEVEL": "info"})
+    deadline = time.monotonic() + 600
+    while "solver warm-up done" not in server.log_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    log = server.log_text()
+    assert "solver warm-up done" in log and "BSCA" not in log and "kernel=linear" not in log
+    rng = np.random.default_rng(0)
+    X = (rng.normal(size=(60, 4)) * 20).tolist()
+    y = ["a" if row[0] > 0 else "b" for row in X]
+    with server.client() as c:
+        for name in ("bsca-1", "bsca-2"):
+            body = {"algorithm": "bsca", "warmup": 20, "shuffle_buffer": 0}
+            assert c.put(f"/models/{name}", json=body).status_code == 201
+            assert c.post("/learn", json={"model": name, "X": X, "y": y}).status_code == 200
+            assert c.post("/predict", json={"model": name, "X": X[:3]}).status_code == 200
+        while c.get("/health").json()["solvers"] != "ready" and time.monotonic() < deadline:
+            time.sleep(0.2)
+    log = server.log_text()
+    assert (
+        "compiling solver kernels (or loading them from numba's cache): BSCA with sparse support vectors"
+        in log
+    )
+    assert log.count("solver warm-up done") == 2 and "(bsca)" in log
+    assert "kernel=linear" not in log

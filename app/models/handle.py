@@ -25,11 +25,18 @@ from the header (version, classes, figures) whose estimator is a :class:`Restore
 file's arrays are decoded on the model's first use — a prediction through that view, a
 batch, a flush, a snapshot (:meth:`ModelHandle.ensure_loaded`, under a lock: concurrent
 first uses decode once) — and the decoded model then answers exactly as before the restart.
+
+Parking (:meth:`ModelHandle.park`) is the way back: a decoded model whose newest snapshot holds
+exactly its published version, with no task queued, drops its estimator and published copy
+and becomes such a header-only model again (the registry decides which: the least recently
+used beyond ``SVMSTREAM_MAX_LOADED_MODELS``, :meth:`svmstream.app.models.registry.Registry.park_idle`).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -51,7 +58,7 @@ from svmstream.app.errors import (
     ServiceError,
 )
 from svmstream.app.ingest.features import conform
-from svmstream.app.ingest.labels import LabelCodec, NewLabels
+from svmstream.app.ingest.labels import LabelCodec, NewLabels, shared_codec
 from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
 from svmstream.app.models.factory import copy_estimator, estimator_from_state, make_estimator
 from svmstream.app.models.learners import LearnerPool, default_pool
@@ -94,6 +101,11 @@ def detached_state(est) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     return {k: np.array(v, copy=True) for k, v in arrays.items()}, copy.deepcopy(meta)
 
 
+def _path(path) -> Path:
+    """``path`` as a Path, the same object if it is one (a Path costs ~0.3 KB per model)."""
+    return path if isinstance(path, Path) else Path(path)
+
+
 def _input_bytes(*arrays) -> int:
     total = 0
     for a in arrays:
@@ -133,7 +145,7 @@ class ModelHandle:
         "_closed", "_executor", "_restore", "_restore_lock", "view", "prequential", "rate",
         "label_runs", "overflows", "learn_failures", "snapshot_failures", "publish_seconds",
         "_drift_logged", "created_at", "stream_status", "saved_version", "last_snapshot_time",
-        "last_snapshot_path", "__weakref__",
+        "last_snapshot_path", "last_used", "__weakref__",
     )  # fmt: skip
 
     def __init__(
@@ -162,9 +174,9 @@ class ModelHandle:
         # learned classes (restored from a snapshot: ``classes``) are committed by the learner
         # thread only; readers use the published view's codec
         if config.learns_classes:
-            self.codec = LabelCodec(classes or [], learn=True)
+            self.codec = shared_codec(classes or [], learn=True)
         else:
-            self.codec = LabelCodec(config.classes)
+            self.codec = shared_codec(config.classes)
         self.max_pending = settings.max_pending_batches
         # a prediction replica's model (follower_of: its learner's URL) never learns: no
         # private copy, no checkpoint; learning is refused naming the learner
@@ -184,7 +196,7 @@ class ModelHandle:
         self._checkpoint: tuple | Path | None = None
         if keep:
             self._checkpoint = (
-                Path(checkpoint_path) if checkpoint_path is not None else detached_state(self._est)
+                _path(checkpoint_path) if checkpoint_path is not None else detached_state(self._est)
             )
         self._journal: list[Callable[[Any], Any]] = []
         self._journal_bytes = 0
@@ -230,6 +242,9 @@ class ModelHandle:
         self.saved_version = -1
         self.last_snapshot_time: float | None = None
         self.last_snapshot_path: str | None = None
+        # time.monotonic() of the last batch, flush, prediction or decode: parking takes the
+        # least recently used models first
+        self.last_used = time.monotonic()
 
     @property
     def n_features(self) -> int | None:
@@ -254,6 +269,7 @@ class ModelHandle:
         longer decodes, after trying the older files, raises RuntimeError: a 500)."""
         if self._restore is None:
             return
+        self.last_used = time.monotonic()
         with self._restore_lock:
             restore = self._restore
             if restore is None:
@@ -274,7 +290,7 @@ class ModelHandle:
                 self._est = est
                 online = self.config.algorithm not in BATCH_ALGORITHMS
                 if est is not None and online:
-                    self._checkpoint = Path(found.path) if found.path is not None else detached_state(est)
+                    self._checkpoint = _path(found.path) if found.path is not None else detached_state(est)
                 self.view = ModelView(
                     name=self.name,
                     config=self.config,
@@ -294,6 +310,42 @@ class ModelHandle:
                 found.path,
                 (time.perf_counter() - started) * 1e3,
             )
+
+    def park(self, decode: Callable[[Path], Any]) -> bool:
+        """Give back the memory of a decoded model that its newest snapshot holds exactly: drop
+        the estimator and its published copy and become a header-only model again, as a lazily
+        restored one is: ``decode(path)`` (the registry's) decodes that snapshot file on the next
+        use (:meth:`ensure_loaded`); the view keeps the version, labels and figures.  Returns
+        whether it parked.
+
+        Refused (False) unless the model is decoded, has learned, is not a replica's, has no
+        batch or flush queued or running, and its last snapshot is of the published version
+        (``saved_version``) and is its rollback checkpoint with no step applied since (online
+        models): nothing learned since that file is ever dropped.  Under the decode lock, the
+        learner's lock and the queue lock (in the order the learner takes them), so a batch
+        submitted meanwhile finds either the loaded model or a parked one, which it decodes
+        first.  The caller holds the model's snapshot lock (the file cannot change meanwhile).
+        """
+        if self.follower_of is not None or self._restore is not None:
+            return False
+        with self._restore_lock, self._est_lock, self._lock:
+            view = self.view
+            if self._restore is not None or self._pending or self._closed or view.estimator is None:
+                return False
+            if self.saved_version != view.version or self.last_snapshot_path is None:
+                return False
+            if self.config.algorithm not in BATCH_ALGORITHMS and not (
+                isinstance(self._checkpoint, Path)
+                and str(self._checkpoint) == self.last_snapshot_path
+                and not self._journal
+            ):
+                return False
+            # the checkpoint's Path (online models) is that file: one Path object per model
+            path = self._checkpoint if isinstance(self._checkpoint, Path) else Path(self.last_snapshot_path)
+            self._est = None
+            self._restore = functools.partial(decode, path)
+            self.view = dataclasses.replace(view, estimator=RestorePending(self))
+        return True
 
     @property
     def n_features_fixed(self) -> bool:
@@ -362,6 +414,7 @@ class ModelHandle:
         if y.shape != (X.shape[0],):
             raise InvalidInput(f"y: has {y.shape[0]} labels for {X.shape[0]} examples in X", field="y")
         sparse = sp.issparse(X) if sparse is None else bool(sparse)
+        self.last_used = time.monotonic()
         with self._lock:
             self._check_can_queue()
             d = self._n_features
@@ -379,6 +432,7 @@ class ModelHandle:
 
         Raises BatchModelReadOnly, LearnerBusy, ModelClosed."""
         self._refuse_if_batch_trained()
+        self.last_used = time.monotonic()
         with self._lock:
             self._check_can_queue()
             return self._queue(self._flush)
@@ -599,7 +653,7 @@ class ModelHandle:
         the checkpoint, keep the file instead of the arrays (a rollback reads it back)."""
         with self._est_lock:
             if self._checkpoint is state and state is not None:
-                self._checkpoint = Path(path)
+                self._checkpoint = _path(path)
 
     def _count_drift(self, est) -> None:
         """Learner thread: log each new drift detection of the estimator with its example count."""

@@ -128,7 +128,8 @@ class ModelQueue:
     def __init__(self, pool: LearnerPool, label: str):
         self._pool = pool
         self.label = label
-        self._tasks: deque[tuple[Future, Callable[..., Any], tuple]] = deque()
+        # None while idle: an empty deque still holds a 64-slot block (~0.6 KB per model)
+        self._tasks: deque[tuple[Future, Callable[..., Any], tuple]] | None = None
         self._lock = threading.Lock()
         self._idle: threading.Condition | None = None  # created by shutdown(wait=True)
         self._scheduled = False
@@ -140,6 +141,8 @@ class ModelQueue:
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"the learner queue of {self.label!r} is shut down")
+            if self._tasks is None:
+                self._tasks = deque()
             self._tasks.append((future, fn, args))
             schedule = not self._scheduled
             self._scheduled = True
@@ -159,6 +162,7 @@ class ModelQueue:
         with self._lock:
             again = bool(self._tasks)
             if not again:
+                self._tasks = None
                 self._scheduled = False
                 if self._idle is not None:
                     self._idle.notify_all()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import threading
 import time
 from array import array
-from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -57,6 +56,8 @@ class PrequentialWindow:
     size : int >= 1
         Window length in examples.
     """
+
+    __slots__ = ("size", "_buf", "_pos", "_count", "_sum", "total", "total_correct", "_lock")  # one per model
 
     def __init__(self, size: int):
         self.size = int(size)
@@ -128,6 +129,8 @@ class LabelRunMeter:
     but shuffling the source is better.
     """
 
+    __slots__ = ("window", "label", "length", "detections", "_lock")  # one per model
+
     def __init__(self, window: int = 1000):
         self.window = int(window)
         self.label: int | None = None
@@ -157,11 +160,15 @@ class LabelRunMeter:
 class RateMeter:
     """Examples applied per second, averaged over the last ``window_s`` seconds."""
 
+    __slots__ = ("window_s", "_clock", "_start", "_samples", "_total", "_lock")  # one per model
+
     def __init__(self, window_s: float = 10.0, clock: Callable[[], float] = time.monotonic):
         self.window_s = float(window_s)
         self._clock = clock
         self._start = clock()
-        self._samples: deque[tuple[float, int]] = deque()
+        # a list, not a deque: a deque allocates a 64-slot block (~0.6 KB) at once, per model;
+        # the window holds one sample per batch applied in the last window_s seconds
+        self._samples: list[tuple[float, int]] = []
         self._total = 0
         self._lock = threading.Lock()
 
@@ -175,8 +182,12 @@ class RateMeter:
     def _trim(self, now: float) -> None:
         # keep one sample at or before the window start as the base
         cut = now - self.window_s
-        while len(self._samples) >= 2 and self._samples[1][0] <= cut:
-            self._samples.popleft()
+        samples = self._samples
+        k = 0
+        while k + 1 < len(samples) and samples[k + 1][0] <= cut:
+            k += 1
+        if k:
+            del samples[:k]
 
     def rate(self, at: float | None = None) -> float:
         """Examples per second over ``[at - window_s, at]`` (shorter while younger);

@@ -36,6 +36,7 @@ import functools
 import gc
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -54,9 +55,10 @@ from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
 from svmstream.app.models.learners import LearnerPool
 from svmstream.app.models.limits import check_config_limits
+from svmstream.app.models.memory import release_free_memory
 from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
-from svmstream.app.models.warmup import note_waiting
+from svmstream.app.models.warmup import note_waiting, warm_for
 from svmstream.app.settings import Settings
 from svmstream.solvers.persistence import CorruptStateError
 
@@ -94,6 +96,8 @@ class Registry:
         self.learners = LearnerPool(
             settings.learner_threads, nice=settings.learner_nice
         )  # shared by all models
+        # park_idle: a model whose snapshot for parking failed is retried after this (monotonic)
+        self._park_retry_at: dict[str, float] = {}
 
     # ------------------------------------------------------------------ lookup
     def __contains__(self, name: str) -> bool:
@@ -149,6 +153,7 @@ class Registry:
         check_model_name(name)
         with self._lock:  # models of equal configurations share one (frozen) object: ~3 KB each
             config = self._configs.setdefault(config.model_dump_json(), config)
+        warm_for(config)  # its kernel group, if the service's warm-up has not loaded it
         handle = ModelHandle(
             name,
             config,
@@ -245,7 +250,9 @@ class Registry:
         ------
         ModelNotFound, ModelNotFitted, ModelWarmingUp (409), InvalidInput
         """
-        view = self.get(name).view
+        handle = self.get(name)
+        handle.last_used = time.monotonic()
+        view = handle.view
         if view.estimator is not None:
             note_waiting(f"a prediction of model {name!r}")
         if view.estimator is None:
@@ -320,7 +327,11 @@ class Registry:
         Models are written by up to :data:`SNAPSHOT_WRITERS` threads: a write is mostly two
         ``fsync`` calls (file and directory), which the file system commits together when
         they come at once (10,000 one-batch models at SIGTERM: see ``docs/deployment.md``)."""
-        dirty = [h for h in self.handles() if h.view.version != h.saved_version]
+        return self._snapshot_all([h for h in self.handles() if h.view.version != h.saved_version])
+
+    def _snapshot_all(self, handles: list[ModelHandle]) -> list[str]:
+        """:meth:`snapshot` of each handle (by up to :data:`SNAPSHOT_WRITERS` threads; a failure
+        is logged); returns the paths written."""
 
         def one(handle: ModelHandle) -> str | None:
             try:
@@ -329,12 +340,61 @@ class Registry:
                 log.exception("model %r: snapshot failed", handle.name)
                 return None
 
-        if len(dirty) <= 1:
-            paths = [one(h) for h in dirty]
+        if len(handles) <= 1:
+            paths = [one(h) for h in handles]
         else:
-            with ThreadPoolExecutor(min(SNAPSHOT_WRITERS, len(dirty)), thread_name_prefix="snapshot") as pool:
-                paths = list(pool.map(one, dirty))
+            with ThreadPoolExecutor(
+                min(SNAPSHOT_WRITERS, len(handles)), thread_name_prefix="snapshot"
+            ) as pool:
+                paths = list(pool.map(one, handles))
         return [p for p in paths if p]
+
+    # ------------------------------------------------------------------ parking
+    def park_idle(self, now: float | None = None) -> int:
+        """Park the least recently used decoded models beyond ``settings.max_loaded_models``
+        (those used within the last ``settings.park_idle_s`` seconds excepted): each is
+        snapshotted if its view changed since its last snapshot, then parked
+        (:meth:`ModelHandle.park`: its estimator and published copy dropped; decoded again from
+        that file on its next use, as a lazily restored model is).  Returns how many were
+        parked.  Nothing happens without a snapshot store or with ``max_loaded_models`` 0.
+
+        Why: a decoded one-batch model costs ~24 KB in the service, a parked one the handle,
+        its meters and its view's figures (10,000 models: ``docs/deployment.md``)."""
+        limit = self.settings.max_loaded_models
+        if self.store is None or limit <= 0:
+            return 0
+        loaded = [
+            h for h in self.handles() if h.loaded and h.follower_of is None and h.view.estimator is not None
+        ]
+        if len(loaded) <= limit:
+            return 0
+        now = time.monotonic() if now is None else now
+        loaded.sort(key=lambda h: h.last_used)
+        cutoff = now - self.settings.park_idle_s
+        retry = self._park_retry_at
+        chosen = [
+            h
+            for h in loaded[: len(loaded) - limit]
+            if h.last_used <= cutoff and not h.pending and retry.get(h.name, 0.0) <= now
+        ]
+        dirty = [h for h in chosen if h.view.version != h.saved_version]
+        failures = [h.snapshot_failures for h in dirty]
+        self._snapshot_all(dirty)
+        for handle, before in zip(dirty, failures):
+            if handle.snapshot_failures > before:  # disk full...: not again every second
+                retry[handle.name] = now + self.settings.snapshot_interval_s
+        parked = 0
+        for handle in chosen:
+            with self._snap_lock(handle.name):  # its newest file stays the newest meanwhile
+                if self._models.get(handle.name) is not handle:
+                    continue
+                if handle.park(functools.partial(self._decode_restored, handle.name)):
+                    retry.pop(handle.name, None)
+                    parked += 1
+        if parked:
+            release_free_memory()  # what the parked estimators held, back to the system
+            log.info("parked %d idle models (%d stay decoded)", parked, len(loaded) - parked)
+        return parked
 
     def install(self, found, *, follower_of: str | None = None) -> ModelHandle:
         """Create (or replace) the model of a restored snapshot (a
