@@ -16,6 +16,11 @@ JSON_MEDIA_TYPES = ("application/json",)
 ``charset=utf-8`` are ignored (JSON is UTF-8, RFC 8259)."""
 
 
+#: orjson options of every JSON answer (numpy arrays and scalars, non-string keys): the routes'
+#: :class:`OrjsonResponse` and the ``/predict`` fast path (``app/api/fast_predict.py``).
+ORJSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
 class OrjsonResponse(JSONResponse):
     """JSON response serialised with orjson (numpy arrays and scalars allowed).
 
@@ -26,7 +31,7 @@ class OrjsonResponse(JSONResponse):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+        return orjson.dumps(content, option=ORJSON_OPTIONS)
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -93,9 +93,8 @@ class Registry:
         # one object per distinct configuration in use (ModelConfig is frozen; see create)
         self._configs: weakref.WeakValueDictionary[str, ModelConfig] = weakref.WeakValueDictionary()
         self.snapshot_listeners: list[Callable[[ModelHandle, ModelView, str], None]] = []
-        self.learners = LearnerPool(
-            settings.learner_threads, nice=settings.learner_nice
-        )  # shared by all models
+        # shared by all models
+        self.learners = LearnerPool(settings.learner_threads, nice=settings.learner_nice)
         # park_idle: a model whose snapshot for parking failed is retried after this (monotonic)
         self._park_retry_at: dict[str, float] = {}
 
