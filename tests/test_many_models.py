@@ -512,3 +512,53 @@ def test_release_free_memory_gives_freed_heap_pages_back():
     assert memory.release_free_memory() is True
     assert proc.memory_info().rss < before - 100 * 2**20
     del keep
+
+
+def test_parking_with_no_settings_and_label_sorted_raw_data_learns_as_without_parking(start_server, tmp_path):
+    """Users' data through two real servers, one parking every idle model (at most 1 decoded),
+    one never parking: models created with no settings, raw unscaled rows sorted by their
+    string label, taught in two batches with the models parked in between.  Every answer of
+    the parking server equals the other's exactly, and its models beat the majority rate."""
+    rng = np.random.default_rng(7)
+    n, d = 1500, 5
+
+    def sorted_batch():
+        X = rng.normal(size=(n, d)) * np.array([300.0, 0.02, 5.0, 1e4, 1.0]) + 50.0
+        y = np.where(X[:, 0] / 300.0 + X[:, 2] / 5.0 > 50.0 / 300.0 + 10.0, "fraud", "ok")
+        order = np.argsort(y, kind="stable")  # label-sorted, as LIBSVM files often are
+        return X[order].tolist(), y[order].tolist()
+
+    batches = [sorted_batch(), sorted_batch()]
+    probe_X = rng.normal(size=(400, d)) * np.array([300.0, 0.02, 5.0, 1e4, 1.0]) + 50.0
+    probe_y = np.where(probe_X[:, 0] / 300.0 + probe_X[:, 2] / 5.0 > 50.0 / 300.0 + 10.0, "fraud", "ok")
+    names = ["a", "b", "c"]
+    common = {"SVMSTREAM_SNAPSHOT_INTERVAL_S": "3600", "SVMSTREAM_CREATE_DEFAULT_MODEL": "false"}
+    parking = start_server(
+        tmp_path / "parking", env={**common, "SVMSTREAM_MAX_LOADED_MODELS": "1", "SVMSTREAM_PARK_IDLE_S": "0"}
+    )
+    plain = start_server(tmp_path / "plain", env={**common, "SVMSTREAM_MAX_LOADED_MODELS": "0"})
+    answers = {}
+    for server in (parking, plain):
+        with server.client() as c:
+            for name in names:
+                assert c.put(f"/models/{name}", json={}).status_code == 201
+                X, y = batches[0]
+                assert c.post("/learn", json={"model": name, "X": X, "y": y}).status_code == 200
+            if server is parking:
+                deadline = time.monotonic() + 30
+                while "parked" not in server.log_text() and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                assert "parked" in server.log_text()
+            for name in names:
+                X, y = batches[1]
+                assert c.post("/learn", json={"model": name, "X": X, "y": y}).status_code == 200
+                assert c.post(f"/models/{name}/flush").status_code == 200
+            answers[server is parking] = {
+                name: c.post("/predict", json={"model": name, "X": probe_X.tolist()}).json() for name in names
+            }
+    for name in names:
+        parked, never = answers[True][name], answers[False][name]
+        assert parked["decision"] == never["decision"]
+        assert parked["labels"] == never["labels"]
+        accuracy = np.mean(np.asarray(parked["labels"]) == probe_y)
+        assert accuracy > max(np.mean(probe_y == "ok"), np.mean(probe_y == "fraud")) + 0.05, accuracy
