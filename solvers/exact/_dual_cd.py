@@ -113,32 +113,13 @@ def _cache_reset(ist, slot_len, key_slot, slot_key, slot_valid, lru_prev, lru_ne
 
 
 @numba.njit(nogil=True, cache=True)
-def _get_column(
-    i,
-    ist,
-    perm,
-    y,
-    Xw,
-    sqw,
-    data,
-    indices,
-    indptr,
-    scatter,
-    kid,
-    gamma,
-    coef0,
-    degree,
-    offset,
-    buf,
-    key_slot,
-    slot_key,
-    slot_valid,
-    lru_prev,
-    lru_next,
-    free_stack,
-    work,
-):
-    """Return the slot holding Q[perm[0:L], perm[i]] (float32, position order)."""
+def _get_column(i, ist, perm, problem, cache, work):
+    """Return the slot holding Q[perm[0:L], perm[i]] (float32, position order).
+
+    ``problem`` and ``cache`` are the tuples :func:`solve_dual` builds (see there).
+    """
+    y, Xw, sqw, data, indices, indptr, scatter, kid, gamma, coef0, degree, offset = problem
+    buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack = cache
     L = ist[_L]
     sl = ist[_SLOT_LEN]
     key = perm[i]
@@ -200,30 +181,13 @@ def _shrinkable(a, g, c, M):
 
 
 @numba.njit(nogil=True, cache=True)
-def _shrink(
-    M,
-    min_fraction,
-    ist,
-    perm,
-    alpha,
-    G,
-    Cb,
-    qd,
-    y,
-    Xw,
-    sqw,
-    buf,
-    key_slot,
-    slot_key,
-    slot_valid,
-    lru_prev,
-    lru_next,
-    free_stack,
-):
+def _shrink(M, min_fraction, ist, perm, alpha, G, Cb, qd, problem, cache):
     """Move shrinkable variables out of the active prefix [0, L); stable order.
 
     Only acts if at least ``min_fraction * L`` variables qualify.  Returns the new L.
     """
+    y, Xw, sqw = problem[0], problem[1], problem[2]  # the per-variable arrays it permutes
+    buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack = cache
     L = ist[_L]
     cnt = 0
     for q in range(L):
@@ -357,38 +321,7 @@ def _select_all(L, alpha, G, Cb, y):
 # makes one pass over the gradient per step (a separate selection pass measured slower).
 @numba.njit(nogil=True, cache=True)
 def _cd_run(
-    ist,
-    fst,
-    perm,
-    alpha,
-    G,
-    Cb,
-    qd,
-    y,
-    Xw,
-    sqw,
-    data,
-    indices,
-    indptr,
-    scatter,
-    kid,
-    gamma,
-    coef0,
-    degree,
-    offset,
-    buf,
-    key_slot,
-    slot_key,
-    slot_valid,
-    lru_prev,
-    lru_next,
-    free_stack,
-    work,
-    eps,
-    eps_shrunk,
-    max_steps,
-    shrinking,
-    pairs,
+    ist, fst, perm, alpha, G, Cb, qd, problem, cache, work, eps, eps_shrunk, max_steps, shrinking, pairs
 ):
     """Run at most ``max_steps`` CD steps on the active prefix.
 
@@ -410,19 +343,7 @@ def _cd_run(
     ``fst[0]`` receives the current max violation on the active set.
     """
 
-    # Inner functions for the two calls with the long argument lists (numba inlines them;
-    # the same machine code as spelling the calls out).
-    def column(k):  # the cached column Q[active, k]: its slot in buf
-        return _get_column(
-            k, ist, perm, y, Xw, sqw, data, indices, indptr, scatter, kid, gamma, coef0, degree, offset,
-            buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack, work,
-        )  # fmt: skip
-
-    def shrink(violation):  # the new active length after a shrinking pass
-        return _shrink(
-            violation, 0.05, ist, perm, alpha, G, Cb, qd, y, Xw, sqw,
-            buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack,
-        )  # fmt: skip
+    y, offset, buf = problem[0], problem[11], cache[0]
 
     L = ist[_L]
     n_all = perm.shape[0]
@@ -444,8 +365,8 @@ def _cd_run(
         if pair_gain > single_gain:
             i = iu
             j = ju
-            si = column(i)
-            sj = column(j)
+            si = _get_column(i, ist, perm, problem, cache, work)
+            sj = _get_column(j, ist, perm, problem, cache, work)
             bi = si * sl
             bj = sj * sl
             # Q[j, i] = y_i y_j K_ij
@@ -495,7 +416,7 @@ def _cd_run(
             pv = gl - gu
         else:
             i = best
-            s = column(i)
+            s = _get_column(i, ist, perm, problem, cache, work)
             a = alpha[i]
             na = a - G[i] / max(qd[i], 1e-12)
             if na < 0.0:
@@ -544,7 +465,7 @@ def _cd_run(
             ist[_SHRINK_CNT] -= 1
             if ist[_SHRINK_CNT] <= 0:
                 ist[_SHRINK_CNT] = ist[_SHRINK_EVERY]
-                newL = shrink(bestv)
+                newL = _shrink(bestv, 0.05, ist, perm, alpha, G, Cb, qd, problem, cache)
                 if newL != L:
                     L = newL
                     tol = eps if n_all == L else eps_shrunk
@@ -615,37 +536,7 @@ def _select_best(L, alpha, G, Cb):
 # Long on purpose, like _cd_run: the gradient update is fused with the next first-order pick.
 @numba.njit(nogil=True, cache=True)
 def _cd_run_wss2(
-    ist,
-    fst,
-    perm,
-    alpha,
-    G,
-    Cb,
-    qd,
-    y,
-    Xw,
-    sqw,
-    data,
-    indices,
-    indptr,
-    scatter,
-    kid,
-    gamma,
-    coef0,
-    degree,
-    offset,
-    buf,
-    key_slot,
-    slot_key,
-    slot_valid,
-    lru_prev,
-    lru_next,
-    free_stack,
-    work,
-    eps,
-    eps_shrunk,
-    max_steps,
-    shrinking,
+    ist, fst, perm, alpha, G, Cb, qd, problem, cache, work, eps, eps_shrunk, max_steps, shrinking
 ):
     """Two-variable steps with second-order working-set selection, for the problem without
     equality constraint (Steinwart, Hush & Scovel 2011, "Training SVMs without offset",
@@ -664,19 +555,7 @@ def _cd_run_wss2(
     cancels.  Stopping, shrinking and the cache are those of :func:`_cd_run`.
     """
 
-    # Inner functions for the two calls with the long argument lists (numba inlines them;
-    # the same machine code as spelling the calls out).
-    def column(k):  # the cached column Q[active, k]: its slot in buf
-        return _get_column(
-            k, ist, perm, y, Xw, sqw, data, indices, indptr, scatter, kid, gamma, coef0, degree, offset,
-            buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack, work,
-        )  # fmt: skip
-
-    def shrink(violation):  # the new active length after a shrinking pass
-        return _shrink(
-            violation, 0.05, ist, perm, alpha, G, Cb, qd, y, Xw, sqw,
-            buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack,
-        )  # fmt: skip
+    buf = cache[0]
 
     L = ist[_L]
     n_all = perm.shape[0]
@@ -692,7 +571,7 @@ def _cd_run_wss2(
             break
         sl = ist[_SLOT_LEN]
         i = best
-        si = column(i)
+        si = _get_column(i, ist, perm, problem, cache, work)
         bi = si * sl
         gi = G[i]
         qii = qd[i]
@@ -717,7 +596,7 @@ def _cd_run_wss2(
                 bgain = num / det
                 j = t
         if j >= 0:
-            sj = column(j)
+            sj = _get_column(j, ist, perm, problem, cache, work)
             bj = sj * sl
             qij = buf[bi + j]
             di, dj = box_qp2(
@@ -763,7 +642,7 @@ def _cd_run_wss2(
             ist[_SHRINK_CNT] -= 1
             if ist[_SHRINK_CNT] <= 0:
                 ist[_SHRINK_CNT] = ist[_SHRINK_EVERY]
-                newL = shrink(bestv)
+                newL = _shrink(bestv, 0.05, ist, perm, alpha, G, Cb, qd, problem, cache)
                 if newL != L:
                     L = newL
                     tol = eps if n_all == L else eps_shrunk
@@ -981,11 +860,13 @@ def solve_dual(
     lru_next = np.full(n, -1, dtype=np.int64)
     free_stack = np.zeros(n, dtype=np.int64)
     _cache_reset(ist, n, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack)
-    cache_args = (buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack)
+    # the kernel problem and the column cache, as the numba kernels take them
+    problem = (yw, Xw, sqw, kd.data, kd.indices, kd.indptr, scatter, kid, gamma, coef0, degree, offset)
+    cache = (buf, key_slot, slot_key, slot_valid, lru_prev, lru_next, free_stack)
 
     if shrinking and warm:
         M = _max_violation(n, alpha, G, Cb)
-        _shrink(M, 0.0, ist, perm, alpha, G, Cb, qd, yw, Xw, sqw, *cache_args)
+        _shrink(M, 0.0, ist, perm, alpha, G, Cb, qd, problem, cache)
 
     def refresh():
         """Exact float64 gradient for every position; re-activate everything."""
@@ -1005,11 +886,11 @@ def solve_dual(
         G[:] = g_orig[perm]
         if ist[_L] < n:
             ist[_L] = n
-            _cache_reset(ist, n, *cache_args[1:])
+            _cache_reset(ist, n, *cache[1:])
         if shrinking:
             # LIBSVM shrinks again right after a reconstruction
             M = _max_violation(n, alpha, G, Cb)
-            _shrink(M, 0.0, ist, perm, alpha, G, Cb, qd, yw, Xw, sqw, *cache_args)
+            _shrink(M, 0.0, ist, perm, alpha, G, Cb, qd, problem, cache)
         timing["refresh_cpu_s"] += time.process_time() - tr0
 
     steps = 256
@@ -1035,19 +916,8 @@ def solve_dual(
             G,
             Cb,
             qd,
-            yw,
-            Xw,
-            sqw,
-            kd.data,
-            kd.indices,
-            kd.indptr,
-            scatter,
-            kid,
-            gamma,
-            coef0,
-            degree,
-            offset,
-            *cache_args,
+            problem,
+            cache,
             work,
             eps,
             eps_shrunk,
