@@ -249,29 +249,31 @@ class SnapshotStore:
 
         ``files``: :meth:`files` of ``name`` if the caller has listed them already.
         Every file skipped on the way is logged at WARNING level with its path and reason."""
-        for _, path in self.files(name) if files is None else files:
+
+        def header(path: Path) -> RestoredModel:
             try:
                 blob = path.read_bytes()
-                restored = read_header(blob, path)
-                if restored.stats is None:
-                    restored = decode_snapshot(blob, path)
-            except (OSError, CorruptStateError) as exc:
-                log.warning("skipping snapshot %s: %s", path, exc)
-                continue
-            if restored.name != name:
-                log.warning("skipping snapshot %s: it belongs to model %r", path, restored.name)
-                continue
-            return restored
-        return None
+            except OSError as exc:
+                raise CorruptStateError(f"unreadable: {exc}") from exc
+            restored = read_header(blob, path)
+            return decode_snapshot(blob, path) if restored.stats is None else restored
+
+        return self._newest(name, header, self.files(name) if files is None else files)
 
     def load_newest(self, name: str) -> RestoredModel | None:
         """The newest snapshot of ``name`` that decodes and rebuilds, or None.
 
         Every file skipped on the way is logged at WARNING level with its path and reason.
         """
-        for _, path in self.files(name):
+        return self._newest(name, self.read, self.files(name))
+
+    @staticmethod
+    def _newest(name: str, read, files: list[tuple[int, Path]]) -> RestoredModel | None:
+        """The first of ``files`` (newest first) that ``read`` returns for model ``name``
+        without raising :class:`CorruptStateError`; each file passed over is logged."""
+        for _, path in files:
             try:
-                restored = self.read(path)
+                restored = read(path)
             except CorruptStateError as exc:
                 log.warning("skipping snapshot %s: %s", path, exc)
                 continue
