@@ -127,7 +127,7 @@ def test_uniform_sweep_matches_reference_implementation():
     r_active, vmin_old, vmax_old = n, -np.inf, np.inf
     min_active = n
     for _sweep in range(25):
-        L._uniform_run(*inp.arrays, y, qd, C, tol, alpha, w, index, bounds, counts, rng, 1, 1)
+        L._uniform_run(inp.arrays, (y, qd, C, tol), (alpha, w, index, bounds, counts, rng), 1, 1)
         for s in range(r_active):
             j = s + L._below(r_rng, r_active - s)
             r_index[s], r_index[j] = r_index[j], r_index[s]
@@ -222,28 +222,11 @@ def test_avsf_run_matches_reference_implementation(shrinking, restore, systemati
     r_active, min_active, checks = n, n, 0
     for _sweep in range(60):
         L._avsf_run(
-            *inp.arrays,
-            y,
-            qd,
-            C,
-            tol,
-            alpha,
-            w,
-            p,
-            p_saved,
-            index,
-            inactive,
-            schedule,
-            fstate,
-            bounds,
-            counts,
-            rng,
-            p_min,
-            p_max,
-            c,
-            shrinking,
-            restore,
-            systematic,
+            inp.arrays,
+            (y, qd, C, tol),
+            (alpha, w, index, bounds, counts, rng),
+            (p, p_saved, inactive, schedule, fstate),
+            (p_min, p_max, c, shrinking, restore, systematic),
             1,
             1,
         )

@@ -177,39 +177,27 @@ def _csr_decision(data, indices, indptr, coef):
 # Long on purpose: the per-step dot product and update stay inline; separate njit helpers
 # measured about 2x the cost per step on short rows (docs/avsf.md).
 @numba.njit(nogil=True, cache=True, fastmath=_FM)
-def _uniform_run(
-    is_sparse,
-    data,
-    indices,
-    indptr,
-    dense,
-    y,
-    qd,
-    C,
-    tol,
-    alpha,
-    w,
-    index,
-    bounds,
-    counts,
-    rng,
-    max_sweeps,
-    min_steps,
-):
+def _uniform_run(X, problem, state, max_sweeps, min_steps):
     """Outer iterations of LIBLINEAR's dual CD with shrinking (paper's Algorithm 2).
 
     Runs sweeps until the stopping rule holds, ``max_sweeps`` sweeps are done, or at least
     ``min_steps`` coordinate steps were done in this call (so that tiny sweeps over a small
     active set do not each pay a Python round trip).
 
-    State (updated in place): ``alpha`` (n,), ``w`` (d,), ``index`` (n,) int64 permutation
-    whose first ``counts[0]`` entries are the active set, ``bounds = [v_min_old, v_max_old]``
-    (shrinking thresholds in the ``g = 1 - y <w, x>`` convention), ``rng`` (1,) uint64.
-    ``counts`` int64 (6,) = [active_size, converged flag, steps, updates, sweeps, full
-    re-checks started (cumulative)]; steps, updates and sweeps are overwritten with this
-    call's totals.  Returns the spread v_max - v_min of the
-    last sweep.
+    ``X`` is the training matrix as ``CDInput.arrays`` = ``(is_sparse, data, indices,
+    indptr, dense)`` (see the module docstring); ``problem = (y, qd, C, tol)`` with ``y``
+    (n,) float64 in {-1, +1}, ``qd`` (n,) float64 squared row norms, ``C`` and ``tol``
+    floats.  ``state = (alpha, w, index, bounds, counts, rng)``, updated in place:
+    ``alpha`` (n,) float64, ``w`` (d,) float64, ``index`` (n,) int64 permutation whose
+    first ``counts[0]`` entries are the active set, ``bounds = [v_min_old, v_max_old]``
+    (2,) float64 (shrinking thresholds in the ``g = 1 - y <w, x>`` convention), ``counts``
+    int64 (6,) = [active_size, converged flag, steps, updates, sweeps, full re-checks
+    started (cumulative)], ``rng`` (1,) uint64; steps, updates and sweeps are overwritten
+    with this call's totals.  Returns the spread v_max - v_min of the last sweep.
     """
+    is_sparse, data, indices, indptr, dense = X
+    y, qd, C, tol = problem
+    alpha, w, index, bounds, counts, rng = state
     n = y.shape[0]
     d = dense.shape[1]
     active = counts[0]
@@ -373,36 +361,7 @@ def _avsf_schedule(p, index, active, rng, schedule, systematic):
 # Long on purpose: as _uniform_run (inline dot product and update, measured 2x faster than
 # helpers on short rows), plus AVSF's schedule and shrinking in the same loop.
 @numba.njit(nogil=True, cache=True, fastmath=_FM)
-def _avsf_run(
-    is_sparse,
-    data,
-    indices,
-    indptr,
-    dense,
-    y,
-    qd,
-    C,
-    tol,
-    alpha,
-    w,
-    p,
-    p_saved,
-    index,
-    inactive,
-    schedule,
-    fstate,
-    bounds,
-    counts,
-    rng,
-    p_min,
-    p_max,
-    c_rate,
-    shrinking,
-    restore,
-    systematic,
-    max_sweeps,
-    min_steps,
-):
+def _avsf_run(X, problem, state, prefs, settings, max_sweeps, min_steps):
     """Outer iterations of AVSF (Algorithm 3 with Algorithms 4 and 5), optionally with
     LIBLINEAR-style shrinking and with the preferences kept across failed stopping checks.
 
@@ -419,15 +378,23 @@ def _avsf_run(
     ``p_saved`` and put back if that check sweep fails (instead of restarting from 1).
 
     Runs outer iterations until the stopping rule holds, ``max_sweeps`` are done, or at
-    least ``min_steps`` steps were done in this call.  State (in place): ``alpha`` (n,),
-    ``w`` (d,), ``p`` / ``p_saved`` (n,), ``index`` (n,) int64 permutation with the active
-    set first, ``inactive`` (n,) uint8 shrunk flags, ``schedule`` (2n+1,) int64 work
-    space, ``fstate = [Delta_ref]``, ``bounds = [v_min_old, v_max_old]``, ``rng`` (1,)
-    uint64, ``counts`` int64 (10,) = [first-sweep flag, canstop, converged, steps,
-    updates, sweeps, active size, p_saved valid, full checks started (cumulative),
-    preference restores (cumulative)]; steps/updates/sweeps are this call's totals.
-    Returns the projected-gradient spread v_max - v_min of the last outer iteration.
+    least ``min_steps`` steps were done in this call.  ``X`` and ``problem = (y, qd, C,
+    tol)`` are those of :func:`_uniform_run`.  Updated in place: ``state = (alpha, w,
+    index, bounds, counts, rng)`` as in :func:`_uniform_run` (``index`` with the active
+    set first) except that ``counts`` int64 (10,) = [first-sweep flag, canstop, converged,
+    steps, updates, sweeps, active size, p_saved valid, full checks started (cumulative),
+    preference restores (cumulative)], steps/updates/sweeps being this call's totals; and
+    the preference state ``prefs = (p, p_saved, inactive, schedule, fstate)``: ``p`` /
+    ``p_saved`` (n,) float64, ``inactive`` (n,) uint8 shrunk flags, ``schedule`` (2n+1,)
+    int64 work space, ``fstate = [Delta_ref]`` (1,) float64.  ``settings = (p_min, p_max,
+    c_rate, shrinking, restore, systematic)``: three floats and three bools.  Returns the
+    projected-gradient spread v_max - v_min of the last outer iteration.
     """
+    is_sparse, data, indices, indptr, dense = X
+    y, qd, C, tol = problem
+    alpha, w, index, bounds, counts, rng = state
+    p, p_saved, inactive, schedule, fstate = prefs
+    p_min, p_max, c_rate, shrinking, restore, systematic = settings
     n = y.shape[0]
     d = dense.shape[1]
     active = counts[6]
@@ -904,6 +871,11 @@ def dual_cd(
         counts = np.array([1, 1, 0, 0, 0, 0, n, 0, 0, 0], dtype=np.int64)
         # one outer iteration per call without shrinking (each is ~n steps anyway)
         avsf_min_steps = min_steps if shrinking else 1
+        prefs = (p, p_saved, inactive, schedule, fstate)
+        settings = (p_min, p_max, c_rate, shrinking, restore, systematic)
+    # the problem and the run state as the kernels take them (see _uniform_run)
+    problem = (y, qd, C, tol)
+    state = (alpha, w, index, bounds, counts, rng)
 
     n_iter = n_steps = n_updates = 0
     n_checks = n_restores = 0
@@ -915,61 +887,14 @@ def dual_cd(
         if should_stop is not None and should_stop():
             raise Cancelled(f"cancelled after {n_iter} outer iterations", n_iter=n_iter, n_steps=n_steps)
         if selection == "uniform":
-            spread = _uniform_run(
-                is_sparse,
-                data,
-                indices,
-                indptr,
-                dense,
-                y,
-                qd,
-                C,
-                tol,
-                alpha,
-                w,
-                index,
-                bounds,
-                counts,
-                rng,
-                max_iter - n_iter,
-                min_steps,
-            )
+            spread = _uniform_run(inp.arrays, problem, state, max_iter - n_iter, min_steps)
             n_steps += int(counts[2])
             n_updates += int(counts[3])
             n_iter += int(counts[4])
             converged = bool(counts[1])
             n_checks = int(counts[5])
         else:
-            spread = _avsf_run(
-                is_sparse,
-                data,
-                indices,
-                indptr,
-                dense,
-                y,
-                qd,
-                C,
-                tol,
-                alpha,
-                w,
-                p,
-                p_saved,
-                index,
-                inactive,
-                schedule,
-                fstate,
-                bounds,
-                counts,
-                rng,
-                p_min,
-                p_max,
-                c_rate,
-                shrinking,
-                restore,
-                systematic,
-                max_iter - n_iter,
-                avsf_min_steps,
-            )
+            spread = _avsf_run(inp.arrays, problem, state, prefs, settings, max_iter - n_iter, avsf_min_steps)
             n_steps += int(counts[3])
             n_updates += int(counts[4])
             n_iter += int(counts[5])
