@@ -119,7 +119,7 @@ def test_uniform_sweep_matches_reference_implementation():
     w = np.zeros(X.shape[1])
     index = np.arange(n, dtype=np.int64)
     bounds = np.array([-np.inf, np.inf])
-    counts = np.array([n, 0, 0, 0, 0], dtype=np.int64)
+    counts = np.array([n, 0, 0, 0, 0, 0], dtype=np.int64)  # the 6 counters dual_cd passes
     rng = L._seed_state(5)
     # reference state
     r_alpha, r_w, r_index = alpha.copy(), w.copy(), index.copy()
