@@ -33,6 +33,8 @@ run.  The reconstruction choices for AVSF are documented in ``docs/avsf.md``.
 Input arrays: CSR as ``data`` float64 (nnz,), ``indices`` int32 (nnz,), ``indptr`` int64
 (n+1,) (always these dtypes, so each kernel has a single compiled signature), or a dense
 C-contiguous float64 (n, d) array; the unused representation is passed as empty arrays.
+The kernels take them as one tuple ``X = (is_sparse, data, indices, indptr, dense)``
+(:attr:`CDInput.arrays`) and unpack it on entry.
 """
 
 from __future__ import annotations
@@ -116,8 +118,9 @@ _FM = {"reassoc", "contract", "nsz", "arcp"}
 
 
 @numba.njit(nogil=True, cache=True)
-def _row_sq_norms(is_sparse, data, indices, indptr, dense, n):
-    """Squared row norms ||x_i||^2 = Q_ii, shape (n,) float64."""
+def _row_sq_norms(X, n):
+    """Squared row norms ||x_i||^2 = Q_ii of ``X = CDInput.arrays``, shape (n,) float64."""
+    is_sparse, data, indices, indptr, dense = X
     out = np.empty(n, dtype=np.float64)
     for i in range(n):
         s = 0.0
@@ -132,8 +135,9 @@ def _row_sq_norms(is_sparse, data, indices, indptr, dense, n):
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FM)
-def _margins(w, is_sparse, data, indices, indptr, dense, n):
-    """<w, x_i> for every row, shape (n,) float64."""
+def _margins(w, X, n):
+    """<w, x_i> for every row of ``X = CDInput.arrays``, shape (n,) float64."""
+    is_sparse, data, indices, indptr, dense = X
     out = np.empty(n, dtype=np.float64)
     for i in range(n):
         dot = 0.0
@@ -581,7 +585,7 @@ class CDInput(NamedTuple):
 
     @property
     def arrays(self):
-        """``(is_sparse, data, indices, indptr, dense)``, the kernels' leading arguments."""
+        """``(is_sparse, data, indices, indptr, dense)``: the matrix as every kernel takes it (one argument)."""
         return self.is_sparse, self.data, self.indices, self.indptr, self.dense
 
 
@@ -707,8 +711,7 @@ def objectives(inp, y, w, alpha, C) -> tuple[float, float]:
     dual : float
         ``sum_i alpha_i - 1/2 ||w||^2`` (equal to ``D(alpha)`` when ``w = sum alpha_i y_i x_i``).
     """
-    is_sparse, data, indices, indptr, dense = inp.arrays
-    m = _margins(w, is_sparse, data, indices, indptr, dense, y.shape[0])
+    m = _margins(w, inp.arrays, y.shape[0])
     dual = float(_dual_value(alpha, w))
     half_ww = float(alpha.sum()) - dual
     primal = half_ww + C * float(np.maximum(0.0, 1.0 - y * m).sum())
@@ -837,7 +840,6 @@ def dual_cd(
     if not (0 < p_min <= 1 <= p_max):
         raise ValueError("need 0 < p_min <= 1 <= p_max")
     inp = X if isinstance(X, CDInput) else as_cd_input(X)
-    is_sparse, data, indices, indptr, dense = inp.arrays
     n, d = inp.n_samples, inp.n_features
     y = np.asarray(y)
     if y.shape != (n,):
@@ -849,7 +851,7 @@ def dual_cd(
     min_steps = max(n, 1)  # work per kernel call for "uniform" (see should_stop)
 
     t0 = time.perf_counter()
-    qd = _row_sq_norms(is_sparse, data, indices, indptr, dense, n)
+    qd = _row_sq_norms(inp.arrays, n)
     alpha = np.zeros(n, dtype=np.float64)
     w = np.zeros(d, dtype=np.float64)
     if selection == "uniform":
