@@ -119,7 +119,7 @@ def test_uniform_sweep_matches_reference_implementation():
     w = np.zeros(X.shape[1])
     index = np.arange(n, dtype=np.int64)
     bounds = np.array([-np.inf, np.inf])
-    counts = np.array([n, 0, 0, 0, 0], dtype=np.int64)
+    counts = np.array([n, 0, 0, 0, 0, 0], dtype=np.int64)  # the 6 counters dual_cd passes
     rng = L._seed_state(5)
     # reference state
     r_alpha, r_w, r_index = alpha.copy(), w.copy(), index.copy()
@@ -127,7 +127,7 @@ def test_uniform_sweep_matches_reference_implementation():
     r_active, vmin_old, vmax_old = n, -np.inf, np.inf
     min_active = n
     for _sweep in range(25):
-        L._uniform_run(*inp.arrays, y, qd, C, tol, alpha, w, index, bounds, counts, rng, 1, 1)
+        L._uniform_run(inp.arrays, (y, qd, C, tol), (alpha, w, index, bounds, counts, rng), 1, 1)
         for s in range(r_active):
             j = s + L._below(r_rng, r_active - s)
             r_index[s], r_index[j] = r_index[j], r_index[s]
@@ -222,28 +222,11 @@ def test_avsf_run_matches_reference_implementation(shrinking, restore, systemati
     r_active, min_active, checks = n, n, 0
     for _sweep in range(60):
         L._avsf_run(
-            *inp.arrays,
-            y,
-            qd,
-            C,
-            tol,
-            alpha,
-            w,
-            p,
-            p_saved,
-            index,
-            inactive,
-            schedule,
-            fstate,
-            bounds,
-            counts,
-            rng,
-            p_min,
-            p_max,
-            c,
-            shrinking,
-            restore,
-            systematic,
+            inp.arrays,
+            (y, qd, C, tol),
+            (alpha, w, index, bounds, counts, rng),
+            (p, p_saved, inactive, schedule, fstate),
+            (p_min, p_max, c, shrinking, restore, systematic),
             1,
             1,
         )

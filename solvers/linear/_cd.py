@@ -33,6 +33,8 @@ run.  The reconstruction choices for AVSF are documented in ``docs/avsf.md``.
 Input arrays: CSR as ``data`` float64 (nnz,), ``indices`` int32 (nnz,), ``indptr`` int64
 (n+1,) (always these dtypes, so each kernel has a single compiled signature), or a dense
 C-contiguous float64 (n, d) array; the unused representation is passed as empty arrays.
+The kernels take them as one tuple ``X = (is_sparse, data, indices, indptr, dense)``
+(:attr:`CDInput.arrays`) and unpack it on entry.
 """
 
 from __future__ import annotations
@@ -116,8 +118,9 @@ _FM = {"reassoc", "contract", "nsz", "arcp"}
 
 
 @numba.njit(nogil=True, cache=True)
-def _row_sq_norms(is_sparse, data, indices, indptr, dense, n):
-    """Squared row norms ||x_i||^2 = Q_ii, shape (n,) float64."""
+def _row_sq_norms(X, n):
+    """Squared row norms ||x_i||^2 = Q_ii of ``X = CDInput.arrays``, shape (n,) float64."""
+    is_sparse, data, indices, indptr, dense = X
     out = np.empty(n, dtype=np.float64)
     for i in range(n):
         s = 0.0
@@ -132,8 +135,9 @@ def _row_sq_norms(is_sparse, data, indices, indptr, dense, n):
 
 
 @numba.njit(nogil=True, cache=True, fastmath=_FM)
-def _margins(w, is_sparse, data, indices, indptr, dense, n):
-    """<w, x_i> for every row, shape (n,) float64."""
+def _margins(w, X, n):
+    """<w, x_i> for every row of ``X = CDInput.arrays``, shape (n,) float64."""
+    is_sparse, data, indices, indptr, dense = X
     out = np.empty(n, dtype=np.float64)
     for i in range(n):
         dot = 0.0
@@ -177,39 +181,27 @@ def _csr_decision(data, indices, indptr, coef):
 # Long on purpose: the per-step dot product and update stay inline; separate njit helpers
 # measured about 2x the cost per step on short rows (docs/avsf.md).
 @numba.njit(nogil=True, cache=True, fastmath=_FM)
-def _uniform_run(
-    is_sparse,
-    data,
-    indices,
-    indptr,
-    dense,
-    y,
-    qd,
-    C,
-    tol,
-    alpha,
-    w,
-    index,
-    bounds,
-    counts,
-    rng,
-    max_sweeps,
-    min_steps,
-):
+def _uniform_run(X, problem, state, max_sweeps, min_steps):
     """Outer iterations of LIBLINEAR's dual CD with shrinking (paper's Algorithm 2).
 
     Runs sweeps until the stopping rule holds, ``max_sweeps`` sweeps are done, or at least
     ``min_steps`` coordinate steps were done in this call (so that tiny sweeps over a small
     active set do not each pay a Python round trip).
 
-    State (updated in place): ``alpha`` (n,), ``w`` (d,), ``index`` (n,) int64 permutation
-    whose first ``counts[0]`` entries are the active set, ``bounds = [v_min_old, v_max_old]``
-    (shrinking thresholds in the ``g = 1 - y <w, x>`` convention), ``rng`` (1,) uint64.
-    ``counts`` int64 (6,) = [active_size, converged flag, steps, updates, sweeps, full
-    re-checks started (cumulative)]; steps, updates and sweeps are overwritten with this
-    call's totals.  Returns the spread v_max - v_min of the
-    last sweep.
+    ``X`` is the training matrix as ``CDInput.arrays`` = ``(is_sparse, data, indices,
+    indptr, dense)`` (see the module docstring); ``problem = (y, qd, C, tol)`` with ``y``
+    (n,) float64 in {-1, +1}, ``qd`` (n,) float64 squared row norms, ``C`` and ``tol``
+    floats.  ``state = (alpha, w, index, bounds, counts, rng)``, updated in place:
+    ``alpha`` (n,) float64, ``w`` (d,) float64, ``index`` (n,) int64 permutation whose
+    first ``counts[0]`` entries are the active set, ``bounds = [v_min_old, v_max_old]``
+    (2,) float64 (shrinking thresholds in the ``g = 1 - y <w, x>`` convention), ``counts``
+    int64 (6,) = [active_size, converged flag, steps, updates, sweeps, full re-checks
+    started (cumulative)], ``rng`` (1,) uint64; steps, updates and sweeps are overwritten
+    with this call's totals.  Returns the spread v_max - v_min of the last sweep.
     """
+    is_sparse, data, indices, indptr, dense = X
+    y, qd, C, tol = problem
+    alpha, w, index, bounds, counts, rng = state
     n = y.shape[0]
     d = dense.shape[1]
     active = counts[0]
@@ -373,36 +365,7 @@ def _avsf_schedule(p, index, active, rng, schedule, systematic):
 # Long on purpose: as _uniform_run (inline dot product and update, measured 2x faster than
 # helpers on short rows), plus AVSF's schedule and shrinking in the same loop.
 @numba.njit(nogil=True, cache=True, fastmath=_FM)
-def _avsf_run(
-    is_sparse,
-    data,
-    indices,
-    indptr,
-    dense,
-    y,
-    qd,
-    C,
-    tol,
-    alpha,
-    w,
-    p,
-    p_saved,
-    index,
-    inactive,
-    schedule,
-    fstate,
-    bounds,
-    counts,
-    rng,
-    p_min,
-    p_max,
-    c_rate,
-    shrinking,
-    restore,
-    systematic,
-    max_sweeps,
-    min_steps,
-):
+def _avsf_run(X, problem, state, prefs, settings, max_sweeps, min_steps):
     """Outer iterations of AVSF (Algorithm 3 with Algorithms 4 and 5), optionally with
     LIBLINEAR-style shrinking and with the preferences kept across failed stopping checks.
 
@@ -419,15 +382,23 @@ def _avsf_run(
     ``p_saved`` and put back if that check sweep fails (instead of restarting from 1).
 
     Runs outer iterations until the stopping rule holds, ``max_sweeps`` are done, or at
-    least ``min_steps`` steps were done in this call.  State (in place): ``alpha`` (n,),
-    ``w`` (d,), ``p`` / ``p_saved`` (n,), ``index`` (n,) int64 permutation with the active
-    set first, ``inactive`` (n,) uint8 shrunk flags, ``schedule`` (2n+1,) int64 work
-    space, ``fstate = [Delta_ref]``, ``bounds = [v_min_old, v_max_old]``, ``rng`` (1,)
-    uint64, ``counts`` int64 (10,) = [first-sweep flag, canstop, converged, steps,
-    updates, sweeps, active size, p_saved valid, full checks started (cumulative),
-    preference restores (cumulative)]; steps/updates/sweeps are this call's totals.
-    Returns the projected-gradient spread v_max - v_min of the last outer iteration.
+    least ``min_steps`` steps were done in this call.  ``X`` and ``problem = (y, qd, C,
+    tol)`` are those of :func:`_uniform_run`.  Updated in place: ``state = (alpha, w,
+    index, bounds, counts, rng)`` as in :func:`_uniform_run` (``index`` with the active
+    set first) except that ``counts`` int64 (10,) = [first-sweep flag, canstop, converged,
+    steps, updates, sweeps, active size, p_saved valid, full checks started (cumulative),
+    preference restores (cumulative)], steps/updates/sweeps being this call's totals; and
+    the preference state ``prefs = (p, p_saved, inactive, schedule, fstate)``: ``p`` /
+    ``p_saved`` (n,) float64, ``inactive`` (n,) uint8 shrunk flags, ``schedule`` (2n+1,)
+    int64 work space, ``fstate = [Delta_ref]`` (1,) float64.  ``settings = (p_min, p_max,
+    c_rate, shrinking, restore, systematic)``: three floats and three bools.  Returns the
+    projected-gradient spread v_max - v_min of the last outer iteration.
     """
+    is_sparse, data, indices, indptr, dense = X
+    y, qd, C, tol = problem
+    alpha, w, index, bounds, counts, rng = state
+    p, p_saved, inactive, schedule, fstate = prefs
+    p_min, p_max, c_rate, shrinking, restore, systematic = settings
     n = y.shape[0]
     d = dense.shape[1]
     active = counts[6]
@@ -614,7 +585,7 @@ class CDInput(NamedTuple):
 
     @property
     def arrays(self):
-        """``(is_sparse, data, indices, indptr, dense)``, the kernels' leading arguments."""
+        """``(is_sparse, data, indices, indptr, dense)``: the matrix as every kernel takes it (one argument)."""
         return self.is_sparse, self.data, self.indices, self.indptr, self.dense
 
 
@@ -740,8 +711,7 @@ def objectives(inp, y, w, alpha, C) -> tuple[float, float]:
     dual : float
         ``sum_i alpha_i - 1/2 ||w||^2`` (equal to ``D(alpha)`` when ``w = sum alpha_i y_i x_i``).
     """
-    is_sparse, data, indices, indptr, dense = inp.arrays
-    m = _margins(w, is_sparse, data, indices, indptr, dense, y.shape[0])
+    m = _margins(w, inp.arrays, y.shape[0])
     dual = float(_dual_value(alpha, w))
     half_ww = float(alpha.sum()) - dual
     primal = half_ww + C * float(np.maximum(0.0, 1.0 - y * m).sum())
@@ -870,7 +840,6 @@ def dual_cd(
     if not (0 < p_min <= 1 <= p_max):
         raise ValueError("need 0 < p_min <= 1 <= p_max")
     inp = X if isinstance(X, CDInput) else as_cd_input(X)
-    is_sparse, data, indices, indptr, dense = inp.arrays
     n, d = inp.n_samples, inp.n_features
     y = np.asarray(y)
     if y.shape != (n,):
@@ -882,7 +851,7 @@ def dual_cd(
     min_steps = max(n, 1)  # work per kernel call for "uniform" (see should_stop)
 
     t0 = time.perf_counter()
-    qd = _row_sq_norms(is_sparse, data, indices, indptr, dense, n)
+    qd = _row_sq_norms(inp.arrays, n)
     alpha = np.zeros(n, dtype=np.float64)
     w = np.zeros(d, dtype=np.float64)
     if selection == "uniform":
@@ -904,6 +873,11 @@ def dual_cd(
         counts = np.array([1, 1, 0, 0, 0, 0, n, 0, 0, 0], dtype=np.int64)
         # one outer iteration per call without shrinking (each is ~n steps anyway)
         avsf_min_steps = min_steps if shrinking else 1
+        prefs = (p, p_saved, inactive, schedule, fstate)
+        settings = (p_min, p_max, c_rate, shrinking, restore, systematic)
+    # the problem and the run state as the kernels take them (see _uniform_run)
+    problem = (y, qd, C, tol)
+    state = (alpha, w, index, bounds, counts, rng)
 
     n_iter = n_steps = n_updates = 0
     n_checks = n_restores = 0
@@ -915,61 +889,14 @@ def dual_cd(
         if should_stop is not None and should_stop():
             raise Cancelled(f"cancelled after {n_iter} outer iterations", n_iter=n_iter, n_steps=n_steps)
         if selection == "uniform":
-            spread = _uniform_run(
-                is_sparse,
-                data,
-                indices,
-                indptr,
-                dense,
-                y,
-                qd,
-                C,
-                tol,
-                alpha,
-                w,
-                index,
-                bounds,
-                counts,
-                rng,
-                max_iter - n_iter,
-                min_steps,
-            )
+            spread = _uniform_run(inp.arrays, problem, state, max_iter - n_iter, min_steps)
             n_steps += int(counts[2])
             n_updates += int(counts[3])
             n_iter += int(counts[4])
             converged = bool(counts[1])
             n_checks = int(counts[5])
         else:
-            spread = _avsf_run(
-                is_sparse,
-                data,
-                indices,
-                indptr,
-                dense,
-                y,
-                qd,
-                C,
-                tol,
-                alpha,
-                w,
-                p,
-                p_saved,
-                index,
-                inactive,
-                schedule,
-                fstate,
-                bounds,
-                counts,
-                rng,
-                p_min,
-                p_max,
-                c_rate,
-                shrinking,
-                restore,
-                systematic,
-                max_iter - n_iter,
-                avsf_min_steps,
-            )
+            spread = _avsf_run(inp.arrays, problem, state, prefs, settings, max_iter - n_iter, avsf_min_steps)
             n_steps += int(counts[3])
             n_updates += int(counts[4])
             n_iter += int(counts[5])
