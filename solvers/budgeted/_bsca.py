@@ -48,12 +48,6 @@ def bsca_steps(
     gamma,
     budget,
     maintenance,
-    merge_solver,
-    gss_eps,
-    h_table,
-    wd_table,
-    ref_solver,
-    diag,
     profile,
     margins_out,
     x_buf,
@@ -73,8 +67,8 @@ def bsca_steps(
     C : float — box constraint, C = 1/(nλ)
     sv_t, sv_sq, coef (capacity, 1), counters, reals, k_inv : model state as in
         :mod:`svmstream.solvers.budgeted._bsgd` (``counters[C_STEPS]`` counts iterations)
-    gamma, budget, maintenance, merge_solver, gss_eps, h_table, wd_table, ref_solver, diag,
-        profile : as in :func:`svmstream.solvers.budgeted._bsgd.bsgd_steps`
+    gamma, budget, maintenance (:class:`._maintenance.Maintenance`), profile : as in
+        :func:`svmstream.solvers.budgeted._bsgd.bsgd_steps`
     margins_out : (m,) float64 — f̃(x_i) before each iteration
     x_buf : (d,) float64; row_buf : (2·capacity,) float64 — scratch
 
@@ -114,27 +108,9 @@ def bsca_steps(
         )
         if n_sv > budget:
             n_sv = maintain_budget(
-                sv_t,
-                sv_sq,
-                coef,
-                n_sv,
-                gamma,
-                maintenance,
-                merge_solver,
-                gss_eps,
-                h_table,
-                wd_table,
-                ref_solver,
-                diag,
-                k_inv,
-                counters,
-                reals,
-                1.0,
-                profile,
-                x_buf,
-                row_buf,
-                maintenance == MAINT_MERGE,
-            )
+                sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, 1.0, profile,
+                x_buf, row_buf, maintenance.code == MAINT_MERGE,
+            )  # fmt: skip
         row_close(X, i, sv_t)
     counters[C_N_SV] = n_sv
     return done

@@ -122,12 +122,6 @@ def bsgd_steps(
     schedule,
     maintenance,
     use_bias,
-    merge_solver,
-    gss_eps,
-    h_table,
-    wd_table,
-    ref_solver,
-    diag,
     profile,
     margins_out,
     f_buf,
@@ -147,10 +141,10 @@ def bsgd_steps(
     gamma : RBF γ; lam : λ (ignored by the perceptron); eta0 : η of Norma / perceptron
     radius : U of the margin perceptron's ball projection
     budget : B (``sv_t`` has B + 1 columns)
-    schedule, maintenance, merge_solver : ``SCHED_*``, ``MAINT_*``, merge ``SOLVER_*`` codes
-    use_bias : bool; gss_eps : GSS tolerance of GSS-standard
-    h_table, wd_table : merge lookup tables; ref_solver, diag : side-by-side comparison
-        of the merge solver against ``ref_solver`` (−1: off), see ``merge_smallest``
+    schedule : ``SCHED_*`` code
+    maintenance : :class:`._maintenance.Maintenance` — the ``MAINT_*`` code, merge solver, GSS
+        tolerance, lookup tables and side-by-side comparison (``diag`` updated in place)
+    use_bias : bool
     profile : bool, accumulate the wall time of maintenance in ``reals[R_MERGE_SECONDS]``
     margins_out : (m, K) float64, receives f(x) before each step
     f_buf : (K,) float64; x_buf : (d,) float64; row_buf : (2·(B+1),) float64 — scratch
@@ -215,27 +209,9 @@ def bsgd_steps(
                 reals[R_NORM2] += norm2_gain(margins_out[r], bias, plus, minus, sign, eta, 1.0, n_classes)
             if n_sv > budget:
                 n_sv = maintain_budget(
-                    sv_t,
-                    sv_sq,
-                    coef,
-                    n_sv,
-                    gamma,
-                    maintenance,
-                    merge_solver,
-                    gss_eps,
-                    h_table,
-                    wd_table,
-                    ref_solver,
-                    diag,
-                    k_inv,
-                    counters,
-                    reals,
-                    scale,
-                    profile,
-                    x_buf,
-                    row_buf,
-                    maintenance == MAINT_MERGE,
-                )
+                    sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, scale, profile,
+                    x_buf, row_buf, maintenance.code == MAINT_MERGE,
+                )  # fmt: skip
                 if schedule == SCHED_PERCEPTRON:
                     reals[R_NORM2] = (
                         scale * scale * squared_model_norm(sv_t, sv_sq, coef, n_sv, gamma, x_buf, row_buf)
