@@ -34,7 +34,7 @@ from ..drift import DriftMonitor
 from ._decision import dense_decision, rbf_decision_batch
 from ._linear import linear_model_bytes
 from ._lookup import merge_tables
-from ._maintenance import Maintenance
+from ._maintenance import Maintenance, Scratch
 from ._merging import N_DIAG
 from ._preprocessing import Preprocessor, buffer_capacity, csr_arrays, guard_capacity
 from ._publish import published_copy
@@ -413,6 +413,10 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             ref_solver=self._compare_solver_code(),
             diag=self.merge_diagnostics_,
         )
+
+    def _scratch(self):
+        """The steps' work arrays as one :class:`._maintenance.Scratch` (``_x_buf``, ``_row_buf``)."""
+        return Scratch(x_buf=self._x_buf, row_buf=self._row_buf)
 
     def _check_budget_params(self):
         """Validate the parameters every budgeted model has; raises ValueError."""

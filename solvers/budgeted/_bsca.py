@@ -50,8 +50,7 @@ def bsca_steps(
     maintenance,
     profile,
     margins_out,
-    x_buf,
-    row_buf,
+    scratch,
 ):
     """Apply one BSCA iteration per entry of ``order`` (Algorithm 2).
 
@@ -70,10 +69,11 @@ def bsca_steps(
     gamma, budget, maintenance (:class:`._maintenance.Maintenance`), profile : as in
         :func:`svmstream.solvers.budgeted._bsgd.bsgd_steps`
     margins_out : (m,) float64 — f̃(x_i) before each iteration
-    x_buf : (d,) float64; row_buf : (2·capacity,) float64 — scratch
+    scratch : :class:`._maintenance.Scratch` — ``x_buf`` (d,), ``row_buf`` (2·capacity,) float64
 
     Returns the steps applied, as :func:`svmstream.solvers.budgeted._bsgd.bsgd_steps`.
     """
+    row_buf = scratch.row_buf
     n_sv = counters[C_N_SV]
     weight = np.zeros(1)
     done = order.shape[0]
@@ -109,7 +109,7 @@ def bsca_steps(
         if n_sv > budget:
             n_sv = maintain_budget(
                 sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, 1.0, profile,
-                x_buf, row_buf, maintenance.code == MAINT_MERGE,
+                scratch, maintenance.code == MAINT_MERGE,
             )  # fmt: skip
         row_close(X, i, sv_t)
     counters[C_N_SV] = n_sv

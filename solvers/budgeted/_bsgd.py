@@ -125,8 +125,7 @@ def bsgd_steps(
     profile,
     margins_out,
     f_buf,
-    x_buf,
-    row_buf,
+    scratch,
 ):
     """Apply one BSGD step per example, in the given order.
 
@@ -147,7 +146,8 @@ def bsgd_steps(
     use_bias : bool
     profile : bool, accumulate the wall time of maintenance in ``reals[R_MERGE_SECONDS]``
     margins_out : (m, K) float64, receives f(x) before each step
-    f_buf : (K,) float64; x_buf : (d,) float64; row_buf : (2·(B+1),) float64 — scratch
+    f_buf : (K,) float64 — scratch
+    scratch : :class:`._maintenance.Scratch` — ``x_buf`` (d,), ``row_buf`` (2·(B+1),) float64
 
     Returns
     -------
@@ -155,6 +155,7 @@ def bsgd_steps(
     for the next step (:func:`._sparse_pool.pool_room`; :func:`._sparse_pool.run_with_room`
     grows it and calls again with the rest: the model is the same as in one call).
     """
+    x_buf, row_buf = scratch
     n_sv = counters[C_N_SV]
     t = counters[C_STEPS]
     shift = counters[C_SCHED_SHIFT]  # a drift reset restarts the schedule without losing the count
@@ -210,7 +211,7 @@ def bsgd_steps(
             if n_sv > budget:
                 n_sv = maintain_budget(
                     sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, scale, profile,
-                    x_buf, row_buf, maintenance.code == MAINT_MERGE,
+                    scratch, maintenance.code == MAINT_MERGE,
                 )  # fmt: skip
                 if schedule == SCHED_PERCEPTRON:
                     reals[R_NORM2] = (

@@ -260,17 +260,19 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     # ------------------------------------------------------------------ the step
     def _steps(self, X, signs, order, alpha, stream, margins):
         """BSCA steps over ``X[order]``: dense X (n, d), or CSR arrays for sparse SVs."""
-        maintenance = self._maintenance_config()
+        maintenance, scratch = self._maintenance_config(), self._scratch()
 
         def step(order_part, margins_part, pool):
-            return self._bsca_call(X, signs, order_part, alpha, stream, pool, maintenance, margins_part)
+            return self._bsca_call(
+                X, signs, order_part, alpha, stream, pool, maintenance, scratch, margins_part
+            )
 
         if self._sparse_svs():
             run_with_room(step, X, order, margins, self)
         else:
             step(order, margins, self._sv_t)
 
-    def _bsca_call(self, X, signs, order, alpha, stream, pool, maintenance, margins):
+    def _bsca_call(self, X, signs, order, alpha, stream, pool, maintenance, scratch, margins):
         return bsca_steps(
             X,
             signs,
@@ -289,8 +291,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             maintenance,
             bool(self.profile),
             margins,
-            self._x_buf,
-            self._row_buf,
+            scratch,
         )
 
     def _learn_plan(self, X_ext, y_ext, order, memory, gather):
@@ -921,17 +922,17 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
 
     def _apply(self, X, labels, order, margins):
         """BSGD steps over ``X[order]``: dense X (n, d), or CSR arrays for sparse SVs."""
-        maintenance = self._maintenance_config()
+        maintenance, scratch = self._maintenance_config(), self._scratch()
 
         def step(order_part, margins_part, pool):
-            return self._bsgd_call(X, labels, order_part, pool, maintenance, margins_part)
+            return self._bsgd_call(X, labels, order_part, pool, maintenance, scratch, margins_part)
 
         if self._sparse_svs():
             run_with_room(step, X, order, margins, self)
         else:
             step(order, margins, self._sv_t)
 
-    def _bsgd_call(self, X, labels, order, pool, maintenance, margins):
+    def _bsgd_call(self, X, labels, order, pool, maintenance, scratch, margins):
         radius = self.radius if self.radius is not None else 1.0 / np.sqrt(self.lambda_eff_)
         return bsgd_steps(
             X,
@@ -955,6 +956,5 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
             bool(self.profile),
             margins,
             self._f_buf,
-            self._x_buf,
-            self._row_buf,
+            scratch,
         )

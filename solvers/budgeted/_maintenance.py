@@ -50,6 +50,18 @@ class Maintenance(NamedTuple):
     diag: np.ndarray
 
 
+class Scratch(NamedTuple):
+    """The work arrays of a model's steps and its budget maintenance, preallocated by the
+    estimator (:meth:`._base.BudgetedKernelModel._scratch`) and handed down as one argument."""
+
+    #: (d,) float64 — a dense copy of one SV; with a sparse pool all zeros between uses (the
+    #: pool scatters an SV into it and clears it again)
+    x_buf: np.ndarray
+    #: (2·capacity,) float64 — the kernel row of the current example: k(x, sv_j) in the first
+    #: half, log k(x, sv_j) in the second; maintenance uses both halves as work space
+    row_buf: np.ndarray
+
+
 @nb.njit(nogil=True, cache=True)
 def _clock():
     with nb.objmode(now="f8"):
@@ -64,12 +76,13 @@ def _perf_counter():
 
 
 @nb.njit(nogil=True, cache=True)
-def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, x_buf, row_buf, known_row):
+def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, scratch, known_row):
     """Bring the model back to B SVs; returns (n_sv, wd in raw units², merged flag).
 
-    ``maintenance`` is a :class:`Maintenance`; ``row_buf`` is (2·capacity,) scratch; ``k_inv`` is
-    the maintained inverse kernel matrix (projection only); ``known_row``: see
+    ``maintenance`` is a :class:`Maintenance`, ``scratch`` a :class:`Scratch`; ``k_inv`` is the
+    maintained inverse kernel matrix (projection only); ``known_row``: see
     :func:`svmstream.solvers.budgeted._merging.merge_smallest`."""
+    x_buf, row_buf = scratch
     cap = row_buf.shape[0] // 2
     if maintenance.code == MAINT_REMOVE:
         n_new, wd = remove_smallest(sv_t, sv_sq, coef, n_sv, k_inv, False, row_buf)
@@ -137,23 +150,20 @@ def maintain_budget(
     reals,
     scale,
     profile,
-    x_buf,
-    row_buf,
+    scratch,
     known_row,
 ):
     """Budget maintenance with its bookkeeping (counters, Σ WD, timing, periodic K⁻¹ rebuild);
     returns the new SV count.  Shared by the BSGD and BSCA steps; ``maintenance`` is a
-    :class:`Maintenance`."""
+    :class:`Maintenance`, ``scratch`` a :class:`Scratch`."""
     started = _clock() if profile else 0.0
-    n_sv, wd, merged = _maintain(
-        sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, x_buf, row_buf, known_row
-    )
+    n_sv, wd, merged = _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, scratch, known_row)
     counters[C_MAINTENANCE] += 1
     counters[C_MERGES] += merged
     reals[R_WD_SUM] += wd * scale * scale
     if maintenance.code == MAINT_PROJECT and counters[C_MAINTENANCE] % (KINV_REBUILD_EVERY_B * n_sv) == 0:
-        cap = row_buf.shape[0] // 2
-        kinv_rebuild(k_inv, sv_t, sv_sq, n_sv, gamma, DEFAULT_JITTER, x_buf, row_buf[:cap])
+        cap = scratch.row_buf.shape[0] // 2
+        kinv_rebuild(k_inv, sv_t, sv_sq, n_sv, gamma, DEFAULT_JITTER, scratch.x_buf, scratch.row_buf[:cap])
     if profile:
         reals[R_MERGE_SECONDS] += _clock() - started
     return n_sv
