@@ -26,7 +26,7 @@ import numpy as np
 
 from ._maintenance import add_support_vector, maintain_budget
 from ._sparse_pool import pool_room, pool_row_log, row_close, row_open
-from ._state import C_N_SV, C_STEPS, C_VIOLATIONS, MAINT_MERGE
+from ._state import C_N_SV, C_STEPS, C_VIOLATIONS
 
 
 # Long on purpose: like bsgd_steps, the whole per-example loop of Algorithm 2 in one numba call
@@ -108,9 +108,8 @@ def bsca_steps(
         )
         if n_sv > budget:
             n_sv = maintain_budget(
-                sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, 1.0, profile,
-                scratch, maintenance.code == MAINT_MERGE,
-            )  # fmt: skip
+                sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, 1.0, profile, scratch
+            )
         row_close(X, i, sv_t)
     counters[C_N_SV] = n_sv
     return done

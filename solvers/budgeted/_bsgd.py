@@ -46,7 +46,6 @@ from ._state import (
     C_SCHED_SHIFT,
     C_STEPS,
     C_VIOLATIONS,
-    MAINT_MERGE,
     R_NORM2,
     R_SCALE,
     RESCALE_BELOW,
@@ -211,7 +210,7 @@ def bsgd_steps(
             if n_sv > budget:
                 n_sv = maintain_budget(
                     sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, scale, profile,
-                    scratch, maintenance.code == MAINT_MERGE,
+                    scratch,
                 )  # fmt: skip
                 if schedule == SCHED_PERCEPTRON:
                     reals[R_NORM2] = (

@@ -76,12 +76,12 @@ def _perf_counter():
 
 
 @nb.njit(nogil=True, cache=True)
-def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, scratch, known_row):
+def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, scratch):
     """Bring the model back to B SVs; returns (n_sv, wd in raw units², merged flag).
 
-    ``maintenance`` is a :class:`Maintenance`, ``scratch`` a :class:`Scratch`; ``k_inv`` is the
-    maintained inverse kernel matrix (projection only); ``known_row``: see
-    :func:`svmstream.solvers.budgeted._merging.merge_smallest`."""
+    ``maintenance`` is a :class:`Maintenance`, ``scratch`` a :class:`Scratch` whose ``row_buf``
+    holds the newest SV's kernel row (see :func:`maintain_budget`); ``k_inv`` is the maintained
+    inverse kernel matrix (projection only)."""
     x_buf, row_buf = scratch
     cap = row_buf.shape[0] // 2
     if maintenance.code == MAINT_REMOVE:
@@ -96,7 +96,7 @@ def _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, scratch, known
         return merge_smallest(
             sv_t, sv_sq, coef, n_sv, gamma, maintenance.merge_solver, maintenance.gss_eps,
             maintenance.h_table, maintenance.wd_table, maintenance.ref_solver, maintenance.diag,
-            x_buf, row_buf, known_row,
+            x_buf, row_buf, True,  # known_row: the new SV's row is in row_buf
         )  # fmt: skip
     # Multi-class WD has no lookup table: every solver but GSS-standard runs GSS-precise.
     multiclass_eps = maintenance.gss_eps if maintenance.merge_solver == SOLVER_GSS else GSS_PRECISE_EPS
@@ -139,25 +139,18 @@ def add_support_vector(
 
 @nb.njit(nogil=True, cache=True)
 def maintain_budget(
-    sv_t,
-    sv_sq,
-    coef,
-    n_sv,
-    gamma,
-    maintenance,
-    k_inv,
-    counters,
-    reals,
-    scale,
-    profile,
-    scratch,
-    known_row,
+    sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, scale, profile, scratch
 ):
     """Budget maintenance with its bookkeeping (counters, Σ WD, timing, periodic K⁻¹ rebuild);
     returns the new SV count.  Shared by the BSGD and BSCA steps; ``maintenance`` is a
-    :class:`Maintenance`, ``scratch`` a :class:`Scratch`."""
+    :class:`Maintenance`, ``scratch`` a :class:`Scratch`.
+
+    Called right after :func:`add_support_vector` appended the SV in slot ``n_sv − 1``, with
+    the kernel row of that SV still in ``scratch.row_buf`` (k in the first half, log k in the
+    second, from the margin computation): merging reuses it (``known_row`` of
+    :func:`svmstream.solvers.budgeted._merging.merge_smallest`)."""
     started = _clock() if profile else 0.0
-    n_sv, wd, merged = _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, scratch, known_row)
+    n_sv, wd, merged = _maintain(sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, scratch)
     counters[C_MAINTENANCE] += 1
     counters[C_MERGES] += merged
     reals[R_WD_SUM] += wd * scale * scale
