@@ -34,6 +34,7 @@ from ..drift import DriftMonitor
 from ._decision import dense_decision, rbf_decision_batch
 from ._linear import linear_model_bytes
 from ._lookup import merge_tables
+from ._maintenance import Maintenance, Scratch
 from ._merging import N_DIAG
 from ._preprocessing import Preprocessor, buffer_capacity, csr_arrays, guard_capacity
 from ._publish import published_copy
@@ -399,6 +400,23 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     def _compare_solver_code(self):
         """Merge-solver code of ``compare_merge_solver`` (−1: no side-by-side comparison)."""
         return -1 if self.compare_merge_solver is None else MERGE_SOLVERS[self.compare_merge_solver]
+
+    def _maintenance_config(self):
+        """The budget-maintenance settings as the numba steps take them (:class:`._maintenance.Maintenance`)."""
+        h_table, wd_table = self._tables()
+        return Maintenance(
+            code=MAINTENANCE[self.maintenance],
+            merge_solver=MERGE_SOLVERS[self.merge_solver],
+            gss_eps=float(self.gss_eps),
+            h_table=h_table,
+            wd_table=wd_table,
+            ref_solver=self._compare_solver_code(),
+            diag=self.merge_diagnostics_,
+        )
+
+    def _scratch(self):
+        """The steps' work arrays as one :class:`._maintenance.Scratch` (``_x_buf``, ``_row_buf``)."""
+        return Scratch(x_buf=self._x_buf, row_buf=self._row_buf)
 
     def _check_budget_params(self):
         """Validate the parameters every budgeted model has; raises ValueError."""

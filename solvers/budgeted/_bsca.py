@@ -26,7 +26,7 @@ import numpy as np
 
 from ._maintenance import add_support_vector, maintain_budget
 from ._sparse_pool import pool_room, pool_row_log, row_close, row_open
-from ._state import C_N_SV, C_STEPS, C_VIOLATIONS, MAINT_MERGE
+from ._state import C_N_SV, C_STEPS, C_VIOLATIONS
 
 
 # Long on purpose: like bsgd_steps, the whole per-example loop of Algorithm 2 in one numba call
@@ -48,16 +48,9 @@ def bsca_steps(
     gamma,
     budget,
     maintenance,
-    merge_solver,
-    gss_eps,
-    h_table,
-    wd_table,
-    ref_solver,
-    diag,
     profile,
     margins_out,
-    x_buf,
-    row_buf,
+    scratch,
 ):
     """Apply one BSCA iteration per entry of ``order`` (Algorithm 2).
 
@@ -73,13 +66,14 @@ def bsca_steps(
     C : float — box constraint, C = 1/(nλ)
     sv_t, sv_sq, coef (capacity, 1), counters, reals, k_inv : model state as in
         :mod:`svmstream.solvers.budgeted._bsgd` (``counters[C_STEPS]`` counts iterations)
-    gamma, budget, maintenance, merge_solver, gss_eps, h_table, wd_table, ref_solver, diag,
-        profile : as in :func:`svmstream.solvers.budgeted._bsgd.bsgd_steps`
+    gamma, budget, maintenance (:class:`._maintenance.Maintenance`), profile : as in
+        :func:`svmstream.solvers.budgeted._bsgd.bsgd_steps`
     margins_out : (m,) float64 — f̃(x_i) before each iteration
-    x_buf : (d,) float64; row_buf : (2·capacity,) float64 — scratch
+    scratch : :class:`._maintenance.Scratch` — ``x_buf`` (d,), ``row_buf`` (2·capacity,) float64
 
     Returns the steps applied, as :func:`svmstream.solvers.budgeted._bsgd.bsgd_steps`.
     """
+    row_buf = scratch.row_buf
     n_sv = counters[C_N_SV]
     weight = np.zeros(1)
     done = order.shape[0]
@@ -114,26 +108,7 @@ def bsca_steps(
         )
         if n_sv > budget:
             n_sv = maintain_budget(
-                sv_t,
-                sv_sq,
-                coef,
-                n_sv,
-                gamma,
-                maintenance,
-                merge_solver,
-                gss_eps,
-                h_table,
-                wd_table,
-                ref_solver,
-                diag,
-                k_inv,
-                counters,
-                reals,
-                1.0,
-                profile,
-                x_buf,
-                row_buf,
-                maintenance == MAINT_MERGE,
+                sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, 1.0, profile, scratch
             )
         row_close(X, i, sv_t)
     counters[C_N_SV] = n_sv

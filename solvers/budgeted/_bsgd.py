@@ -46,7 +46,6 @@ from ._state import (
     C_SCHED_SHIFT,
     C_STEPS,
     C_VIOLATIONS,
-    MAINT_MERGE,
     R_NORM2,
     R_SCALE,
     RESCALE_BELOW,
@@ -122,17 +121,10 @@ def bsgd_steps(
     schedule,
     maintenance,
     use_bias,
-    merge_solver,
-    gss_eps,
-    h_table,
-    wd_table,
-    ref_solver,
-    diag,
     profile,
     margins_out,
     f_buf,
-    x_buf,
-    row_buf,
+    scratch,
 ):
     """Apply one BSGD step per example, in the given order.
 
@@ -147,13 +139,14 @@ def bsgd_steps(
     gamma : RBF γ; lam : λ (ignored by the perceptron); eta0 : η of Norma / perceptron
     radius : U of the margin perceptron's ball projection
     budget : B (``sv_t`` has B + 1 columns)
-    schedule, maintenance, merge_solver : ``SCHED_*``, ``MAINT_*``, merge ``SOLVER_*`` codes
-    use_bias : bool; gss_eps : GSS tolerance of GSS-standard
-    h_table, wd_table : merge lookup tables; ref_solver, diag : side-by-side comparison
-        of the merge solver against ``ref_solver`` (−1: off), see ``merge_smallest``
+    schedule : ``SCHED_*`` code
+    maintenance : :class:`._maintenance.Maintenance` — the ``MAINT_*`` code, merge solver, GSS
+        tolerance, lookup tables and side-by-side comparison (``diag`` updated in place)
+    use_bias : bool
     profile : bool, accumulate the wall time of maintenance in ``reals[R_MERGE_SECONDS]``
     margins_out : (m, K) float64, receives f(x) before each step
-    f_buf : (K,) float64; x_buf : (d,) float64; row_buf : (2·(B+1),) float64 — scratch
+    f_buf : (K,) float64 — scratch
+    scratch : :class:`._maintenance.Scratch` — ``x_buf`` (d,), ``row_buf`` (2·(B+1),) float64
 
     Returns
     -------
@@ -161,6 +154,7 @@ def bsgd_steps(
     for the next step (:func:`._sparse_pool.pool_room`; :func:`._sparse_pool.run_with_room`
     grows it and calls again with the rest: the model is the same as in one call).
     """
+    x_buf, row_buf = scratch
     n_sv = counters[C_N_SV]
     t = counters[C_STEPS]
     shift = counters[C_SCHED_SHIFT]  # a drift reset restarts the schedule without losing the count
@@ -215,27 +209,9 @@ def bsgd_steps(
                 reals[R_NORM2] += norm2_gain(margins_out[r], bias, plus, minus, sign, eta, 1.0, n_classes)
             if n_sv > budget:
                 n_sv = maintain_budget(
-                    sv_t,
-                    sv_sq,
-                    coef,
-                    n_sv,
-                    gamma,
-                    maintenance,
-                    merge_solver,
-                    gss_eps,
-                    h_table,
-                    wd_table,
-                    ref_solver,
-                    diag,
-                    k_inv,
-                    counters,
-                    reals,
-                    scale,
-                    profile,
-                    x_buf,
-                    row_buf,
-                    maintenance == MAINT_MERGE,
-                )
+                    sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, scale, profile,
+                    scratch,
+                )  # fmt: skip
                 if schedule == SCHED_PERCEPTRON:
                     reals[R_NORM2] = (
                         scale * scale * squared_model_norm(sv_t, sv_sq, coef, n_sv, gamma, x_buf, row_buf)

@@ -19,8 +19,6 @@ from .._params import (
     DEFAULT_SHUFFLE_BUFFER,
     DEFAULT_WARMUP,
     KERNELS_ONLINE,
-    MAINTENANCE,
-    MERGE_SOLVERS,
     REFERENCE_N,
     REFERENCE_N_LINEAR,
     SAMPLINGS,
@@ -262,12 +260,11 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     # ------------------------------------------------------------------ the step
     def _steps(self, X, signs, order, alpha, stream, margins):
         """BSCA steps over ``X[order]``: dense X (n, d), or CSR arrays for sparse SVs."""
-        h_table, wd_table = self._tables()
-        ref = self._compare_solver_code()
+        maintenance, scratch = self._maintenance_config(), self._scratch()
 
         def step(order_part, margins_part, pool):
             return self._bsca_call(
-                X, signs, order_part, alpha, stream, pool, h_table, wd_table, ref, margins_part
+                X, signs, order_part, alpha, stream, pool, maintenance, scratch, margins_part
             )
 
         if self._sparse_svs():
@@ -275,7 +272,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         else:
             step(order, margins, self._sv_t)
 
-    def _bsca_call(self, X, signs, order, alpha, stream, pool, h_table, wd_table, ref, margins):
+    def _bsca_call(self, X, signs, order, alpha, stream, pool, maintenance, scratch, margins):
         return bsca_steps(
             X,
             signs,
@@ -291,17 +288,10 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             self._k_inv,
             self.gamma_,
             int(self.budget),
-            MAINTENANCE[self.maintenance],
-            MERGE_SOLVERS[self.merge_solver],
-            float(self.gss_eps),
-            h_table,
-            wd_table,
-            ref,
-            self.merge_diagnostics_,
+            maintenance,
             bool(self.profile),
             margins,
-            self._x_buf,
-            self._row_buf,
+            scratch,
         )
 
     def _learn_plan(self, X_ext, y_ext, order, memory, gather):
@@ -932,18 +922,17 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
 
     def _apply(self, X, labels, order, margins):
         """BSGD steps over ``X[order]``: dense X (n, d), or CSR arrays for sparse SVs."""
-        h_table, wd_table = self._tables()
-        ref = self._compare_solver_code()
+        maintenance, scratch = self._maintenance_config(), self._scratch()
 
         def step(order_part, margins_part, pool):
-            return self._bsgd_call(X, labels, order_part, pool, h_table, wd_table, ref, margins_part)
+            return self._bsgd_call(X, labels, order_part, pool, maintenance, scratch, margins_part)
 
         if self._sparse_svs():
             run_with_room(step, X, order, margins, self)
         else:
             step(order, margins, self._sv_t)
 
-    def _bsgd_call(self, X, labels, order, pool, h_table, wd_table, ref, margins):
+    def _bsgd_call(self, X, labels, order, pool, maintenance, scratch, margins):
         radius = self.radius if self.radius is not None else 1.0 / np.sqrt(self.lambda_eff_)
         return bsgd_steps(
             X,
@@ -962,17 +951,10 @@ class BudgetedSGDClassifier(BudgetedKernelModel):
             float(radius),
             int(self.budget),
             SCHEDULES[self.schedule],
-            MAINTENANCE[self.maintenance],
+            maintenance,
             bool(self.fit_intercept),
-            MERGE_SOLVERS[self.merge_solver],
-            float(self.gss_eps),
-            h_table,
-            wd_table,
-            ref,
-            self.merge_diagnostics_,
             bool(self.profile),
             margins,
             self._f_buf,
-            self._x_buf,
-            self._row_buf,
+            scratch,
         )
