@@ -109,13 +109,9 @@ class LatencyWindow:
         for values, child in list(children.items()):  # a snapshot: requests may add children
             if values[i_model] not in models:
                 continue
-            counts = getattr(child, "counts", None)  # a LatencyHistogram's child: no Sample objects
-            if counts is not None:
-                series, acc = [], 0.0
-                for bound, count in zip(histogram._upper_bounds, counts()[0]):
-                    acc += count
-                    series.append((float(bound), acc))
-                out[(values[i_route], values[i_model])] = series
+            cumulative = getattr(child, "cumulative", None)  # a LatencyHistogram's child: no Sample objects
+            if cumulative is not None:
+                out[(values[i_route], values[i_model])] = cumulative()[0]
             else:
                 out[(values[i_route], values[i_model])] = LatencyWindow._buckets(child.collect())
         return out

@@ -149,15 +149,23 @@ class _LatencyChild:
             values = self._values.tolist()
         return values[:-1], values[-1]
 
-    def _samples(self) -> tuple[Sample, ...]:
-        """What a prometheus-client ``Histogram`` child yields (same names, order, values)."""
+    def cumulative(self) -> tuple[list[tuple[float, float]], float]:
+        """``([(upper bound, cumulative count), ...], sum)`` -- the ``_bucket`` series -- read
+        together (also the live dashboard's reading, :class:`~.live.LatencyWindow`)."""
         buckets, total = self.counts()
-        samples = []
-        acc = 0.0
+        series, acc = [], 0.0
         for bound, count in zip(self._parent._upper_bounds, buckets):
             acc += count
-            samples.append(Sample("_bucket", {"le": floatToGoString(bound)}, acc, None, None))
-        samples.append(Sample("_count", {}, acc, None, None))
+            series.append((float(bound), acc))
+        return series, total
+
+    def _samples(self) -> tuple[Sample, ...]:
+        """What a prometheus-client ``Histogram`` child yields (same names, order, values)."""
+        series, total = self.cumulative()
+        samples = [
+            Sample("_bucket", {"le": floatToGoString(bound)}, acc, None, None) for bound, acc in series
+        ]
+        samples.append(Sample("_count", {}, series[-1][1], None, None))
         if self._parent._upper_bounds[0] >= 0:
             samples.append(Sample("_sum", {}, total, None, None))
         if getattr(prometheus_metrics, "_use_created", True):
