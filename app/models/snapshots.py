@@ -325,13 +325,9 @@ def _interned(value):
     makes new key strings for every file: 10,000 restored models held ~1.5 KB each of copies
     of the same keys."""
     if isinstance(value, dict):
-        return {_leaf(k): _interned(v) if type(v) in (dict, list) else _leaf(v) for k, v in value.items()}
+        return {_interned(k): _interned(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_interned(v) if type(v) in (dict, list) else _leaf(v) for v in value]
-    return _leaf(value)
-
-
-def _leaf(value):
+        return [_interned(v) for v in value]
     return sys.intern(value) if type(value) is str and len(value) <= 64 else value
 
 
