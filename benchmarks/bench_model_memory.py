@@ -42,6 +42,15 @@ def _rss() -> float:
     return psutil.Process().memory_info().rss
 
 
+def _timed_phase(call, phase, rss_base: float, n: int) -> dict:
+    """The row of a phase: ``call()`` timed, ``phase(its result)`` as the name, and the RSS
+    per model above ``rss_base`` after it."""
+    started = time.perf_counter()
+    result = call()
+    seconds = time.perf_counter() - started
+    return {"phase": phase(result), "seconds": seconds, "rss_kb_per_model": (_rss() - rss_base) / n / 1024}
+
+
 def _maps() -> int:
     try:
         with open(f"/proc/{os.getpid()}/maps") as fh:
@@ -137,10 +146,6 @@ def main(argv=None) -> None:
         build_s = time.perf_counter() - started
         rss1 = _rss()
         maps1 = _maps()
-        started = time.perf_counter()
-        written = registry.snapshot_changed()
-        snapshot_s = time.perf_counter() - started
-        rss2 = _rss()
         rows.append(
             {
                 "phase": f"create + learn 20 rows, {n} models",
@@ -149,25 +154,21 @@ def main(argv=None) -> None:
                 "mappings_per_model": (maps1 - maps0) / n,
             }
         )
-        rows.append(
-            {
-                "phase": f"then snapshot_changed ({len(written)} files)",
-                "seconds": snapshot_s,
-                "rss_kb_per_model": (rss2 - rss0) / n / 1024,
-            }
+        row = _timed_phase(
+            registry.snapshot_changed,
+            lambda written: f"then snapshot_changed ({len(written)} files)",
+            rss0,
+            n,
         )
+        rows.append(row)
         components = _component_bytes(registry.get("m-00000"))
-        started = time.perf_counter()
-        parked = registry.park_idle(now=time.monotonic() + 1e6)
-        park_s = time.perf_counter() - started
-        rss_parked = _rss()
-        rows.append(
-            {
-                "phase": f"then park_idle ({parked} parked)",
-                "seconds": park_s,
-                "rss_kb_per_model": (rss_parked - rss0) / n / 1024,
-            }
+        row = _timed_phase(
+            lambda: registry.park_idle(now=time.monotonic() + 1e6),
+            lambda parked: f"then park_idle ({parked} parked)",
+            rss0,
+            n,
         )
+        rows.append(row)
         registry.close()
 
         # restore: the same files read back by a fresh registry
