@@ -35,7 +35,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, check_X_y
 
 from .._params import (
     DEFAULT_REHEARSAL,
@@ -258,7 +258,8 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, X, y):
         """From scratch: ``partial_fit(X, y, classes=np.unique(y))`` then :meth:`flush` — the
         same model as the service learns from the same rows in the same order.  Returns self."""
-        check_classification_targets(np.asarray(y))
+        X, y = check_X_y(X, y, accept_sparse="csr", dtype=np.float64)
+        check_classification_targets(y)
         self._start()
         return self.partial_fit(X, y, classes=np.unique(y)).flush()
 
