@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import load_digits
 
-from svmstream.app.models import handle as handle_module
+from svmstream.app.models import rollback as rollback_module
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.factory import copy_estimator, make_estimator
 from svmstream.app.models.registry import Registry
@@ -131,11 +131,11 @@ def _poison(y):
     return bad
 
 
-@pytest.mark.parametrize("journal_bytes", [handle_module.JOURNAL_MAX_BYTES, 1])
+@pytest.mark.parametrize("journal_bytes", [rollback_module.JOURNAL_MAX_BYTES, 1])
 def test_a_failed_batch_is_undone_from_the_checkpoint_and_the_journal(tmp_path, monkeypatch, journal_bytes):
     """Rollback after a snapshot (checkpoint) and several batches (journal), with the default
     journal bound and with a checkpoint after every batch (bound of 1 byte)."""
-    monkeypatch.setattr(handle_module, "JOURNAL_MAX_BYTES", journal_bytes)
+    monkeypatch.setattr(rollback_module, "JOURNAL_MAX_BYTES", journal_bytes)
     X, y = _binary()
     y = (y == "yes").astype(np.int64)
     reg = _registry(tmp_path)

@@ -4,43 +4,19 @@ holds them by name.  See :mod:`svmstream.app.models.registry` for the concurrenc
 
 Learning a batch (:meth:`ModelHandle.submit`): the dimension rules (dense rows and a declared
 ``n_features`` fix ``d``; sparse rows widen a model up to the size guards of
-:mod:`.limits`), one ``partial_fit`` on the learner thread, a finiteness check
-(:func:`svmstream.app.models.view.check_finite`; a non-finite model is rolled back:
-422 "numerical overflow"), the meters (prequential accuracy from ``last_margins_`` and
-``last_y_``, rate, label runs), then a published copy.
-
-Publishing does not copy the model (issue 14): the view holds the estimator's
-``published_copy()`` — what predictions read, sharing what the learner never rewrites
-(``svmstream.solvers.budgeted._publish``).  So the learner keeps no full copy per batch for
-rollback either: a failed batch is undone by rebuilding the estimator from the last
-*checkpoint* (its full state, detached) and replaying the batches applied since (the
-*journal*; models are deterministic, so the replay gives the same estimator).  A checkpoint
-is taken at every snapshot (:meth:`ModelHandle.capture_state`, which snapshots use: the
-learner's state and the view of the same version, under the learner's lock) and whenever the
-journal holds more than :data:`JOURNAL_MAX_BYTES` of input.
-
-Lazy restore: a model restored at start-up from its snapshot file's header alone
-(``restore=``, :meth:`svmstream.app.models.registry.Registry.restore`) has a first view built
-from the header (version, classes, figures) whose estimator is a :class:`RestorePending`: the
-file's arrays are decoded on the model's first use — a prediction through that view, a
-batch, a flush, a snapshot (:meth:`ModelHandle.ensure_loaded`, under a lock: concurrent
-first uses decode once) — and the decoded model then answers exactly as before the restart.
-
-Parking (:meth:`ModelHandle.park`) is the way back: a decoded model whose newest snapshot holds
-exactly its published version, with no task queued, drops its estimator and published copy
-and becomes such a header-only model again (the registry decides which: the least recently
-used beyond ``SVMSTREAM_MAX_LOADED_MODELS``, :meth:`svmstream.app.models.registry.Registry.park_idle`).
+:mod:`.limits`), then the learner thread's work (:mod:`.learning`): one ``partial_fit``, a
+finiteness check, the meters, a published copy.  A failed batch is undone from a checkpoint
+and a journal (:mod:`.rollback`); a model restored from a snapshot's header is decoded on
+first use and an idle one can be parked again (:mod:`.restoring`).  The handle itself holds
+the state (one ``__slots__`` layout; the three mixins add methods only), queues the tasks
+and describes the model.
 """
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import functools
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
@@ -54,87 +30,30 @@ from svmstream.app.errors import (
     InvalidInput,
     LearnerBusy,
     ModelClosed,
-    NumericalOverflow,
     ServiceError,
 )
 from svmstream.app.ingest.features import conform
-from svmstream.app.ingest.labels import LabelCodec, NewLabels, shared_codec
+from svmstream.app.ingest.labels import NewLabels, shared_codec
 from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
-from svmstream.app.models.factory import copy_estimator, estimator_from_state, make_estimator
+from svmstream.app.models.copies import published
+from svmstream.app.models.factory import copy_estimator
 from svmstream.app.models.learners import LearnerPool, default_pool
-from svmstream.app.models.limits import check_width, estimate_bytes, max_width
-from svmstream.app.models.meters import (
-    LabelRunMeter,
-    PrequentialWindow,
-    RateMeter,
-    RecentValues,
-    correct_predictions,
-)
-from svmstream.app.models.snapshots import decode_snapshot
-from svmstream.app.models.view import ModelView, check_finite, estimator_stats
+from svmstream.app.models.learning import Learning
+from svmstream.app.models.limits import check_width, max_width
+from svmstream.app.models.meters import LabelRunMeter, PrequentialWindow, RateMeter, RecentValues
+from svmstream.app.models.restoring import LazyRestore, RestorePending
+from svmstream.app.models.rollback import Rollback, first_checkpoint
+from svmstream.app.models.view import ModelView, estimator_stats
 from svmstream.app.models.warmup import note_waiting
 from svmstream.app.settings import Settings
 
 log = logging.getLogger("svmstream.registry")
 
-#: Input bytes (X and y) of the batches the rollback journal keeps before a checkpoint (a
-#: detached copy of the learner's full state) replaces them.
-JOURNAL_MAX_BYTES = 64 << 20
 #: Publications whose duration ``metrics()`` summarises (``publish_ms_p50``/``_p99``).
 PUBLISH_TIMES = 256
 
 
-def published(est):
-    """What a view holds for ``est``: its ``published_copy()`` (online models), else a full
-    copy (:func:`~svmstream.app.models.factory.copy_estimator`; batch-trained models, published
-    once)."""
-    if est is None:
-        return None
-    publish = getattr(est, "published_copy", None)
-    return publish() if publish is not None else copy_estimator(est)
-
-
-def detached_state(est) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """``est.get_state()`` with every array and the metadata copied, so that the learner's
-    later steps cannot change it (``get_state`` may return live arrays)."""
-    arrays, meta = est.get_state()
-    return {k: np.array(v, copy=True) for k, v in arrays.items()}, copy.deepcopy(meta)
-
-
-def _path(path) -> Path:
-    """``path`` as a Path, the same object if it is one (a Path costs ~0.3 KB per model)."""
-    return path if isinstance(path, Path) else Path(path)
-
-
-def _input_bytes(*arrays) -> int:
-    total = 0
-    for a in arrays:
-        if sp.issparse(a):
-            total += a.data.nbytes + a.indices.nbytes + a.indptr.nbytes
-        else:
-            total += getattr(a, "nbytes", 0)
-    return int(total)
-
-
-class RestorePending:
-    """The estimator of a lazily restored model's first view: any attribute read (e.g.
-    ``decision_function``) decodes the model's snapshot (:meth:`ModelHandle.ensure_loaded`)
-    and is answered by the decoded model's published copy.  It refers to its handle weakly (no
-    reference cycle: the service freezes the collector's generations once started)."""
-
-    __slots__ = ("_handle",)
-
-    def __init__(self, handle: ModelHandle):
-        self._handle = weakref.ref(handle)
-
-    def __getattr__(self, name: str):
-        handle = self._handle()
-        if handle is None:
-            raise ModelClosed("the model was deleted or replaced")
-        return getattr(handle.loaded_view().estimator, name)
-
-
-class ModelHandle:
+class ModelHandle(LazyRestore, Learning, Rollback):
     """One named model: configuration, private estimator, learner queue (on the threads of a
     :class:`~svmstream.app.models.learners.LearnerPool`: one writer at a time), current view."""
 
@@ -187,7 +106,7 @@ class ModelHandle:
         else:
             self._est = copy_estimator(estimator) if estimator is not None else None
         # rollback: the state of the last checkpoint (None: a fresh estimator) and the steps
-        # applied since, replayed to undo a failed batch (module docstring)
+        # applied since, replayed to undo a failed batch (:mod:`.rollback`)
         self._est_lock = threading.Lock()  # held while the learner changes the estimator
         online = config.algorithm not in BATCH_ALGORITHMS
         keep = self._est is not None and online and follower_of is None
@@ -195,9 +114,7 @@ class ModelHandle:
         # restored model's, and each one after it is written, :meth:`checkpoint_saved`)
         self._checkpoint: tuple | Path | None = None
         if keep:
-            self._checkpoint = (
-                _path(checkpoint_path) if checkpoint_path is not None else detached_state(self._est)
-            )
+            self._checkpoint = first_checkpoint(self._est, checkpoint_path)
         self._journal: list[Callable[[Any], Any]] = []
         self._journal_bytes = 0
         self._n_features = n_features if n_features is not None else config.n_features
@@ -226,6 +143,10 @@ class ModelHandle:
             extra=dict(extra or {}),
             n_features_fixed=self._fixed,
         )
+        self._init_meters(settings)
+
+    def _init_meters(self, settings: Settings) -> None:
+        """The learning meters and the snapshot bookkeeping of a new handle (after its view)."""
         # learning metrics, written by the learner thread
         self.prequential = PrequentialWindow(settings.metrics_window)
         self.rate = RateMeter(settings.rate_window_s)
@@ -249,103 +170,6 @@ class ModelHandle:
     @property
     def n_features(self) -> int | None:
         return self._n_features
-
-    @property
-    def loaded(self) -> bool:
-        """False while a lazily restored model's snapshot is not decoded yet."""
-        return self._restore is None
-
-    def loaded_view(self) -> ModelView:
-        """The current view, the model's snapshot decoded first if it was not yet."""
-        self.ensure_loaded()
-        return self.view
-
-    def ensure_loaded(self) -> None:
-        """Decode a lazily restored model's snapshot (once: concurrent callers wait for the
-        first) and publish the decoded model: its view has the same version, labels and
-        decisions as the header's; its state becomes the learner's, the file its checkpoint.
-
-        Raises whatever the ``restore`` callable raises (the registry's: a snapshot that no
-        longer decodes, after trying the older files, raises RuntimeError: a 500)."""
-        if self._restore is None:
-            return
-        self.last_used = time.monotonic()
-        with self._restore_lock:
-            restore = self._restore
-            if restore is None:
-                return
-            started = time.perf_counter()
-            found = restore()
-            est = found.estimator
-            with self._est_lock:
-                stub = self.view
-                if found.version != stub.version:
-                    log.warning(
-                        "model %r: restored version %d instead of %d (the newer snapshot no longer decodes)",
-                        self.name,
-                        found.version,
-                        stub.version,
-                    )
-                    self.saved_version = found.version
-                self._est = est
-                online = self.config.algorithm not in BATCH_ALGORITHMS
-                if est is not None and online:
-                    self._checkpoint = _path(found.path) if found.path is not None else detached_state(est)
-                self.view = ModelView(
-                    name=self.name,
-                    config=self.config,
-                    codec=stub.codec,
-                    estimator=published(est),
-                    version=found.version,
-                    n_features=found.n_features if found.n_features is not None else stub.n_features,
-                    stats=estimator_stats(est),
-                    extra=dict(found.extra),
-                    published_at=stub.published_at,
-                    n_features_fixed=stub.n_features_fixed,
-                )
-                self._restore = None
-            log.info(
-                "model %r: decoded from %s on first use (%.1f ms)",
-                self.name,
-                found.path,
-                (time.perf_counter() - started) * 1e3,
-            )
-
-    def park(self, decode: Callable[[Path], Any]) -> bool:
-        """Give back the memory of a decoded model that its newest snapshot holds exactly: drop
-        the estimator and its published copy and become a header-only model again, as a lazily
-        restored one is: ``decode(path)`` (the registry's) decodes that snapshot file on the next
-        use (:meth:`ensure_loaded`); the view keeps the version, labels and figures.  Returns
-        whether it parked.
-
-        Refused (False) unless the model is decoded, has learned, is not a replica's, has no
-        batch or flush queued or running, and its last snapshot is of the published version
-        (``saved_version``) and is its rollback checkpoint with no step applied since (online
-        models): nothing learned since that file is ever dropped.  Under the decode lock, the
-        learner's lock and the queue lock (in the order the learner takes them), so a batch
-        submitted meanwhile finds either the loaded model or a parked one, which it decodes
-        first.  The caller holds the model's snapshot lock (the file cannot change meanwhile).
-        """
-        if self.follower_of is not None or self._restore is not None:
-            return False
-        with self._restore_lock, self._est_lock, self._lock:
-            view = self.view
-            if self._restore is not None or self._pending or self._closed or view.estimator is None:
-                return False
-            if self.saved_version != view.version or self.last_snapshot_path is None:
-                return False
-            if self.config.algorithm not in BATCH_ALGORITHMS and not (
-                isinstance(self._checkpoint, Path)
-                and str(self._checkpoint) == self.last_snapshot_path
-                and not self._journal
-            ):
-                return False
-            # the checkpoint's Path (online models) is that file: one Path object per model
-            path = self._checkpoint if isinstance(self._checkpoint, Path) else Path(self.last_snapshot_path)
-            self._est = None
-            self._restore = functools.partial(decode, path)
-            self.view = dataclasses.replace(view, estimator=RestorePending(self))
-        return True
 
     @property
     def n_features_fixed(self) -> bool:
@@ -445,229 +269,6 @@ class ModelHandle:
         except RuntimeError as exc:  # executor shut down
             self._pending -= 1
             raise ModelClosed(f"model {self.name!r} was deleted or replaced") from exc
-
-    def _commit_labels(self, y: np.ndarray, new: NewLabels | None) -> tuple[np.ndarray, LabelCodec]:
-        """Learner thread: map provisional label indices to final ones and extend the codec.
-
-        A label another batch added since this one was encoded keeps its index; the others
-        are appended in order of first appearance.  Returns ``(y, codec)``; the handle's codec
-        is replaced only once the batch is applied.
-
-        Raises
-        ------
-        InvalidInput
-            ``y[i]`` for the first example whose label would exceed ``max_classes`` or the
-            size bound ``max_model_bytes``; nothing is changed.
-        """
-        codec = self.codec
-        if new is None:
-            return y, codec
-        mapping = np.arange(new.base + len(new.labels), dtype=np.int64)
-        added: list[Any] = []
-        for j, label in enumerate(new.labels):
-            k = codec.index_of(label)
-            if k is None:
-                k = len(codec.classes) + len(added)
-                added.append(label)
-            mapping[new.base + j] = k
-        y = mapping[y]
-        if not added:
-            return y, codec
-        n_classes = len(codec.classes) + len(added)
-        limit = self.config.max_classes
-        reason = None
-        if n_classes > limit:
-            reason = f"a new class would exceed max_classes = {limit} (the model has {len(codec.classes)})"
-        elif self._n_features is not None:
-            size = estimate_bytes(self.config, self._n_features, n_classes)
-            if size > self.settings.max_model_bytes:
-                reason = f"{n_classes} classes need an estimated {size / 1e6:,.1f} MB, over max_model_bytes"
-                limit = len(codec.classes)
-        if reason is not None:
-            i = int(np.flatnonzero(y >= limit)[0]) if (y >= limit).any() else 0
-            raise InvalidInput(f"y[{i}]: label {added[0]!r}: {reason}", field=f"y[{i}]", index=i)
-        log.info("model %r: new class(es) %s learned from the data (%d classes)", self.name, added, n_classes)
-        return y, codec.extended(added)
-
-    def _apply(self, X, y: np.ndarray, extra: dict | None, new: NewLabels | None = None) -> ModelView:
-        """Learner thread: commit new labels, one ``partial_fit`` call (after widening the
-        model if a sparse batch grew ``d``, and adding learned classes), then publish a copy."""
-        try:
-            y, codec = self._commit_labels(y, new)
-        except InvalidInput:
-            with self._lock:
-                self._pending -= 1
-            raise
-
-        def step(est):
-            if hasattr(est, "n_features_in_") and X.shape[1] > est.n_features_in_:
-                est.grow_features(X.shape[1])
-            n_classes = max(2, len(codec.classes))  # a model that has seen one label is binary
-            if not hasattr(est, "classes_"):
-                est.partial_fit(X, y, classes=np.arange(n_classes))
-                return X
-            for k in range(len(est.classes_), n_classes):
-                est.add_class(k)
-            est.partial_fit(X, y)
-            return X
-
-        view = self._learn_step(step, extra, int(X.shape[0]), codec, _input_bytes(X, y))
-        if self.label_runs.add(y):
-            log.warning(
-                "model %r: the last %d examples received all have label %r: the source looks sorted by "
-                "label; the shuffle buffer and the run guard compensate, but shuffling the source is better",
-                self.name,
-                self.label_runs.window,
-                self.codec.classes[self.label_runs.label],
-            )
-        return view
-
-    def _load_for_task(self) -> None:
-        """Learner thread: :meth:`ensure_loaded` before a queued task; if decoding fails the
-        task ends, so its pending slot is released before the error propagates."""
-        try:
-            self.ensure_loaded()
-        except BaseException:
-            with self._lock:
-                self._pending -= 1
-            raise
-
-    def _flush(self) -> ModelView:
-        """Learner thread: ``flush()`` the estimator (nothing to do before the first batch)."""
-        self._load_for_task()
-        if self._est is None:
-            with self._lock:
-                self._pending -= 1
-            return self.view
-        return self._learn_step(lambda est: est.flush() and None, None, 0)
-
-    def _learn_step(
-        self,
-        step,
-        extra: dict | None,
-        n_received: int,
-        codec: LabelCodec | None = None,
-        n_bytes: int = 0,
-    ) -> ModelView:
-        """Run ``step(estimator)`` on the private estimator, check it stayed finite, update the
-        meters and publish (with ``codec`` as the model's labels, when given); on any error
-        rebuild the estimator as it was before the step (:meth:`_rebuild`)."""
-        self._load_for_task()
-        with self._est_lock:
-            return self._learn_step_locked(step, extra, n_received, codec, n_bytes)
-
-    def _learn_step_locked(self, step, extra, n_received, codec, n_bytes) -> ModelView:
-        codec = self.codec if codec is None else codec
-        try:
-            est = self._est if self._est is not None else make_estimator(self.config)
-            probe = step(est)
-            self._est = est
-            check_finite(est, probe)
-            margins, learned = getattr(est, "last_margins_", None), getattr(est, "last_y_", None)
-            if margins is not None and learned is not None and len(margins) == len(learned):
-                self.prequential.add(correct_predictions(margins, np.asarray(learned, dtype=np.int64)))
-            self.rate.add(n_received)
-            self._count_drift(est)
-            old = self.view
-            self.codec = codec
-            started = time.perf_counter()
-            copy_for_view = published(est)
-            self.publish_seconds.append(time.perf_counter() - started)
-            view = ModelView(
-                name=self.name,
-                config=self.config,
-                codec=codec,
-                estimator=copy_for_view,
-                version=old.version + 1,
-                n_features=getattr(est, "n_features_in_", old.n_features),
-                stats=estimator_stats(est),
-                extra={**old.extra, **extra} if extra else old.extra,
-                n_features_fixed=self._fixed,
-            )
-            self.view = view
-            self._journal_add(step, n_bytes)
-            return view
-        except BaseException as exc:
-            if isinstance(exc, NumericalOverflow):
-                self.overflows += 1
-                log.error("model %r: %s; model rolled back", self.name, exc)
-            else:
-                self.learn_failures += 1
-                log.exception(
-                    "model %r: learning a batch of %d examples failed; model rolled back",
-                    self.name,
-                    n_received,
-                )
-            self._est = self._rebuild()
-            raise
-        finally:
-            with self._lock:
-                self._pending -= 1
-
-    def _journal_add(self, step, n_bytes: int) -> None:
-        """Learner thread, after a published step: remember it for a rollback; past
-        :data:`JOURNAL_MAX_BYTES` of input, take a checkpoint instead."""
-        self._journal.append(step)
-        self._journal_bytes += max(0, int(n_bytes))
-        if self._journal_bytes > JOURNAL_MAX_BYTES:
-            self._checkpoint = detached_state(self._est)
-            self._journal, self._journal_bytes = [], 0
-
-    def _rebuild(self):
-        """The estimator as the current view published it: the checkpoint's state with the
-        journal's steps replayed (None if nothing was learned)."""
-        est = None
-        if isinstance(self._checkpoint, Path):
-            est = decode_snapshot(self._checkpoint.read_bytes(), self._checkpoint).estimator
-        elif self._checkpoint is not None:
-            est = estimator_from_state(*self._checkpoint)
-        try:
-            for step in self._journal:
-                est = est if est is not None else make_estimator(self.config)
-                step(est)
-        except Exception:  # replaying steps that succeeded before: only a bug gets here
-            log.exception("model %r: replaying the journal after a failed batch failed", self.name)
-            raise
-        return est
-
-    def capture_state(self) -> tuple[ModelView, tuple[dict[str, np.ndarray], dict[str, Any]] | None]:
-        """``(view, state)``: the current view and the learner's full state at that view's
-        version — ``get_state()`` detached (independent arrays), or None before the first
-        batch — taken together under the learner's lock (snapshots; the stream acknowledges
-        the view's entries once that state is saved).  The state also becomes the rollback
-        checkpoint.  Blocks while a batch is being applied.  A lazily restored model is decoded
-        first (:meth:`ensure_loaded`)."""
-        self.ensure_loaded()
-        with self._est_lock:
-            view = self.view
-            if view.estimator is None or self._est is None:
-                return view, None
-            if self.config.algorithm in BATCH_ALGORITHMS:
-                return view, view.estimator.get_state()
-            state = detached_state(self._est)
-            self._checkpoint, self._journal, self._journal_bytes = state, [], 0
-            return view, state
-
-    def checkpoint_saved(self, state, path) -> None:
-        """After ``state`` (from :meth:`capture_state`) was written to ``path``: if it is still
-        the checkpoint, keep the file instead of the arrays (a rollback reads it back)."""
-        with self._est_lock:
-            if self._checkpoint is state and state is not None:
-                self._checkpoint = _path(path)
-
-    def _count_drift(self, est) -> None:
-        """Learner thread: log each new drift detection of the estimator with its example count."""
-        drift = getattr(est, "drift_", None)
-        if drift is None or drift.n_detections <= self._drift_logged:
-            return
-        log.warning(
-            "model %r: concept drift detected at example %s (%d detections so far); on_drift=%s",
-            self.name,
-            drift.last_detection_at,
-            drift.n_detections,
-            self.config.on_drift,
-        )
-        self._drift_logged = drift.n_detections
 
     def close(self, wait: bool = True) -> None:
         """Refuse new batches; with ``wait``, block until queued batches are applied."""

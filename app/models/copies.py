@@ -1,0 +1,35 @@
+"""The two copies a model's handle makes of its estimator: the one a view publishes
+(:func:`published`) and the detached full state a rollback checkpoint keeps
+(:func:`detached_state`)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from svmstream.app.models.factory import copy_estimator
+
+
+def published(est):
+    """What a view holds for ``est``: its ``published_copy()`` (online models), else a full
+    copy (:func:`~svmstream.app.models.factory.copy_estimator`; batch-trained models, published
+    once)."""
+    if est is None:
+        return None
+    publish = getattr(est, "published_copy", None)
+    return publish() if publish is not None else copy_estimator(est)
+
+
+def detached_state(est) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """``est.get_state()`` with every array and the metadata copied, so that the learner's
+    later steps cannot change it (``get_state`` may return live arrays)."""
+    arrays, meta = est.get_state()
+    return {k: np.array(v, copy=True) for k, v in arrays.items()}, copy.deepcopy(meta)
+
+
+def as_path(path) -> Path:
+    """``path`` as a Path, the same object if it is one (a Path costs ~0.3 KB per model)."""
+    return path if isinstance(path, Path) else Path(path)

@@ -1,0 +1,211 @@
+"""What a :class:`~svmstream.app.models.handle.ModelHandle`'s learner thread does with a
+queued batch or flush: commit the batch's new labels, one ``partial_fit`` (or ``flush``), a
+finiteness check (:func:`svmstream.app.models.view.check_finite`; a non-finite model is
+rolled back: 422 "numerical overflow"), the meters (prequential accuracy from
+``last_margins_`` and ``last_y_``, rate, label runs, drift detections), then a published
+copy.  On any error the estimator is rebuilt as it was (:mod:`.rollback`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import numpy as np
+
+from svmstream.app.errors import InvalidInput, NumericalOverflow
+from svmstream.app.ingest.labels import LabelCodec, NewLabels
+from svmstream.app.models.copies import published
+from svmstream.app.models.factory import make_estimator
+from svmstream.app.models.limits import estimate_bytes
+from svmstream.app.models.meters import correct_predictions
+from svmstream.app.models.rollback import input_bytes
+from svmstream.app.models.view import ModelView, check_finite, estimator_stats
+
+log = logging.getLogger("svmstream.registry")
+
+
+class Learning:
+    """The learner-thread methods of :class:`~svmstream.app.models.handle.ModelHandle`
+    (which declares the slots they use: ``_est``, ``_est_lock``, ``_lock``, ``_pending``,
+    ``codec``, ``view``, the meters, ...)."""
+
+    __slots__ = ()
+
+    def _commit_labels(self, y: np.ndarray, new: NewLabels | None) -> tuple[np.ndarray, LabelCodec]:
+        """Learner thread: map provisional label indices to final ones and extend the codec.
+
+        A label another batch added since this one was encoded keeps its index; the others
+        are appended in order of first appearance.  Returns ``(y, codec)``; the handle's codec
+        is replaced only once the batch is applied.
+
+        Raises
+        ------
+        InvalidInput
+            ``y[i]`` for the first example whose label would exceed ``max_classes`` or the
+            size bound ``max_model_bytes``; nothing is changed.
+        """
+        codec = self.codec
+        if new is None:
+            return y, codec
+        mapping = np.arange(new.base + len(new.labels), dtype=np.int64)
+        added: list[Any] = []
+        for j, label in enumerate(new.labels):
+            k = codec.index_of(label)
+            if k is None:
+                k = len(codec.classes) + len(added)
+                added.append(label)
+            mapping[new.base + j] = k
+        y = mapping[y]
+        if not added:
+            return y, codec
+        n_classes = len(codec.classes) + len(added)
+        limit = self.config.max_classes
+        reason = None
+        if n_classes > limit:
+            reason = f"a new class would exceed max_classes = {limit} (the model has {len(codec.classes)})"
+        elif self._n_features is not None:
+            size = estimate_bytes(self.config, self._n_features, n_classes)
+            if size > self.settings.max_model_bytes:
+                reason = f"{n_classes} classes need an estimated {size / 1e6:,.1f} MB, over max_model_bytes"
+                limit = len(codec.classes)
+        if reason is not None:
+            i = int(np.flatnonzero(y >= limit)[0]) if (y >= limit).any() else 0
+            raise InvalidInput(f"y[{i}]: label {added[0]!r}: {reason}", field=f"y[{i}]", index=i)
+        log.info("model %r: new class(es) %s learned from the data (%d classes)", self.name, added, n_classes)
+        return y, codec.extended(added)
+
+    def _apply(self, X, y: np.ndarray, extra: dict | None, new: NewLabels | None = None) -> ModelView:
+        """Learner thread: commit new labels, one ``partial_fit`` call (after widening the
+        model if a sparse batch grew ``d``, and adding learned classes), then publish a copy."""
+        try:
+            y, codec = self._commit_labels(y, new)
+        except InvalidInput:
+            with self._lock:
+                self._pending -= 1
+            raise
+
+        def step(est):
+            if hasattr(est, "n_features_in_") and X.shape[1] > est.n_features_in_:
+                est.grow_features(X.shape[1])
+            n_classes = max(2, len(codec.classes))  # a model that has seen one label is binary
+            if not hasattr(est, "classes_"):
+                est.partial_fit(X, y, classes=np.arange(n_classes))
+                return X
+            for k in range(len(est.classes_), n_classes):
+                est.add_class(k)
+            est.partial_fit(X, y)
+            return X
+
+        view = self._learn_step(step, extra, int(X.shape[0]), codec, input_bytes(X, y))
+        if self.label_runs.add(y):
+            log.warning(
+                "model %r: the last %d examples received all have label %r: the source looks sorted by "
+                "label; the shuffle buffer and the run guard compensate, but shuffling the source is better",
+                self.name,
+                self.label_runs.window,
+                self.codec.classes[self.label_runs.label],
+            )
+        return view
+
+    def _load_for_task(self) -> None:
+        """Learner thread: :meth:`ensure_loaded` before a queued task; if decoding fails the
+        task ends, so its pending slot is released before the error propagates."""
+        try:
+            self.ensure_loaded()
+        except BaseException:
+            with self._lock:
+                self._pending -= 1
+            raise
+
+    def _flush(self) -> ModelView:
+        """Learner thread: ``flush()`` the estimator (nothing to do before the first batch)."""
+        self._load_for_task()
+        if self._est is None:
+            with self._lock:
+                self._pending -= 1
+            return self.view
+        return self._learn_step(lambda est: est.flush() and None, None, 0)
+
+    def _learn_step(
+        self,
+        step,
+        extra: dict | None,
+        n_received: int,
+        codec: LabelCodec | None = None,
+        n_bytes: int = 0,
+    ) -> ModelView:
+        """Run ``step(estimator)`` on the private estimator, check it stayed finite, update the
+        meters and publish (with ``codec`` as the model's labels, when given); on any error
+        rebuild the estimator as it was before the step (:meth:`_rebuild`)."""
+        self._load_for_task()
+        with self._est_lock:
+            return self._learn_step_locked(step, extra, n_received, codec, n_bytes)
+
+    def _learn_step_locked(self, step, extra, n_received, codec, n_bytes) -> ModelView:
+        codec = self.codec if codec is None else codec
+        try:
+            est = self._est if self._est is not None else make_estimator(self.config)
+            probe = step(est)
+            self._est = est
+            check_finite(est, probe)
+            margins, learned = getattr(est, "last_margins_", None), getattr(est, "last_y_", None)
+            if margins is not None and learned is not None and len(margins) == len(learned):
+                self.prequential.add(correct_predictions(margins, np.asarray(learned, dtype=np.int64)))
+            self.rate.add(n_received)
+            self._count_drift(est)
+            view = self._publish(est, codec, extra)
+            self._journal_add(step, n_bytes)
+            return view
+        except BaseException as exc:
+            if isinstance(exc, NumericalOverflow):
+                self.overflows += 1
+                log.error("model %r: %s; model rolled back", self.name, exc)
+            else:
+                self.learn_failures += 1
+                log.exception(
+                    "model %r: learning a batch of %d examples failed; model rolled back",
+                    self.name,
+                    n_received,
+                )
+            self._est = self._rebuild()
+            raise
+        finally:
+            with self._lock:
+                self._pending -= 1
+
+    def _publish(self, est, codec: LabelCodec, extra: dict | None) -> ModelView:
+        """Learner thread, under its lock: publish the next version of the view (``est``'s
+        published copy, ``codec`` as the labels, ``extra`` merged into the view's)."""
+        old = self.view
+        self.codec = codec
+        started = time.perf_counter()
+        copy_for_view = published(est)
+        self.publish_seconds.append(time.perf_counter() - started)
+        view = ModelView(
+            name=self.name,
+            config=self.config,
+            codec=codec,
+            estimator=copy_for_view,
+            version=old.version + 1,
+            n_features=getattr(est, "n_features_in_", old.n_features),
+            stats=estimator_stats(est),
+            extra={**old.extra, **extra} if extra else old.extra,
+            n_features_fixed=self._fixed,
+        )
+        self.view = view
+        return view
+
+    def _count_drift(self, est) -> None:
+        """Learner thread: log each new drift detection of the estimator with its example count."""
+        drift = getattr(est, "drift_", None)
+        if drift is None or drift.n_detections <= self._drift_logged:
+            return
+        log.warning(
+            "model %r: concept drift detected at example %s (%d detections so far); on_drift=%s",
+            self.name,
+            drift.last_detection_at,
+            drift.n_detections,
+            self.config.on_drift,
+        )
+        self._drift_logged = drift.n_detections

@@ -1,0 +1,164 @@
+"""Lazy restore and parking of a :class:`~svmstream.app.models.handle.ModelHandle`.
+
+Lazy restore: a model restored at start-up from its snapshot file's header alone
+(``restore=``, :meth:`svmstream.app.models.registry.Registry.restore`) has a first view built
+from the header (version, classes, figures) whose estimator is a :class:`RestorePending`: the
+file's arrays are decoded on the model's first use — a prediction through that view, a
+batch, a flush, a snapshot (:meth:`LazyRestore.ensure_loaded`, under a lock: concurrent
+first uses decode once) — and the decoded model then answers exactly as before the restart.
+
+Parking (:meth:`LazyRestore.park`) is the way back: a decoded model whose newest snapshot holds
+exactly its published version, with no task queued, drops its estimator and published copy
+and becomes such a header-only model again (the registry decides which: the least recently
+used beyond ``SVMSTREAM_MAX_LOADED_MODELS``, :meth:`svmstream.app.models.registry.Registry.park_idle`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from svmstream.app.errors import ModelClosed
+from svmstream.app.models.config import BATCH_ALGORITHMS
+from svmstream.app.models.copies import as_path, detached_state, published
+from svmstream.app.models.view import ModelView, estimator_stats
+
+if TYPE_CHECKING:
+    from svmstream.app.models.handle import ModelHandle
+
+log = logging.getLogger("svmstream.registry")
+
+
+class RestorePending:
+    """The estimator of a lazily restored model's first view: any attribute read (e.g.
+    ``decision_function``) decodes the model's snapshot (:meth:`LazyRestore.ensure_loaded`)
+    and is answered by the decoded model's published copy.  It refers to its handle weakly (no
+    reference cycle: the service freezes the collector's generations once started)."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self, handle: ModelHandle):
+        self._handle = weakref.ref(handle)
+
+    def __getattr__(self, name: str):
+        handle = self._handle()
+        if handle is None:
+            raise ModelClosed("the model was deleted or replaced")
+        return getattr(handle.loaded_view().estimator, name)
+
+
+class LazyRestore:
+    """The decode-on-first-use and parking methods of
+    :class:`~svmstream.app.models.handle.ModelHandle` (which declares the slots they use:
+    ``_restore``, ``_restore_lock``, ``_est``, ``_est_lock``, ``_lock``, ``_checkpoint``,
+    ``_journal``, ``view``, ...)."""
+
+    __slots__ = ()
+
+    @property
+    def loaded(self) -> bool:
+        """False while a lazily restored model's snapshot is not decoded yet."""
+        return self._restore is None
+
+    def loaded_view(self) -> ModelView:
+        """The current view, the model's snapshot decoded first if it was not yet."""
+        self.ensure_loaded()
+        return self.view
+
+    def ensure_loaded(self) -> None:
+        """Decode a lazily restored model's snapshot (once: concurrent callers wait for the
+        first) and publish the decoded model: its view has the same version, labels and
+        decisions as the header's; its state becomes the learner's, the file its checkpoint.
+
+        Raises whatever the ``restore`` callable raises (the registry's: a snapshot that no
+        longer decodes, after trying the older files, raises RuntimeError: a 500)."""
+        if self._restore is None:
+            return
+        self.last_used = time.monotonic()
+        with self._restore_lock:
+            restore = self._restore
+            if restore is None:
+                return
+            started = time.perf_counter()
+            found = restore()
+            with self._est_lock:
+                self._install_restored(found)
+            log.info(
+                "model %r: decoded from %s on first use (%.1f ms)",
+                self.name,
+                found.path,
+                (time.perf_counter() - started) * 1e3,
+            )
+
+    def _install_restored(self, found: Any) -> None:
+        """Under the learner's lock: make the decoded model ``found`` (a RestoredModel) the
+        learner's estimator and publish it with the header view's labels."""
+        est = found.estimator
+        stub = self.view
+        if found.version != stub.version:
+            log.warning(
+                "model %r: restored version %d instead of %d (the newer snapshot no longer decodes)",
+                self.name,
+                found.version,
+                stub.version,
+            )
+            self.saved_version = found.version
+        self._est = est
+        online = self.config.algorithm not in BATCH_ALGORITHMS
+        if est is not None and online:
+            self._checkpoint = as_path(found.path) if found.path is not None else detached_state(est)
+        self.view = ModelView(
+            name=self.name,
+            config=self.config,
+            codec=stub.codec,
+            estimator=published(est),
+            version=found.version,
+            n_features=found.n_features if found.n_features is not None else stub.n_features,
+            stats=estimator_stats(est),
+            extra=dict(found.extra),
+            published_at=stub.published_at,
+            n_features_fixed=stub.n_features_fixed,
+        )
+        self._restore = None
+
+    def park(self, decode: Callable[[Path], Any]) -> bool:
+        """Give back the memory of a decoded model that its newest snapshot holds exactly: drop
+        the estimator and its published copy and become a header-only model again, as a lazily
+        restored one is: ``decode(path)`` (the registry's) decodes that snapshot file on the next
+        use (:meth:`ensure_loaded`); the view keeps the version, labels and figures.  Returns
+        whether it parked.
+
+        Refused (False) unless the model is decoded, has learned, is not a replica's, has no
+        batch or flush queued or running, and its last snapshot is of the published version
+        (``saved_version``) and is its rollback checkpoint with no step applied since (online
+        models): nothing learned since that file is ever dropped.  Under the decode lock, the
+        learner's lock and the queue lock (in the order the learner takes them), so a batch
+        submitted meanwhile finds either the loaded model or a parked one, which it decodes
+        first.  The caller holds the model's snapshot lock (the file cannot change meanwhile).
+        """
+        if self.follower_of is not None or self._restore is not None:
+            return False
+        with self._restore_lock, self._est_lock, self._lock:
+            view = self.view
+            if self._restore is not None or self._pending or self._closed or view.estimator is None:
+                return False
+            if self.saved_version != view.version or self.last_snapshot_path is None:
+                return False
+            if self.config.algorithm not in BATCH_ALGORITHMS and not (
+                isinstance(self._checkpoint, Path)
+                and str(self._checkpoint) == self.last_snapshot_path
+                and not self._journal
+            ):
+                return False
+            # the checkpoint's Path (online models) is that file: one Path object per model
+            path = self._checkpoint if isinstance(self._checkpoint, Path) else Path(self.last_snapshot_path)
+            self._est = None
+            self._restore = functools.partial(decode, path)
+            self.view = dataclasses.replace(view, estimator=RestorePending(self))
+        return True
