@@ -109,7 +109,11 @@ def _example_counts(est) -> dict[str, int]:
     """Examples the model received, learned and holds pending (a batch-trained model: all of
     its training rows learned)."""
     if hasattr(est, "n_received_"):
-        return {"received": int(est.n_received_), "learned": int(est.n_learned_), "pending": int(est.n_pending_)}
+        return {
+            "received": int(est.n_received_),
+            "learned": int(est.n_learned_),
+            "pending": int(est.n_pending_),
+        }
     n = int(getattr(est, "n_seen_", 0))
     return {"received": n, "learned": n, "pending": 0}
 
