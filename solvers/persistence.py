@@ -61,9 +61,9 @@ def estimator_from_state(arrays: dict[str, np.ndarray], meta: dict[str, Any]):
     name = meta.get("estimator")
     cls = _ESTIMATORS.get(name)
     if cls is None:
-        # Importing the package registers every estimator.  By name, at call time: the
+        # Loading the package's estimators registers every one.  By name, at call time: the
         # families import this module, so a static import here would be a cycle.
-        importlib.import_module(__package__)
+        importlib.import_module(__package__).load_estimators()
 
         cls = _ESTIMATORS.get(name)
     if cls is None:
