@@ -18,7 +18,22 @@ from svmstream.solvers import (
     DCSVMClassifier,
     LinearDualCDClassifier,
 )
+from svmstream.solvers._hyperparameters import stage_params
 from svmstream.solvers.persistence import estimator_from_state
+
+#: The online estimator of each algorithm.
+ONLINE_ESTIMATORS = {"bsgd": BudgetedSGDClassifier, "bsca": BudgetedSCAClassifier}
+
+
+def routed_params(config: ModelConfig) -> dict[str, dict[str, Any]]:
+    """``{stage: {name: value}}``: the hyperparameters of ``config`` routed to the stage of the
+    streaming model that owns each (the table, :mod:`svmstream.solvers._hyperparameters`; every
+    stage present, ``service`` included), without those ``config.algorithm`` does not take.  ``C``
+    is 1.0 when it is null (``lambda`` given: the estimators ignore C then)."""
+    routed = stage_params(config.model_dump(), config.algorithm)
+    if routed["estimator"]["C"] is None:
+        routed["estimator"]["C"] = 1.0
+    return routed
 
 
 def make_estimator(config: ModelConfig):
@@ -26,51 +41,32 @@ def make_estimator(config: ModelConfig):
 
     ``algorithm="bsgd"`` builds :class:`svmstream.solvers.BudgetedSGDClassifier`,
     ``"bsca"`` :class:`svmstream.solvers.BudgetedSCAClassifier` (streaming mode through
-    ``partial_fit``; the BSGD-only fields ``schedule``, ``eta``, ``radius``,
-    ``fit_intercept`` and ``kernel`` are not passed).  The estimator always sees the labels as class
-    indices ``0..K-1``; the service maps them to the model's JSON labels
-    (:class:`svmstream.app.ingest.labels.LabelCodec`).
+    ``partial_fit``), with the keyword arguments of :func:`routed_params`: every stage but
+    ``service`` goes to the one estimator class (it still owns its streaming stages).  The
+    estimator always sees the labels as class indices ``0..K-1``; the service maps them to the
+    model's JSON labels (:class:`svmstream.app.ingest.labels.LabelCodec`).
 
     Raises
     ------
     ValueError
         On an unknown algorithm, or ``kernel="linear"`` with ``algorithm="bsca"``.
     """
-    common = dict(
-        budget=config.budget,
-        gamma=config.gamma,
-        C=config.C if config.C is not None else 1.0,
-        lambda_=config.lambda_,
-        n_samples=config.n_samples,
-        maintenance=config.maintenance,
-        merge_solver=config.merge_solver,
-        random_state=config.random_state,
-        scaling=config.scaling,
-        warmup=config.warmup,
-        shuffle_buffer=config.shuffle_buffer,
-        run_guard=config.run_guard,
-        rehearsal=config.rehearsal,
-        rehearsal_memory=config.rehearsal_memory,
-        on_drift=config.on_drift,
-        sv_storage=config.sv_storage,
-    )
-    if config.algorithm == "bsgd":
-        return BudgetedSGDClassifier(
-            **common,
-            schedule=config.schedule,
-            eta=config.eta,
-            radius=config.radius,
-            fit_intercept=config.fit_intercept,
-            kernel=config.kernel,
+    if config.algorithm not in ONLINE_ESTIMATORS:
+        raise ValueError(f"unknown algorithm {config.algorithm!r}")  # pragma: no cover
+    if config.algorithm == "bsca" and config.kernel != "rbf":
+        raise ValueError(
+            f"kernel={config.kernel!r} is available for algorithm 'bsgd' only; 'bsca' learns "
+            "budgeted RBF models (use algorithm 'bsgd' for a linear model)"
         )
-    if config.algorithm == "bsca":
-        if config.kernel != "rbf":
-            raise ValueError(
-                f"kernel={config.kernel!r} is available for algorithm 'bsgd' only; 'bsca' learns "
-                "budgeted RBF models (use algorithm 'bsgd' for a linear model)"
-            )
-        return BudgetedSCAClassifier(**common)
-    raise ValueError(f"unknown algorithm {config.algorithm!r}")  # pragma: no cover
+    routed = routed_params(config)
+    estimator_cls = ONLINE_ESTIMATORS[config.algorithm]
+    return estimator_cls(
+        **routed["estimator"],
+        **routed["scaler"],
+        **routed["order"],
+        **routed["rehearsal"],
+        **routed["drift"],
+    )
 
 
 def check_config(config: ModelConfig) -> None:
