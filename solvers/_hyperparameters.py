@@ -6,7 +6,7 @@ and the algorithms that take it.  Everything that exposes these hyperparameters 
 the table: the service's ``ModelConfig`` and ``PUT /models`` schema, the ``SVMSTREAM_DEFAULT_*``
 settings, the flags of ``svmstream serve`` and ``replay``, and the estimator factory (through
 :func:`stage_params`).  ``tests/test_hyperparameter_table.py`` checks every exposure against it;
-``python -m svmstream.solvers._hyperparameters`` prints ``docs/hyperparameters.md``.
+:func:`markdown` writes ``docs/hyperparameters.md``.
 
 Stages:
 
@@ -268,10 +268,18 @@ def markdown(table: Iterable[Hyperparameter] = HYPERPARAMETERS) -> str:
     lines = [
         "# Hyperparameters of an online model",
         "",
-        "Generated from `solvers/_hyperparameters.py` (`python -m svmstream.solvers._hyperparameters`"
-        " > docs/hyperparameters.md); `tests/test_hyperparameter_table.py` checks that this page, the"
+        "Generated from the table in `solvers/_hyperparameters.py` (`python -c 'from"
+        ' svmstream.solvers._hyperparameters import markdown; print(markdown(), end="")\''
+        " > docs/hyperparameters.md`); `tests/test_hyperparameter_table.py` checks that this page, the"
         " `PUT /models` schema, `ModelConfig`, the `SVMSTREAM_DEFAULT_*` settings, the CLI flags and the"
         " estimator factory all agree with that table.",
+        "",
+        "*stage*: `estimator` is the algorithm of the papers; `scaler` (warm-up window and scaling),"
+        " `order` (shuffle buffer, run guard), `rehearsal` and `drift` are the streaming stages around"
+        " it; `service` fields are read by the service only.  *default*: a model's value when its"
+        " configuration omits it (`ModelConfig`, the estimators); *server default*: what"
+        " `PUT /models/{name}` fills in when the body omits it, unless `SVMSTREAM_DEFAULT_<NAME>` says"
+        " otherwise.  `lambda`, when given, overrides `C`; else λ = 1/(C·n).",
         "",
         "| name (JSON) | stage | algorithms | type | default | server default | bounds / choices |"
         " setting | flag | meaning |",
@@ -286,12 +294,9 @@ def markdown(table: Iterable[Hyperparameter] = HYPERPARAMETERS) -> str:
             allowed += "".join(f", `{w!r}`" for w in row.words)
         kind = row.type.__name__ + (" or null" if row.nullable else "")
         flag = f"`{row.flag}`" if row.cli else "—"
+        meaning = row.help.replace("|", "\\|")
         lines.append(
             f"| `{row.json_name}` | {row.stage} | {', '.join(row.algorithms)} | {kind} | {_cell(row.default)}"
-            f" | {_cell(row.server_default)} | {allowed or '—'} | `{row.env}` | {flag} | {row.help} |"
+            f" | {_cell(row.server_default)} | {allowed or '—'} | `{row.env}` | {flag} | {meaning} |"
         )
     return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":  # pragma: no cover
-    print(markdown(), end="")

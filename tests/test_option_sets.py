@@ -1,7 +1,7 @@
-"""The service's option lists equal the solvers' single source (``svmstream.solvers._params``).
-
-``svmstream.app.models.config`` spells its ``Literal`` types out so that light commands
-(``svmstream healthcheck``) do not import numba; this test keeps the two in step.
+"""The service's option lists equal the solvers': both come from the hyperparameter table
+(``svmstream.solvers._hyperparameters``, one definition, re-exported by ``_params``, by
+``svmstream.solvers`` and by ``svmstream.app.models.config``, whose ``Literal`` types are built
+from it).  ``tests/test_hyperparameter_table.py`` checks every exposure of the table itself.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import typing
 
 import svmstream.solvers as solvers
 from svmstream.app.models import config
+from svmstream.solvers import _hyperparameters as table
+from svmstream.solvers import _params
 
 
 def _literal(tp) -> set:
@@ -49,3 +51,30 @@ def test_config_bounds_and_defaults_equal_the_solvers():
     assert config.REFERENCE_N == REFERENCE_N
     assert config.REFERENCE_N_LINEAR == REFERENCE_N_LINEAR
     assert config.ModelConfig().kernel == solvers.BudgetedSGDClassifier().kernel == "rbf"
+
+
+def test_one_definition_of_each_option_set_and_constant():
+    names = (
+        "ONLINE_ALGORITHMS",
+        "BATCH_ALGORITHMS",
+        "MAINTENANCE",
+        "MERGE_SOLVERS",
+        "SCHEDULES",
+        "ON_DRIFT",
+        "SCALINGS",
+        "KERNELS_ONLINE",
+        "SV_STORAGES",
+        "C_MAX",
+        "LAMBDA_MIN",
+        "REFERENCE_N",
+        "REFERENCE_N_LINEAR",
+        "DEFAULT_WARMUP",
+        "DEFAULT_SHUFFLE_BUFFER",
+        "DEFAULT_REHEARSAL",
+        "DEFAULT_REHEARSAL_MEMORY",
+    )
+    for name in names:
+        assert getattr(_params, name) is getattr(table, name), name
+        assert getattr(config, name) is getattr(table, name), name
+    for name in ("REHEARSAL_MAX", "REHEARSAL_MEMORY_MAX", "DEFAULT_MAX_CLASSES", "MAX_CLASSES_LIMIT"):
+        assert getattr(config, name) is getattr(table, name), name
