@@ -1,7 +1,7 @@
-"""The service's option lists equal the solvers' single source (``svmstream.solvers._params``).
-
-``svmstream.app.models.config`` spells its ``Literal`` types out so that light commands
-(``svmstream healthcheck``) do not import numba; this test keeps the two in step.
+"""The service's option lists equal the solvers': both come from the hyperparameter table
+(``svmstream.solvers._hyperparameters``, one definition, re-exported by ``_params``, by
+``svmstream.solvers`` and by ``svmstream.app.models.config``, whose ``Literal`` types are built
+from it).  ``tests/test_hyperparameter_table.py`` checks every exposure of the table itself.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ import typing
 
 import svmstream.solvers as solvers
 from svmstream.app.models import config
+from svmstream.solvers import _hyperparameters as table
+from svmstream.solvers import _params
 
 
 def _literal(tp) -> set:
@@ -28,9 +30,10 @@ def test_config_literals_equal_the_solver_option_sets():
     assert _literal(config.SvStorage) == set(solvers.SV_STORAGES)
 
 
-def test_config_on_drift_default_equals_the_estimators():
-    assert config.ModelConfig().on_drift == solvers.BudgetedSGDClassifier().on_drift
-    assert solvers.BudgetedSCAClassifier().on_drift == solvers.BudgetedSGDClassifier().on_drift
+def test_config_on_drift_default_equals_the_pipelines():
+    assert config.ModelConfig().on_drift == solvers.StreamingClassifier().on_drift
+    # the plain estimators react to no drift
+    assert solvers.BudgetedSCAClassifier().on_drift == solvers.BudgetedSGDClassifier().on_drift == "none"
 
 
 def test_config_bounds_and_defaults_equal_the_solvers():
@@ -45,7 +48,34 @@ def test_config_bounds_and_defaults_equal_the_solvers():
         solvers.DEFAULT_REHEARSAL,
         solvers.DEFAULT_REHEARSAL_MEMORY,
     )
-    assert config.ModelConfig().rehearsal == solvers.BudgetedSGDClassifier().rehearsal
+    assert config.ModelConfig().rehearsal == solvers.StreamingClassifier().rehearsal
     assert config.REFERENCE_N == REFERENCE_N
     assert config.REFERENCE_N_LINEAR == REFERENCE_N_LINEAR
     assert config.ModelConfig().kernel == solvers.BudgetedSGDClassifier().kernel == "rbf"
+
+
+def test_one_definition_of_each_option_set_and_constant():
+    names = (
+        "ONLINE_ALGORITHMS",
+        "BATCH_ALGORITHMS",
+        "MAINTENANCE",
+        "MERGE_SOLVERS",
+        "SCHEDULES",
+        "ON_DRIFT",
+        "SCALINGS",
+        "KERNELS_ONLINE",
+        "SV_STORAGES",
+        "C_MAX",
+        "LAMBDA_MIN",
+        "REFERENCE_N",
+        "REFERENCE_N_LINEAR",
+        "DEFAULT_WARMUP",
+        "DEFAULT_SHUFFLE_BUFFER",
+        "DEFAULT_REHEARSAL",
+        "DEFAULT_REHEARSAL_MEMORY",
+    )
+    for name in names:
+        assert getattr(_params, name) is getattr(table, name), name
+        assert getattr(config, name) is getattr(table, name), name
+    for name in ("REHEARSAL_MAX", "REHEARSAL_MEMORY_MAX", "DEFAULT_MAX_CLASSES", "MAX_CLASSES_LIMIT"):
+        assert getattr(config, name) is getattr(table, name), name
