@@ -199,7 +199,8 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
     H("radius", float, None, "bsgd perceptron: radius U of the ball (default 1/sqrt(lambda))",
       "estimator", _BSGD, nullable=True, gt=0),
     H("fit_intercept", bool, False, "bsgd: learn an unregularised bias b", "estimator", _BSGD),
-    H("scaling", str, "auto", "feature scaling from the warm-up window (auto = max-abs)", "scaler",
+    H("scaling", str, "auto", "feature scaling from the warm-up window (auto = max-abs, or none when gamma "
+      "is a number: a gamma applies to the features as sent)", "scaler",
       choices=SCALINGS),
     H("warmup", int, DEFAULT_WARMUP, "examples held before learning starts (they fix scaling and "
       "gamma)", "scaler", ge=0),
@@ -213,7 +214,7 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
     H("rehearsal_memory", int, DEFAULT_REHEARSAL_MEMORY, "examples remembered for rehearsal (a "
       "uniform reservoir sample; at most 16 MiB)", "rehearsal", ge=0, le=REHEARSAL_MEMORY_MAX),
     H("on_drift", str, "reset_schedule", "when the drift detector fires: restart the step-size "
-      "schedule, or only report it", "drift", choices=ON_DRIFT),
+      "schedule, or only report it (no example is ever dropped)", "drift", choices=ON_DRIFT),
     H("sv_storage", str, "auto", 'support vectors: "dense" (a d x (B+1) matrix), "sparse" (their '
       'nonzeros only; needs scaling auto, maxabs or none), or "auto": sparse when the first batch '
       "is sparse rows with d > 256 and at most 10% nonzeros", "estimator", choices=SV_STORAGES),
