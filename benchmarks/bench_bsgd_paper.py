@@ -1,4 +1,4 @@
-"""Paper reproduction for the BSGD family (issue 4).
+"""Paper reproduction for the BSGD family.
 
 Part A — Wang, Crammer & Vucetic (2012), Tables 3–4: BPegasos with removal, projection and
 merging at B ∈ {100, 500}, one pass, on ijcnn1, a9a (Adult), letter and pendigits (multi-class,

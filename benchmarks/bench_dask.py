@@ -1,4 +1,4 @@
-"""Benchmark: DC-SVM and search jobs on a dask cluster against the local pool (issue 16).
+"""Benchmark: DC-SVM and search jobs on a dask cluster against the local pool.
 
 Run from the repository root::
 

@@ -1,4 +1,4 @@
-"""Models created with no hyperparameters, fed raw data as users send it (issue "Good models with no settings").
+"""Models created with no hyperparameters, fed raw data as users send it.
 
 For every shared binary set (ijcnn1, a9a, phishing, reuters, skin_nonskin with an 80/20 split)
 and scikit-learn's bundled breast_cancer (70/30), a model is created on a fresh real

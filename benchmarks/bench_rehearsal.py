@@ -1,4 +1,4 @@
-"""Rehearsal: accuracy of one pass over a stream against the exact SVM (issue 17, item 1).
+"""Rehearsal: accuracy of one pass over a stream against the exact SVM.
 
 Part ``grid`` streams ijcnn1, a9a and phishing (70/30 split, seed 0) once through
 ``partial_fit`` in batches of 1,000 (file order; phishing's training part is shuffled by the

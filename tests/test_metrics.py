@@ -163,7 +163,7 @@ def test_prequential_accuracy_with_the_defaults_scores_the_examples_actually_lea
     assert metrics["prequential_accuracy"] > 0.7
 
 
-# ----------------------------------------------------------------------------- issue 15, item 5
+# ----------------------------------------------------------------- /metrics with many models
 
 
 def _families(text: str) -> dict:

@@ -1,4 +1,4 @@
-"""The service with no hyperparameters (issue "Good models with no settings"): the defaults,
+"""The service with no hyperparameters: the defaults,
 GET /models' resolved values, warm-up (409) and flush, the size guards, sparse models that
 widen, the label-sorted source warning and the numerical overflow rollback."""
 

@@ -1,6 +1,6 @@
 """Wide sparse data end to end: ``svmstream replay`` picks the row format by density and width,
 keeps every request (and XADD round trip) under the body limit, and a wide sparse stream stays
-CSR from the stream entries to the solver (issue 14, item 5)."""
+CSR from the stream entries to the solver."""
 
 from __future__ import annotations
 
