@@ -77,10 +77,14 @@ def labels_json(y) -> list:
     return [int(v) if float(v).is_integer() else float(v) for v in y]
 
 
-def ours(url: str, name: str, X, y, Xt, yt, sparse: bool, process: psutil.Process) -> dict:
+def ours(
+    url: str, name: str, X, y, Xt, yt, sparse: bool, process: psutil.Process, settings: dict | None = None
+) -> dict:
+    """Create ``name`` with its classes (and ``settings``, the PUT body's hyperparameters), learn
+    (X, y) through HTTP in batches, flush, and score (Xt, yt) through ``/predict``."""
     classes = sorted(set(labels_json(y)))
     with httpx.Client(base_url=url, timeout=600) as client:
-        r = client.put(f"/models/{name}", json={"classes": classes})
+        r = client.put(f"/models/{name}", json={"classes": classes, **(settings or {})})
         r.raise_for_status()
         cpu0, t0 = sum(process.cpu_times()[:2]), time.perf_counter()
         for start in range(0, X.shape[0], BATCH):

@@ -32,10 +32,18 @@ from ._params import (
     SELECTIONS,
     SV_STORAGES,
 )
-from .budgeted import BudgetedSCAClassifier, BudgetedSGDClassifier, WarmingUp, model_bytes, resolve_sv_storage
+from .budgeted import (
+    BudgetedSCAClassifier,
+    BudgetedSGDClassifier,
+    PegasosClassifier,
+    WarmingUp,
+    model_bytes,
+    resolve_sv_storage,
+)
 from .exact import DCSVMClassifier
 from .exceptions import Cancelled
 from .linear import LinearDualCDClassifier
+from .online import StreamingClassifier
 
 __all__ = [
     "BATCH_ALGORITHMS",
@@ -59,6 +67,8 @@ __all__ = [
     "SV_STORAGES",
     "BudgetedSCAClassifier",
     "BudgetedSGDClassifier",
+    "PegasosClassifier",
+    "StreamingClassifier",
     "Cancelled",
     "DCSVMClassifier",
     "LinearDualCDClassifier",

@@ -38,6 +38,7 @@ FORMAT_VERSION = 1
 _HEADER = struct.Struct("<IQ")
 
 _ESTIMATORS: dict[str, type] = {}
+_UPGRADES: list = []
 
 
 class CorruptStateError(ValueError):
@@ -50,14 +51,26 @@ def register_estimator(cls: type) -> type:
     return cls
 
 
+def register_upgrade(upgrade):
+    """Register ``upgrade(meta) -> meta``: rewrites the meta of a state saved in an older
+    layout (e.g. a budgeted estimator that carried the streaming stages) before it is loaded;
+    returns ``upgrade``."""
+    _UPGRADES.append(upgrade)
+    return upgrade
+
+
 def estimator_from_state(arrays: dict[str, np.ndarray], meta: dict[str, Any]):
-    """Rebuild a registered estimator from ``(arrays, meta)``.
+    """Rebuild a registered estimator from ``(arrays, meta)`` (after the registered upgrades).
 
     Raises
     ------
     CorruptStateError
         If ``meta["estimator"]`` names no registered class.
     """
+    if not _UPGRADES:
+        importlib.import_module(__package__)  # the package registers its upgrades
+    for upgrade in _UPGRADES:
+        meta = upgrade(meta)
     name = meta.get("estimator")
     cls = _ESTIMATORS.get(name)
     if cls is None:

@@ -270,3 +270,13 @@ def browser():
     yield start
     for driver in drivers:
         driver.quit()
+
+
+def assert_examples_account(client: httpx.Client, model: str, sent: int | None = None) -> dict:
+    """The invariant of every model: received = learned + pending + refused (``GET
+    /models/{name}``'s ``examples``), and, when the test knows it, received = ``sent``."""
+    examples = client.get(f"/models/{model}").json()["examples"]
+    assert examples["received"] == examples["learned"] + examples["pending"] + examples["refused"], examples
+    if sent is not None:
+        assert examples["received"] == sent, (examples, sent)
+    return examples

@@ -188,7 +188,16 @@ class ModelInfo(BaseModel):
     warming_up: bool = Field(False, description="true while the warm-up window is open (/predict: 409)")
     pending: int = Field(0, description="examples received but not learned yet (window + shuffle buffer)")
     n_replayed: int = Field(0, description="examples the run guard replayed")
-    n_discarded: int = Field(0, description="buffered examples dropped at drift detections (on_drift)")
+    n_discarded: int = Field(
+        0,
+        description="buffered examples dropped at drift detections by models saved before drops were removed",
+    )
+    examples: dict[str, int] = Field(
+        default_factory=dict,
+        description="the example account: received = learned + pending + refused (refused: stream entries "
+        "dead-lettered by this process)",
+    )
+    scaling_reason: str | None = Field(None, description="why the scaling in use was chosen")
     drift: dict[str, Any] = Field(
         default_factory=dict,
         description="drift detections on the prequential errors: detections, last_at (example count)",

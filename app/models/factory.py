@@ -17,18 +17,21 @@ from svmstream.solvers import (
     BudgetedSGDClassifier,
     DCSVMClassifier,
     LinearDualCDClassifier,
+    PegasosClassifier,
+    StreamingClassifier,
 )
 from svmstream.solvers.persistence import estimator_from_state
 
 
 def make_estimator(config: ModelConfig):
-    """A fresh, unfitted estimator for ``config``.
+    """A fresh, unfitted model for ``config``: the streaming pipeline
+    (:class:`svmstream.solvers.StreamingClassifier`: warm-up scaling, shuffle buffer and run
+    guard, rehearsal, drift, calibration) around the plain estimator of ``algorithm``.
 
-    ``algorithm="bsgd"`` builds :class:`svmstream.solvers.BudgetedSGDClassifier`,
-    ``"bsca"`` :class:`svmstream.solvers.BudgetedSCAClassifier` (streaming mode through
-    ``partial_fit``; the BSGD-only fields ``schedule``, ``eta``, ``radius``,
-    ``fit_intercept`` and ``kernel`` are not passed).  The estimator always sees the labels as class
-    indices ``0..K-1``; the service maps them to the model's JSON labels
+    ``algorithm="bsgd"`` wraps :class:`svmstream.solvers.BudgetedSGDClassifier` (or, with
+    ``kernel="linear"``, :class:`svmstream.solvers.PegasosClassifier`); ``"bsca"``
+    :class:`svmstream.solvers.BudgetedSCAClassifier`.  The model always sees the labels as
+    class indices ``0..K-1``; the service maps them to the model's JSON labels
     (:class:`svmstream.app.ingest.labels.LabelCodec`).
 
     Raises
@@ -36,15 +39,8 @@ def make_estimator(config: ModelConfig):
     ValueError
         On an unknown algorithm, or ``kernel="linear"`` with ``algorithm="bsca"``.
     """
-    common = dict(
-        budget=config.budget,
-        gamma=config.gamma,
-        C=config.C if config.C is not None else 1.0,
-        lambda_=config.lambda_,
-        n_samples=config.n_samples,
-        maintenance=config.maintenance,
-        merge_solver=config.merge_solver,
-        random_state=config.random_state,
+    return StreamingClassifier(
+        _plain_estimator(config),
         scaling=config.scaling,
         warmup=config.warmup,
         shuffle_buffer=config.shuffle_buffer,
@@ -52,24 +48,35 @@ def make_estimator(config: ModelConfig):
         rehearsal=config.rehearsal,
         rehearsal_memory=config.rehearsal_memory,
         on_drift=config.on_drift,
+    )
+
+
+def _plain_estimator(config: ModelConfig):
+    """The paper's algorithm with the user's settings (no preprocessing of its own)."""
+    C = config.C if config.C is not None else 1.0
+    common = dict(C=C, lambda_=config.lambda_, n_samples=config.n_samples, random_state=config.random_state)
+    schedule = dict(
+        schedule=config.schedule, eta=config.eta, radius=config.radius, fit_intercept=config.fit_intercept
+    )
+    if config.algorithm == "bsgd" and config.kernel == "linear":
+        return PegasosClassifier(**common, **schedule)
+    kernel_model = dict(
+        budget=config.budget,
+        gamma=config.gamma,
+        maintenance=config.maintenance,
+        merge_solver=config.merge_solver,
         sv_storage=config.sv_storage,
+        **common,
     )
     if config.algorithm == "bsgd":
-        return BudgetedSGDClassifier(
-            **common,
-            schedule=config.schedule,
-            eta=config.eta,
-            radius=config.radius,
-            fit_intercept=config.fit_intercept,
-            kernel=config.kernel,
-        )
+        return BudgetedSGDClassifier(**kernel_model, **schedule)
     if config.algorithm == "bsca":
         if config.kernel != "rbf":
             raise ValueError(
                 f"kernel={config.kernel!r} is available for algorithm 'bsgd' only; 'bsca' learns "
                 "budgeted RBF models (use algorithm 'bsgd' for a linear model)"
             )
-        return BudgetedSCAClassifier(**common)
+        return BudgetedSCAClassifier(**kernel_model)
     raise ValueError(f"unknown algorithm {config.algorithm!r}")  # pragma: no cover
 
 

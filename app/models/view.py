@@ -34,9 +34,7 @@ def check_finite(est, X=None) -> None:
         "dual coefficients": getattr(est, "dual_coef_", None),
         "intercept": getattr(est, "intercept_", None),
     }
-    learned = getattr(est, "n_support_vectors_", 0) or (
-        getattr(est, "kernel", None) == "linear" and getattr(est, "t_", 0)
-    )
+    learned = getattr(est, "t_", 0)  # a linear model has no SVs: steps say it has learned
     if X is not None and not getattr(est, "warming_up_", False) and learned:
         parts["decisions"] = est.decision_function(X[:PROBE_ROWS])
     for what, values in parts.items():
@@ -76,6 +74,8 @@ def estimator_stats(est) -> dict[str, Any]:
             "pending": 0,
             "n_replayed": 0,
             "n_discarded": 0,
+            "examples": {"received": 0, "learned": 0, "pending": 0},
+            "scaling_reason": None,
             "merging_frequency": 0.0,
             "average_weight_degradation": 0.0,
             "drift": drift,
@@ -96,11 +96,26 @@ def estimator_stats(est) -> dict[str, Any]:
         "pending": int(getattr(est, "n_pending_", 0)),
         "n_replayed": int(getattr(est, "n_replayed_", 0)),
         "n_discarded": int(getattr(est, "n_discarded_", 0)),
+        "examples": _example_counts(est),
+        "scaling_reason": getattr(est, "scaling_reason_", None),
         "merging_frequency": float(statistics.get("merging_frequency", 0.0)),
         "average_weight_degradation": float(statistics.get("average_weight_degradation", 0.0)),
         "drift": drift,
         "statistics": statistics,
     }
+
+
+def _example_counts(est) -> dict[str, int]:
+    """Examples the model received, learned and holds pending (a batch-trained model: all of
+    its training rows learned)."""
+    if hasattr(est, "n_received_"):
+        return {
+            "received": int(est.n_received_),
+            "learned": int(est.n_learned_),
+            "pending": int(est.n_pending_),
+        }
+    n = int(getattr(est, "n_seen_", 0))
+    return {"received": n, "learned": n, "pending": 0}
 
 
 def _float_or_none(value) -> float | None:

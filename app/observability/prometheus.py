@@ -34,6 +34,21 @@ _COUNTER, _GAUGE = CounterMetricFamily, GaugeMetricFamily
 # key -> (family type, metric name, help), in exposition order
 _FAMILIES: dict[str, tuple[type, str, str]] = {
     "applied": (_COUNTER, "svmstream_examples_applied", "Examples applied to the model (survives restarts)."),
+    "received": (
+        _COUNTER,
+        "svmstream_examples_received",
+        "Examples received by the model: learned + pending + refused (survives restarts but refused).",
+    ),
+    "learned": (
+        _COUNTER,
+        "svmstream_examples_learned",
+        "Received examples the model learned (survives restarts).",
+    ),
+    "refused": (
+        _COUNTER,
+        "svmstream_examples_refused",
+        "Received examples refused (stream entries dead-lettered by this process).",
+    ),
     "rate": (
         _GAUGE,
         "svmstream_examples_applied_per_second",
@@ -171,6 +186,8 @@ def _model_values(handle: ModelHandle, now: float) -> dict[str, float]:
         "drift": stats.get("drift", {}).get("detections", 0),
         "classes": len(view.codec.classes),
     }
+    examples = handle.examples()
+    out.update(received=examples["received"], learned=examples["learned"], refused=examples["refused"])
     if acc is not None:
         out["preq"] = acc
     if handle.last_snapshot_time is not None:

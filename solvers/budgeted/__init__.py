@@ -1,7 +1,17 @@
 """Budgeted online kernel SVMs: BSGD and BSCA with budget maintenance (merge, remove, project)."""
 
 from ._base import WarmingUp, model_bytes
-from ._classes import BudgetedSCAClassifier, BudgetedSGDClassifier
+from ._classes import StreamingBSCA, StreamingBSGD
+from ._estimators import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClassifier
 from ._sparse_pool import resolve_sv_storage
 
-__all__ = ["BudgetedSCAClassifier", "BudgetedSGDClassifier", "WarmingUp", "model_bytes", "resolve_sv_storage"]
+__all__ = [
+    "BudgetedSCAClassifier",
+    "BudgetedSGDClassifier",
+    "PegasosClassifier",
+    "StreamingBSCA",
+    "StreamingBSGD",
+    "WarmingUp",
+    "model_bytes",
+    "resolve_sv_storage",
+]

@@ -199,11 +199,40 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     #: bumped whenever the saved layout changes (3: warm-up window, scaler, shuffle buffer;
     #: 4: run guard, buffer that learns while it fills; 5: calibrator, drift detector, schedule
-    #: shift; 6: ``sv_storage`` — sparse SVs saved as compact CSR ``sv_data``/``sv_idx``/``sv_len``)
-    STATE_VERSION = 6
+    #: shift; 6: ``sv_storage`` — sparse SVs saved as compact CSR ``sv_data``/``sv_idx``/``sv_len``;
+    #: 7: the same layout, saved under the engine's or the plain estimator's name — states of
+    #: version <= 6 named ``BudgetedSGDClassifier``/``BudgetedSCAClassifier`` carried the stages
+    #: and load as a ``StreamingClassifier``, :func:`svmstream.solvers.online.pipeline.legacy_state`)
+    STATE_VERSION = 7
     #: versions :meth:`from_state` still loads (2: raw features; 3: no run guard; 4: no
     #: calibration or drift state — they start fresh; 5: dense SVs, ``sv_storage_ = "dense"``)
-    STATE_VERSIONS = (2, 3, 4, 5, 6)
+    STATE_VERSIONS = (2, 3, 4, 5, 6, 7)
+
+    #: The parameters of the streaming stages (warm-up scaling, shuffle buffer and run guard,
+    #: rehearsal, drift reaction): parameters of the engines, fixed off in the plain estimators.
+    #: ``gamma="scale"`` times the multi-class factor for more than two classes (plain estimators: no)
+    MULTICLASS_GAMMA = True
+    STAGE_PARAMS = (
+        "scaling",
+        "warmup",
+        "shuffle_buffer",
+        "run_guard",
+        "on_drift",
+        "rehearsal",
+        "rehearsal_memory",
+    )
+
+    def engine_params(self):
+        """``get_params()`` plus the streaming stages' settings (whether parameters or fixed)."""
+        params = self.get_params()
+        params.update({name: getattr(self, name) for name in self.STAGE_PARAMS})
+        return params
+
+    @classmethod
+    def from_params(cls, params):
+        """An unfitted estimator from saved parameters (a plain estimator drops the stages'
+        settings, which it fixes off itself)."""
+        return cls(**params)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -361,6 +390,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             streaming and self.run_guard,
             sparse_rows=self._sparse_svs(),
             linear=self._linear(),
+            multiclass_gamma=self.MULTICLASS_GAMMA,
         )
 
     def _linear(self):
@@ -674,16 +704,16 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     def _apply_pending_reset(self):
         """At a piece boundary: carry out a reset a detection asked for — restart the
-        schedule (:meth:`_reset_schedule`) and drop the shuffle buffer's rows
-        (:meth:`~._preprocessing.Preprocessor.discard_buffer`: they came before the drift was
-        noticed)."""
+        schedule (:meth:`_reset_schedule`) and empty the rehearsal memory (its rows hold the
+        old concept; they were learned already).  Nothing received is dropped: the shuffle
+        buffer's rows are learned as usual (a setting means what it says, and no example is
+        lost — ``docs/online.md``)."""
         flags = self._reset_flags()
         if flags[C_RESET_PENDING]:
             flags[C_RESET_PENDING] = 0
             self._reset_schedule()
-            self._pp.discard_buffer()
             if getattr(self, "_rehearsal_memory", None) is not None:
-                self._rehearsal_memory.clear()  # the remembered rows hold the old concept
+                self._rehearsal_memory.clear()
 
     def _reset_schedule(self):
         """Restart the step-size schedule at t = :data:`DRIFT_RESET_T0` (the step count
@@ -829,7 +859,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         return self._pp.n_replayed
 
     @property
-    def n_discarded_(self):
+    def n_discarded_(self):  # nonzero only for models restored from before drops were removed
         """Buffered examples dropped when a drift was detected (``on_drift="reset_schedule"``)."""
         return self._pp.n_discarded
 
@@ -1006,7 +1036,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         if version <= 4:  # saved before drift handling existed: it stays off
             params["on_drift"] = "none"
         params.setdefault("rehearsal", 0)  # saved before rehearsal existed: it stays off
-        est = cls(**params)
+        est = cls.from_params(params)
         est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
         est._init_state(meta["n_features_in"], arrays["classes"], 1)
         if version >= 3:

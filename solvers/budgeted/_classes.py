@@ -43,7 +43,7 @@ _SPARSE_POOL = ("_sv_data", "_sv_idx", "_sv_start", "_sv_len", "_sv_used", "_sv_
 
 
 @register_estimator
-class BudgetedSCAClassifier(BudgetedKernelModel):
+class StreamingBSCA(BudgetedKernelModel):
     """Budgeted stochastic coordinate ascent (BSCA) kernel SVM.
 
     Source: Qaadan, Schüler & Glasmachers (2019), "Dual SVM training on a budget",
@@ -168,7 +168,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
 
     def _make_binary(self, k):
         """Binary model k of one-vs-rest: it sees rows the parent already scaled and shuffled."""
-        params = self.get_params()
+        params = self.engine_params()
         params.update(
             scaling="none",
             gamma=self._pp.gamma,
@@ -182,7 +182,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
         )
         if self.random_state is not None:
             params["random_state"] = int(self.random_state) + k
-        child = type(self)(**params)
+        child = StreamingBSCA(**params)  # the engine, whatever face the parent wears
         child._ovr_child = True
         return child
 
@@ -558,7 +558,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
             params["run_guard"] = False
         if meta.get("state_version") <= 4:  # saved before drift handling existed: it stays off
             params["on_drift"] = "none"
-        est = cls(**params)
+        est = cls.from_params(params)
         est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
         est._start_ovr(meta["n_features_in"], arrays["classes"], streaming=True)
         if "preprocessing" in meta:
@@ -575,7 +575,7 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
                 continue
             prefix = f"ovr{k}__"
             sub = {name[len(prefix) :]: value for name, value in arrays.items() if name.startswith(prefix)}
-            binary = cls.from_state(sub, sub_meta)
+            binary = StreamingBSCA.from_state(sub, sub_meta)
             binary._ovr_child = True
             est.estimators_.append(binary)
         est._load_monitors(arrays, meta)
@@ -590,11 +590,11 @@ class BudgetedSCAClassifier(BudgetedKernelModel):
     def _init_state(self, n_features, classes, n_rows=None, streaming=True):
         super()._init_state(n_features, classes, n_rows, streaming)
         if self._coef.shape[1] != 1:
-            raise ValueError("BudgetedSCAClassifier models are binary; use fit for one-vs-rest")
+            raise ValueError(f"{type(self).__name__} models are binary; use fit for one-vs-rest")
 
 
 @register_estimator
-class BudgetedSGDClassifier(BudgetedKernelModel):
+class StreamingBSGD(BudgetedKernelModel):
     """Budgeted SGD kernel SVM (BSGD): binary, or multi-class by Crammer–Singer.
 
     Source: Wang, Crammer & Vucetic (2012), Algorithm 1 and §5 (multi-class), learning-rate

@@ -669,6 +669,9 @@ class Preprocessor:
         sparse; and the buffer and the guard store the rows the way the first rows that reach
         them come (``rows``): CSR rows in a :class:`SparseRowStore` (K from
         :func:`sparse_buffer_capacity`), dense rows densely as for kernel models.
+    multiclass_gamma : bool — multiply ``gamma="scale"`` by :data:`MULTICLASS_GAMMA_FACTOR` for
+        more than two classes (the streaming engines; a plain estimator's "scale" is
+        scikit-learn's)
     sparse_rows : bool — a kernel model with sparse support vectors: rows stay CSR (max-abs or
         no scaling), always held in a :class:`SparseRowStore`; γ as for kernel models
         (:func:`scale_gamma_sparse`).  ``scaling="standard"`` raises ValueError (an offset
@@ -691,6 +694,7 @@ class Preprocessor:
         run_guard=False,
         linear=False,
         sparse_rows=False,
+        multiclass_gamma=True,
     ):
         if sparse_rows and scaling == "standard":
             raise ValueError("sv_storage='sparse' needs scaling 'auto', 'maxabs' or 'none', got 'standard'")
@@ -700,6 +704,7 @@ class Preprocessor:
         self.linear = bool(linear)
         self.sparse_rows = bool(sparse_rows)
         self.shuffle_buffer = int(shuffle_buffer)
+        self.multiclass_gamma = bool(multiclass_gamma)
         self.ready = False
         self.kind = None
         self.offset = np.zeros(self.n_features)
@@ -778,6 +783,8 @@ class Preprocessor:
         labels = np.concatenate([y for _, y in self.window_parts])
         scaled = self.fit_transform(X)
         self.window_parts, self.window_n = [], 0
+        if self.shuffle_buffer == 0:  # no shuffling asked for: the stream's order is kept
+            return scaled, labels
         order = rng.permutation(labels.shape[0])
         return scaled[order], labels[order]
 
@@ -804,7 +811,7 @@ class Preprocessor:
                 )
             else:
                 self.gamma = scale_gamma(scaled.toarray() if sp.issparse(scaled) else scaled)
-            if self.n_classes > 2 and not text_like:
+            if self.n_classes > 2 and not text_like and self.multiclass_gamma:
                 # measured on dense multi-class sets (letter, pendigits, digits); on sparse text it
                 # hurts: sector one pass, B = 500: γ = 1 (the plain "scale") 78.7%, 6 × it 36.7%
                 self.gamma *= MULTICLASS_GAMMA_FACTOR
@@ -862,21 +869,10 @@ class Preprocessor:
         X = _stack([p[0] for p in parts])
         return self._pass(X, np.concatenate([p[1] for p in parts]), rng, through_buffer=False)
 
-    def discard_buffer(self) -> int:
-        """After a detected drift: drop the rows the shuffle buffer holds (they arrived before
-        the drift was noticed, most of them under the old concept) and let the next K
-        arrivals bypass the buffer, so the learner sees the new concept at once; returns the
-        number of rows dropped (``n_discarded``)."""
-        m = int(self.state[S_BUF_N])
-        self.state[S_BUF_N] = 0
-        self.state[S_DISCARDED] += m
-        self.state[S_BYPASS] = self.capacity
-        return m
-
     def _pass(self, X, labels, rng, through_buffer):
         if self.rows is None:
             self._decide_rows(X)
-        bypass = int(self.state[S_BYPASS])
+        bypass = int(self.state[S_BYPASS])  # > 0 only in states saved when a drift dropped the buffer
         if through_buffer and bypass > 0 and self.capacity > 0:
             k = min(bypass, X.shape[0])
             self.state[S_BYPASS] = bypass - k
@@ -1053,7 +1049,8 @@ class Preprocessor:
 
     @property
     def n_discarded(self) -> int:
-        """Buffered examples dropped at drift detections (:meth:`discard_buffer`)."""
+        """Buffered examples dropped at drift detections by models saved before detections
+        stopped dropping them (restored states keep their count)."""
         return int(self.state[S_DISCARDED])
 
     @property
@@ -1105,6 +1102,8 @@ class Preprocessor:
             "run_guard": self.guard,
             "guard_capacity": int(self.res_capacity),
         }
+        if not self.multiclass_gamma:
+            meta["multiclass_gamma"] = False
         if self.linear or self.sparse_rows:
             meta.update(
                 linear=self.linear,
@@ -1134,6 +1133,7 @@ class Preprocessor:
         pp.sparse_rows = bool(meta.get("sparse_rows", False))
         pp.rows = meta.get("rows") if (pp.linear or pp.sparse_rows) else "dense"
         pp.shuffle_buffer = int(meta.get("shuffle_buffer", cap))
+        pp.multiclass_gamma = bool(meta.get("multiclass_gamma", True))
         pp.row_nnz = meta.get("row_nnz")
         pp.store = None
         sparse = pp.rows == "sparse"

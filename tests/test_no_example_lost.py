@@ -1,0 +1,69 @@
+"""No example is lost, through the real service: received = learned + pending + refused after
+every batch, a forced drift detection drops nothing, and flush learns every pending row.
+
+Both kinds of user: one with no settings (raw unscaled features sorted by a string label,
+then the concept flips), one with a paper's settings (a numeric γ: the features are not
+rescaled, ``GET /models`` says why)."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.datasets import make_classification
+
+from tests.conftest import assert_examples_account
+
+
+def _flipping_stream(n=8000, seed=0):
+    X, y = make_classification(n_samples=n, n_features=4, n_informative=3, n_redundant=0, random_state=seed)
+    X = X * np.array([1.0, 250.0, 0.02, 3.0])  # raw, unscaled
+    labels = np.where(y == 1, "spam", "ham")
+    labels[n // 2 :] = np.where(y[n // 2 :] == 1, "ham", "spam")  # the concept flips half way
+    return X, labels
+
+
+def _learn(client, model, X, y, batch=500):
+    sent = 0
+    for lo in range(0, X.shape[0], batch):
+        r = client.post(
+            "/learn",
+            json={"model": model, "X": X[lo : lo + batch].tolist(), "y": y[lo : lo + batch].tolist()},
+        )
+        assert r.status_code == 200, r.text
+        sent += len(y[lo : lo + batch])
+        assert_examples_account(client, model, sent)
+    return sent
+
+
+def test_no_settings_user_a_drift_detection_drops_nothing_and_flush_learns_all(start_server):
+    server = start_server()
+    X, y = _flipping_stream()
+    with server.client() as client:
+        assert client.put("/models/spam", json={"shuffle_buffer": 3000}).status_code in (200, 201)
+        sent = _learn(client, "spam", X, y)
+        info = client.get("/models/spam").json()
+        assert info["drift"]["detections"] >= 1, info["drift"]  # the flip was detected
+        assert info["n_discarded"] == 0
+        examples = assert_examples_account(client, "spam", sent)
+        assert examples["pending"] > 0 and examples["refused"] == 0
+        flushed = client.post("/models/spam/flush").json()["flushed"]
+        assert flushed == examples["pending"]
+        after = assert_examples_account(client, "spam", sent)
+        assert after["pending"] == 0 and after["learned"] == sent
+        metrics = client.get("/metrics").text
+        assert f'svmstream_examples_received_total{{model="spam"}} {float(sent)}' in metrics
+        assert f'svmstream_examples_learned_total{{model="spam"}} {float(sent)}' in metrics
+
+
+def test_paper_settings_user_gets_their_gamma_on_their_features(start_server):
+    server = start_server()
+    X, y = _flipping_stream(2000)
+    with server.client() as client:
+        r = client.put("/models/paper", json={"budget": 50, "gamma": 0.5, "C": 8})
+        assert r.status_code in (200, 201), r.text
+        _learn(client, "paper", X, y)
+        info = client.get("/models/paper").json()
+        assert info["scaling"] == "none" and info["gamma_eff"] == 0.5
+        assert "gamma" in info["scaling_reason"]
+        assert info["warming_up"] is False  # nothing to fix from a window: learning starts at once
+        client.post("/models/paper/flush")
+        assert_examples_account(client, "paper", X.shape[0])

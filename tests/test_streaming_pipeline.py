@@ -1,0 +1,112 @@
+"""StreamingClassifier: the stages around a plain estimator.
+
+* ``fit`` ≡ ``partial_fit`` in any batch sizes + ``flush`` (decisions to 1e-12);
+* a numeric γ applies to the user's features (``scaling="auto"`` resolves to "none");
+* no example is lost: received = learned + pending at every moment, also across a drift
+  detection, and ``flush`` learns every pending row;
+* states saved before the split (the estimators carried the stages) still load and continue.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification
+
+from svmstream.solvers import (
+    BudgetedSCAClassifier,
+    BudgetedSGDClassifier,
+    PegasosClassifier,
+    StreamingClassifier,
+)
+from svmstream.solvers.persistence import decode_state, estimator_from_state
+
+DATA = Path(__file__).parent / "data"
+
+
+def _raw_stream(n=1500, seed=0):
+    X, y = make_classification(n_samples=n, n_features=5, n_informative=3, random_state=seed)
+    return X * np.array([1.0, 300.0, 0.01, 2.0, 1.0]), y
+
+
+def _pipeline(plain, **stages):
+    return StreamingClassifier(plain, **{"warmup": 200, "shuffle_buffer": 300, **stages})
+
+
+@pytest.mark.parametrize(
+    "plain",
+    [
+        BudgetedSGDClassifier(budget=30, random_state=0),
+        BudgetedSCAClassifier(budget=30, random_state=1),
+        PegasosClassifier(random_state=2),
+    ],
+    ids=["bsgd", "bsca", "pegasos"],
+)
+def test_fit_equals_partial_fit_in_any_batch_sizes_then_flush(plain):
+    X, y = _raw_stream()
+    fitted = _pipeline(plain).fit(X, y)
+    for cuts in ([1500], [1] * 30 + [1470], [199, 2, 700, 599]):
+        streamed = _pipeline(plain)
+        lo = 0
+        for size in cuts:
+            streamed.partial_fit(X[lo : lo + size], y[lo : lo + size], classes=[0, 1])
+            lo += size
+        streamed.flush()
+        np.testing.assert_allclose(
+            streamed.decision_function(X), fitted.decision_function(X), rtol=0, atol=1e-12
+        )
+        assert streamed.n_learned_ == streamed.n_received_ == X.shape[0]
+
+
+def test_a_numeric_gamma_applies_to_the_features_as_sent():
+    X, y = _raw_stream()
+    numeric = _pipeline(BudgetedSGDClassifier(budget=30, gamma=1e-4, random_state=0)).fit(X, y)
+    assert numeric.scaling_ == "none" and numeric.gamma_ == 1e-4
+    assert "gamma" in numeric.scaling_reason_
+    scale = _pipeline(BudgetedSGDClassifier(budget=30, random_state=0)).fit(X, y)
+    assert scale.scaling_ == "maxabs"
+    explicit = _pipeline(BudgetedSGDClassifier(budget=30, gamma=1.0, random_state=0), scaling="maxabs").fit(
+        X, y
+    )
+    assert explicit.scaling_ == "maxabs" and explicit.scaling_reason_ == "set explicitly"
+
+
+def _flipped_stream(n=6000, seed=0):
+    X, y = make_classification(n_samples=n, n_features=4, n_informative=3, n_redundant=0, random_state=seed)
+    y = y.copy()
+    y[n // 2 :] = 1 - y[n // 2 :]  # the concept flips half way
+    return X, y
+
+
+def test_a_drift_detection_loses_no_example():
+    X, y = _flipped_stream()
+    est = StreamingClassifier(
+        BudgetedSGDClassifier(budget=50, random_state=0), warmup=200, shuffle_buffer=2000
+    )
+    for lo in range(0, X.shape[0], 250):
+        est.partial_fit(X[lo : lo + 250], y[lo : lo + 250], classes=[0, 1])
+        assert est.n_received_ == lo + min(250, X.shape[0] - lo)
+        assert est.n_received_ == est.n_learned_ + est.n_pending_
+    assert est.drift_.n_detections >= 1  # the flip was detected ...
+    assert est.n_discarded_ == 0  # ... and nothing was dropped
+    assert est.n_pending_ > 0
+    est.flush()
+    assert est.n_pending_ == 0 and est.n_learned_ == X.shape[0]
+
+
+@pytest.mark.parametrize("name", ["bsgd_binary", "bsca_3class", "linear_binary"])
+def test_states_saved_before_the_split_load_and_continue(name):
+    expected = json.loads((DATA / "legacy_expected.json").read_text())[name]
+    probe = np.load(DATA / "legacy_probe.npy")
+    arrays, meta = decode_state((DATA / f"legacy_{name}.state").read_bytes())
+    est = estimator_from_state(arrays, meta)
+    assert isinstance(est, StreamingClassifier)
+    assert est.n_received_ == expected["n_seen"] and est.n_pending_ == expected["pending"]
+    assert est.shuffle_buffer > 0 and est.warmup > 0  # the stages' settings as saved
+    np.testing.assert_array_equal(est.decision_function(probe), np.asarray(expected["decision"]))
+    np.testing.assert_array_equal(est.flush().decision_function(probe), np.asarray(expected["after_flush"]))
+    again = estimator_from_state(*est.get_state())
+    np.testing.assert_array_equal(again.decision_function(probe), est.decision_function(probe))
