@@ -1,4 +1,4 @@
-"""BSCA vs BSGD at B = 500 (issue 5; Qaadan, Schüler & Glasmachers 2019, Figures 1–2, Table 2).
+"""BSCA vs BSGD at B = 500 (Qaadan, Schüler & Glasmachers 2019, Figures 1–2, Table 2).
 
 For ijcnn1 and a9a (manifest hyperparameters: C = 32 with γ = 2 and γ = 2⁻⁷) and 3 seeds:
 after each of 1–10 epochs, the test accuracy, the primal objective λ/2‖w̃‖² + mean hinge, the
@@ -22,7 +22,7 @@ from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier
 
 DATA = {"ijcnn1": ("ijcnn1.bz2", "ijcnn1.t.bz2", None, 2.0), "a9a": ("a9a.bz2", "a9a.t.bz2", 123, 2.0**-7)}
 PAPER_SINGLE_PASS = {"ijcnn1": 97.27, "a9a": 83.18}  # BSCA, B = 500 (Table 2)
-TARGET_SINGLE_PASS = {"ijcnn1": 96.8, "a9a": 82.7}  # acceptance of issue 5
+TARGET_SINGLE_PASS = {"ijcnn1": 96.8, "a9a": 82.7}  # BSCA's single-pass acceptance targets
 
 
 def primal(est, X, y):

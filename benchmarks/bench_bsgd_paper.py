@@ -1,4 +1,4 @@
-"""Paper reproduction for the BSGD family (issue 4).
+"""Paper reproduction for the BSGD family.
 
 Part A — Wang, Crammer & Vucetic (2012), Tables 3–4: BPegasos with removal, projection and
 merging at B ∈ {100, 500}, one pass, on ijcnn1, a9a (Adult), letter and pendigits (multi-class,
@@ -31,7 +31,8 @@ import time
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
-from benchmarks.common import load_pair, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import machine, write_results
 from svmstream.solvers import BudgetedSGDClassifier
 
 PAPER_WANG = {  # one pass, BPegasos + merge (Tables 3-4): (B=100, B=500)
@@ -53,28 +54,12 @@ GRIDS = {  # (C values, γ values) searched by cross-validation
     "letter": ([8.0, 32.0, 128.0], [1.0, 2.0, 4.0]),
     "pendigits": ([8.0, 32.0, 128.0], [1.0, 2.0, 4.0, 8.0]),
 }
-FILES = {
-    "ijcnn1": ("ijcnn1.bz2", "ijcnn1.t.bz2", None),
-    "a9a": ("a9a.bz2", "a9a.t.bz2", 123),
-    "phishing": ("phishing.bz2", None, None),
-    "letter": ("letter.scale.bz2", "letter.scale.t.bz2", None),
-    "pendigits": ("pendigits.bz2", "pendigits.t.bz2", None),
-}
 
 
 def load(name):
-    train, test, n_features = FILES[name]
-    if test is None:  # phishing has no test file: a fixed stratified 2/3 : 1/3 split
-        from sklearn.datasets import load_svmlight_file
-        from sklearn.model_selection import train_test_split
-
-        from benchmarks.common import data_file
-
-        X, y = load_svmlight_file(str(data_file(train)))
-        X = np.ascontiguousarray(X.toarray())
-        X, Xt, y, yt = train_test_split(X, y, test_size=1 / 3, random_state=0, stratify=y)
-    else:
-        X, y, Xt, yt = load_pair(train, test, n_features)
+    """Dense float64 ``(X, y, X_test, y_test)`` through the benchmarks' registry
+    (:mod:`benchmarks.datasets`: phishing has no test file and is split there)."""
+    X, y, Xt, yt = datasets.load(name, order="shuffled", dense=True)
     if name == "phishing":
         y, yt = np.where(y > 0, 1.0, -1.0), np.where(yt > 0, 1.0, -1.0)
     if name == "pendigits":  # raw 0..100: scale to [0, 1]

@@ -1,4 +1,4 @@
-"""Cost of the dashboard's live feed (issue 15, item 1): ``python -m benchmarks.bench_dashboard``.
+"""Cost of the dashboard's live feed: ``python -m benchmarks.bench_dashboard``.
 
 Part A: the time to build one ``/events`` event (``LiveFeed.build``: figures, latency
 quantiles, JSON) in-process, for registries of 1 to 1,000 learned models, and its size.

@@ -1,4 +1,4 @@
-"""Benchmark: DC-SVM and search jobs on a dask cluster against the local pool (issue 16).
+"""Benchmark: DC-SVM and search jobs on a dask cluster against the local pool.
 
 Run from the repository root::
 
@@ -20,8 +20,8 @@ started before the timers; its start-up time is reported separately):
   plain ``GridSearchCV(n_jobs=2)`` on the same rows, base parameters and folds: chosen
   parameters (must be equal), best score, wall seconds; the served best model answers
   ``/predict`` on the test file.
-* ``skin`` (``--skin``): skin_nonskin (245,057 rows, features / 255, shuffled 80/20 split,
-  seed 0; C=10, gamma=10): DC-SVM early (level 3) and exact through the cluster (and exact
+* ``skin`` (``--skin``): skin_nonskin (245,057 rows, features / 255, its 80/20 split of
+  ``benchmarks.datasets``; C=10, gamma=10): DC-SVM early (level 3) and exact through the cluster (and exact
   with the local pool for reference), ``SVC`` on a 50,000-row sample of the training part;
   train seconds, accuracy, peak RSS of every process.
 
@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import datasets
 from benchmarks.common import RESULTS, Server, data_dir, data_file, load_pair, machine, write_results
 
 ROLES: dict[int, str] = {}
@@ -278,15 +279,8 @@ def part_a9a(cluster_address: str) -> list[dict]:
 def part_skin(client) -> list[dict]:
     from sklearn.svm import SVC
 
-    from svmstream.app.jobs.datasets import load_dataset
-
-    X, y = load_dataset(data_file("skin_nonskin.bz2"), fmt="libsvm")
-    X = np.ascontiguousarray(X.toarray()) / 255.0
-    rng = np.random.default_rng(0)
-    order = rng.permutation(X.shape[0])
-    cut = int(0.8 * X.shape[0])
-    tr, te = order[:cut], order[cut:]
-    X, Xt, y, yt = X[tr], X[te], y[tr], y[te]
+    X, y, Xt, yt = datasets.load("skin_nonskin", order="shuffled", dense=True)  # its one 80/20 split
+    X, Xt = X / 255.0, Xt / 255.0
     params = dict(C=SKIN["C"], gamma=SKIN["gamma"], random_state=0)
     rows = []
     _warm_numba()
@@ -297,7 +291,7 @@ def part_skin(client) -> list[dict]:
     ):
         rec, _ = _dcsvm_row(name, X, y, Xt, yt, {**params, **extra}, backend)
         rows.append({"part": "skin", **rec})
-    sample = rng.choice(X.shape[0], 50_000, replace=False)
+    sample = np.random.default_rng(0).choice(X.shape[0], 50_000, replace=False)
     svc = SVC(C=SKIN["C"], gamma=SKIN["gamma"], cache_size=200)
     with ProcessMeter() as meter:
         svc.fit(X[sample], y[sample])

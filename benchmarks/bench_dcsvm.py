@@ -1,4 +1,4 @@
-"""Benchmark: DC-SVM (ours) against scikit-learn SVC (LIBSVM) on ijcnn1 and a9a (issues 6 and 17).
+"""Benchmark: DC-SVM (ours) against scikit-learn SVC (LIBSVM) on ijcnn1 and a9a.
 
 Run from the repository root::
 
@@ -6,7 +6,7 @@ Run from the repository root::
     python -m benchmarks.bench_dcsvm --datasets ijcnn1 --rounds 5
     python -m benchmarks.bench_dcsvm --quick          # smoke run on 5,000-row subsets
 
-Protocol (issue 17): the rows of a data set run **interleaved**, ``svc, ours, ours, ...``
+Protocol: the rows of a data set run **interleaved**, ``svc, ours, ours, ...``
 again and again for ``--rounds`` rounds (default 3), each row in a fresh subprocess; every
 speed-up is computed per round against that round's SVC run, and the summary gives the
 **median of the per-round ratios** (and their range), in CPU seconds and wall-clock seconds.

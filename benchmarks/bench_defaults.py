@@ -1,7 +1,8 @@
-"""Models created with no hyperparameters, fed raw data as users send it (issue "Good models with no settings").
+"""Models created with no hyperparameters, fed raw data as users send it.
 
-For every shared binary set (ijcnn1, a9a, phishing, reuters, skin_nonskin with an 80/20 split)
-and scikit-learn's bundled breast_cancer (70/30), a model is created on a fresh real
+For every shared binary set (ijcnn1, a9a, phishing, reuters, skin_nonskin; the two without a
+test file split once for all benchmarks in ``benchmarks.datasets``, 70/30 and 80/20) and
+scikit-learn's bundled breast_cancer (70/30), a model is created on a fresh real
 ``svmstream serve`` process with **only its classes** (``PUT /models/{name}``), then fed through
 HTTP ``POST /learn`` in batches of 1,000 (sparse files as sparse ``{"index": value}`` rows), one
 pass, **in file order** and again **shuffled**; at the end of the file ``POST
@@ -39,8 +40,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
-from benchmarks.common import Server, data_file, machine, write_results
-from svmstream.app.jobs.datasets import load_dataset
+from benchmarks import datasets
+from benchmarks.common import Server, machine, write_results
 
 BATCH = 1000
 SVC_SAMPLE = 20_000
@@ -48,29 +49,15 @@ SETS = ("breast_cancer", "phishing", "a9a", "ijcnn1", "reuters", "skin_nonskin")
 
 
 def load(name: str, seed: int = 0):
-    """(X_train, y_train, X_test, y_test, sparse?) with the training part in file order."""
+    """(X_train, y_train, X_test, y_test, sparse?) with the training part in file order (the
+    registered sets through :mod:`benchmarks.datasets`; ``seed`` splits breast_cancer)."""
     if name == "breast_cancer":
         X, y = load_breast_cancer(return_X_y=True)
         Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=seed, stratify=y)
         order = np.argsort(ytr, kind="stable")  # a file sorted by label, as many are
         return Xtr[order], ytr[order], Xte, yte, False
-    pairs = {
-        "ijcnn1": ("ijcnn1.bz2", "ijcnn1.t.bz2", None),
-        "a9a": ("a9a.bz2", "a9a.t.bz2", 123),
-        "reuters": ("reuters_lasvm.trn.bz2", "reuters_lasvm.tst.bz2", None),
-    }
-    if name in pairs:
-        train, test, d = pairs[name]
-        X, y = load_dataset(data_file(train), n_features=d, fmt="libsvm")
-        Xt, yt = load_dataset(data_file(test), n_features=X.shape[1], fmt="libsvm")
-        return X, y, Xt, yt, name == "reuters"
-    X, y = load_dataset(
-        data_file({"phishing": "phishing.bz2", "skin_nonskin": "skin_nonskin.bz2"}[name]), fmt="libsvm"
-    )
-    rng = np.random.default_rng(seed)
-    test = np.zeros(X.shape[0], dtype=bool)
-    test[rng.choice(X.shape[0], X.shape[0] // 5, replace=False)] = True
-    return X[~test], y[~test], X[test], y[test], False  # the training part keeps the file's order
+    X, y, Xt, yt = datasets.load(name, order="file")  # phishing, skin_nonskin: their split there
+    return X, y, Xt, yt, name == "reuters"
 
 
 def rows_json(X, sparse: bool) -> list:

@@ -1,4 +1,4 @@
-"""Batch jobs over HTTP (issue 6 item 4 and issue 7 item 4 acceptance runs).
+"""Batch jobs over HTTP: predictions keep answering during a DC-SVM job; AVSF models serve /predict.
 
 One real ``svmstream serve`` process (``SVMSTREAM_DATA_DIR`` = the benchmark data), in one run:
 

@@ -1,4 +1,4 @@
-"""Benchmark: a9a at large C run to convergence (supplement to ``bench_linear``, issue 7).
+"""Benchmark: a9a at large C run to convergence (supplement to ``bench_linear``).
 
 ``bench_linear`` caps our solvers at 200 M coordinate steps per problem so that the whole grid
 stays near 15 minutes. On a9a at C >= 100 (eps = 0.001) and C = 1000 that cap binds, and the

@@ -1,5 +1,5 @@
 """``BudgetedSGDClassifier(kernel="linear")`` on wide sparse text: accuracy against
-``LinearSVC()``, throughput, and the measurements behind the linear defaults (issue 14, item 4).
+``LinearSVC()``, throughput, and the measurements behind the linear defaults.
 
 * **A — acceptance.**  reuters (8,315 features, binary) and sector (55,197 features, 105
   classes): the training file shuffled (seeds 0–4), one pass of

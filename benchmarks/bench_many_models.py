@@ -1,4 +1,4 @@
-"""Thousands of models in one service (issue 16 acceptance, item 4).
+"""Thousands of models in one service.
 
 A real ``svmstream serve``; N models (default 10,000; one per customer) created over HTTP
 with no settings (``PUT /models/{name}`` with ``{}``) and each taught one batch of 20 raw

@@ -1,4 +1,4 @@
-"""``/metrics`` with 1,000 models (issue 15, item 5: a scrape answers in < 100 ms).
+"""``/metrics`` with 1,000 models (a scrape answers in < 100 ms).
 
 A real ``svmstream serve`` process; 1,000 models created with ``PUT /models/{name}``
 (budget 20, no warm-up window or buffer so each learns at once), each fed one batch of

@@ -1,4 +1,4 @@
-"""What one idle model costs, by component (issue 16: 10,000 models in one service).
+"""What one idle model costs, by component (10,000 models in one service).
 
 Builds N models in this process the way the service does (a
 :class:`~svmstream.app.models.registry.Registry` with a snapshot store; each model created

@@ -1,4 +1,4 @@
-"""One precision contract (issue 17 item 5): the same data through HTTP JSON, the Redis stream
+"""One precision contract: the same data through HTTP JSON, the Redis stream
 (float64 ``xd`` entries, the default of ``svmstream replay --redis``; float32 ``xb`` for
 comparison) and the estimator, and what the float64 format costs the consumer.
 

@@ -1,4 +1,4 @@
-"""Prediction speed (issue 17, item 4).
+"""Prediction speed.
 
 A. Batch prediction, solver only: BSGD on ijcnn1 (γ = 2, C = 32, B = 500, one pass in file
    order, the raw setting of ``bench_skeleton``), then the decision values of all 91,701 rows of

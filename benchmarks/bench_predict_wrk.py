@@ -1,4 +1,4 @@
-"""Single-row ``/predict`` latency measured with a native load generator (issue 17, item 4).
+"""Single-row ``/predict`` latency measured with a native load generator.
 
 ``bench_predict --part http`` drives the server from Python threads (httpx), which on this
 2-core machine take as much CPU as the server: its latencies are mostly the client's.  This

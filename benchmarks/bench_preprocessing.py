@@ -1,4 +1,4 @@
-"""What the default preprocessing of online models costs (issue "Good models with no settings").
+"""What the default preprocessing of online models costs.
 
 On ijcnn1 (49,990 rows, d = 22), B = 500, γ = 2, C = 32, lookup-WD, one pass, interleaved
 rounds in one process, CPU seconds (``time.process_time``):

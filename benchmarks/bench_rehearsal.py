@@ -1,6 +1,6 @@
-"""Rehearsal: accuracy of one pass over a stream against the exact SVM (issue 17, item 1).
+"""Rehearsal: accuracy of one pass over a stream against the exact SVM.
 
-Part ``grid`` streams ijcnn1, a9a and phishing (70/30 split, seed 0) once through
+Part ``grid`` streams ijcnn1, a9a and phishing (its 70/30 split in ``benchmarks.datasets``) once through
 ``partial_fit`` in batches of 1,000 (file order; phishing's training part is shuffled by the
 split), B = 500, for BSGD and BSCA with ``rehearsal`` = 0, 1, 2, 4, 8 extra steps per
 example, under two settings: ``none`` (no hyperparameters: the service's defaults) and
@@ -29,12 +29,12 @@ import time
 import numpy as np
 from sklearn.kernel_approximation import Nystroem
 from sklearn.linear_model import SGDClassifier
-from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
-from benchmarks.common import load_pair, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import machine, write_results
 from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier
 
 PAPER = {
@@ -47,18 +47,9 @@ BATCH = 1000
 
 
 def load(name: str):
-    """(X, y, Xt, yt) dense float64, as the benchmarks of the papers split them."""
-    if name == "ijcnn1":
-        return load_pair("ijcnn1.bz2", "ijcnn1.t.bz2", 22)
-    if name == "a9a":
-        return load_pair("a9a.bz2", "a9a.t.bz2", 123)
-    from sklearn.datasets import load_svmlight_file
-
-    from benchmarks.common import data_file
-
-    X, y = load_svmlight_file(str(data_file("phishing.bz2")), n_features=68)
-    X_tr, X_te, y_tr, y_te = train_test_split(X.toarray(), y, test_size=0.3, random_state=0)
-    return X_tr, y_tr, X_te, y_te
+    """(X, y, Xt, yt) dense float64 through the benchmarks' registry (:mod:`benchmarks.datasets`;
+    phishing's training part in the order of its split's permutation)."""
+    return datasets.load(name, order="shuffled", dense=True)
 
 
 def make(algorithm: str, setting: str, name: str, n: int, rehearsal: int, seed: int):

@@ -1,4 +1,4 @@
-"""Prediction replicas following a learner (issue 16 acceptance, item 3).
+"""Prediction replicas following a learner.
 
 One learner and two replica processes (``svmstream serve --role replica``) on a real
 ``redis-server``; ijcnn1 is streamed into the learner (``svmstream replay --redis``, file

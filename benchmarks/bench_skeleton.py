@@ -1,7 +1,7 @@
-"""Walking-skeleton benchmark (issue 2): BSGD with merging on ijcnn1, B=500, γ=2, C=32.
+"""Walking-skeleton benchmark: BSGD with merging on ijcnn1, B=500, γ=2, C=32.
 
 * solver only: one pass, 3 shuffling seeds (+ file order): train seconds, examples/s,
-  test accuracy on ijcnn1.t — with GSS-standard merging, and with lookup-WD (issue 4);
+  test accuracy on ijcnn1.t — with GSS-standard merging, and with lookup-WD;
 * through HTTP: ``svmstream replay`` (batch 1,000, one pass) against a fresh real server,
   in file order and shuffled; test accuracy via ``/predict``;
 * memory: the server's RSS after 1 and after 20 replayed passes.

@@ -1,4 +1,4 @@
-"""Wide sparse data through the real service (issue 14 acceptance).
+"""Wide sparse data through the real service.
 
 For reuters (8,315 features, binary) and sector (55,197 features, 105 classes), one pass,
 shuffled (replay's default order, seed 0), streamed through a real ``redis-server`` into a

@@ -1,4 +1,4 @@
-"""Sparse support vectors (issue 14, items 1 and 3): what each storage costs, and the dense path's speed.
+"""Sparse support vectors: what each storage costs, and the dense path's speed.
 
 Two commands:
 

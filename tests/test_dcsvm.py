@@ -274,7 +274,7 @@ def test_ijcnn1_subset_objective_within_1e3_of_direct_solve():
 
 
 def test_the_kmeans_stage_reports_its_progress_per_level():
-    """Kernel k-means no longer runs silently (issue 17): every level reports the sample kernel,
+    """Kernel k-means no longer runs silently: every level reports the sample kernel,
     the sample's k-means, then the rows assigned so far, up to all of them."""
     X, y = make_classification(6000, 10, random_state=0)
     seen = []

@@ -1,5 +1,5 @@
 """Schemathesis against a live server: the OpenAPI document must describe what the service
-really answers (issue 15, item 6).
+really answers.
 
 A real ``uvicorn`` child process (``tests/conftest.py``'s ``start_server``) with a bearer
 token on every route (``SVMSTREAM_API_TOKEN`` + ``SVMSTREAM_PROTECT_READS``, so the

@@ -1,4 +1,4 @@
-"""HTTP hardening through a real server (issue 15, item 4): 415 for non-JSON bodies, 422 for
+"""HTTP hardening through a real server: 415 for non-JSON bodies, 422 for
 over-deep JSON (never a 500), 429 with Retry-After, 405 with Allow, OPTIONS, the framework's
 errors in the service's body, and an OpenAPI document that says what the service answers.
 

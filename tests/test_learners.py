@@ -1,4 +1,4 @@
-"""Learner threads shared by all models (issue 16, item 4): order per model, one writer per
+"""Learner threads shared by all models: order per model, one writer per
 model, models take turns, bounded threads however many models learn."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Many models in one service (issue 16): what an idle model holds, lazy restore, dirty-only
+"""Many models in one service: what an idle model holds, lazy restore, dirty-only
 snapshots.
 
 The buffers of a model (shuffle buffer, run-guard reservoirs, calibration window, prequential

@@ -163,7 +163,7 @@ def test_prequential_accuracy_with_the_defaults_scores_the_examples_actually_lea
     assert metrics["prequential_accuracy"] > 0.7
 
 
-# ----------------------------------------------------------------------------- issue 15, item 5
+# ----------------------------------------------------------------- /metrics with many models
 
 
 def _families(text: str) -> dict:
@@ -364,8 +364,10 @@ def test_the_compact_latency_histogram_exposes_what_a_prometheus_histogram_expos
     the same observations."""
     from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
+    from svmstream.app.observability.exposition import histogram_text
+    from svmstream.app.observability.latency import LatencyHistogram
     from svmstream.app.observability.live import LatencyWindow
-    from svmstream.app.observability.prometheus import LatencyHistogram, RequestMetrics, histogram_text
+    from svmstream.app.observability.prometheus import RequestMetrics
 
     stock_registry, compact_registry = CollectorRegistry(), CollectorRegistry()
     args = ("svmstream_request_latency_seconds", "doc", ("route", "model"))

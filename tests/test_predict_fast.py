@@ -1,4 +1,4 @@
-"""Fast prediction (issue 17, item 4): the blocked decision values (BLAS Gram blocks, a fused
+"""Fast prediction: the blocked decision values (BLAS Gram blocks, a fused
 vectorised exp, row parts over threads) equal a direct numpy computation and the per-row
 kernel to ~1e-12 relative, binary and multi-class, for a learner's (d, B + 1) pool and a
 published copy's (d, n_sv) one; the scalar exp is bit for bit the vectorised one."""

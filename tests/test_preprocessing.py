@@ -234,7 +234,7 @@ def test_label_sorted_breast_cancer_with_no_hyperparameters():
     for start in range(0, len(order), 100):
         est.partial_fit(X_tr[order[start : start + 100]], y_tr[order[start : start + 100]], classes=[0, 1])
     est.flush()
-    # the target: within 2 pp of scikit-learn's SVC() on the same raw features
+    # the target: within 2 pp of scikit-learn's SVC() on the same raw features
     target = SVC().fit(X_tr, y_tr).score(X_te, y_te) - 0.02
     assert est.score(X_te, y_te) >= target  # 0.912 (0.91–0.95 over seeds) vs 0.906 − 0.02
 

@@ -1,4 +1,4 @@
-"""Publishing without copying the model (issue 14, item 2): published copies predict exactly as
+"""Publishing without copying the model: published copies predict exactly as
 the estimator did, share what the learner never rewrites, and the learner's rollback
 (checkpoint + journal) and snapshots (``capture_state``) stay exact without per-batch copies."""
 

@@ -1,4 +1,4 @@
-"""Rehearsal (issue 17, item 1): the plan of steps, the reservoir, determinism, persistence."""
+"""Rehearsal: the plan of steps, the reservoir, determinism, persistence."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prediction replicas follow a learner through a real Redis (issue 16, item 3): one learner and
+"""Prediction replicas follow a learner through a real Redis: one learner and
 two replica processes, raw data learned over HTTP; replicas serve each snapshot's version with
 the learner's exact decisions, refuse learning naming the learner, survive a sibling's SIGKILL."""
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from svmstream.app.cli.main import build_parser, main
-from svmstream.app.cli.replay import _bodies
+from svmstream.app.cli.replay_bodies import request_bodies
 from svmstream.app.cli.serve import settings_from_args
 from svmstream.app.jobs.datasets import load_dataset as load_libsvm
 from tests.conftest import run_cli, serve_args, write_libsvm
@@ -57,7 +57,7 @@ def test_replay_bodies_follow_file_order_dense_and_sparse(tmp_path):
     path = write_libsvm(tmp_path / "f.bz2", X, y)
     Xs, ys = load_libsvm(str(path))
     for dense in (True, False):
-        bodies = list(_bodies("m", Xs, ys.astype(np.int64), 2, dense, passes=2))
+        bodies = list(request_bodies("m", Xs, ys.astype(np.int64), 2, dense, passes=2))
         assert [n for n, _ in bodies] == [2, 1, 2, 1]
         objs = [orjson.loads(b) for _, b in bodies]
         assert [o["y"] for o in objs] == [[1, -1], [1], [1, -1], [1]]
@@ -84,14 +84,14 @@ def test_replay_shuffle_sends_each_row_once_per_pass_in_a_seeded_order(tmp_path)
     Xs, ys = load_libsvm(str(write_libsvm(tmp_path / "f", X, y)))
 
     def order(seed):
-        bodies = list(_bodies("m", Xs, ys.astype(np.int64), 4, True, passes=2, shuffle_seed=seed))
+        bodies = list(request_bodies("m", Xs, ys.astype(np.int64), 4, True, passes=2, shuffle_seed=seed))
         return [row[0] for _, b in bodies for row in orjson.loads(b)["X"]]
 
     first = order(7)
     assert first == order(7)  # deterministic
     assert sorted(first[:10]) == sorted(first[10:]) == sorted(X[:, 0].tolist())  # each row once per pass
     assert first[:10] != X[:, 0].tolist() and first[:10] != first[10:]  # shuffled, new order per pass
-    bodies = list(_bodies("m", Xs, ys.astype(np.int64), 4, True, shuffle_seed=7))
+    bodies = list(request_bodies("m", Xs, ys.astype(np.int64), 4, True, shuffle_seed=7))
     for _, b in bodies:  # labels travel with their rows
         obj = orjson.loads(b)
         assert [int(row[0] - 1) // 3 % 2 for row in obj["X"]] == [(1 - v) // 2 for v in obj["y"]]

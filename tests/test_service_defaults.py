@@ -1,4 +1,4 @@
-"""The service with no hyperparameters (issue "Good models with no settings"): the defaults,
+"""The service with no hyperparameters: the defaults,
 GET /models' resolved values, warm-up (409) and flush, the size guards, sparse models that
 widen, the label-sorted source warning and the numerical overflow rollback."""
 
@@ -53,7 +53,8 @@ def test_config_and_settings_defaults_follow_the_estimator():
 
 
 def test_readme_walkthrough_warm_up_409_then_flush(client):
-    """The README's curl example: λ = 1/30,000, warming up with 3 pending, 409, flush, predict."""
+    """The README's warm-up walkthrough, on the default model: λ = 1/30,000, warming up with 3
+    pending, 409, flush, predict (the README's own commands: tests/test_readme.py)."""
     r = client.post("/learn", json={"X": [[0.0, 1.0], [1.0, 0.0], [0.9, 0.1]], "y": [1, -1, -1]})
     assert r.status_code == 200 and r.json()["buffered"] == 3 and r.json()["n_seen"] == 3
     info = client.get("/models/default").json()

@@ -1,6 +1,6 @@
 """Wide sparse data end to end: ``svmstream replay`` picks the row format by density and width,
 keeps every request (and XADD round trip) under the body limit, and a wide sparse stream stays
-CSR from the stream entries to the solver (issue 14, item 5)."""
+CSR from the stream entries to the solver."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from svmstream.app.cli.producer import (
     RowTooLarge,
     auto_format,
 )
-from svmstream.app.cli.replay import ReplayError, _bodies, run_replay, run_stream_replay
+from svmstream.app.cli.replay import ReplayError, run_replay, run_stream_replay
+from svmstream.app.cli.replay_bodies import request_bodies
 from svmstream.app.ingest.features import conform, should_densify
 from svmstream.app.ingest.labels import LabelCodec
 from svmstream.app.ingest.stream_entries import parse_stream_entries
@@ -113,7 +114,7 @@ def test_auto_format_is_sparse_for_sparse_or_wide_files_and_dense_otherwise():
 def test_bodies_never_exceed_the_byte_limit_and_cover_every_row_in_order(dense):
     X, y = wide_sparse(600, seed=2)
     limit = 150_000 if not dense else 2_000_000  # a dense row is ~200 kB of JSON here
-    bodies = list(islice(_bodies("m", X, y, 1000, dense, max_bytes=limit), 100 if not dense else 3))
+    bodies = list(islice(request_bodies("m", X, y, 1000, dense, max_bytes=limit), 100 if not dense else 3))
     assert all(len(b) <= limit for _, b in bodies)
     if dense:  # a few rows per body (checked on the first bodies only: they are large)
         assert all(1 <= rows <= 10 for rows, _ in bodies)
@@ -131,9 +132,9 @@ def test_bodies_never_exceed_the_byte_limit_and_cover_every_row_in_order(dense):
 
 def test_far_below_the_limit_batches_are_whole_and_a_row_over_the_limit_is_an_error():
     X, y = wide_sparse(2500, seed=3)
-    assert [rows for rows, _ in _bodies("m", X, y, 1000, False)] == [1000, 1000, 500]
+    assert [rows for rows, _ in request_bodies("m", X, y, 1000, False)] == [1000, 1000, 500]
     with pytest.raises(ReplayError, match="row 0 alone takes"):
-        list(_bodies("m", X, y, 1000, False, max_bytes=100))
+        list(request_bodies("m", X, y, 1000, False, max_bytes=100))
 
     def encode(a, b):
         return None, 1000 * (b - a)

@@ -1,4 +1,4 @@
-"""Sparse support vectors (issue 14, items 1 and 3): the sparse pool gives the same model as the
+"""Sparse support vectors: the sparse pool gives the same model as the
 dense one, its arena is append-only, ``sv_storage="auto"`` picks it for wide sparse input,
 snapshots hold only the nonzeros, a 10^6-feature stream stays within the budget's nonzeros, and
 the service picks sparse storage for a raw wide sparse stream with no settings."""

@@ -1,5 +1,5 @@
-"""The service answers /health while the solver kernels compile in the background (issue 17,
-item 3): a fresh install (an empty numba cache) is healthy before the warm-up is done, the
+"""The service answers /health while the solver kernels compile in the background: a
+fresh install (an empty numba cache) is healthy before the warm-up is done, the
 log says what is being compiled, and a request that arrives meanwhile waits and says so."""
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Why: a single-row ``/predict`` spent ~0.7 ms of server CPU per request, almost all of it in
 the framework around a ~40 us prediction (FastAPI's dependency resolution and middleware
 stack, the thread-pool hand-off, scikit-learn's input validation); at 8 connections on 2
-cores that made p99 17 ms alone and 27 ms while a client learned (issue 17, item 4;
-figures in ``docs/service.md``, "Prediction paths").
+cores that made p99 17 ms alone and 27 ms while a client learned (figures in
+``docs/service.md``, "Prediction paths").
 
 :class:`PredictFastPath` sits just inside the request counter (``app/main.py``).  It takes
 a request only when everything about it is ordinary, and then does what the route does --

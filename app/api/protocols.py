@@ -80,7 +80,9 @@ def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
     except zlib.error as exc:
         raise InvalidInput(f"body: not valid {encoding} data ({exc})", field="body", status=400) from None
     if len(out) > limit:
-        raise PayloadTooLarge(f"body: decompressed request body exceeds MAX_BODY_BYTES={limit}", field="body")
+        raise PayloadTooLarge(
+            f"body: decompressed request body exceeds SVMSTREAM_MAX_BODY_BYTES={limit}", field="body"
+        )
     if not inflater.eof:
         raise InvalidInput(f"body: truncated {encoding} data", field="body", status=400)
     return out

@@ -22,18 +22,10 @@ MIB = 1 << 20
 DEFAULT_MAX_BYTES = 64 * MIB
 """The service's default ``MAX_BODY_BYTES``: no request body (and no XADD round trip) is larger."""
 
-# The auto format rule, measured end to end (real service, replay over HTTP and Redis, B = 100,
-# means of 3-6 runs; docs/service.md "Row formats of replay"):
-# * density: a9a (d = 123, 11% non-zeros) is a tie -- HTTP 28,700 (dense) vs 27,400 (sparse)
-#   examples/s, Redis 16,900 (xb) vs 19,000 (sparse) -- with 3.9x fewer bytes as sparse maps (128 vs
-#   497 B/row); a d = 123 file with 20% non-zeros is 1.2x faster dense / xb, ijcnn1 (59%) 1.6-1.9x.
-#   Crossover: 15% non-zeros.
-# * width: above 16,384 features a dense batch of 1,000 rows no longer fits a 64 MiB body (8 B per
-#   feature as xd, 4 as xb, 4-20 B in JSON) and the service keeps sparse input sparse to the solver (d > 256),
-#   so such files go sparse unless sparse maps would be larger than dense rows (>= 40% non-zeros:
-#   the measured size crossover of the two JSON forms).  reuters (d = 8,315, 0.5%) sparse vs dense:
-#   HTTP 4,100 vs 1,000 examples/s, 1,112 vs 33,896 B/row; sector (55,197, 0.3%): HTTP 428 vs 104,
-#   Redis 508 vs 191 examples/s, 2,355 vs 221,427 B/row.
+# The auto format rule: sparse maps below 15% non-zeros (the measured speed crossover; a9a, 11%,
+# ties in speed with 3.9x fewer bytes), and above 16,384 features (a dense batch of 1,000 rows no
+# longer fits a 64 MiB body; the service keeps wide sparse input sparse) unless sparse maps would
+# be larger than dense rows (>= 40% non-zeros).  Measurements: docs/service.md, "Row formats of replay".
 SPARSE_BELOW_DENSITY = 0.15
 WIDE_FEATURES = 16_384
 WIDE_SPARSE_BELOW_DENSITY = 0.40

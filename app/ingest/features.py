@@ -31,16 +31,10 @@ RowLocator = Callable[[int], "tuple[str, int | None]"]
 """``i -> (field, index)`` naming row ``i`` in messages: ``("X[3]", 3)`` for a request row,
 ``("x", None)`` for the single row of a stream entry."""
 
-# The densify rule (should_densify), measured: partial_fit on 8,000 rows in batches of 1,000, a sparse
-# batch densified at ingest (toarray included) vs handed over as CSR, random CSR data at 5% and 20%
-# non-zeros, warm-up window and shuffle buffer off, best of 3:
-#   d                    128         256         512         1,024       reuters (8,315)
-#   RBF, B = 100, 500    1.04-1.08x  0.98-1.10x  0.98-1.06x  0.96-1.09x  0.81-0.87x
-#   linear               1.15-1.21x  1.03-1.09x  0.90-0.93x  0.68-0.73x  0.11x
-# (speed of the densified batch over the CSR one).  Densifying pays for both kernels up to d = 256
-# (a9a, d = 123: RBF B = 100 1.2x, linear 1.25x), is a wash for RBF above and a loss for linear
-# models, whose CSR path is O(nnz) per step.  So: dense for d <= 256, CSR above -- and never more
-# than 4M elements (32 MB) per densified batch, whatever d.
+# The densify rule (should_densify): a densified batch is faster for both kernels up to d = 256 and
+# a loss for linear models above (their CSR path is O(nnz) per step); so dense for d <= 256, CSR
+# above, and never more than 4M elements (32 MB) per densified batch.  Measurements:
+# docs/service.md, "The densify rule".
 DENSIFY_MAX_FEATURES = 256
 DENSIFY_MAX_ELEMENTS = 1 << 22
 

@@ -6,23 +6,14 @@ messages are those of the HTTP path -- the same helpers of :mod:`.decode`,
 :mod:`.features` and :mod:`.labels` -- applied per entry, with the field names of the
 entry (``x``, ``xd``, ``xb``, ``y``) and no example index.
 
-Entry format (field values are bytes as Redis returns them, or str):
-
-* ``y`` -- the label: a JSON number or string, or plain text (a string label);
-* exactly one of
-  * ``x`` -- JSON: a dense list of d numbers or a sparse ``{"index": value}`` object with
-    0-based integer keys (numbers parsed to float64);
-  * ``xd`` -- little-endian float64 bytes, dense, 8·d bytes (the same values as JSON
-    carries, bit for bit);
-  * ``xb`` -- little-endian float32 bytes, dense, 4·d bytes (kept for compatibility: each
-    value is widened exactly to float64, so the model learns the float32-rounded features);
-* ``id`` -- optional, the producer's own reference (not used by the learner).
+Entry format: :mod:`.entry_format` (fields ``y``, one of ``x``/``xd``/``xb``, optional ``id``).
 
 The precision contract (``docs/stream.md``): every path learns float64; ``x`` and ``xd``
 give the model exactly the float64 values an HTTP ``/learn`` body would, ``xb`` the float32
 quantisation of them.
 
-No other field is allowed.  The kind of each entry's features is an :class:`EntryKind`.
+No other field is allowed.  The kind of each entry's features is an
+:class:`~svmstream.app.ingest.entry_format.EntryKind`.
 An entry may come as a mapping or as Redis' raw ``[field, value, field, value, ...]``
 reply; the raw replies ``[b"y", label, b"xd", features]`` and ``[b"y", label, b"xb",
 features]`` -- what ``svmstream replay --redis`` and most producers write -- are read
@@ -41,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -49,6 +39,15 @@ import scipy.sparse as sp
 
 from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import decode_json, may_contain_bools
+from svmstream.app.ingest.entry_format import (
+    BINARY_B,
+    BINARY_FIELDS,
+    DENSE,
+    REJECTED,
+    SPARSE,
+    BinaryField,
+    entry_fields,
+)
 from svmstream.app.ingest.features import (
     first_non_number,
     no_features,
@@ -62,50 +61,6 @@ from svmstream.app.ingest.features import (
     wrong_width,
 )
 from svmstream.app.ingest.labels import LabelCodec, NewLabels, parse_stream_label
-
-STREAM_FIELDS = frozenset({"y", "x", "xd", "xb", "id"})
-_STREAM_FIELDS_B = frozenset(f.encode() for f in STREAM_FIELDS) | STREAM_FIELDS
-
-
-class EntryKind(IntEnum):
-    """How an entry gives its features (stored as ``int8`` per entry)."""
-
-    REJECTED = 0
-    DENSE = 1
-    """``x``: a JSON list of d numbers."""
-    FLOAT32 = 2
-    """``xb``: 4·d bytes of little-endian float32, widened exactly to float64."""
-    SPARSE = 3
-    """``x``: a JSON ``{"index": value}`` object."""
-    FLOAT64 = 4
-    """``xd``: 8·d bytes of little-endian float64 (exact)."""
-
-
-# plain ints for the per-entry loop
-_REJECTED, _DENSE, _FLOAT32, _SPARSE, _FLOAT64 = (int(k) for k in EntryKind)
-
-
-@dataclass(frozen=True)
-class BinaryField:
-    """A field that carries a dense row as raw little-endian bytes."""
-
-    name: str
-    kind: int
-    dtype: str
-    """numpy dtype of one value (``"<f8"``, ``"<f4"``)."""
-    itemsize: int
-    """Bytes per value."""
-    described: str
-    """How the message names the format (``"little-endian float64"``)."""
-
-
-BINARY_FIELDS: dict[str, BinaryField] = {
-    "xd": BinaryField("xd", _FLOAT64, "<f8", 8, "little-endian float64"),
-    "xb": BinaryField("xb", _FLOAT32, "<f4", 4, "little-endian float32"),
-}
-"""The binary feature fields by name: ``xd`` (float64, exact) and ``xb`` (float32)."""
-_BINARY_B: dict[Any, BinaryField] = {**{k.encode(): f for k, f in BINARY_FIELDS.items()}, **BINARY_FIELDS}
-_FEATURE_FIELDS = (("x", b"x"), ("xd", b"xd"), ("xb", b"xb"))
 
 
 @dataclass(frozen=True)
@@ -138,55 +93,6 @@ class EntryBatch:
     new_labels: NewLabels | None = None
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
-
-
-def _entry_fields(fields: Mapping[Any, Any] | list) -> tuple[Any, Any, BinaryField | None, Any]:
-    """``(y, x, binary field, its bytes)`` raw values of an entry (``x`` is None for a binary
-    row, the binary pair is ``(None, None)`` for JSON ``x``); the envelope checks.
-
-    Raises
-    ------
-    InvalidInput
-        Unknown field, no ``y``, several or none of ``x``, ``xd`` and ``xb``.
-    """
-    if type(fields) is list:  # a raw reply: [field, value, field, value, ...]
-        fields = dict(zip(fields[::2], fields[1::2]))
-    if not fields.keys() <= _STREAM_FIELDS_B:
-        unknown = sorted(_text(k) for k in fields if k not in _STREAM_FIELDS_B)
-        raise InvalidInput(
-            f"entry: unknown field {unknown[0]!r}; allowed fields are {sorted(STREAM_FIELDS)}",
-            field=unknown[0],
-        )
-    get = fields.get
-    y_raw = get(b"y")
-    if y_raw is None:
-        y_raw = get("y")
-        if y_raw is None:
-            raise InvalidInput("y: field required", field="y")
-    given = []
-    for name, name_b in _FEATURE_FIELDS:
-        value = get(name_b)
-        if value is None:
-            value = get(name)
-        if value is not None:
-            given.append((name, value))
-    if len(given) > 1:
-        names = " and ".join(repr(n) for n, _ in given)
-        raise InvalidInput(
-            f"entry: give the features in one field ('x', 'xd' or 'xb'), not in {names}", field=given[1][0]
-        )
-    if not given:
-        raise InvalidInput(
-            "x: field required (features as JSON 'x', float64 bytes 'xd' or float32 bytes 'xb')", field="x"
-        )
-    name, value = given[0]
-    if name == "x":
-        return y_raw, value, None, None
-    return y_raw, None, BINARY_FIELDS[name], value
-
-
 def _label_or_error(raw: Any) -> Any:
     try:
         return parse_stream_label(raw)
@@ -199,9 +105,9 @@ def _json_kind(value: Any) -> int:
     if isinstance(value, list):
         if not value:
             raise no_features("x")
-        return _DENSE
+        return DENSE
     if isinstance(value, dict):
-        return _SPARSE
+        return SPARSE
     raise not_a_row("x", value)
 
 
@@ -256,7 +162,7 @@ class _Entries:
     def read(self, entries: Sequence[Any]) -> None:
         """Per entry: envelope, label, feature kind and width (the one per-entry loop)."""
         n, d, whose = self.n, self.d, self.whose
-        kinds = [_REJECTED] * n
+        kinds = [REJECTED] * n
         rows: list[Any] = [None] * n
         labels: list[Any] = [None] * n
         rejected = self.rejected
@@ -267,11 +173,11 @@ class _Entries:
                     type(fields) is list
                     and len(fields) == 4
                     and fields[0] == b"y"
-                    and (binary := _BINARY_B.get(fields[2])) is not None
+                    and (binary := BINARY_B.get(fields[2])) is not None
                 ):
                     y_raw, x_raw, raw = fields[1], None, fields[3]  # the common raw reply: no dict
                 else:
-                    y_raw, x_raw, binary, raw = _entry_fields(fields)
+                    y_raw, x_raw, binary, raw = entry_fields(fields)
                 label = label_cache.get(y_raw, _UNSEEN)
                 if label is _UNSEEN:
                     label = label_cache[y_raw] = _label_or_error(y_raw)
@@ -296,9 +202,9 @@ class _Entries:
                 else:
                     value = decode_json(x_raw, "x")
                     kind = _json_kind(value)
-                    if kind == _SPARSE:
+                    if kind == SPARSE:
                         self.sparse_bools = self.sparse_bools or may_contain_bools(x_raw)
-                    elif kind == _DENSE:
+                    elif kind == DENSE:
                         if d is None:
                             d = len(value)
                         elif len(value) != d:
@@ -312,7 +218,7 @@ class _Entries:
                 labels[i] = label
             except InvalidInput as exc:
                 rejected[i] = exc.message
-                kinds[i] = _REJECTED
+                kinds[i] = REJECTED
         self.d = d
         self.kinds = np.array(kinds, dtype=np.int8)
         self.rows = rows
@@ -320,13 +226,13 @@ class _Entries:
 
     def reject(self, i: int, reason: str) -> None:
         self.rejected[int(i)] = reason
-        self.kinds[i] = _REJECTED
+        self.kinds[i] = REJECTED
 
     def dense_matrix(self) -> tuple[np.ndarray, np.ndarray]:
         """``(positions, float64 rows)`` of the JSON-list entries: one conversion, then the
         entries whose values are not all numbers are rejected."""
         width = self.d or 0
-        pos = np.flatnonzero(self.kinds == _DENSE)
+        pos = np.flatnonzero(self.kinds == DENSE)
         if not pos.size:
             return pos, np.empty((0, width))
         rows = self.rows
@@ -340,7 +246,7 @@ class _Entries:
                 good_rows.append(rows[i])
             else:
                 self.reject(i, not_a_number(f"x[{j}]", rows[i][j]).message)
-        pos = np.flatnonzero(self.kinds == _DENSE)
+        pos = np.flatnonzero(self.kinds == DENSE)
         return pos, np.array(good_rows, dtype=np.float64).reshape(len(good_rows), width)
 
     def binary_matrix(self, binary: BinaryField) -> tuple[np.ndarray, np.ndarray]:
@@ -367,7 +273,7 @@ class _Entries:
         array of values); only if that finds an error are they read again one by one, to
         reject exactly the bad entries.
         """
-        pos = np.flatnonzero(self.kinds == _SPARSE)
+        pos = np.flatnonzero(self.kinds == SPARSE)
         rows = self.rows
         try:
             indices, data, indptr = sparse_parts([rows[i] for i in pos], _entry_row, self.sparse_bools)
@@ -385,12 +291,12 @@ class _Entries:
             data = np.concatenate([v for _, v in parts]) if parts else np.empty(0)
         block = _SparseBlock.of(pos, indices, data, indptr)
         # without dense entries in the batch, a model whose d is not fixed grows up to grow_to
-        grows = self.grow_to is not None and not np.any((self.kinds > 0) & (self.kinds != _SPARSE))
+        grows = self.grow_to is not None and not np.any((self.kinds > 0) & (self.kinds != SPARSE))
         bound = self.grow_to if grows else self.d
         if bound is not None:
             for k in np.flatnonzero(block.last >= bound):
                 i, top = int(pos[k]), int(block.last[k])
-                if self.kinds[i] != _SPARSE:
+                if self.kinds[i] != SPARSE:
                     continue
                 if grows:
                     self.reject(
@@ -436,7 +342,7 @@ def _dense_batch(entries: _Entries, good: np.ndarray, d: int, parts: list, block
             continue
         sel = kinds[pos] == kind
         X[row_of[pos[sel]]] = arr[sel]
-    keep = kinds[block.pos] == _SPARSE
+    keep = kinds[block.pos] == SPARSE
     if keep.any():
         data, indices, indptr = block.rows(keep)
         rows = row_of[block.pos[keep]]
@@ -451,7 +357,7 @@ def _csr_batch(
     """The good entries as one (g, d) CSR matrix with sorted indices (a wide batch with
     sparse entries): the sparse rows as they came, dense rows (if any) made sparse."""
     kinds = entries.kinds
-    keep = kinds[block.pos] == _SPARSE
+    keep = kinds[block.pos] == SPARSE
     data, indices, indptr = block.rows(keep)
     X = sp.csr_matrix((data, indices, indptr), shape=(int(keep.sum()), d))
     if X.shape[0] != good.size:  # dense entries too: stack the kinds, then put rows in entry order
@@ -501,7 +407,7 @@ def parse_stream_entries(
     table.read(entries)
     parts = []
     for kind, name, (pos, arr) in (
-        (_DENSE, "x", table.dense_matrix()),
+        (DENSE, "x", table.dense_matrix()),
         *((b.kind, b.name, table.binary_matrix(b)) for b in BINARY_FIELDS.values()),
     ):
         table.reject_nonfinite(pos, arr, name)
@@ -513,12 +419,12 @@ def parse_stream_entries(
     if good.size == 0:
         return EntryBatch(None, None, good, rejected)
     d = table.d
-    all_sparse = bool(np.all(table.kinds[good] == _SPARSE))
+    all_sparse = bool(np.all(table.kinds[good] == SPARSE))
     if d is None or (all_sparse and grow_to is not None):  # all-sparse: the largest index fixes the width
-        good_sparse = table.kinds[block.pos] == _SPARSE
+        good_sparse = table.kinds[block.pos] == SPARSE
         widest = int(block.last[good_sparse].max(initial=0)) + 1
         d = max(d or 1, widest)
     # Densify or not: see should_densify (narrow batches go dense, wide ones stay CSR)
-    if not np.any(table.kinds[block.pos] == _SPARSE) or should_densify(good.size, d):
+    if not np.any(table.kinds[block.pos] == SPARSE) or should_densify(good.size, d):
         return EntryBatch(_dense_batch(table, good, d, parts, block), y, good, rejected, all_sparse, new)
     return EntryBatch(_csr_batch(table, good, d, parts, block), y, good, rejected, all_sparse, new)

@@ -37,7 +37,7 @@ from svmstream.solvers import Cancelled
 from svmstream.solvers.persistence import encode_state, write_atomic
 
 if TYPE_CHECKING:  # pragma: no cover
-    from svmstream.app.jobs.runner import Job
+    from svmstream.app.jobs.job import Job
 
 log = logging.getLogger("svmstream.jobs")
 

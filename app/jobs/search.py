@@ -265,6 +265,22 @@ def score_table(cv_results: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _load_search_data(task: dict[str, Any]) -> tuple[Any, np.ndarray, np.ndarray]:
+    """``(X, classes, class indices)`` of the task's data, X as the search fits it
+    (:func:`prepare_X`); ValueError for fewer than two classes or fewer rows of a class
+    than ``cv``."""
+    X, y = load_dataset(task["data"], fmt=task.get("data_format"))
+    classes, y_idx = np.unique(y, return_inverse=True)
+    if classes.shape[0] < 2:
+        raise ValueError("the training data has a single class; need at least 2")
+    counts = np.bincount(y_idx)
+    if counts.min() < task["cv"]:
+        raise ValueError(
+            f"class {classes[int(np.argmin(counts))]!r} has {int(counts.min())} rows, fewer than cv={task['cv']}"
+        )
+    return prepare_X(X), classes, y_idx
+
+
 def run_search(
     task: dict[str, Any],
     stage: Callable[[str], Any] | None = None,
@@ -300,16 +316,7 @@ def run_search(
     tell = stage or (lambda s: None)
     tell("loading")
     t0 = time.perf_counter()
-    X, y = load_dataset(task["data"], fmt=task.get("data_format"))
-    classes, y_idx = np.unique(y, return_inverse=True)
-    if classes.shape[0] < 2:
-        raise ValueError("the training data has a single class; need at least 2")
-    counts = np.bincount(y_idx)
-    if counts.min() < task["cv"]:
-        raise ValueError(
-            f"class {classes[int(np.argmin(counts))]!r} has {int(counts.min())} rows, fewer than cv={task['cv']}"
-        )
-    Xf = prepare_X(X)
+    Xf, classes, y_idx = _load_search_data(task)
     load_seconds = time.perf_counter() - t0
     tell("searching")
     base = make_base(task["estimator"], task["base_params"])

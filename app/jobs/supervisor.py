@@ -22,7 +22,7 @@ from svmstream.app.jobs.worker import worker_main
 from svmstream.solvers.persistence import decode_state, estimator_from_state
 
 if TYPE_CHECKING:  # pragma: no cover
-    from svmstream.app.jobs.runner import Job
+    from svmstream.app.jobs.job import Job
     from svmstream.app.models.registry import Registry
 
 log = logging.getLogger("svmstream.jobs")

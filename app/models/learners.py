@@ -1,6 +1,6 @@
 """Learner threads shared by all models: :class:`LearnerPool` and one :class:`ModelQueue` per model.
 
-A thread per model does not scale: 10,000 models meant 10,009 threads (issue 16).  Here a
+A thread per model does not scale: 10,000 models meant 10,009 threads.  Here a
 fixed number of threads serves every model.  Each model keeps its own FIFO of tasks (the
 batches and flushes :class:`~svmstream.app.models.handle.ModelHandle` submits); a model with
 work is *scheduled* on the pool at most once at a time, so
@@ -14,7 +14,7 @@ The numba steps release the GIL, so up to ``n_threads`` models learn in parallel
 
 The threads may run at a lower CPU priority than the rest of the process (``nice``: Linux
 nice values are per thread): learning is throughput work, while predictions are answered on
-the event loop thread and wait whenever a learner holds the core (issue 17, item 4).
+the event loop thread and wait whenever a learner holds the core.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Solver warm-up: run the code paths the service's models use once, in the background.
 
 A fresh install has an empty numba cache: compiling every kernel took 16.5 s before
-``/health`` answered (issue 17; 127 s on this machine under load).  The service now answers
+``/health`` answered (127 s on this machine under load).  The service now answers
 at once and compiles in a background thread (:class:`WarmUp`), logging each stage; a
 request that needs a kernel still being compiled waits for it (numba compiles a function
 once, under its compiler lock) and the log says so (:meth:`WarmUp.note_waiting`).

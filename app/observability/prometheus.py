@@ -17,21 +17,17 @@ Each app builds its own :class:`prometheus_client.CollectorRegistry` with
 
 from __future__ import annotations
 
-import re
-import threading
 import time
-from array import array
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
-from prometheus_client import metrics as prometheus_metrics
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.samples import Sample
-from prometheus_client.utils import floatToGoString
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from svmstream.app.models.registry import ModelHandle, Registry
+from svmstream.app.observability.exposition import GoCache, histogram_text, label_value, text_of
+from svmstream.app.observability.latency import LatencyHistogram
 
 _COUNTER, _GAUGE = CounterMetricFamily, GaugeMetricFamily
 
@@ -137,86 +133,6 @@ _FAMILIES: dict[str, tuple[type, str, str]] = {
 _STREAM_GAUGES = (("lag", "lag"), ("lag_seconds", "lag_s"), ("pending", "s_pending"), ("length", "s_len"))
 
 
-class _LatencyChild:
-    """One label set of a :class:`LatencyHistogram`: its bucket counts and sum in one
-    ``array('d')`` (not bucket counts in separate locked value objects)."""
-
-    __slots__ = ("_parent", "_values", "_created")
-
-    def __init__(self, parent: LatencyHistogram):
-        self._parent = parent
-        self._values = array("d", bytes(8 * (len(parent._upper_bounds) + 1)))  # buckets..., sum
-        self._created = time.time()
-
-    def observe(self, amount: float) -> None:
-        parent = self._parent
-        values = self._values
-        with parent._shared_lock:
-            values[-1] += amount
-            for i, bound in enumerate(parent._upper_bounds):
-                if amount <= bound:
-                    values[i] += 1.0
-                    break
-
-    def counts(self) -> tuple[list[float], float]:
-        """``(bucket counts, sum)`` (per bucket, not cumulative), read together."""
-        with self._parent._shared_lock:
-            values = self._values.tolist()
-        return values[:-1], values[-1]
-
-    def cumulative(self) -> tuple[list[tuple[float, float]], float]:
-        """``([(upper bound, cumulative count), ...], sum)`` -- the ``_bucket`` series -- read
-        together (also the live dashboard's reading, :class:`~.live.LatencyWindow`)."""
-        buckets, total = self.counts()
-        series, acc = [], 0.0
-        for bound, count in zip(self._parent._upper_bounds, buckets):
-            acc += count
-            series.append((float(bound), acc))
-        return series, total
-
-    def _samples(self) -> tuple[Sample, ...]:
-        """What a prometheus-client ``Histogram`` child yields (same names, order, values)."""
-        series, total = self.cumulative()
-        samples = [
-            Sample("_bucket", {"le": floatToGoString(bound)}, acc, None, None) for bound, acc in series
-        ]
-        samples.append(Sample("_count", {}, series[-1][1], None, None))
-        if self._parent._upper_bounds[0] >= 0:
-            samples.append(Sample("_sum", {}, total, None, None))
-        if getattr(prometheus_metrics, "_use_created", True):
-            samples.append(Sample("_created", {}, self._created, None, None))
-        return tuple(samples)
-
-
-class LatencyHistogram(Histogram):
-    """A labelled prometheus-client ``Histogram`` whose label sets are :class:`_LatencyChild`
-    objects: the same samples, text and API (``labels(...).observe(x)``, ``collect()``), at
-    ~0.3 KB per label set instead of ~3.7 KB (15 bucket value objects with a lock each and a
-    whole ``Histogram`` per child; one per model and route: 10,000 models, ~35 MB).  All
-    children share one lock."""
-
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._shared_lock = threading.Lock()
-
-    def labels(self, *labelvalues: Any, **labelkwargs: Any) -> Any:
-        if labelkwargs:
-            if labelvalues or sorted(labelkwargs) != sorted(self._labelnames):
-                raise ValueError("Incorrect label names")
-            key = tuple(str(labelkwargs[name]) for name in self._labelnames)
-        else:
-            if len(labelvalues) != len(self._labelnames):
-                raise ValueError("Incorrect label count")
-            key = tuple(str(v) for v in labelvalues)
-        child = self._metrics.get(key)
-        if child is None:
-            with self._lock:
-                child = self._metrics.get(key)
-                if child is None:
-                    child = self._metrics[key] = _LatencyChild(self)
-        return child
-
-
 class RequestMetrics:
     """Latency histograms of ``/learn`` and ``/predict`` (seconds, labels ``route``, ``model``)
     and ``svmstream_http_requests_total`` (labels ``route``, ``method``, ``status``)."""
@@ -287,14 +203,6 @@ def _model_values(handle: ModelHandle, now: float) -> dict[str, float]:
     return out
 
 
-def _label_value(text: str) -> str:
-    """A label value escaped as the text format wants (model names never need it: they
-    match ``MODEL_NAME_RE``; kept for safety)."""
-    if "\\" in text or '"' in text or "\n" in text:
-        return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return text
-
-
 class ServiceCollector:
     """Per-model gauges and counters read from the registry at scrape time.
 
@@ -330,15 +238,15 @@ class ServiceCollector:
         """Text format 0.0.4 of :meth:`collect`'s families (same bytes as ``generate_latest``)."""
         if self._get_registry() is None:
             return b""
-        rows = [(_label_value(name), values) for name, values in self._rows()]
+        rows = [(label_value(name), values) for name, values in self._rows()]
         out: list[str] = []
         for key, (kind, name, help_text) in _FAMILIES.items():
             counter = kind is _COUNTER
             mname = name + "_total" if counter else name
             out.append(f"# HELP {mname} {help_text}\n# TYPE {mname} {'counter' if counter else 'gauge'}\n")
             prefix = mname + '{model="'
-            go = _GoCache()  # per family: counts and flags repeat across models
-            # one string per family (not ~190,000 small ones alive until the end: see _CHUNK_LINES)
+            go = GoCache()  # per family: counts and flags repeat across models
+            # one string per family (not ~190,000 small ones alive until the end: see exposition.CHUNK_LINES)
             out.append(
                 "".join(f'{prefix}{model}"}} {go(values[key])}\n' for model, values in rows if key in values)
             )
@@ -373,153 +281,6 @@ class ServiceRegistry(CollectorRegistry):
         (:meth:`ServiceCollector.render`); the order of :meth:`collect`."""
         text = text_of(CollectorRegistry.collect(self)) + "".join(histogram_text(h) for h in self.histograms)
         return text.encode() + self.service.render()
-
-
-_LEGACY_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_OM_SUFFIXES = ("_created", "_gsum", "_gcount")
-_TYPES = {"info": "gauge", "stateset": "gauge", "gaugehistogram": "histogram", "unknown": "untyped"}
-
-
-def text_of(metrics: Iterable[Any]) -> str:
-    """Prometheus text format 0.0.4 of prometheus-client metric families: the bytes
-    ``generate_latest`` writes, at a fraction of its cost per sample (it re-validates and
-    re-escapes every metric and label name of every sample; here each label set of a
-    family is formatted once: the learn/predict histograms have ~18 samples per model).
-
-    A family with a name outside the legacy character set goes through ``generate_latest``.
-    """
-    out: list[str] = []
-    for metric in metrics:
-        labelnames = {k for s in metric.samples for k in s.labels}
-        if not _LEGACY_NAME.match(metric.name) or not all(_LEGACY_NAME.match(k) for k in labelnames):
-            out.append(generate_latest(_One(metric)).decode())
-            continue
-        mname, mtype = metric.name, _TYPES.get(metric.type, metric.type)
-        if metric.type == "counter":
-            mname += "_total"
-        elif metric.type == "info":
-            mname += "_info"
-        doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
-        out.append(f"# HELP {mname} {doc}\n# TYPE {mname} {mtype}\n")
-        om: dict[str, list[str]] = {}
-        cache: dict[tuple, str] = {}
-        for sample in metric.samples:
-            items = tuple(sorted(sample.labels.items()))
-            labels = cache.get(items)
-            if labels is None:
-                inner = ",".join(f'{k}="{_label_value(str(v))}"' for k, v in items)
-                labels = cache[items] = "{" + inner + "}" if inner else ""
-            stamp = "" if sample.timestamp is None else f" {int(float(sample.timestamp) * 1000):d}"
-            line = f"{sample.name}{labels} {_go(sample.value)}{stamp}\n"
-            suffix = sample.name[len(metric.name) :] if sample.name.startswith(metric.name) else ""
-            if suffix in _OM_SUFFIXES:
-                om.setdefault(suffix, []).append(line)
-            else:
-                out.append(line)
-        for suffix, lines in sorted(om.items()):
-            out.append(f"# HELP {metric.name}{suffix} {doc}\n# TYPE {metric.name}{suffix} gauge\n")
-            out.extend(lines)
-    return "".join(out)
-
-
-def histogram_text(histogram: Histogram) -> str:
-    """:func:`text_of` of a labelled prometheus-client histogram, read from its children.
-
-    ``collect()`` builds ~18 ``Sample`` tuples per label set (the learn/predict latency
-    histograms: 36,000 for 1,000 models, ~0.4 s per scrape); the children's bucket values
-    are read directly instead.  prometheus-client keeps them in private attributes
-    (``_metrics``, ``_labelnames``, ``_upper_bounds``, ``_buckets``, ``_sum``, ``_created``;
-    the dashboard's latency window reads the same); without them this falls back to
-    ``collect()``.  ``tests/test_metrics.py`` checks the text equals ``generate_latest``'s.
-    """
-    children = getattr(histogram, "_metrics", None)
-    names = tuple(getattr(histogram, "_labelnames", ()) or ())
-    bounds = getattr(histogram, "_upper_bounds", None)
-    name, doc = getattr(histogram, "_name", None), getattr(histogram, "_documentation", None)
-    if (
-        not isinstance(children, dict)
-        or not names
-        or "le" in names
-        or bounds is None
-        or name is None
-        or doc is None
-        or not all(_LEGACY_NAME.match(n) for n in (name, *names))
-    ):
-        return text_of(histogram.collect())
-    doc = doc.replace("\\", r"\\").replace("\n", r"\n")
-    les = [floatToGoString(b) for b in bounds]
-    out = [f"# HELP {name} {doc}\n# TYPE {name} histogram\n"]
-    go = _GoCache()  # bucket counts are small whole numbers, the same for most label sets
-    created: list[str] = []
-    with_created = getattr(prometheus_metrics, "_use_created", True)
-    lines: list[str] = []
-    for values, child in list(children.items()):  # a snapshot: requests may add children
-        if len(lines) >= _CHUNK_LINES:
-            out.append("".join(lines))
-            lines.clear()
-        pairs = sorted(zip(names, values))
-        labels = ",".join(f'{k}="{_label_value(str(v))}"' for k, v in pairs)
-        before = "".join(f'{k}="{_label_value(str(v))}",' for k, v in pairs if k < "le")
-        after = "".join(f',{k}="{_label_value(str(v))}"' for k, v in pairs if k > "le")
-        if isinstance(child, _LatencyChild):
-            counts, total = child.counts()
-        else:
-            counts, total = [bucket.get() for bucket in child._buckets], child._sum.get()
-        acc = 0.0
-        for le, count in zip(les, counts):
-            acc += count
-            lines.append(f'{name}_bucket{{{before}le="{le}"{after}}} {go(acc)}\n')
-        lines.append(f"{name}_count{{{labels}}} {go(acc)}\n")
-        if bounds[0] >= 0:
-            lines.append(f"{name}_sum{{{labels}}} {go(total)}\n")
-        if with_created:
-            created.append(f"{name}_created{{{labels}}} {_go(child._created)}\n")
-    out.append("".join(lines))
-    if created:
-        out.append(f"# HELP {name}_created {doc}\n# TYPE {name}_created gauge\n")
-        out.append("".join(created))
-    return "".join(out)
-
-
-#: Lines joined into one string at a time by :func:`histogram_text`: the 10,000 models'
-#: histograms are ~180,000 lines; holding them all as separate small strings until the end
-#: spread them over the allocator's arenas, some of which stayed held after the scrape.
-_CHUNK_LINES = 20_000
-
-
-class _GoCache:
-    """:func:`_go` with its answers remembered (one rendering: 10,000 models make ~360,000
-    numbers of a few hundred distinct values; the formatting was ~40% of a /metrics render).
-    Zero is not cached: ``0.0 == -0.0`` but they are written differently."""
-
-    __slots__ = ("_texts",)
-
-    def __init__(self):
-        self._texts: dict[float, str] = {}
-
-    def __call__(self, value: float) -> str:
-        text = self._texts.get(value)
-        if text is None:
-            text = _go(value)
-            if value != 0:
-                self._texts[value] = text
-        return text
-
-
-def _go(value: float) -> str:
-    """``floatToGoString`` (Go's float format), with Python's ``repr`` where they agree."""
-    value = float(value)
-    if -1e18 < value < 1e6:  # finite, and below where Go switches to an exponent
-        return repr(value)
-    return floatToGoString(value)
-
-
-class _One:
-    def __init__(self, metric: Any):
-        self._metric = metric
-
-    def collect(self) -> Iterable[Any]:
-        return [self._metric]
 
 
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})

@@ -1,4 +1,4 @@
-"""Prediction replicas follow a learner through Redis (issue 16, item 3; ``docs/deployment.md``).
+"""Prediction replicas follow a learner through Redis (``docs/deployment.md``).
 
 The learner (``svmstream serve``, role ``learner``, with ``SVMSTREAM_REDIS_URL``) runs a
 :class:`SnapshotPublisher`: after each snapshot it writes the snapshot file's bytes to Redis

@@ -1,0 +1,68 @@
+"""The one registry of the benchmarks' data sets: each set's files, its dimension and, for a set
+shipped without a test file, its one split.
+
+The benchmarks that split a set read it through :func:`load`, so a set is split one way
+everywhere: scikit-learn's ``train_test_split(test_size=f, random_state=SPLIT_SEED)`` of its rows
+(``f`` = the set's ``test_fraction``; phishing's 70/30 split is the one ``bench_rehearsal`` and
+``bench_settings`` measured on).  ``order="file"`` gives the training rows in the file's order (a
+stream as the file holds it), ``order="shuffled"`` in the split's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from benchmarks.common import data_file
+from svmstream.app.jobs.datasets import load_dataset
+
+
+@dataclass(frozen=True)
+class DataSet:
+    train: str
+    test: str | None = None
+    n_features: int | None = None
+    test_fraction: float = 0.0
+    """Sets without a test file: the share of the rows held out for testing."""
+
+
+SETS: dict[str, DataSet] = {
+    "ijcnn1": DataSet("ijcnn1.bz2", "ijcnn1.t.bz2", 22),
+    "a9a": DataSet("a9a.bz2", "a9a.t.bz2", 123),
+    "letter": DataSet("letter.scale.bz2", "letter.scale.t.bz2"),
+    "pendigits": DataSet("pendigits.bz2", "pendigits.t.bz2"),
+    "reuters": DataSet("reuters_lasvm.trn.bz2", "reuters_lasvm.tst.bz2"),
+    "sector": DataSet("sector.scale.bz2", "sector.t.scale.bz2"),
+    "phishing": DataSet("phishing.bz2", None, 68, test_fraction=0.3),
+    "skin_nonskin": DataSet("skin_nonskin.bz2", None, 3, test_fraction=0.2),
+}
+SPLIT_SEED = 0
+
+
+def split(n: int, test_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(train rows, test rows)`` of the one split, both in the split's (shuffled) order."""
+    from sklearn.model_selection import train_test_split
+
+    train, test = train_test_split(np.arange(n), test_size=test_fraction, random_state=SPLIT_SEED)
+    return train, test
+
+
+def load(name: str, *, order: str = "file", dense: bool = False):
+    """``(X, y, X_test, y_test)`` of a registered set: CSR float64 (dense float64 with ``dense``),
+    the test part at the training part's dimension; ``order``: ``"file"`` or ``"shuffled"``
+    (the training rows; a set with a test file is always in file order)."""
+    if order not in ("file", "shuffled"):
+        raise ValueError(f"order: 'file' or 'shuffled', not {order!r}")
+    spec = SETS[name]
+    X, y = load_dataset(data_file(spec.train), n_features=spec.n_features, fmt="libsvm")
+    if spec.test is not None:
+        Xt, yt = load_dataset(data_file(spec.test), n_features=X.shape[1], fmt="libsvm")
+    else:
+        train, test = split(X.shape[0], spec.test_fraction)
+        if order == "file":
+            train = np.sort(train)
+        X, y, Xt, yt = X[train], y[train], X[test], y[test]
+    if dense:
+        X, Xt = np.ascontiguousarray(X.toarray()), np.ascontiguousarray(Xt.toarray())
+    return X, y, Xt, yt

@@ -1,0 +1,53 @@
+"""The size check of ``.ci/run`` (``.ci/check_sizes.py``): it passes on this tree, and it
+fails naming each ``app/`` module over 500 lines and each function over 80."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT = REPO / ".ci" / "check_sizes.py"
+
+
+def _run(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), str(root)], capture_output=True, text=True, timeout=60
+    )
+
+
+def _function(name: str, n_lines: int, decorated: bool = False) -> str:
+    """Source of a function spanning exactly ``n_lines`` lines (decorator included)."""
+    head = ["@staticmethod"] if decorated else []
+    body = [f"    x{i} = {i}" for i in range(n_lines - len(head) - 2)]
+    return "\n".join([*head, f"def {name}():", *body, "    return 0"]) + "\n"
+
+
+def test_the_tree_passes_the_size_check():
+    done = _run(REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_check_names_each_oversized_module_and_function(tmp_path):
+    pkg = tmp_path / "app" / "sub"
+    pkg.mkdir(parents=True)
+    (tmp_path / "app" / "fits.py").write_text(
+        _function("at_the_limit", 80) + _function("decorated", 80, True)
+    )
+    (pkg / "long_function.py").write_text("\n" + _function("too_long", 81))
+    (pkg / "long_module.py").write_text("".join(_function(f"f{k}", 50) for k in range(11)))  # 550 lines
+    (tmp_path / "elsewhere.py").write_text(_function("outside_app", 200))  # not under app/: not checked
+    done = _run(tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines == [
+        "app/sub/long_function.py:2: function too_long has 81 lines (limit 80)",
+        "app/sub/long_module.py: module has 550 lines (limit 500)",
+    ], lines
+    assert "2 over the limit" in done.stderr
+
+
+def test_a_decorator_counts_in_a_function_length(tmp_path):
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "m.py").write_text(_function("f", 81, decorated=True))
+    done = _run(tmp_path)
+    assert done.returncode == 1 and "function f has 81 lines" in done.stdout, done.stdout
