@@ -136,9 +136,7 @@ def test_one_vs_rest_multiclass_and_round_trip():
 
 def test_binary_round_trip_continues_exactly(cancer):
     X, _, y, _ = cancer
-    a = BudgetedSCAClassifier(budget=20, gamma=2.0, C=5.0).partial_fit(
-        X[:150], y[:150], classes=[-1, 1]
-    )
+    a = BudgetedSCAClassifier(budget=20, gamma=2.0, C=5.0).partial_fit(X[:150], y[:150], classes=[-1, 1])
     b = estimator_from_state(*decode_state(encode_state(*a.get_state())))
     a.partial_fit(X[150:], y[150:])
     b.partial_fit(X[150:], y[150:])

@@ -133,9 +133,7 @@ def test_state_round_trip_continues_exactly(cancer):
 )
 def test_bad_input_raises_and_changes_nothing(cancer, mutate, message):
     X, y = cancer
-    est = BudgetedSGDClassifier(budget=20, gamma=2.0, C=3.0).partial_fit(
-        X[:100], y[:100], classes=[-1, 1]
-    )
+    est = BudgetedSGDClassifier(budget=20, gamma=2.0, C=3.0).partial_fit(X[:100], y[:100], classes=[-1, 1])
     before = est.get_state()
     Xb, yb = mutate(X[100:120].copy(), y[100:120].copy())
     with pytest.raises(ValueError, match=message):

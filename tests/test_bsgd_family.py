@@ -182,9 +182,7 @@ def test_bias_is_learned_and_used(cancer):
 
 def test_profiling_measures_maintenance_time(cancer):
     Xtr, _, ytr, _ = cancer
-    est = BudgetedSGDClassifier(budget=10, gamma=4.0, C=10.0, profile=True, random_state=0).fit(
-        Xtr, ytr
-    )
+    est = BudgetedSGDClassifier(budget=10, gamma=4.0, C=10.0, profile=True, random_state=0).fit(Xtr, ytr)
     assert est.n_maintenance_ > 0 and est.maintenance_seconds_ > 0.0
     stats = est.statistics()
     assert stats["merging_frequency"] == pytest.approx(est.n_maintenance_ / est.t_)
