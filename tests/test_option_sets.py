@@ -10,6 +10,7 @@ import typing
 
 import svmstream.solvers as solvers
 from svmstream.app.models import config
+from svmstream.solvers.budgeted import StreamingBSCA, StreamingBSGD
 
 
 def _literal(tp) -> set:
@@ -29,8 +30,17 @@ def test_config_literals_equal_the_solver_option_sets():
 
 
 def test_config_on_drift_default_equals_the_estimators():
-    assert config.ModelConfig().on_drift == solvers.BudgetedSGDClassifier().on_drift
-    assert solvers.BudgetedSCAClassifier().on_drift == solvers.BudgetedSGDClassifier().on_drift
+    # the service's model is the streaming pipeline; its engines keep the same default
+    assert config.ModelConfig().on_drift == solvers.StreamingClassifier().on_drift
+    assert StreamingBSCA().on_drift == StreamingBSGD().on_drift == solvers.StreamingClassifier().on_drift
+    # the plain estimators react to nothing
+    assert solvers.BudgetedSGDClassifier().on_drift == solvers.BudgetedSCAClassifier().on_drift == "none"
+
+
+def test_config_stage_defaults_equal_the_pipelines():
+    cfg, pipeline = config.ModelConfig(), solvers.StreamingClassifier()
+    for name in StreamingBSGD.STAGE_PARAMS:
+        assert getattr(cfg, name) == getattr(pipeline, name) == getattr(StreamingBSGD(), name), name
 
 
 def test_config_bounds_and_defaults_equal_the_solvers():
@@ -45,7 +55,15 @@ def test_config_bounds_and_defaults_equal_the_solvers():
         solvers.DEFAULT_REHEARSAL,
         solvers.DEFAULT_REHEARSAL_MEMORY,
     )
-    assert config.ModelConfig().rehearsal == solvers.BudgetedSGDClassifier().rehearsal
+    assert (
+        config.ModelConfig().rehearsal == solvers.StreamingClassifier().rehearsal == StreamingBSGD().rehearsal
+    )
     assert config.REFERENCE_N == REFERENCE_N
     assert config.REFERENCE_N_LINEAR == REFERENCE_N_LINEAR
-    assert config.ModelConfig().kernel == solvers.BudgetedSGDClassifier().kernel == "rbf"
+    assert (
+        config.ModelConfig().kernel
+        == StreamingBSGD().kernel
+        == solvers.BudgetedSGDClassifier().kernel
+        == "rbf"
+    )
+    assert solvers.PegasosClassifier().kernel == "linear"
