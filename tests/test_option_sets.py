@@ -69,3 +69,30 @@ def test_config_bounds_and_defaults_equal_the_solvers():
         == "rbf"
     )
     assert solvers.PegasosClassifier().kernel == "linear"
+
+
+def test_one_definition_of_each_option_set_and_constant():
+    names = (
+        "ONLINE_ALGORITHMS",
+        "BATCH_ALGORITHMS",
+        "MAINTENANCE",
+        "MERGE_SOLVERS",
+        "SCHEDULES",
+        "ON_DRIFT",
+        "SCALINGS",
+        "KERNELS_ONLINE",
+        "SV_STORAGES",
+        "C_MAX",
+        "LAMBDA_MIN",
+        "REFERENCE_N",
+        "REFERENCE_N_LINEAR",
+        "DEFAULT_WARMUP",
+        "DEFAULT_SHUFFLE_BUFFER",
+        "DEFAULT_REHEARSAL",
+        "DEFAULT_REHEARSAL_MEMORY",
+    )
+    for name in names:
+        assert getattr(_params, name) is getattr(table, name), name
+        assert getattr(config, name) is getattr(table, name), name
+    for name in ("REHEARSAL_MAX", "REHEARSAL_MEMORY_MAX", "DEFAULT_MAX_CLASSES", "MAX_CLASSES_LIMIT"):
+        assert getattr(config, name) is getattr(table, name), name
