@@ -73,7 +73,9 @@ def test_restored_models_are_republished_and_replicas_follow(start_server, own_r
     _wait(lambda: _published(own_redis.url, "m") == version, what="the restored model's republication")
     with replica.client() as rc:
         _wait(
-            lambda: rc.get("/models/m").status_code == 200 and rc.get("/models/m").json()["version"] == version,
+            lambda: (
+                rc.get("/models/m").status_code == 200 and rc.get("/models/m").json()["version"] == version
+            ),
             what=f"the replica at version {version}",
         )
         theirs = rc.post("/predict", json={"model": "m", "X": probe}).json()
