@@ -229,6 +229,11 @@ def test_dask_profile_runs_as_written(compose, tmp_path):
     worker_cmd = [sys.executable, "-m", "distributed.cli.dask_worker", f"tcp://127.0.0.1:{free}"]
     worker_cmd += worker["command"][3:]
     worker_cmd[worker_cmd.index("--worker-port") + 1] = "0"  # fixed in its container; any port here
+    at = worker_cmd.index("--preload")  # the image's file (docker/dask_preload.py), run by tests/compose
+    assert (
+        worker_cmd[at + 1] == "/opt/svmstream/dask_preload.py" and (REPO / "docker/dask_preload.py").exists()
+    )
+    del worker_cmd[at : at + 2]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     procs = [
         subprocess.Popen(
