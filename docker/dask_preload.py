@@ -15,6 +15,7 @@ import sys
 import time
 
 MARK = "/tmp/svmstream-worker-warm"
+IMAGE_DIR = "/opt/svmstream"  # where docker/Dockerfile copies warm_jobs.py
 
 try:  # a restarted container keeps its /tmp: the mark is for this start only
     os.unlink(MARK)
@@ -24,8 +25,8 @@ except FileNotFoundError:
 
 def dask_setup(worker=None) -> None:
     t0 = time.perf_counter()
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import warm_jobs  # docker/warm_jobs.py, beside this file in the image
+    sys.path.insert(0, IMAGE_DIR)  # (distributed runs a copy of this file from its scratch space)
+    import warm_jobs  # docker/warm_jobs.py, in the image
 
     from svmstream.app.jobs import dask_jobs  # noqa: F401  (what a job task imports)
     from svmstream.solvers.exact import _dask
