@@ -7,8 +7,10 @@ start the periodic snapshotter and, with ``REDIS_URL`` set, one stream consumer 
 streamed model (:mod:`svmstream.app.stream`).  Shut-down (SIGTERM/SIGINT through uvicorn,
 after in-flight requests finish): cancel the running batch jobs, stop the stream
 consumers (their batches in flight are applied), stop the snapshotter, let every learner
-apply its queued batches, write a final snapshot of each changed model, then acknowledge
-the stream entries those snapshots cover.
+apply its queued batches, write a final snapshot of each changed model, acknowledge
+the stream entries those snapshots cover, then stop the snapshot publisher once it has
+published those snapshots to Redis for the replicas (a restart then republishes any restored
+model whose published version is older: :mod:`svmstream.app.stream.replication`).
 
 State lives in this process's memory: run uvicorn with ONE worker.
 
@@ -63,6 +65,8 @@ log = logging.getLogger("svmstream")
 
 #: Seconds between two looks for idle models to park (:meth:`Registry.park_idle`).
 PARK_CHECK_S = 1.0
+#: Seconds the shutdown waits for the final snapshots to be published to Redis.
+REPLICATION_STOP_S = 30.0
 
 
 def configure_logging(level: str = "info") -> None:
@@ -185,13 +189,13 @@ async def lifespan(app: FastAPI):
         await _cancel(snapshotter)
         if parker is not None:
             await _cancel(parker)
-        if replication is not None:
-            await asyncio.to_thread(replication.stop)
         await asyncio.to_thread(registry.close)
         written = await asyncio.to_thread(registry.snapshot_changed)
         if streams is not None:
             acked = await asyncio.to_thread(streams.flush)
             log.info("stream entries acknowledged at shutdown: %d", acked)
+        if replication is not None:  # after the final snapshots: they are published (issue 26)
+            await asyncio.to_thread(replication.stop, REPLICATION_STOP_S)
         log.info("svmstream stopped; final snapshots: %s", written or "none needed")
 
 

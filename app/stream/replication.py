@@ -16,7 +16,11 @@ Keys (``{model}``: the model's name):
 =====================================  =================================================
 
 A snapshot's blob and version are written in one MULTI/EXEC, before the versions hash and
-the announcement, so a reader never sees a version without its bytes.  Replicas react to
+the announcement, so a reader never sees a version without its bytes.  At start the publisher
+first republishes every restored model whose published version differs from its newest
+snapshot's (written while Redis was away, or by a shutdown that could not publish it), and the
+learner's shutdown stops the publisher only after its final snapshots are published, so a
+graceful restart never leaves replicas on an older version (issue 26).  Replicas react to
 the announcement at once and also compare the versions hash every ``poll_s`` (a missed
 message, a restarted Redis); a model missing from the hash is deleted on the replica.
 """
@@ -78,6 +82,10 @@ class SnapshotPublisher:
         self._queue.put((handle.name, int(view.version), path))
 
     def _run(self) -> None:
+        try:
+            self.republish_restored()
+        except Exception:  # Redis down at start: the next snapshot of each model publishes it
+            log.exception("replication: republishing the restored models failed")
         next_reconcile = time.monotonic() + self.reconcile_s
         while True:
             try:
@@ -110,6 +118,25 @@ class SnapshotPublisher:
         self.published += 1
         return True
 
+    def republish_restored(self) -> int:
+        """Publish the newest snapshot of each model whose version in Redis differs from it
+        (missing, or older: written while Redis was unreachable or during a shutdown);
+        returns how many were published."""
+        published = {
+            (k.decode() if isinstance(k, bytes) else k): int(v)
+            for k, v in self.client.hgetall(VERSIONS_KEY).items()
+        }
+        count = 0
+        for handle in self.registry.handles():
+            path, version = handle.last_snapshot_path, handle.saved_version
+            if path is None or version is None or published.get(handle.name) == int(version):
+                continue
+            if self.publish(handle.name, int(version), path):
+                count += 1
+        if count:
+            log.info("replication: republished %d restored models", count)
+        return count
+
     def reconcile(self) -> None:
         """Remove from Redis the models the learner no longer has."""
         names = set(self.registry.names())
@@ -122,9 +149,12 @@ class SnapshotPublisher:
                 pipe.publish(CHANNEL, json.dumps({"model": name, "version": None}))
                 pipe.execute()
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
+        """Publish what is queued (the final snapshots: call it after them), then stop."""
         self._queue.put(None)
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=timeout)
+        if self._thread.is_alive():
+            log.warning("replication: publishing the queued snapshots took over %.0f s; stopped", timeout)
 
 
 class SnapshotFollower:
@@ -214,6 +244,6 @@ class SnapshotFollower:
         self.installed[name] = restored.version
         log.info("replica: model %r now at version %d", name, restored.version)
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=timeout)
