@@ -8,20 +8,74 @@ All settings are read from environment variables with the prefix ``SVMSTREAM_``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, create_model, field_validator
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from svmstream.solvers._hyperparameters import HYPERPARAMETERS, Hyperparameter
 
 MIB = 1024 * 1024
 
+_UNSET: Any = object()
 
-class Settings(BaseSettings):
+
+def hyperparameter_field(
+    row: Hyperparameter,
+    *,
+    optional: bool = False,
+    stored: bool = False,
+    request: bool = False,
+    item: Any = Any,
+    default: Any = _UNSET,
+) -> tuple[Any, FieldInfo]:
+    """``(annotation, Field(...))`` of a row of the hyperparameter table
+    (:mod:`svmstream.solvers._hyperparameters`), for ``create_model``.
+
+    ``optional``: None is accepted (a request's "not given"); ``stored``: the values a resolved
+    configuration may hold besides the choices (``algorithm``: batch-job models); ``request``:
+    the JSON alias and the extra JSON-schema keys of a request body; ``item``: the type of a
+    list's items; ``default``: instead of the row's.
+    """
+    if row.choices is not None:
+        kind: Any = Literal[row.choices + (row.stored if stored else ())]  # type: ignore[valid-type]
+    elif row.type is list:
+        kind = list[item]
+    else:
+        kind = row.type
+    bounds = row.bounds
+    if row.words:  # a number or a word: the bounds apply to the number
+        kind = Annotated[kind, Field(**bounds)] | Literal[row.words]  # type: ignore[valid-type]
+        bounds = {}
+    if row.nullable or optional:
+        kind = kind | None
+    info = Field(
+        row.default if default is _UNSET else default,
+        description=row.help,
+        alias=row.alias if request or stored else None,
+        json_schema_extra=dict(row.schema) if request and row.schema else None,
+        **bounds,
+    )
+    return kind, info
+
+
+#: The ``default_*`` settings: one per row of the hyperparameter table (``SVMSTREAM_DEFAULT_<NAME>``).
+_ModelDefaults = create_model(  # type: ignore[call-overload]
+    "_ModelDefaults",
+    __base__=BaseSettings,
+    **{row.setting: hyperparameter_field(row, default=row.server_default) for row in HYPERPARAMETERS},
+)
+
+
+class Settings(_ModelDefaults):
     """Service configuration (environment prefix ``SVMSTREAM_``).
 
     The ``default_*`` fields are the hyperparameters of models created without them:
     the default model made at start and models created by ``PUT /models/{name}`` that
-    omit a field.
+    omit a field.  They are built from the hyperparameter table
+    (:mod:`svmstream.solvers._hyperparameters`): ``default_<name>`` for each row (``default_c``,
+    ``default_lambda``), with its type, bounds and the server's default.
     """
 
     model_config = SettingsConfigDict(env_prefix="SVMSTREAM_", case_sensitive=False, extra="ignore")
@@ -55,29 +109,6 @@ class Settings(BaseSettings):
 
     default_model: str = "default"
     create_default_model: bool = True
-    default_algorithm: str = "bsgd"
-    default_kernel: Literal["rbf", "linear"] = "rbf"
-    default_budget: int = Field(500, ge=1)
-    default_gamma: float | Literal["scale"] = "scale"
-    default_c: float | None = Field(1.0, gt=0)
-    default_lambda: float | None = Field(None, gt=0)
-    default_n_samples: int | None = Field(None, ge=1)
-    default_n_features: int | None = Field(None, ge=1)
-    default_classes: list[Any] | None = None
-    default_random_state: int | None = 0
-    default_maintenance: str = "merge"
-    default_merge_solver: str = "gss"
-    default_schedule: str = "pegasos"
-    default_eta: float = Field(1.0, gt=0)
-    default_radius: float | None = Field(None, gt=0)
-    default_fit_intercept: bool = False
-    default_scaling: str = "auto"
-    default_sv_storage: Literal["auto", "dense", "sparse"] = "auto"
-    default_warmup: int = Field(1000, ge=0)
-    default_shuffle_buffer: int = Field(20_000, ge=0)
-    default_run_guard: bool = True
-    default_max_classes: int = Field(1000, ge=2, le=100_000)
-    default_on_drift: Literal["none", "reset_schedule"] = "reset_schedule"
 
     # ---------------------------------------------------------------- guards (docs/defaults.md)
     max_budget: int = Field(100_000, ge=2)
@@ -174,14 +205,9 @@ class Settings(BaseSettings):
         "data_dir",
         "job_dcsvm_n_jobs",
         "dask_address",
-        "default_lambda",
-        "default_n_samples",
-        "default_n_features",
-        "default_random_state",
-        "default_c",
-        "default_radius",
         "redis_url",
         "api_token",
+        *(row.setting for row in HYPERPARAMETERS if row.nullable),
         mode="before",
     )
     @classmethod
@@ -193,31 +219,10 @@ class Settings(BaseSettings):
 
     def model_defaults(self) -> dict[str, Any]:
         """Hyperparameters for models created without explicit values (JSON names)."""
-        return {
-            "algorithm": self.default_algorithm,
-            "kernel": self.default_kernel,
-            "budget": self.default_budget,
-            "gamma": self.default_gamma,
-            "C": self.default_c,
-            "lambda": self.default_lambda,
-            "n_samples": self.default_n_samples,
-            "n_features": self.default_n_features,
-            "classes": None if self.default_classes is None else list(self.default_classes),
-            "random_state": self.default_random_state,
-            "maintenance": self.default_maintenance,
-            "merge_solver": self.default_merge_solver,
-            "schedule": self.default_schedule,
-            "eta": self.default_eta,
-            "radius": self.default_radius,
-            "fit_intercept": self.default_fit_intercept,
-            "scaling": self.default_scaling,
-            "sv_storage": self.default_sv_storage,
-            "warmup": self.default_warmup,
-            "shuffle_buffer": self.default_shuffle_buffer,
-            "run_guard": self.default_run_guard,
-            "max_classes": self.default_max_classes,
-            "on_drift": self.default_on_drift,
-        }
+        defaults = {row.json_name: getattr(self, row.setting) for row in HYPERPARAMETERS}
+        if defaults["classes"] is not None:
+            defaults["classes"] = list(defaults["classes"])
+        return defaults
 
     def token(self) -> str | None:
         """The API token, or None when auth is off (an empty value counts as unset)."""

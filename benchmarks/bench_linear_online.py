@@ -1,9 +1,9 @@
-"""``BudgetedSGDClassifier(kernel="linear")`` on wide sparse text: accuracy against
+"""``StreamingClassifier(PegasosClassifier())`` on wide sparse text: accuracy against
 ``LinearSVC()``, throughput, and the measurements behind the linear defaults.
 
 * **A — acceptance.**  reuters (8,315 features, binary) and sector (55,197 features, 105
   classes): the training file shuffled (seeds 0–4), one pass of
-  ``BudgetedSGDClassifier(kernel="linear")`` with no other hyperparameter (``random_state`` =
+  ``StreamingClassifier(PegasosClassifier())`` with no other hyperparameter (``random_state`` =
   the seed, for reproducible buffer draws), ``partial_fit`` in batches of 1,000 with the
   labels as given, then ``flush()``; test accuracy against ``sklearn.svm.LinearSVC()`` on the
   same split (target: within 2 pp).
@@ -35,7 +35,8 @@ from sklearn.svm import LinearSVC
 
 from benchmarks.common import data_file, machine, write_results
 from svmstream.app.jobs.datasets import load_dataset
-from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers import PegasosClassifier, StreamingClassifier
+from svmstream.solvers.budgeted import StreamingBSGD
 from svmstream.solvers.budgeted._preprocessing import BUFFER_MAX_BYTES
 
 BATCH = 1000
@@ -53,8 +54,11 @@ def load(name: str):
 
 
 def one_pass(X, y, **params):
-    """A fresh linear model, one pass in batches of 1,000 (labels as given), flushed."""
-    est = BudgetedSGDClassifier(kernel="linear", **params)
+    """A fresh linear model (the service's: ``StreamingClassifier(PegasosClassifier(...))``, the
+    streaming stages' settings to the pipeline), one pass in batches of 1,000 (labels as given),
+    flushed."""
+    stages = {k: params.pop(k) for k in StreamingBSGD.STAGE_PARAMS if k in params}
+    est = StreamingClassifier(PegasosClassifier(**params), **stages)
     classes = np.unique(y)
     batches = [(X[s : s + BATCH], y[s : s + BATCH]) for s in range(0, X.shape[0], BATCH)]
     t0 = time.process_time()
@@ -82,12 +86,12 @@ def orders(y, seeds, file_order=False, sorted_order=False):
 
 _COLD = """
 import time, numpy as np, scipy.sparse as sp
-from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers import PegasosClassifier, StreamingClassifier
 rng = np.random.default_rng(0)
 X = sp.random(3000, 500, density=0.02, format="csr", random_state=0)
 y = rng.integers(0, 2, 3000)
 t0 = time.process_time()
-est = BudgetedSGDClassifier(kernel="linear", random_state=0)
+est = StreamingClassifier(PegasosClassifier(random_state=0))
 for s in range(0, 3000, 1000):
     est.partial_fit(X[s : s + 1000], y[s : s + 1000], classes=[0, 1])
 est.flush().decision_function(X[:10])
@@ -127,7 +131,7 @@ def main() -> None:
                     "diff_pp": 100 * (acc - svc_acc),
                     "scaling": est.scaling_,
                     "lambda": est.lambda_eff_,
-                    "buffer_rows": int(est._pp.capacity),
+                    "buffer_rows": int(est.model_._pp.capacity),
                     "cpu_s": cpu,
                 }
             )
@@ -251,7 +255,7 @@ def main() -> None:
         "linear_online",
         payload,
         rows,
-        'BudgetedSGDClassifier(kernel="linear"): one pass over wide sparse text',
+        "StreamingClassifier(PegasosClassifier()): one pass over wide sparse text",
         notes=(
             "A: accuracy % of one pass (batches of 1,000, flush) against LinearSVC() on the same split. "
             "B: examples per CPU second of partial_fit/flush (median of 5 after a first run) and the first "

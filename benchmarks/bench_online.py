@@ -8,10 +8,10 @@ Three parts (``--parts multiclass,proba,drift``), results in ``benchmarks/result
   pendigits (LIBSVM train/test files) against the BSGD paper's tuned one-pass figures
   (Wang et al. 2012, B = 500: letter 89.68%, pendigits 97.63%; target: within 2 pp), and
   scikit-learn's bundled ``digits`` (70/30 split, seed 0) against ``SVC()`` (within 3 pp).
-* **proba** — ``BudgetedSGDClassifier(budget=500)`` streamed shuffled through
-  ``partial_fit`` (batches of 500, then ``flush``): log-loss and ECE (10 bins) of its
-  online ``predict_proba`` on the test file, against
-  ``CalibratedClassifierCV(BudgetedSGDClassifier(budget=500), method="sigmoid", cv=3)``
+* **proba** — ``StreamingClassifier(BudgetedSGDClassifier(budget=500))`` (the service's model)
+  streamed shuffled through ``partial_fit`` (batches of 500, then ``flush``): log-loss and ECE
+  (10 bins) of its online ``predict_proba`` on the test file, against
+  ``CalibratedClassifierCV(StreamingClassifier(BudgetedSGDClassifier(budget=500)), method="sigmoid", cv=3)``
   fitted offline on the same rows (target: within 10% or better; it averages 3 models, so
   ``ensemble=False`` — one model, sigmoid on out-of-fold decisions — is reported beside it);
   and the share of test rows where ``argmax(proba)`` is the predicted label (target: 100%).
@@ -44,7 +44,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
 
 from benchmarks.common import Server, load_pair, machine, write_results
-from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
 from svmstream.solvers.calibration import expected_calibration_error
 
 BATCH = 500
@@ -127,6 +127,12 @@ def part_multiclass(seeds: int) -> list[dict]:
     return rows
 
 
+def _service_model(**stages):
+    """The service's model with no settings (B = 500): the plain BSGD in the streaming stages."""
+    seed = stages.pop("random_state")
+    return StreamingClassifier(BudgetedSGDClassifier(budget=500, random_state=seed), **stages)
+
+
 def _stream_fit(est, X, y, classes):
     for start in range(0, X.shape[0], BATCH):
         est.partial_fit(X[start : start + BATCH], y[start : start + BATCH], classes=classes)
@@ -141,17 +147,15 @@ def part_proba(seeds: int) -> list[dict]:
         yt_index = np.searchsorted(classes, yt)
         for s in range(seeds):
             order = np.random.default_rng(s).permutation(X.shape[0])
-            online = _stream_fit(
-                BudgetedSGDClassifier(budget=500, random_state=s), X[order], y[order], classes
-            )
+            online = _stream_fit(_service_model(random_state=s), X[order], y[order], classes)
             p_online = online.predict_proba(Xt)
-            offline = CalibratedClassifierCV(
-                BudgetedSGDClassifier(budget=500, random_state=s), method="sigmoid", cv=3
-            ).fit(X[order], y[order])
+            offline = CalibratedClassifierCV(_service_model(random_state=s), method="sigmoid", cv=3).fit(
+                X[order], y[order]
+            )
             p_offline = offline.predict_proba(Xt)
             # the single-model analogue: one model on all rows, sigmoid fitted on out-of-fold decisions
             single = CalibratedClassifierCV(
-                BudgetedSGDClassifier(budget=500, random_state=s), method="sigmoid", cv=3, ensemble=False
+                _service_model(random_state=s), method="sigmoid", cv=3, ensemble=False
             ).fit(X[order], y[order])
             p_single = single.predict_proba(Xt)
             row = {
@@ -210,7 +214,7 @@ def part_drift(seeds: int) -> list[dict]:
         Xs = np.vstack([X[p] for p in passes])
         ys = np.concatenate([y[passes[0]], -y[passes[1]], -y[passes[2]]])
         for on_drift in ("reset_schedule", "none"):
-            est = BudgetedSGDClassifier(budget=500, random_state=s, on_drift=on_drift)
+            est = _service_model(random_state=s, on_drift=on_drift)
             t0 = time.process_time()
             correct = _prequential(est, Xs, ys)
             cpu = time.process_time() - t0
@@ -232,7 +236,7 @@ def part_drift(seeds: int) -> list[dict]:
             print(rows[-1], flush=True)
     for s in range(5):
         order = np.random.default_rng(100 + s).permutation(n)
-        est = BudgetedSGDClassifier(budget=500, random_state=s)
+        est = _service_model(random_state=s)
         correct = _prequential(est, X[order], y[order])
         rows.append(
             {

@@ -5,7 +5,7 @@ comparison) and the estimator, and what the float64 format costs the consumer.
 A. **Same model**: ijcnn1 (49,990 rows, file order), B=500, γ=2, C=32, lookup-WD, one pass of
    1,000-row batches, through a real ``svmstream serve``: ``svmstream replay`` over HTTP
    (JSON), ``replay --redis --format xd`` and ``--format xb`` (real redis-server), and
-   ``BudgetedSGDClassifier.partial_fit`` in-process; decision values on ijcnn1.t (91,701 rows):
+   ``StreamingClassifier(BudgetedSGDClassifier(...)).partial_fit`` in-process; decision values on ijcnn1.t (91,701 rows):
    max |Δ| against the estimator on the float64 rows (and, for ``xb``, against the estimator
    on the float32-rounded rows), test accuracy.
 B. **Consume only**, ``xb`` against ``xd``: a 199,960-entry stream (ijcnn1 four times) filled
@@ -57,7 +57,7 @@ def _replay(argv: list[str]) -> dict:
 
 def part_a(tmp: Path, rows: list[dict], payload: dict) -> None:
     from benchmarks.common import load_pair
-    from svmstream.solvers import BudgetedSGDClassifier
+    from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
 
     train = data_file("ijcnn1.bz2")
 
@@ -66,8 +66,10 @@ def part_a(tmp: Path, rows: list[dict], payload: dict) -> None:
     labels = (y > 0).astype(np.int64)
 
     def estimator(rows_):
-        est = BudgetedSGDClassifier(
-            budget=500, gamma=2.0, C=32.0, n_samples=n, merge_solver="lookup-wd", random_state=0
+        est = StreamingClassifier(  # the service's model for the same settings
+            BudgetedSGDClassifier(
+                budget=500, gamma=2.0, C=32.0, n_samples=n, merge_solver="lookup-wd", random_state=0
+            )
         )
         for a in range(0, n, 1000):
             est.partial_fit(rows_[a : a + 1000], labels[a : a + 1000], classes=np.arange(2))

@@ -40,7 +40,7 @@ from svmstream.solvers import BudgetedSGDClassifier
 from svmstream.solvers.budgeted._decision import dense_decision, rbf_decision_batch
 from svmstream.solvers.budgeted._state import R_SCALE
 
-RAW = dict(scaling="none", shuffle_buffer=0, run_guard=False)
+RAW = dict(scaling="none", shuffle_buffer=0, run_guard=False)  # the service model's stages off
 
 
 def per_row(est, X):
@@ -84,11 +84,11 @@ def batch_part(rounds: int) -> tuple[list[dict], dict]:
     sets = {
         "ijcnn1": dict(
             files=("ijcnn1.bz2", "ijcnn1.t.bz2", None, True),
-            params=dict(budget=500, gamma=2.0, C=32.0, **RAW),
+            params=dict(budget=500, gamma=2.0, C=32.0),  # the plain estimator: the raw step
         ),
         "letter": dict(
             files=("letter.scale.bz2", "letter.scale.t.bz2", 16, True),
-            params=dict(budget=500, gamma=2.0, C=32.0, **RAW),
+            params=dict(budget=500, gamma=2.0, C=32.0),  # the plain estimator: the raw step
         ),
         "reuters": dict(
             files=("reuters_lasvm.trn.bz2", "reuters_lasvm.tst.bz2", 8315, False),

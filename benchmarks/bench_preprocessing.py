@@ -25,21 +25,21 @@ import time
 import numpy as np
 
 from benchmarks.common import load_pair, machine, write_results
-from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers.budgeted import StreamingBSGD  # the engine: the stages with fit's scaling
 
 PARAMS = dict(budget=500, gamma=2.0, C=32.0, merge_solver="lookup-wd", random_state=0)
 RAW = dict(scaling="none", shuffle_buffer=0, run_guard=False)
 
 
 def _fit(X, y, **kw):
-    est = BudgetedSGDClassifier(**PARAMS, **kw)
+    est = StreamingBSGD(**PARAMS, **kw)
     t = time.process_time()
     est.fit(X, y)
     return time.process_time() - t, est
 
 
 def _stream(X, y, **kw):
-    est = BudgetedSGDClassifier(**PARAMS, n_samples=X.shape[0], **kw)
+    est = StreamingBSGD(**PARAMS, n_samples=X.shape[0], **kw)
     t = time.process_time()
     for start in range(0, X.shape[0], 1000):
         est.partial_fit(X[start : start + 1000], y[start : start + 1000], classes=[-1.0, 1.0])

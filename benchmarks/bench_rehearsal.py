@@ -35,7 +35,7 @@ from sklearn.svm import SVC
 
 from benchmarks import datasets
 from benchmarks.common import machine, write_results
-from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier
+from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, StreamingClassifier
 
 PAPER = {
     "ijcnn1": {"C": 32.0, "gamma": 2.0},
@@ -53,10 +53,12 @@ def load(name: str):
 
 
 def make(algorithm: str, setting: str, name: str, n: int, rehearsal: int, seed: int):
-    params = {"budget": 500, "rehearsal": rehearsal, "random_state": seed}
+    """The service's model: the plain estimator in the streaming stages, rehearsal one of them."""
+    params, stages = {"budget": 500, "random_state": seed}, {"rehearsal": rehearsal}
     if setting == "paper":
-        params.update(PAPER[name], scaling="none", n_samples=n)
-    return ALGORITHMS[algorithm](**params)
+        params.update(PAPER[name], n_samples=n)
+        stages["scaling"] = "none"
+    return StreamingClassifier(ALGORITHMS[algorithm](**params), **stages)
 
 
 def stream(est, X, y):

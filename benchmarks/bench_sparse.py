@@ -14,7 +14,7 @@ A. RBF models with B = 500 and no other setting (``sv_storage`` "auto"): service
 B. ``kernel="linear"`` models with no other setting, the same way.
 C. Anchors in this process on the same split: scikit-learn ``LinearSVC()`` and ``SVC()``
    (fit CPU seconds and test accuracy).
-D. Solver-only throughput of ``BudgetedSGDClassifier(kernel="linear")`` on reuters: examples
+D. Solver-only throughput of ``StreamingClassifier(PegasosClassifier())`` on reuters: examples
    per CPU second of ``partial_fit`` in batches of 1,000 after one untimed run (numba's
    compilation excluded; its first-call cost is reported separately).
 
@@ -208,7 +208,7 @@ def anchors(name: str) -> list[dict]:
 
 
 def solver_linear(name: str) -> dict:
-    from svmstream.solvers import BudgetedSGDClassifier
+    from svmstream.solvers import PegasosClassifier, StreamingClassifier
 
     X, y, _, _ = _load(name)
     classes = np.unique(y)
@@ -216,7 +216,7 @@ def solver_linear(name: str) -> dict:
     X, y = X[order], y[order]
 
     def run():
-        est = BudgetedSGDClassifier(kernel="linear", random_state=0)
+        est = StreamingClassifier(PegasosClassifier(random_state=0))  # the service's linear model
         t0 = time.process_time()
         for start in range(0, X.shape[0], 1000):
             est.partial_fit(X[start : start + 1000], y[start : start + 1000], classes=classes)

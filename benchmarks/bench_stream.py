@@ -127,14 +127,18 @@ def redis_ms(client) -> float:
 
 
 def solver_anchor(X, y, Xt):
-    from svmstream.solvers import BudgetedSGDClassifier
+    from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
 
-    est = BudgetedSGDClassifier(budget=500, gamma=2.0, C=32.0, n_samples=X.shape[0], merge_solver="lookup-wd")
+    def service_model(**seed):  # the service's model for the same settings
+        plain = BudgetedSGDClassifier(
+            budget=500, gamma=2.0, C=32.0, n_samples=X.shape[0], merge_solver="lookup-wd"
+        )
+        return StreamingClassifier(plain.set_params(**seed))
+
+    est = service_model()
     est.partial_fit(X[:1000], (y[:1000] > 0).astype(np.int64), classes=np.arange(2))  # compile
     # random_state 0: the service's default seed (the shuffle buffer and run guard draw from it)
-    est = BudgetedSGDClassifier(
-        budget=500, gamma=2.0, C=32.0, n_samples=X.shape[0], merge_solver="lookup-wd", random_state=0
-    )
+    est = service_model(random_state=0)
     labels = (y > 0).astype(np.int64)
     started = time.perf_counter()
     for start in range(0, X.shape[0], 1000):

@@ -6,10 +6,13 @@ Three families, each a subpackage with private numba kernels under a public esti
 * :mod:`.exact` — :class:`DCSVMClassifier` (DC-SVM over kernel dual CD);
 * :mod:`.linear` — :class:`LinearDualCDClassifier` (LIBLINEAR dual CD, AVSF).
 
-Nothing in this package imports web or service code.  Importing it registers every
-estimator with :mod:`.persistence`, so saved states of any of them can be loaded.  The option
-sets below are the single source the service's schemas and the CLI read.
+Nothing in this package imports web or service code.  The estimators are imported on first use;
+:func:`load_estimators` imports them all, registering each with :mod:`.persistence` (so saved
+states of any of them can be loaded).  The option sets below are the single source the service's
+schemas and the CLI read (defined with the hyperparameter table, :mod:`._hyperparameters`).
 """
+
+import importlib
 
 from ._params import (
     BATCH_ALGORITHMS,
@@ -32,18 +35,37 @@ from ._params import (
     SELECTIONS,
     SV_STORAGES,
 )
-from .budgeted import (
-    BudgetedSCAClassifier,
-    BudgetedSGDClassifier,
-    PegasosClassifier,
-    WarmingUp,
-    model_bytes,
-    resolve_sv_storage,
-)
-from .exact import DCSVMClassifier
 from .exceptions import Cancelled
-from .linear import LinearDualCDClassifier
-from .online import StreamingClassifier
+
+#: The estimators, imported on first use (PEP 562): a family compiles or loads its numba kernels,
+#: and light readers of the option sets (``svmstream.solvers._hyperparameters``: the service's
+#: configuration, ``svmstream healthcheck``) must not pay for it.
+_LAZY = {
+    "BudgetedSCAClassifier": ".budgeted",
+    "BudgetedSGDClassifier": ".budgeted",
+    "PegasosClassifier": ".budgeted",
+    "StreamingClassifier": ".online",
+    "WarmingUp": ".budgeted",
+    "model_bytes": ".budgeted",
+    "resolve_sv_storage": ".budgeted",
+    "DCSVMClassifier": ".exact",
+    "LinearDualCDClassifier": ".linear",
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def load_estimators() -> None:
+    """Import every family, registering its estimators with :mod:`.persistence`."""
+    for name in _LAZY:
+        __getattr__(name)
+
 
 __all__ = [
     "BATCH_ALGORITHMS",
@@ -67,10 +89,10 @@ __all__ = [
     "SV_STORAGES",
     "BudgetedSCAClassifier",
     "BudgetedSGDClassifier",
-    "PegasosClassifier",
-    "StreamingClassifier",
     "Cancelled",
     "DCSVMClassifier",
+    "PegasosClassifier",
+    "StreamingClassifier",
     "LinearDualCDClassifier",
     "WarmingUp",
     "model_bytes",

@@ -68,15 +68,16 @@ def estimator_from_state(arrays: dict[str, np.ndarray], meta: dict[str, Any]):
         If ``meta["estimator"]`` names no registered class.
     """
     if not _UPGRADES:
-        importlib.import_module(__package__)  # the package registers its upgrades
+        # the streaming pipeline registers its upgrade; by name at call time, as below
+        importlib.import_module(__package__).load_estimators()
     for upgrade in _UPGRADES:
         meta = upgrade(meta)
     name = meta.get("estimator")
     cls = _ESTIMATORS.get(name)
     if cls is None:
-        # Importing the package registers every estimator.  By name, at call time: the
+        # Loading the package's estimators registers every one.  By name, at call time: the
         # families import this module, so a static import here would be a cycle.
-        importlib.import_module(__package__)
+        importlib.import_module(__package__).load_estimators()
 
         cls = _ESTIMATORS.get(name)
     if cls is None:

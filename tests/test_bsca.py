@@ -7,11 +7,12 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from svmstream.solvers import BudgetedSCAClassifier
+from svmstream.solvers import BudgetedSCAClassifier, StreamingClassifier
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
+from tests.test_sklearn_checks_bsgd import expected_failed_checks
 
-# These tests check the solver itself: raw features, examples learned as they arrive.
-RAW = dict(scaling="none", shuffle_buffer=0, run_guard=False, rehearsal=0)  # the algorithms as published
+# These tests check the solver itself: the plain estimator learns from the features as given,
+# the examples in the order they arrive (the algorithms as published, no streaming stages).
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def test_dataset_mode_matches_algorithm_2(cancer, sampling):
     X, _, y, _ = cancer
     X, y = X[:120], y[:120]
     est = BudgetedSCAClassifier(
-        **RAW, budget=10_000, gamma=2.0, C=3.0, epochs=2, random_state=7, sampling=sampling
+        budget=10_000, gamma=2.0, C=3.0, epochs=2, random_state=7, sampling=sampling
     ).fit(X, y)
     rng = np.random.default_rng(7)
     if sampling == "uniform":  # n draws with replacement per epoch
@@ -69,7 +70,7 @@ def test_dataset_mode_matches_algorithm_2(cancer, sampling):
 
 def test_streaming_mode_is_one_fresh_coordinate_per_example(cancer):
     X, _, y, _ = cancer
-    est = BudgetedSCAClassifier(**RAW, budget=10_000, gamma=2.0, C=0.7)
+    est = BudgetedSCAClassifier(budget=10_000, gamma=2.0, C=0.7)
     est.partial_fit(X[:60], y[:60], classes=[-1, 1])
     _, svs, betas = reference_bsca(X[:60], y[:60], range(60), 0.7, 2.0)
     np.testing.assert_allclose(est.dual_coef_, betas, rtol=1e-10)
@@ -80,9 +81,9 @@ def test_first_permutation_epoch_is_the_stream_in_that_order(cancer):
     """With every α_i = 0 at its first visit, one permutation epoch is streaming mode over
     the permuted data (the budget is reached, so maintenance is compared too)."""
     X, _, y, _ = cancer
-    fitted = BudgetedSCAClassifier(**RAW, budget=30, gamma=2.0, C=2.0, random_state=3).fit(X, y)
+    fitted = BudgetedSCAClassifier(budget=30, gamma=2.0, C=2.0, random_state=3).fit(X, y)
     order = np.random.default_rng(3).permutation(len(y))
-    streamed = BudgetedSCAClassifier(**RAW, budget=30, gamma=2.0, C=2.0).partial_fit(
+    streamed = BudgetedSCAClassifier(budget=30, gamma=2.0, C=2.0).partial_fit(
         X[order], y[order], classes=[-1, 1]
     )
     assert fitted.statistics()["maintenance_events"] > 0
@@ -93,7 +94,7 @@ def test_first_permutation_epoch_is_the_stream_in_that_order(cancer):
 def test_unknown_sampling_is_rejected(cancer):
     X, _, y, _ = cancer
     with pytest.raises(ValueError, match="sampling"):
-        BudgetedSCAClassifier(**RAW, sampling="cyclic").fit(X, y)
+        BudgetedSCAClassifier(sampling="cyclic").fit(X, y)
 
 
 def test_budget_and_dual_objective_rises_per_epoch(cancer):
@@ -104,7 +105,7 @@ def test_budget_and_dual_objective_rises_per_epoch(cancer):
         duals.append(est.objectives(Xtr, ytr)["dual"])
         accs.append(est.score(Xte, yte))
 
-    est = BudgetedSCAClassifier(**RAW, budget=40, gamma=2.0, C=10.0, epochs=6, random_state=0)
+    est = BudgetedSCAClassifier(budget=40, gamma=2.0, C=10.0, epochs=6, random_state=0)
     est.fit(Xtr, ytr, callback=monitor)
     assert est.n_support_vectors_ <= 40 and est.n_merges_ > 0
     assert all(b > a for a, b in zip(duals, duals[1:]))
@@ -117,14 +118,14 @@ def test_one_vs_rest_multiclass_and_round_trip():
     X, y = load_iris(return_X_y=True)
     X = MinMaxScaler().fit_transform(X)
     names = np.array(["setosa", "versicolor", "virginica"])[y]
-    est = BudgetedSCAClassifier(**RAW, budget=15, gamma=2.0, C=10.0, epochs=5, random_state=0).fit(X, names)
+    est = BudgetedSCAClassifier(budget=15, gamma=2.0, C=10.0, epochs=5, random_state=0).fit(X, names)
     assert len(est.estimators_) == 3 and all(b.n_support_vectors_ <= 15 for b in est.estimators_)
     assert est.decision_function(X).shape == (150, 3)
     assert est.score(X, names) > 0.9
     clone = estimator_from_state(*decode_state(encode_state(*est.get_state())))
     np.testing.assert_array_equal(clone.decision_function(X), est.decision_function(X))
     # streaming one-vs-rest
-    stream = BudgetedSCAClassifier(**RAW, budget=15, gamma=2.0, C=10.0)
+    stream = BudgetedSCAClassifier(budget=15, gamma=2.0, C=10.0)
     for start in range(0, 150, 30):
         idx = np.random.default_rng(start).permutation(150)[:30]
         stream.partial_fit(X[idx], names[idx], classes=np.unique(names))
@@ -135,15 +136,20 @@ def test_one_vs_rest_multiclass_and_round_trip():
 
 def test_binary_round_trip_continues_exactly(cancer):
     X, _, y, _ = cancer
-    a = BudgetedSCAClassifier(**RAW, budget=20, gamma=2.0, C=5.0).partial_fit(
-        X[:150], y[:150], classes=[-1, 1]
-    )
+    a = BudgetedSCAClassifier(budget=20, gamma=2.0, C=5.0).partial_fit(X[:150], y[:150], classes=[-1, 1])
     b = estimator_from_state(*decode_state(encode_state(*a.get_state())))
     a.partial_fit(X[150:], y[150:])
     b.partial_fit(X[150:], y[150:])
     np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
 
 
-@parametrize_with_checks([BudgetedSCAClassifier(budget=50, epochs=3, random_state=0)])
+@parametrize_with_checks(
+    [
+        BudgetedSCAClassifier(budget=50, epochs=3, random_state=0),
+        StreamingClassifier(BudgetedSCAClassifier(budget=50, epochs=3, random_state=0)),
+    ],
+    expected_failed_checks=expected_failed_checks,  # StreamingClassifier.fit's, see there
+    xfail_strict=True,
+)
 def test_sklearn_compatible(estimator, check):
     check(estimator)

@@ -9,8 +9,8 @@ from sklearn.preprocessing import MinMaxScaler
 from svmstream.solvers import BudgetedSGDClassifier
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
-# These tests check the solver itself: raw features, examples learned as they arrive.
-RAW = dict(scaling="none", shuffle_buffer=0, run_guard=False, rehearsal=0)  # the algorithms as published
+# These tests check the solver itself: the plain estimator learns from the features as given,
+# the examples in the order they arrive (the algorithms as published, no streaming stages).
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def reference_pegasos(X, y, gamma, lam):
 def test_scale_trick_matches_textbook_pegasos(cancer):
     """Without budget pressure BSGD is kernel Pegasos; the lazy scale must give the same α."""
     X, y = cancer[0][:300], cancer[1][:300]
-    est = BudgetedSGDClassifier(**RAW, budget=300, gamma=2.0, lambda_=1e-3).partial_fit(X, y, classes=[-1, 1])
+    est = BudgetedSGDClassifier(budget=300, gamma=2.0, lambda_=1e-3).partial_fit(X, y, classes=[-1, 1])
     ref_sv, ref_alpha = reference_pegasos(X, y, 2.0, 1e-3)
     assert est.n_merges_ == 0 and est.n_support_vectors_ == len(ref_alpha) > 30
     np.testing.assert_array_equal(est.support_vectors_, ref_sv)
@@ -46,8 +46,8 @@ def test_scale_trick_matches_textbook_pegasos(cancer):
 def test_merging_keeps_model_close_to_unbudgeted_pegasos(cancer):
     """Each merge moves w by √WD in the RKHS; the budgeted model tracks Pegasos closely."""
     X, y = cancer
-    budgeted = BudgetedSGDClassifier(**RAW, budget=15, gamma=3.0, C=10.0, random_state=0).fit(X, y)
-    full = BudgetedSGDClassifier(**RAW, budget=1000, gamma=3.0, C=10.0, random_state=0).fit(X, y)
+    budgeted = BudgetedSGDClassifier(budget=15, gamma=3.0, C=10.0, random_state=0).fit(X, y)
+    full = BudgetedSGDClassifier(budget=1000, gamma=3.0, C=10.0, random_state=0).fit(X, y)
     assert budgeted.n_merges_ > 20 and full.n_merges_ == 0
     agreement = np.mean(budgeted.predict(X) == full.predict(X))
     assert agreement > 0.95
@@ -55,7 +55,7 @@ def test_merging_keeps_model_close_to_unbudgeted_pegasos(cancer):
 
 def test_budget_is_never_exceeded(cancer):
     X, y = cancer
-    est = BudgetedSGDClassifier(**RAW, budget=7, gamma=5.0, C=10.0)
+    est = BudgetedSGDClassifier(budget=7, gamma=5.0, C=10.0)
     for start in range(0, X.shape[0], 37):
         est.partial_fit(X[start : start + 37], y[start : start + 37], classes=[-1, 1])
         assert est.n_support_vectors_ <= 7
@@ -65,7 +65,7 @@ def test_budget_is_never_exceeded(cancer):
 
 def test_decision_function_equals_kernel_expansion(cancer):
     X, y = cancer
-    est = BudgetedSGDClassifier(**RAW, budget=30, gamma=1.5, C=5.0, random_state=0).fit(X, y)
+    est = BudgetedSGDClassifier(budget=30, gamma=1.5, C=5.0, random_state=0).fit(X, y)
     sv, alpha = est.support_vectors_, est.dual_coef_
     K = np.exp(-1.5 * ((X[:, None, :] - sv[None, :, :]) ** 2).sum(-1))
     np.testing.assert_allclose(est.decision_function(X), K @ alpha, rtol=1e-10, atol=1e-10)
@@ -74,9 +74,9 @@ def test_decision_function_equals_kernel_expansion(cancer):
 
 def test_partial_fit_in_two_halves_equals_one_pass(cancer):
     X, y = cancer
-    whole = BudgetedSGDClassifier(**RAW, budget=20, gamma=2.0, C=3.0, n_samples=len(y))
+    whole = BudgetedSGDClassifier(budget=20, gamma=2.0, C=3.0, n_samples=len(y))
     whole.partial_fit(X, y, classes=[-1, 1])
-    halves = BudgetedSGDClassifier(**RAW, budget=20, gamma=2.0, C=3.0, n_samples=len(y))
+    halves = BudgetedSGDClassifier(budget=20, gamma=2.0, C=3.0, n_samples=len(y))
     halves.partial_fit(X[:200], y[:200], classes=[-1, 1]).partial_fit(X[200:], y[200:])
     np.testing.assert_array_equal(whole.support_vectors_, halves.support_vectors_)
     np.testing.assert_array_equal(whole.dual_coef_, halves.dual_coef_)
@@ -85,8 +85,8 @@ def test_partial_fit_in_two_halves_equals_one_pass(cancer):
 
 def test_fit_reaches_good_accuracy_and_is_seeded(cancer):
     X, y = cancer
-    a = BudgetedSGDClassifier(**RAW, budget=50, gamma=1.0, C=10.0, epochs=3, random_state=4).fit(X, y)
-    b = BudgetedSGDClassifier(**RAW, budget=50, gamma=1.0, C=10.0, epochs=3, random_state=4).fit(X, y)
+    a = BudgetedSGDClassifier(budget=50, gamma=1.0, C=10.0, epochs=3, random_state=4).fit(X, y)
+    b = BudgetedSGDClassifier(budget=50, gamma=1.0, C=10.0, epochs=3, random_state=4).fit(X, y)
     assert a.score(X, y) > 0.95
     np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
 
@@ -94,8 +94,8 @@ def test_fit_reaches_good_accuracy_and_is_seeded(cancer):
 def test_sparse_input_equals_dense(cancer):
     X, y = cancer
     Xs = sp.csr_matrix(np.where(X > 0.3, X, 0.0))
-    dense = BudgetedSGDClassifier(**RAW, budget=25, gamma=2.0, C=4.0, random_state=1).fit(Xs.toarray(), y)
-    sparse = BudgetedSGDClassifier(**RAW, budget=25, gamma=2.0, C=4.0, random_state=1).fit(Xs, y)
+    dense = BudgetedSGDClassifier(budget=25, gamma=2.0, C=4.0, random_state=1).fit(Xs.toarray(), y)
+    sparse = BudgetedSGDClassifier(budget=25, gamma=2.0, C=4.0, random_state=1).fit(Xs, y)
     np.testing.assert_array_equal(dense.dual_coef_, sparse.dual_coef_)
     np.testing.assert_allclose(dense.decision_function(Xs.toarray()), sparse.decision_function(Xs))
 
@@ -103,7 +103,7 @@ def test_sparse_input_equals_dense(cancer):
 def test_any_two_labels(cancer):
     X, y = cancer
     labels = np.where(y > 0, "spam", "ham")
-    est = BudgetedSGDClassifier(**RAW, budget=40, gamma=1.0, C=10.0, epochs=2, random_state=0).fit(X, labels)
+    est = BudgetedSGDClassifier(budget=40, gamma=1.0, C=10.0, epochs=2, random_state=0).fit(X, labels)
     assert est.classes_.tolist() == ["ham", "spam"]
     assert set(est.predict(X)) <= {"ham", "spam"}
     assert est.score(X, labels) > 0.9
@@ -111,7 +111,7 @@ def test_any_two_labels(cancer):
 
 def test_state_round_trip_continues_exactly(cancer):
     X, y = cancer
-    a = BudgetedSGDClassifier(**RAW, budget=15, gamma=2.0, C=3.0, n_samples=569, random_state=3)
+    a = BudgetedSGDClassifier(budget=15, gamma=2.0, C=3.0, n_samples=569, random_state=3)
     a.partial_fit(X[:300], y[:300], classes=[-1, 1])
     arrays, meta = a.get_state()
     b = estimator_from_state(*decode_state(encode_state(arrays, meta)))
@@ -133,9 +133,7 @@ def test_state_round_trip_continues_exactly(cancer):
 )
 def test_bad_input_raises_and_changes_nothing(cancer, mutate, message):
     X, y = cancer
-    est = BudgetedSGDClassifier(**RAW, budget=20, gamma=2.0, C=3.0).partial_fit(
-        X[:100], y[:100], classes=[-1, 1]
-    )
+    est = BudgetedSGDClassifier(budget=20, gamma=2.0, C=3.0).partial_fit(X[:100], y[:100], classes=[-1, 1])
     before = est.get_state()
     Xb, yb = mutate(X[100:120].copy(), y[100:120].copy())
     with pytest.raises(ValueError, match=message):
@@ -167,7 +165,7 @@ def test_concurrent_predictions_are_consistent(cancer):
     from concurrent.futures import ThreadPoolExecutor
 
     X, y = cancer
-    est = BudgetedSGDClassifier(**RAW, budget=60, gamma=1.0, C=10.0, random_state=0).fit(X, y)
+    est = BudgetedSGDClassifier(budget=60, gamma=1.0, C=10.0, random_state=0).fit(X, y)
     expected = est.decision_function(X)
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda _: est.decision_function(X), range(16)))
@@ -178,7 +176,7 @@ def test_concurrent_predictions_are_consistent(cancer):
 def test_a_repeated_point_adds_to_its_own_support_vector():
     X = np.array([[0.2, 0.4], [0.9, 0.1], [0.2, 0.4]])
     y = np.array([1, -1, 1])
-    est = BudgetedSGDClassifier(**RAW, budget=10, gamma=1.0, lambda_=0.5).partial_fit(X, y, classes=[-1, 1])
+    est = BudgetedSGDClassifier(budget=10, gamma=1.0, lambda_=0.5).partial_fit(X, y, classes=[-1, 1])
     assert est.n_violations_ == 3 and est.n_support_vectors_ == 2
     # same function as the textbook expansion with the point twice: α = η_t·y after shrinking
     ref_sv, ref_alpha = reference_pegasos(X, y, 1.0, 0.5)

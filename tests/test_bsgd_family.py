@@ -15,8 +15,8 @@ from svmstream.solvers.budgeted._merging import (
     merge_smallest_multiclass,
 )
 
-# These tests check the solver itself: raw features, examples learned as they arrive.
-RAW = dict(scaling="none", shuffle_buffer=0, run_guard=False)
+# These tests check the solver itself: the plain estimators learn from the features as given,
+# the examples in the order they arrive (no streaming stages).
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +74,7 @@ def test_multiclass_crammer_singer_learns_digits():
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0)
-    est = BudgetedSGDClassifier(**RAW, budget=150, gamma=0.05, C=10.0, epochs=3, random_state=0).fit(Xtr, ytr)
+    est = BudgetedSGDClassifier(budget=150, gamma=0.05, C=10.0, epochs=3, random_state=0).fit(Xtr, ytr)
     assert est.n_support_vectors_ <= 150 and est.n_merges_ > 0
     assert est.decision_function(Xte).shape == (len(yte), 10)
     assert est.score(Xte, yte) > 0.9
@@ -89,13 +89,13 @@ def test_multiclass_merging_precision_follows_the_merge_solver():
     X, y = load_digits(return_X_y=True)
     X, y = X[:600] / 16.0, y[:600]
     kw = dict(budget=40, gamma=0.05, C=10.0, random_state=0)
-    precise = BudgetedSGDClassifier(**RAW, merge_solver="gss", gss_eps=1e-10, **kw).fit(X, y)
+    precise = BudgetedSGDClassifier(merge_solver="gss", gss_eps=1e-10, **kw).fit(X, y)
     assert precise.n_merges_ > 100
     for solver in ("gss-precise", "lookup-h", "lookup-wd"):
-        est = BudgetedSGDClassifier(**RAW, merge_solver=solver, **kw).fit(X, y)
+        est = BudgetedSGDClassifier(merge_solver=solver, **kw).fit(X, y)
         np.testing.assert_array_equal(est.dual_coef_, precise.dual_coef_)
         np.testing.assert_array_equal(est.support_vectors_, precise.support_vectors_)
-    standard = BudgetedSGDClassifier(**RAW, merge_solver="gss", **kw).fit(X, y)
+    standard = BudgetedSGDClassifier(merge_solver="gss", **kw).fit(X, y)
     assert not np.array_equal(standard.dual_coef_, precise.dual_coef_)
 
 
@@ -104,7 +104,7 @@ def test_multiclass_string_labels_and_removal():
     X = MinMaxScaler().fit_transform(X)
     names = np.array(["barolo", "grignolino", "barbera"])[y]
     est = BudgetedSGDClassifier(
-        **RAW, budget=20, gamma=1.0, C=10.0, epochs=5, maintenance="remove", random_state=0
+        budget=20, gamma=1.0, C=10.0, epochs=5, maintenance="remove", random_state=0
     ).fit(X, names)
     assert set(est.classes_) == set(names) and est.n_merges_ == 0 and est.n_maintenance_ > 0
     assert est.score(X, names) > 0.85
@@ -114,7 +114,6 @@ def test_multiclass_string_labels_and_removal():
 def test_merge_solvers_agree_with_gss_precise(cancer, solver):
     Xtr, Xte, ytr, yte = cancer
     est = BudgetedSGDClassifier(
-        **RAW,
         budget=10,
         gamma=4.0,
         C=10.0,
@@ -133,7 +132,7 @@ def test_merge_solvers_agree_with_gss_precise(cancer, solver):
 def _small_budget_fit(Xtr, ytr, maintenance: str) -> BudgetedSGDClassifier:
     """B = 10, 2 epochs on the cancer data: the budget is maintained often."""
     return BudgetedSGDClassifier(
-        **RAW, maintenance=maintenance, budget=10, gamma=1.0, C=10.0, epochs=2, random_state=0
+        maintenance=maintenance, budget=10, gamma=1.0, C=10.0, epochs=2, random_state=0
     ).fit(Xtr, ytr)
 
 
@@ -153,7 +152,7 @@ def test_removal_degrades_more_than_merging(cancer):
 def test_norma_schedule_learns(cancer):
     Xtr, Xte, ytr, yte = cancer
     est = BudgetedSGDClassifier(
-        **RAW, budget=50, gamma=2.0, lambda_=1e-3, schedule="norma", eta=0.5, epochs=3, random_state=0
+        budget=50, gamma=2.0, lambda_=1e-3, schedule="norma", eta=0.5, epochs=3, random_state=0
     ).fit(Xtr, ytr)
     assert est.score(Xte, yte) > 0.9
 
@@ -161,7 +160,7 @@ def test_norma_schedule_learns(cancer):
 def test_perceptron_stays_in_the_ball(cancer):
     Xtr, Xte, ytr, yte = cancer
     est = BudgetedSGDClassifier(
-        **RAW, budget=30, gamma=2.0, schedule="perceptron", eta=0.5, radius=3.0, epochs=3, random_state=0
+        budget=30, gamma=2.0, schedule="perceptron", eta=0.5, radius=3.0, epochs=3, random_state=0
     ).fit(Xtr, ytr)
     sv, alpha = est.support_vectors_, est.dual_coef_
     norm = np.sqrt(alpha @ rbf(sv[:, None, :], sv[None, :, :], 2.0) @ alpha)
@@ -173,7 +172,7 @@ def test_perceptron_stays_in_the_ball(cancer):
 def test_bias_is_learned_and_used(cancer):
     Xtr, Xte, ytr, yte = cancer
     est = BudgetedSGDClassifier(
-        **RAW, budget=40, gamma=2.0, C=10.0, epochs=3, fit_intercept=True, random_state=0
+        budget=40, gamma=2.0, C=10.0, epochs=3, fit_intercept=True, random_state=0
     ).fit(Xtr, ytr)
     assert est.intercept_[0] != 0.0
     K = rbf(Xte[:, None, :], est.support_vectors_[None, :, :], 2.0)
@@ -183,9 +182,7 @@ def test_bias_is_learned_and_used(cancer):
 
 def test_profiling_measures_maintenance_time(cancer):
     Xtr, _, ytr, _ = cancer
-    est = BudgetedSGDClassifier(**RAW, budget=10, gamma=4.0, C=10.0, profile=True, random_state=0).fit(
-        Xtr, ytr
-    )
+    est = BudgetedSGDClassifier(budget=10, gamma=4.0, C=10.0, profile=True, random_state=0).fit(Xtr, ytr)
     assert est.n_maintenance_ > 0 and est.maintenance_seconds_ > 0.0
     stats = est.statistics()
     assert stats["merging_frequency"] == pytest.approx(est.n_maintenance_ / est.t_)
@@ -200,7 +197,7 @@ def test_projection_maintenance_keeps_the_inverse_and_learns(cancer, cls_name):
 
     Xtr, Xte, ytr, yte = cancer
     cls = getattr(svmstream.solvers, cls_name)
-    est = cls(**RAW, budget=8, gamma=4.0, C=10.0, n_samples=250, maintenance="project", random_state=0)
+    est = cls(budget=8, gamma=4.0, C=10.0, n_samples=250, maintenance="project", random_state=0)
     est.partial_fit(Xtr[:250], ytr[:250], classes=np.unique(ytr))
     assert est.n_maintenance_ > 5 and est.n_support_vectors_ == 8
     sv = est.support_vectors_

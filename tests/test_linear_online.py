@@ -1,4 +1,5 @@
-"""``BudgetedSGDClassifier(kernel="linear")``: Pegasos with an explicit weight matrix.
+"""``PegasosClassifier``: Pegasos with an explicit weight matrix, plain and in the streaming
+pipeline (``StreamingClassifier(PegasosClassifier(...))``).
 
 The steps equal a direct NumPy Pegasos; sparse rows stay sparse (buffer and guard included)
 and give the model dense rows give; multi-class (Crammer–Singer), classes learned from the
@@ -24,14 +25,13 @@ from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.factory import make_estimator
 from svmstream.app.models.limits import estimate_bytes, size_message
 from svmstream.app.settings import Settings
-from svmstream.solvers import BudgetedSGDClassifier, model_bytes
+from svmstream.solvers import BudgetedSGDClassifier, PegasosClassifier, StreamingClassifier, model_bytes
+from svmstream.solvers.budgeted import StreamingBSGD
 from svmstream.solvers.budgeted import _base as budgeted_base
 from svmstream.solvers.budgeted._linear import DENSE_WEIGHTS_MAX
 from svmstream.solvers.budgeted._preprocessing import linear_auto_scaling
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
-
-#: the raw Pegasos step: no window, scaling, buffer or guard
-RAW = dict(kernel="linear", scaling="none", warmup=0, shuffle_buffer=0, run_guard=False, on_drift="none")
+from tests.test_sklearn_checks_bsgd import expected_failed_checks
 
 
 def _sparse_data(n=1500, d=400, k=2, density=0.03, seed=0, top=1.0):
@@ -104,9 +104,7 @@ def test_decisions_equal_a_direct_numpy_pegasos(sparse, schedule, extra, n_class
     X, y = _sparse_data(n=600, d=60, k=n_classes, density=0.2, seed=n_classes)
     X_in = X if sparse else X.toarray()
     lam = 1e-2
-    est = _feed(
-        BudgetedSGDClassifier(lambda_=lam, schedule=schedule, **extra, **RAW), X_in, y, np.arange(n_classes)
-    )
+    est = _feed(PegasosClassifier(lambda_=lam, schedule=schedule, **extra), X_in, y, np.arange(n_classes))
     W, b = _numpy_pegasos(
         X,
         y,
@@ -128,10 +126,10 @@ def test_decisions_equal_a_direct_numpy_pegasos(sparse, schedule, extra, n_class
 
 def test_scale_trick_folds_and_pegasos_first_step_clears():
     X, y = _sparse_data(n=3000, d=50, density=0.3)
-    est = _feed(BudgetedSGDClassifier(lambda_=1e-3, **RAW), X, y, [0, 1], batch=1000)
+    est = _feed(PegasosClassifier(lambda_=1e-3), X, y, [0, 1], batch=1000)
     # Pegasos: scale after t steps from t = 1 is Π (1 − 1/s) = 1/t, folded below 1e-6 (not here)
     assert est._reals[0] == pytest.approx(1.0 / est.t_, rel=1e-9)
-    const = _feed(BudgetedSGDClassifier(lambda_=0.5, schedule="constant", eta=1.0, **RAW), X, y, [0, 1])
+    const = _feed(PegasosClassifier(lambda_=0.5, schedule="constant", eta=1.0), X, y, [0, 1])
     W, _ = _numpy_pegasos(X, y, 0.5, "constant", 1.0)  # 0.5^3000 is folded many times
     np.testing.assert_allclose(const.coef_, W.T, rtol=1e-9, atol=1e-300)
 
@@ -143,10 +141,18 @@ def test_sparse_and_dense_input_give_the_same_model(top, n_classes):
     X, y = _sparse_data(n=2200 * n_classes, d=80, k=n_classes, density=0.1, top=top, seed=3)
     order = np.argsort(y, kind="stable")  # label-sorted: the run guard replays
     X, y = X[order], y[order]
-    params = dict(kernel="linear", warmup=200, shuffle_buffer=300, random_state=0)
-    sparse = _feed(BudgetedSGDClassifier(**params), X, y, np.arange(n_classes), batch=250)
-    dense = _feed(BudgetedSGDClassifier(**params), X.toarray(), y, np.arange(n_classes), batch=250)
-    assert sparse._pp.rows == "sparse" and dense._pp.rows == "dense"
+    params = dict(warmup=200, shuffle_buffer=100)  # runs of 2,200 outlast the buffer: the guard replays
+    sparse = _feed(
+        StreamingClassifier(PegasosClassifier(random_state=0), **params), X, y, np.arange(n_classes), 250
+    )
+    dense = _feed(
+        StreamingClassifier(PegasosClassifier(random_state=0), **params),
+        X.toarray(),
+        y,
+        np.arange(n_classes),
+        250,
+    )
+    assert sparse.model_._pp.rows == "sparse" and dense.model_._pp.rows == "dense"
     assert sparse.scaling_ == dense.scaling_ == ("none" if top <= 1 else "maxabs")
     assert sparse.n_replayed_ == dense.n_replayed_ > 0
     np.testing.assert_array_equal(sparse.last_margins_, dense.last_margins_)
@@ -161,8 +167,8 @@ def test_sparse_and_dense_input_give_the_same_model(top, n_classes):
 def test_wide_sparse_rows_stay_sparse_with_the_full_buffer():
     d = 1_000_000  # dense rows: 8 MB each, a dense 64 MiB buffer would hold 8 of them
     X, y = _sparse_data(n=3000, d=d, density=2e-5, seed=5)
-    est = _feed(BudgetedSGDClassifier(kernel="linear", random_state=0), X, y, [0, 1], batch=500)
-    pp = est._pp
+    est = _feed(StreamingClassifier(PegasosClassifier(random_state=0)), X, y, [0, 1], batch=500)
+    pp = est.model_._pp
     assert pp.rows == "sparse" and pp.capacity == 20_000 and pp.buf_X.size == 0
     assert est.n_pending_ > 0 and pp.store.data.nbytes < 10 * 1024 * 1024
     assert est.gamma_ is None and est.scaling_ == "none"
@@ -174,7 +180,7 @@ def test_linear_auto_scaling_rule():
     assert linear_auto_scaling(sp.csr_matrix(np.array([[0.0, 1.0], [-1.0, 0.5]]))) == "none"
     assert linear_auto_scaling(np.array([[0.0, 3.0]])) == "maxabs"
     X = np.array([[0.0, 200.0, 0.1], [2.0, 0.0, 0.2]])
-    est = BudgetedSGDClassifier(kernel="linear", warmup=2, shuffle_buffer=0).partial_fit(
+    est = StreamingClassifier(PegasosClassifier(), warmup=2, shuffle_buffer=0).partial_fit(
         X, [0, 1], classes=[0, 1]
     )
     assert est.scaling_ == "maxabs"
@@ -186,7 +192,7 @@ def test_linear_auto_scaling_rule():
 def test_multiclass_and_classes_learned_from_the_data():
     X, y = _sparse_data(n=3000, d=200, k=3, density=0.1, seed=7)
     two = y < 2
-    est = BudgetedSGDClassifier(kernel="linear", warmup=100, shuffle_buffer=0, random_state=0)
+    est = StreamingClassifier(PegasosClassifier(random_state=0), warmup=100, shuffle_buffer=0)
     est.partial_fit(X[two][:800], y[two][:800], classes=[0, 1])
     before = est.decision_function(X)
     est.add_class(2)
@@ -206,7 +212,7 @@ def test_grow_features_keeps_the_decisions_of_old_rows():
     X, y = _sparse_data(n=1200, d=300, density=0.05, seed=9)
     narrow = X[:, :200]
     est = _feed(
-        BudgetedSGDClassifier(kernel="linear", warmup=100, random_state=0), narrow[:600], y[:600], [0, 1]
+        StreamingClassifier(PegasosClassifier(random_state=0), warmup=100), narrow[:600], y[:600], [0, 1]
     )
     before = est.decision_function(narrow)
     est.grow_features(300)
@@ -216,22 +222,34 @@ def test_grow_features_keeps_the_decisions_of_old_rows():
     assert est.n_features_in_ == 300 and est.t_ == 1200
 
 
+def _flipped_errors(on_drift, shuffle_buffer):
+    """Prequential errors of the learned examples of a stream whose labels flip at row 6,000."""
+    X, y = _sparse_data(n=6000, d=100, density=0.2, seed=11)
+    Xs, ys = sp.vstack([X, X]).tocsr(), np.concatenate([y, 1 - y])  # labels flipped in the second half
+    est = StreamingClassifier(
+        PegasosClassifier(random_state=0), warmup=200, shuffle_buffer=shuffle_buffer, on_drift=on_drift
+    )
+    err = []
+    for start in range(0, 12_000, 500):
+        est.partial_fit(Xs[start : start + 500], ys[start : start + 500], classes=[0, 1])
+        err.append((est.last_margins_ > 0) != (est.last_y_ == 1))
+    return est, np.concatenate(err)
+
+
 def test_drift_reset_restarts_the_schedule(monkeypatch):
     # t0 below the stream's length, so that the reset restarts the schedule (the kernels read t − shift)
     monkeypatch.setattr(budgeted_base, "DRIFT_RESET_T0", 1000)
-    X, y = _sparse_data(n=6000, d=100, density=0.2, seed=11)
-    Xs, ys = sp.vstack([X, X]).tocsr(), np.concatenate([y, 1 - y])  # labels flipped in the second half
-    params = dict(kernel="linear", warmup=200, shuffle_buffer=500, random_state=0)
-    errors = {}
-    for on_drift in ("reset_schedule", "none"):
-        est, err = BudgetedSGDClassifier(on_drift=on_drift, **params), []
-        for start in range(0, 12_000, 500):
-            est.partial_fit(Xs[start : start + 500], ys[start : start + 500], classes=[0, 1])
-            err.append((est.last_margins_ > 0) != (est.last_y_ == 1))
-        errors[on_drift] = np.concatenate(err)
-        if on_drift == "reset_schedule":
-            assert est.drift_.n_detections >= 1 and est.n_discarded_ > 0 and est._counters[5] > 0
-    after = slice(6000, 7500)  # learned examples soon after the flip
+    # behind a shuffle buffer: the detection restarts the schedule and drops nothing — every
+    # example received is learned or still in the buffer
+    est, _ = _flipped_errors("reset_schedule", 500)
+    assert est.drift_.n_detections >= 1 and est.model_._counters[5] > 0
+    assert est.n_discarded_ == 0 and est.n_received_ == est.n_learned_ + est.n_pending_ == 12_000
+    assert est.n_pending_ == 500
+    # the restarted schedule adapts faster (no buffer: the flip is at learned example 6,000, the
+    # detection soon after; measured: 0.48 against 0.62 errors).  Behind the buffer the rows it
+    # held are learned after the reset, now that it no longer drops them: 0.43 against 0.49
+    errors = {on_drift: _flipped_errors(on_drift, 0)[1] for on_drift in ("reset_schedule", "none")}
+    after = slice(6000, 6500)  # the learned examples right after the flip
     assert errors["reset_schedule"][after].mean() < 0.8 * errors["none"][after].mean(), errors
 
 
@@ -244,15 +262,15 @@ def test_state_round_trip_is_exact(case):
     order = np.argsort(y, kind="stable")
     X, y = X[order], y[order]  # the guard's reservoirs fill
     rows = X.toarray() if case == "dense" else X
-    est = BudgetedSGDClassifier(
-        kernel="linear", warmup=200, shuffle_buffer=700, on_drift="none", random_state=0
+    est = StreamingClassifier(
+        PegasosClassifier(random_state=0), warmup=200, shuffle_buffer=700, on_drift="none"
     )
     est = _feed(est, rows[:2000], y[:2000], np.arange(n_classes), batch=300)
     if case == "wide":
         est.add_class(2)  # W is (400,000, 3): saved as its non-zeros
     arrays, meta = est.get_state()
-    assert ("lin_w_index" in arrays) == (est._W.size > DENSE_WEIGHTS_MAX) == (case == "wide")
-    assert est.n_pending_ > 0 and (est._pp.res_n > 0).sum() >= 2  # buffer and reservoirs hold rows
+    assert ("lin_w_index" in arrays) == (est.model_._W.size > DENSE_WEIGHTS_MAX) == (case == "wide")
+    assert est.n_pending_ > 0 and (est.model_._pp.res_n > 0).sum() >= 2  # buffer and reservoirs hold rows
     copy = estimator_from_state(*decode_state(encode_state(arrays, meta)))
     again = copy.get_state()[0]
     assert set(again) == set(arrays)
@@ -261,21 +279,27 @@ def test_state_round_trip_is_exact(case):
     for model in (est, copy):
         _feed(model, rows[2000:], y[2000:], batch=300).flush()
     np.testing.assert_array_equal(copy.decision_function(X[:100]), est.decision_function(X[:100]))
-    assert copy.get_params() == est.get_params() and copy.t_ == est.t_
+    assert type(copy.estimator) is type(est.estimator) is PegasosClassifier and copy.t_ == est.t_
+    assert _params(copy) == _params(est) and copy.model_.get_params() == est.model_.get_params()
+
+
+def _params(est):
+    """``get_params()`` without the estimator object itself (its parameters are in it)."""
+    return {k: v for k, v in est.get_params().items() if k != "estimator"}
 
 
 def test_params_and_statistics():
     with pytest.raises(ValueError, match="kernel must be one of"):
-        BudgetedSGDClassifier(kernel="poly").check_params()
+        StreamingBSGD(kernel="poly").check_params()  # the engine: the plain faces fix the kernel
     X, y = _sparse_data(n=500, d=50)
-    est = BudgetedSGDClassifier(kernel="linear", warmup=100, shuffle_buffer=0).partial_fit(
+    est = StreamingClassifier(PegasosClassifier(), warmup=100, shuffle_buffer=0).partial_fit(
         X, y, classes=[0, 1]
     )
     stats = est.statistics()
     assert stats["kernel"] == "linear" and stats["n_support_vectors"] == 0 and stats["budget"] is None
     assert stats["n_weights"] == 50 and est.lambda_eff_ == pytest.approx(2e-4)  # 1/(C · 5,000)
     assert (
-        BudgetedSGDClassifier(kernel="linear", n_samples=1000).partial_fit(X, y, [0, 1]).lambda_eff_ == 1e-3
+        StreamingClassifier(PegasosClassifier(n_samples=1000)).partial_fit(X, y, [0, 1]).lambda_eff_ == 1e-3
     )
     with pytest.raises(AttributeError, match="kernel='linear'"):
         BudgetedSGDClassifier().fit(X, y).coef_  # noqa: B018
@@ -293,7 +317,14 @@ def test_size_estimate_of_a_linear_model():
 
 
 # --------------------------------------------------------------------------- scikit-learn
-@parametrize_with_checks([BudgetedSGDClassifier(kernel="linear", epochs=5, random_state=0)])
+@parametrize_with_checks(
+    [
+        PegasosClassifier(epochs=5, random_state=0),
+        StreamingClassifier(PegasosClassifier(epochs=5, random_state=0)),
+    ],
+    expected_failed_checks=expected_failed_checks,  # StreamingClassifier.fit's, see there
+    xfail_strict=True,
+)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 

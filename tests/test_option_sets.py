@@ -1,7 +1,7 @@
-"""The service's option lists equal the solvers' single source (``svmstream.solvers._params``).
-
-``svmstream.app.models.config`` spells its ``Literal`` types out so that light commands
-(``svmstream healthcheck``) do not import numba; this test keeps the two in step.
+"""The service's option lists equal the solvers': both come from the hyperparameter table
+(``svmstream.solvers._hyperparameters``, one definition, re-exported by ``_params``, by
+``svmstream.solvers`` and by ``svmstream.app.models.config``, whose ``Literal`` types are built
+from it).  ``tests/test_hyperparameter_table.py`` checks every exposure of the table itself.
 """
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ import typing
 
 import svmstream.solvers as solvers
 from svmstream.app.models import config
+from svmstream.solvers import _hyperparameters as table
+from svmstream.solvers import _params
+from svmstream.solvers.budgeted import StreamingBSCA, StreamingBSGD
 
 
 def _literal(tp) -> set:
@@ -29,8 +32,17 @@ def test_config_literals_equal_the_solver_option_sets():
 
 
 def test_config_on_drift_default_equals_the_estimators():
-    assert config.ModelConfig().on_drift == solvers.BudgetedSGDClassifier().on_drift
-    assert solvers.BudgetedSCAClassifier().on_drift == solvers.BudgetedSGDClassifier().on_drift
+    # the service's model is the streaming pipeline; its engines keep the same default
+    assert config.ModelConfig().on_drift == solvers.StreamingClassifier().on_drift
+    assert StreamingBSCA().on_drift == StreamingBSGD().on_drift == solvers.StreamingClassifier().on_drift
+    # the plain estimators react to nothing
+    assert solvers.BudgetedSGDClassifier().on_drift == solvers.BudgetedSCAClassifier().on_drift == "none"
+
+
+def test_config_stage_defaults_equal_the_pipelines():
+    cfg, pipeline = config.ModelConfig(), solvers.StreamingClassifier()
+    for name in StreamingBSGD.STAGE_PARAMS:
+        assert getattr(cfg, name) == getattr(pipeline, name) == getattr(StreamingBSGD(), name), name
 
 
 def test_config_bounds_and_defaults_equal_the_solvers():
@@ -45,7 +57,42 @@ def test_config_bounds_and_defaults_equal_the_solvers():
         solvers.DEFAULT_REHEARSAL,
         solvers.DEFAULT_REHEARSAL_MEMORY,
     )
-    assert config.ModelConfig().rehearsal == solvers.BudgetedSGDClassifier().rehearsal
+    assert (
+        config.ModelConfig().rehearsal == solvers.StreamingClassifier().rehearsal == StreamingBSGD().rehearsal
+    )
     assert config.REFERENCE_N == REFERENCE_N
     assert config.REFERENCE_N_LINEAR == REFERENCE_N_LINEAR
-    assert config.ModelConfig().kernel == solvers.BudgetedSGDClassifier().kernel == "rbf"
+    assert (
+        config.ModelConfig().kernel
+        == StreamingBSGD().kernel
+        == solvers.BudgetedSGDClassifier().kernel
+        == "rbf"
+    )
+    assert solvers.PegasosClassifier().kernel == "linear"
+
+
+def test_one_definition_of_each_option_set_and_constant():
+    names = (
+        "ONLINE_ALGORITHMS",
+        "BATCH_ALGORITHMS",
+        "MAINTENANCE",
+        "MERGE_SOLVERS",
+        "SCHEDULES",
+        "ON_DRIFT",
+        "SCALINGS",
+        "KERNELS_ONLINE",
+        "SV_STORAGES",
+        "C_MAX",
+        "LAMBDA_MIN",
+        "REFERENCE_N",
+        "REFERENCE_N_LINEAR",
+        "DEFAULT_WARMUP",
+        "DEFAULT_SHUFFLE_BUFFER",
+        "DEFAULT_REHEARSAL",
+        "DEFAULT_REHEARSAL_MEMORY",
+    )
+    for name in names:
+        assert getattr(_params, name) is getattr(table, name), name
+        assert getattr(config, name) is getattr(table, name), name
+    for name in ("REHEARSAL_MAX", "REHEARSAL_MEMORY_MAX", "DEFAULT_MAX_CLASSES", "MAX_CLASSES_LIMIT"):
+        assert getattr(config, name) is getattr(table, name), name

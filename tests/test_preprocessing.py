@@ -1,5 +1,6 @@
-"""The streaming preprocessing of budgeted models: warm-up window, max-abs scaling,
-γ = "scale", the shuffle buffer that learns while it fills, and the run guard."""
+"""The streaming preprocessing of budgeted models (the stages of ``StreamingClassifier``):
+warm-up window, max-abs scaling, γ = "scale", the shuffle buffer that learns while it fills,
+and the run guard."""
 
 import numpy as np
 import pytest
@@ -8,7 +9,7 @@ from sklearn.datasets import load_breast_cancer, load_iris
 from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
 
-from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier
+from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, StreamingClassifier
 from svmstream.solvers._params import DEFAULT_SHUFFLE_BUFFER, REFERENCE_N
 from svmstream.solvers.budgeted._preprocessing import (
     GUARD_MIN_RUN,
@@ -17,6 +18,12 @@ from svmstream.solvers.budgeted._preprocessing import (
     buffer_capacity,
     fit_scaler,
 )
+from svmstream.solvers.persistence import estimator_from_state
+
+
+def streaming(cls=BudgetedSGDClassifier, stages=None, **params):
+    """``StreamingClassifier(cls(**params), **stages)``: the plain estimator in the stages."""
+    return StreamingClassifier(cls(**params), **(stages or {}))
 
 
 def _raw_data(n=600, d=5, seed=0):
@@ -59,22 +66,22 @@ def test_auto_scaling_is_maxabs_for_dense_and_sparse():
 
 def test_window_fixes_maxabs_scaling_and_gamma_scale():
     X, y = _raw_data(n=700)
-    est = BudgetedSGDClassifier(warmup=500, random_state=0)
+    est = streaming(stages=dict(warmup=500), random_state=0)
     _feed(est, X, y, [300, 400])  # the window closes inside the second batch, after row 500
     window = X[:500]
     top = np.abs(window).max(axis=0)
     scaled = window / top
     assert est.scaling_ == "maxabs"
-    np.testing.assert_allclose(est._pp.factor, 1.0 / top, rtol=0, atol=0)
+    np.testing.assert_allclose(est.model_._pp.factor, 1.0 / top, rtol=0, atol=0)
     assert est.gamma_ == pytest.approx(1.0 / (X.shape[1] * scaled.var()), rel=1e-12)
     # predictions scale with the frozen window statistics, never with later rows
-    np.testing.assert_allclose(est._pp.transform(X[500:]), X[500:] / top, rtol=1e-15)
+    np.testing.assert_allclose(est.model_._pp.transform(X[500:]), X[500:] / top, rtol=1e-15)
 
 
 def test_lambda_is_fixed_by_reference_n():
     X, y = _raw_data()
     for sizes in ([600], [1] * 5 + [595]):
-        est = BudgetedSGDClassifier(random_state=0)
+        est = streaming(random_state=0)
         _feed(est, X, y, sizes)
         assert est.lambda_eff_ == 1.0 / REFERENCE_N
 
@@ -92,7 +99,7 @@ def test_model_does_not_depend_on_batch_sizes(params):
     X, y = _raw_data()
     models, learned = [], []
     for sizes in ([600], [100] * 6, [37, 250, 13, 300]):
-        est = BudgetedSGDClassifier(budget=30, random_state=3, **params)
+        est = streaming(stages=params, budget=30, random_state=3)
         labels = _feed(est, X, y, sizes)
         est.flush()
         labels.append(est.last_y_)
@@ -110,7 +117,7 @@ def test_model_does_not_depend_on_batch_sizes(params):
 # --------------------------------------------------------------------------- buffer
 def test_buffer_learns_before_it_is_full():
     X, y = _raw_data(n=4000, d=3)
-    est = BudgetedSGDClassifier(budget=50, warmup=500, random_state=0)
+    est = streaming(stages=dict(warmup=500), budget=50, random_state=0)
     assert buffer_capacity(est.shuffle_buffer, 3) == DEFAULT_SHUFFLE_BUFFER == 20_000
     learned = _feed(est, X, y, [500] + [500] * 7)
     assert len(learned[0]) > 0  # learning starts with the batch that closes the window
@@ -167,7 +174,7 @@ def test_state_round_trip_continues_bit_identically(cut):
     sizes = [200] * 6
 
     def make():
-        return BudgetedSGDClassifier(budget=40, warmup=300, shuffle_buffer=300, random_state=1)
+        return streaming(stages=dict(warmup=300, shuffle_buffer=300), budget=40, random_state=1)
 
     restored, straight = _run_with_restart(make, X, y, sizes, cut)
     assert restored.n_pending_ == straight.n_pending_
@@ -186,7 +193,7 @@ def test_state_round_trip_with_guard_firing():
     sizes = [500] * (len(y) // 500) + ([len(y) % 500] if len(y) % 500 else [])
 
     def make():
-        return BudgetedSGDClassifier(budget=50, shuffle_buffer=0, random_state=0)
+        return streaming(stages=dict(shuffle_buffer=0), budget=50, random_state=0)
 
     restored, straight = _run_with_restart(make, X, y, sizes, len(sizes) - 2)
     assert straight.n_replayed_ > 0
@@ -196,18 +203,24 @@ def test_state_round_trip_with_guard_firing():
 
 
 def test_version_3_state_loads_with_the_guard_off():
+    """A version-3 state, saved when the engine was the public ``BudgetedSGDClassifier`` with
+    the stages: it loads as a StreamingClassifier with the guard (and rehearsal) off."""
     X, y = _raw_data()
-    est = BudgetedSGDClassifier(budget=30, warmup=100, shuffle_buffer=100, random_state=0, rehearsal=0)
+    est = streaming(stages=dict(warmup=100, shuffle_buffer=100, rehearsal=0), budget=30, random_state=0)
     _feed(est, X[:300], y[:300], [300])
     arrays, meta = est.get_state()
+    meta = dict(meta["model"], estimator="BudgetedSGDClassifier")  # the engine's state, old name
+    meta["params"] = dict(meta["params"])
     del meta["params"]["rehearsal"], meta["params"]["rehearsal_memory"]  # version 3 had neither
     for name in ("pp_state", "pp_res_X", "pp_res_n", "pp_seen"):
         del arrays[name]
     meta = dict(meta, state_version=3, preprocessing=dict(meta["preprocessing"]))
     del meta["preprocessing"]["run_guard"], meta["preprocessing"]["guard_capacity"]
     del meta["params"]["run_guard"]
-    old = BudgetedSGDClassifier.from_state(arrays, meta)
+    old = estimator_from_state(arrays, meta)
+    assert isinstance(old, StreamingClassifier) and isinstance(old.estimator, BudgetedSGDClassifier)
     assert old.run_guard is False and old.n_pending_ == est.n_pending_ and old.n_replayed_ == 0
+    assert old.model_.run_guard is False and (old.warmup, old.shuffle_buffer) == (100, 100)
     assert old.rehearsal == 0  # an old model keeps learning as it did
     np.testing.assert_array_equal(old.decision_function(X), est.decision_function(X))
     old.partial_fit(X[300:], y[300:])
@@ -230,7 +243,7 @@ def test_label_sorted_breast_cancer_with_no_hyperparameters():
     # is learned in a shuffled order
     X_tr, X_te, y_tr, y_te = _breast_cancer()
     order = np.argsort(y_tr, kind="stable")
-    est = BudgetedSGDClassifier(random_state=0)
+    est = streaming(random_state=0)
     for start in range(0, len(order), 100):
         est.partial_fit(X_tr[order[start : start + 100]], y_tr[order[start : start + 100]], classes=[0, 1])
     est.flush()
@@ -246,8 +259,8 @@ def test_run_guard_rescues_a_label_sorted_stream():
     majority = max(np.mean(y_te), 1 - np.mean(y_te))  # 0.626
     scores = {}
     for guard in (True, False):
-        est = BudgetedSGDClassifier(
-            shuffle_buffer=0, run_guard=guard, random_state=0, rehearsal=0
+        est = streaming(
+            stages=dict(shuffle_buffer=0, run_guard=guard, rehearsal=0), random_state=0
         )  # the guard alone
         received = 0
         for start in range(0, len(order), 1000):
@@ -301,7 +314,7 @@ def test_bsca_one_vs_rest_shares_the_preprocessing():
     X, y = load_iris(return_X_y=True)
     X = X * np.array([1.0, 10.0, 100.0, 1000.0])  # raw features of very different ranges
     order = _sorted_tiled(y, 30)  # 1,500 rows of each class in turn
-    est = BudgetedSCAClassifier(budget=30, warmup=300, shuffle_buffer=100, random_state=0)
+    est = streaming(BudgetedSCAClassifier, dict(warmup=300, shuffle_buffer=100), budget=30, random_state=0)
     received = 0
     for start in range(0, len(order), 250):
         rows = order[start : start + 250]
@@ -319,7 +332,7 @@ def test_bsca_one_vs_rest_shares_the_preprocessing():
         assert binary.t_ == est.t_ and binary.n_replayed_ == 0
     assert est.score(X, y) > 0.8
     # one shared state round trip
-    restored = BudgetedSCAClassifier.from_state(*est.get_state())
+    restored = StreamingClassifier.from_state(*est.get_state())
     np.testing.assert_array_equal(restored.decision_function(X), est.decision_function(X))
     assert restored.n_seen_ == est.n_seen_ and restored.n_replayed_ == est.n_replayed_
 
@@ -332,7 +345,7 @@ def test_grow_features_keeps_decisions_and_learning_continues(cls):
     """A grown model decides old rows (zeros in the new features) exactly as before, keeps
     learning from wider rows, and round-trips its state."""
     X, y = _raw_data(3000, d=5, seed=3)
-    est = cls(budget=40, random_state=0, shuffle_buffer=800)
+    est = streaming(cls, dict(shuffle_buffer=800), budget=40, random_state=0)
     est.partial_fit(sp.csr_matrix(X[:1500]), y[:1500], classes=[0, 1])
     pending, seen = est.n_pending_, est.n_seen_
     before = est.decision_function(X[1500:1700])
@@ -355,7 +368,7 @@ def test_grow_features_in_the_window_and_when_the_buffer_bound_shrinks():
     """Growing while the window is open pads its rows; growing so wide that the buffer's
     64 MiB bound holds fewer rows learns the excess at once (nothing is lost)."""
     X, y = _raw_data(2500, d=5, seed=4)
-    est = BudgetedSGDClassifier(budget=30, random_state=0)
+    est = streaming(budget=30, random_state=0)
     est.partial_fit(sp.csr_matrix(X[:600]), y[:600], classes=[0, 1])
     est.grow_features(6)
     assert est.warming_up_ and est.n_pending_ == 600

@@ -18,7 +18,13 @@ from svmstream.app.models.factory import copy_estimator, make_estimator
 from svmstream.app.models.registry import Registry
 from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.settings import Settings
-from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, WarmingUp
+from svmstream.solvers import (
+    BudgetedSCAClassifier,
+    BudgetedSGDClassifier,
+    PegasosClassifier,
+    StreamingClassifier,
+    WarmingUp,
+)
 from svmstream.solvers.persistence import estimator_from_state
 from tests.conftest import two_moons_like
 
@@ -41,14 +47,23 @@ def _sparse_text(n=3000, d=3000, seed=0):
     return sp.csr_matrix(X), y
 
 
+def streaming(plain, **stages):
+    """The service's model: the plain estimator in the streaming stages (defaults unless given)."""
+    return StreamingClassifier(plain, **stages)
+
+
 CASES = {
-    "bsgd-binary": (lambda: BudgetedSGDClassifier(budget=50, random_state=0), _binary),
-    "bsgd-multiclass": (lambda: BudgetedSGDClassifier(budget=60, random_state=0), _digits),
-    "bsca-binary": (lambda: BudgetedSCAClassifier(budget=50, random_state=0), _binary),
-    "bsca-one-vs-rest": (lambda: BudgetedSCAClassifier(budget=40, random_state=0), _digits),
-    "linear-sparse": (lambda: BudgetedSGDClassifier(kernel="linear", random_state=0), _sparse_text),
-    "bsgd-sparse-svs": (lambda: BudgetedSGDClassifier(budget=40, random_state=0), _sparse_text),
-    "bsca-sparse-svs": (lambda: BudgetedSCAClassifier(budget=40, random_state=0), _sparse_text),
+    "bsgd-binary": (lambda: streaming(BudgetedSGDClassifier(budget=50, random_state=0)), _binary),
+    "bsgd-multiclass": (lambda: streaming(BudgetedSGDClassifier(budget=60, random_state=0)), _digits),
+    "bsca-binary": (lambda: streaming(BudgetedSCAClassifier(budget=50, random_state=0)), _binary),
+    "bsca-one-vs-rest": (lambda: streaming(BudgetedSCAClassifier(budget=40, random_state=0)), _digits),
+    "linear-sparse": (lambda: streaming(PegasosClassifier(random_state=0)), _sparse_text),
+    "bsgd-sparse-svs": (lambda: streaming(BudgetedSGDClassifier(budget=40, random_state=0)), _sparse_text),
+    "bsca-sparse-svs": (lambda: streaming(BudgetedSCAClassifier(budget=40, random_state=0)), _sparse_text),
+    # the plain estimators publish the same way
+    "plain-bsgd-binary": (lambda: BudgetedSGDClassifier(budget=50, random_state=0), _binary),
+    "plain-bsca-one-vs-rest": (lambda: BudgetedSCAClassifier(budget=40, random_state=0), _digits),
+    "plain-linear-sparse": (lambda: PegasosClassifier(random_state=0), _sparse_text),
 }
 
 
@@ -77,13 +92,13 @@ def test_a_sparse_pool_is_shared_not_copied():
     """Sparse SV storage: the published copy shares the append-only arena (the learner only
     appends past its fill mark, or moves to a new arena) and copies the O(B) slot arrays."""
     X, y = _sparse_text()
-    est = BudgetedSGDClassifier(budget=40, shuffle_buffer=300, random_state=0).partial_fit(
-        X, y, classes=[0, 1]
-    )
+    est = streaming(BudgetedSGDClassifier(budget=40, random_state=0), shuffle_buffer=300)
+    est.partial_fit(X, y, classes=[0, 1])
     assert est.sv_storage_ == "sparse" and est.n_support_vectors_ == 40
     pub = est.published_copy()
-    assert pub._sv_data is est._sv_data and pub._sv_idx is est._sv_idx
-    assert pub._sv_start.shape == (40,) and not np.shares_memory(pub._sv_start, est._sv_start)
+    engine, published = est.model_, pub.model_
+    assert published._sv_data is engine._sv_data and published._sv_idx is engine._sv_idx
+    assert published._sv_start.shape == (40,) and not np.shares_memory(published._sv_start, engine._sv_start)
     before = pub.decision_function(X[:300])
     est.partial_fit(X[:2000], y[:2000])  # many merges: appended z's, possibly a new arena
     np.testing.assert_array_equal(pub.decision_function(X[:300]), before)
@@ -91,20 +106,23 @@ def test_a_sparse_pool_is_shared_not_copied():
 
 def test_a_published_copy_shares_the_buffers_and_copies_only_the_live_svs():
     X, y = _binary()
-    est = BudgetedSGDClassifier(budget=50, shuffle_buffer=500, random_state=0)
+    est = streaming(BudgetedSGDClassifier(budget=50, random_state=0), shuffle_buffer=500)
     est.partial_fit(X, y, classes=["no", "yes"])
     pub = est.published_copy()
+    assert pub is not est and pub.model_ is not est.model_
+    engine, published = est.model_, pub.model_
     n_sv = est.n_support_vectors_
-    assert n_sv == 50 and est._sv_t.shape[1] == 51
-    assert pub._sv_t.shape == (5, n_sv) and pub._coef.shape[0] == n_sv  # live SVs only
-    assert not np.shares_memory(pub._sv_t, est._sv_t) and not np.shares_memory(pub._coef, est._coef)
-    assert pub._pp.buf_X is est._pp.buf_X and est._pp.buf_X.size > 0  # the shuffle buffer: shared
-    assert pub._pp is not est._pp and pub.calibrator_ is not est.calibrator_
+    assert n_sv == 50 and engine._sv_t.shape[1] == 51
+    assert published._sv_t.shape == (5, n_sv) and published._coef.shape[0] == n_sv  # live SVs only
+    assert not np.shares_memory(published._sv_t, engine._sv_t)
+    assert not np.shares_memory(published._coef, engine._coef)
+    assert published._pp.buf_X is engine._pp.buf_X and engine._pp.buf_X.size > 0  # the shuffle buffer: shared
+    assert published._pp is not engine._pp and pub.calibrator_ is not est.calibrator_
 
 
 def test_a_published_copy_of_a_warming_up_model_says_so():
     X, y = _binary()
-    est = BudgetedSGDClassifier(budget=50).partial_fit(X[:100], y[:100], classes=["no", "yes"])
+    est = streaming(BudgetedSGDClassifier(budget=50)).partial_fit(X[:100], y[:100], classes=["no", "yes"])
     with pytest.raises(WarmingUp, match="warming up: 100 of 1000"):
         est.published_copy().decision_function(X[:3])
 
@@ -195,7 +213,7 @@ def test_linear_published_copies_recycle_free_weight_arrays_and_patch_only_chang
     X, y = _sparse_text(n=4000)
     y = y.astype(str).astype(object)
     y[3000::5] = "new"  # a third class appears late
-    est = BudgetedSGDClassifier(kernel="linear", shuffle_buffer=0, warmup=200, random_state=0)
+    est = streaming(PegasosClassifier(random_state=0), shuffle_buffer=0, warmup=200)
     probe = X[:300]
     kept = []  # (published copy, full copy at the same moment): the last two of every third batch
     returned, recycled, checked = set(), 0, 0
@@ -210,9 +228,9 @@ def test_linear_published_copies_recycle_free_weight_arrays_and_patch_only_chang
         if est.warming_up_:
             continue
         pub = est.published_copy()  # the previous one, unless kept, is dropped: its array is free
-        pooled = {id(entry[0]) for entry in est._w_pool}  # pooled arrays stay alive: stable ids
-        recycled += id(pub._W) in returned and id(pub._W) in pooled
-        returned.add(id(pub._W))
+        pooled = {id(entry[0]) for entry in est.model_._w_pool}  # pooled arrays stay alive: stable ids
+        recycled += id(pub.model_._W) in returned and id(pub.model_._W) in pooled
+        returned.add(id(pub.model_._W))
         if (start // 100) % 3 == 0:
             kept.append((pub, copy_estimator(est)))
             if len(kept) > 2:  # checked after it outlived several batches, then released

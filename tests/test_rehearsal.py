@@ -6,11 +6,16 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification
 
-from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier
+from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, StreamingClassifier
 from svmstream.solvers.budgeted._rehearsal import RehearsalMemory, _draw, memory_capacity, plan_rehearsal
 from svmstream.solvers.persistence import decode_state, encode_state
 
 ESTIMATORS = [BudgetedSGDClassifier, BudgetedSCAClassifier]
+
+
+def streaming(cls, stages, **params):
+    """``StreamingClassifier(cls(**params), **stages)``: rehearsal is a stage of the pipeline."""
+    return StreamingClassifier(cls(**params), **stages)
 
 
 def _raw_stream(n=3000, seed=0, n_classes=2):
@@ -89,13 +94,14 @@ def test_memory_capacity_is_bounded_in_bytes():
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_rehearsal_takes_its_extra_steps_and_reports_only_the_new_examples(cls):
     X, y = _raw_stream()
-    kw = dict(budget=40, warmup=200, shuffle_buffer=500, random_state=0, on_drift="none")
-    est = cls(rehearsal=3, **kw)
+    stages = dict(warmup=200, shuffle_buffer=500, on_drift="none")
+    kw = dict(budget=40, random_state=0)
+    est = streaming(cls, dict(rehearsal=3, **stages), **kw)
     est.partial_fit(X[:1500], y[:1500], classes=np.unique(y))
     pending = est.partial_fit(X[1500:], y[1500:]).n_pending_
     assert est.flush().last_margins_.shape[0] == pending  # margins of the new rows, not the rehearsed
     assert est.t_ == 4 * (X.shape[0] + est.n_replayed_)  # each learned row: its step + 3
-    off = cls(rehearsal=0, **kw)
+    off = streaming(cls, dict(rehearsal=0, **stages), **kw)
     off.partial_fit(X, y, classes=np.unique(y)).flush()
     assert off.t_ == X.shape[0] + off.n_replayed_
 
@@ -107,7 +113,7 @@ def test_batch_boundaries_do_not_change_the_model(cls):
     Xt, _ = _raw_stream(400, seed=2)
     models = []
     for cut in (1000, 137):
-        est = cls(budget=30, rehearsal=2, warmup=100, shuffle_buffer=300, random_state=3)
+        est = streaming(cls, dict(rehearsal=2, warmup=100, shuffle_buffer=300), budget=30, random_state=3)
         for start in range(0, X.shape[0], cut):
             est.partial_fit(X[start : start + cut], y[start : start + cut], classes=np.unique(y))
         models.append(est.flush().decision_function(Xt))
@@ -118,7 +124,7 @@ def test_batch_boundaries_do_not_change_the_model(cls):
 def test_a_restored_model_continues_exactly(cls):
     X, y = _raw_stream(3000, seed=4, n_classes=3)
     Xt, _ = _raw_stream(300, seed=5, n_classes=3)
-    whole = cls(budget=30, rehearsal=2, warmup=100, shuffle_buffer=200, random_state=1)
+    whole = streaming(cls, dict(rehearsal=2, warmup=100, shuffle_buffer=200), budget=30, random_state=1)
     whole.partial_fit(X[:1700], y[:1700], classes=np.unique(y))
     arrays, meta = whole.get_state()
     restored = type(whole).from_state(*decode_state(encode_state(arrays, meta)))
@@ -129,9 +135,15 @@ def test_a_restored_model_continues_exactly(cls):
 
 def test_bsca_revisits_keep_alpha_in_the_box():
     X, y = _raw_stream(3000, seed=6)
-    est = BudgetedSCAClassifier(budget=30, C=0.5, rehearsal=4, warmup=100, shuffle_buffer=0, random_state=0)
+    est = streaming(
+        BudgetedSCAClassifier,
+        dict(rehearsal=4, warmup=100, shuffle_buffer=0),
+        budget=30,
+        C=0.5,
+        random_state=0,
+    )
     est.partial_fit(X, y, classes=np.unique(y))
-    memory = est._rehearsal_memory
+    memory = est.model_._rehearsal_memory
     alpha = memory.alpha[: memory.fill]
     assert alpha.min() >= 0.0 and alpha.max() <= est.C_eff_ + 1e-12
     assert np.count_nonzero(alpha) > 0  # rehearsal steps moved remembered coordinates
@@ -156,8 +168,14 @@ def test_rehearsal_lowers_the_objective_of_one_pass_at_a_small_lambda():
     for r in (0, 4):
         values = []
         for seed in range(3):
-            est = BudgetedSGDClassifier(
-                budget=60, C=32, n_samples=4000, rehearsal=r, random_state=seed, scaling="none", gamma=0.1
+            est = streaming(
+                BudgetedSGDClassifier,
+                dict(rehearsal=r, scaling="none"),
+                budget=60,
+                C=32,
+                n_samples=4000,
+                random_state=seed,
+                gamma=0.1,
             )
             for start in range(0, 4000, 500):
                 est.partial_fit(X[start : start + 500], y[start : start + 500], classes=[0, 1])
@@ -170,7 +188,7 @@ def test_rehearsal_lowers_the_objective_of_one_pass_at_a_small_lambda():
 def test_bad_rehearsal_is_refused_naming_the_parameter(bad):
     X, y = _raw_stream(300)
     with pytest.raises(ValueError, match="rehearsal"):
-        BudgetedSGDClassifier(rehearsal=bad).partial_fit(X, y, classes=np.unique(y))
+        streaming(BudgetedSGDClassifier, dict(rehearsal=bad)).partial_fit(X, y, classes=np.unique(y))
 
 
 def test_rehearsal_through_a_real_server_with_raw_sorted_string_labels(start_server):

@@ -19,7 +19,7 @@ with warnings.catch_warnings():
 from svmstream.app.main import create_app
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.settings import Settings
-from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
 from tests.conftest import two_moons_like
 
 
@@ -39,8 +39,9 @@ def test_config_and_settings_defaults_follow_the_estimator():
     cfg = ModelConfig()
     assert (cfg.gamma, cfg.C, cfg.lambda_, cfg.n_samples) == ("scale", 1.0, None, None)
     assert (cfg.scaling, cfg.warmup, cfg.shuffle_buffer, cfg.run_guard) == ("auto", 1000, 20_000, True)
-    est = BudgetedSGDClassifier()
-    assert (est.gamma, est.scaling, est.warmup, est.shuffle_buffer, est.run_guard) == (
+    est = StreamingClassifier()  # the service's model: None stands for BudgetedSGDClassifier()
+    assert est.estimator is None
+    assert (BudgetedSGDClassifier().gamma, est.scaling, est.warmup, est.shuffle_buffer, est.run_guard) == (
         cfg.gamma,
         cfg.scaling,
         cfg.warmup,
@@ -147,15 +148,15 @@ def test_guards_refuse_before_allocating_and_predictions_stay_finite(client):
 
 
 def test_a_batch_that_overflows_is_rolled_back_422_and_counted(client, monkeypatch):
-    partial_fit = BudgetedSGDClassifier.partial_fit
+    partial_fit = StreamingClassifier.partial_fit  # the service's model
 
     def exploding(self, X, y, classes=None):
         partial_fit(self, X, y, classes)
         if X.shape[0] == 7:  # the poisoned batch
-            self._coef[: self.n_support_vectors_] = np.inf
+            self.model_._coef[: self.n_support_vectors_] = np.inf
         return self
 
-    monkeypatch.setattr(BudgetedSGDClassifier, "partial_fit", exploding)
+    monkeypatch.setattr(StreamingClassifier, "partial_fit", exploding)
     assert client.put("/models/x", json={"warmup": 0, "shuffle_buffer": 0}).status_code == 201
     X, y = two_moons_like(107, d=3, seed=3)
     assert (

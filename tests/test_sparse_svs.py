@@ -12,7 +12,12 @@ import scipy.sparse as sp
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.limits import size_message
 from svmstream.app.settings import Settings
-from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, resolve_sv_storage
+from svmstream.solvers import (
+    BudgetedSCAClassifier,
+    BudgetedSGDClassifier,
+    StreamingClassifier,
+    resolve_sv_storage,
+)
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 
@@ -29,6 +34,11 @@ def raw_sparse(n: int, d: int = 400, classes: int = 2, seed: int = 0):
         index = np.argmax(scores, axis=1)
     names = np.array(["alpha", "beta", "gamma", "delta"])[:classes]
     return X, names[index]
+
+
+def streaming(cls, stages=None, **params):
+    """``StreamingClassifier(cls(**params), **stages)``: the plain estimator in the stages."""
+    return StreamingClassifier(cls(**params), **(stages or {}))
 
 
 def stream(model, X, y, batch=100):
@@ -61,7 +71,9 @@ def test_dense_and_sparse_storage_give_the_same_model(name, cls, params, classes
     X, y = raw_sparse(700, classes=classes, seed=1)
     models = {}
     for storage in ("dense", "sparse"):
-        model = cls(budget=30, random_state=0, warmup=100, shuffle_buffer=200, sv_storage=storage, **params)
+        model = streaming(
+            cls, dict(warmup=100, shuffle_buffer=200), budget=30, random_state=0, sv_storage=storage, **params
+        )
         models[storage] = stream(model, X[:600], y[:600])
         assert model.sv_storage_ == storage
     dense, sparse = models["dense"], models["sparse"]
@@ -97,21 +109,26 @@ def test_the_arena_is_append_only_and_grows_into_new_arrays():
     more leaves every earlier entry as it was, in the same array or in the old one when the
     arena was replaced by a larger one."""
     X, y = raw_sparse(1500, seed=3)
-    model = BudgetedSGDClassifier(
-        budget=30, random_state=0, warmup=100, shuffle_buffer=0, sv_storage="sparse"
+    model = streaming(
+        BudgetedSGDClassifier,
+        dict(warmup=100, shuffle_buffer=0),
+        budget=30,
+        random_state=0,
+        sv_storage="sparse",
     )
     stream(model, X[:300], y[:300])
+    engine = model.model_
     replaced = 0
     for start in range(300, 1500, 100):
-        data, idx, used = model._sv_data, model._sv_idx, int(model._sv_used[0])
+        data, idx, used = engine._sv_data, engine._sv_idx, int(engine._sv_used[0])
         before = (data[:used].copy(), idx[:used].copy())
         model.partial_fit(X[start : start + 100], y[start : start + 100])
-        replaced += model._sv_data is not data
+        replaced += engine._sv_data is not data
         np.testing.assert_array_equal(data[:used], before[0])
         np.testing.assert_array_equal(idx[:used], before[1])
     assert replaced >= 1  # the arena filled up and moved at least once
-    lens = model._sv_len[: model.n_support_vectors_]
-    assert model._sv_used[0] <= model._sv_data.shape[0] and lens.sum() == model.sv_nonzeros_
+    lens = engine._sv_len[: model.n_support_vectors_]
+    assert engine._sv_used[0] <= engine._sv_data.shape[0] and lens.sum() == model.sv_nonzeros_
 
 
 def test_auto_storage_rule_and_parameter_errors():
@@ -125,12 +142,17 @@ def test_auto_storage_rule_and_parameter_errors():
     assert resolve_sv_storage("sparse", np.zeros((2, 3)), "none") == "sparse"
     X, y = raw_sparse(200, seed=4)
     with pytest.raises(ValueError, match="sv_storage"):
-        BudgetedSGDClassifier(sv_storage="sparse", scaling="standard").partial_fit(X, y, classes=np.unique(y))
+        streaming(BudgetedSGDClassifier, dict(scaling="standard"), sv_storage="sparse").partial_fit(
+            X, y, classes=np.unique(y)
+        )
     with pytest.raises(ValueError, match="sv_storage"):
         BudgetedSCAClassifier(sv_storage="compressed").fit(X, y)
-    model = BudgetedSGDClassifier(budget=10, warmup=50).partial_fit(X, y, classes=np.unique(y))
+    model = streaming(BudgetedSGDClassifier, dict(warmup=50), budget=10).partial_fit(
+        X, y, classes=np.unique(y)
+    )
     assert model.sv_storage_ == "sparse" and model.statistics()["sv_storage"] == "sparse"
     assert BudgetedSGDClassifier(budget=10).fit(X.toarray(), y).sv_storage_ == "dense"
+    assert BudgetedSGDClassifier(budget=10).fit(X, y).sv_storage_ == "sparse"  # the plain estimator too
     # dense rows sent to a sparse-storage model are learned and predicted alike
     model.partial_fit(X[:20].toarray(), y[:20])
     np.testing.assert_allclose(model.decision_function(X[:20].toarray()), model.decision_function(X[:20]))
@@ -145,7 +167,7 @@ def snapshot_roundtrip(model):
 @pytest.mark.parametrize("cls", [BudgetedSGDClassifier, BudgetedSCAClassifier])
 def test_sparse_state_round_trip_continues_identically_and_is_proportional_to_nonzeros(cls):
     X, y = raw_sparse(1200, d=3000, classes=3, seed=5)
-    model = cls(budget=40, random_state=0, warmup=200, shuffle_buffer=300)
+    model = streaming(cls, dict(warmup=200, shuffle_buffer=300), budget=40, random_state=0)
     stream(model, X[:500], y[:500])
     model.partial_fit(X[500:800], y[500:800])  # the buffer holds rows now
     assert model.sv_storage_ == "sparse"
@@ -154,7 +176,8 @@ def test_sparse_state_round_trip_continues_identically_and_is_proportional_to_no
         m.partial_fit(X[800:1100], y[800:1100])
     np.testing.assert_array_equal(restored.decision_function(X[1100:]), model.decision_function(X[1100:]))
     arrays, meta = model.get_state()
-    assert meta["state_version"] == 6 and meta["sv_storage"] == "sparse"
+    meta = meta["model"]  # the engine's state inside the pipeline's
+    assert meta["state_version"] == 7 and meta["sv_storage"] == "sparse"
     assert (
         "sv_t" not in arrays and arrays["pp_factor"].size == arrays["pp_offset"].size == 0
     )  # nothing d-sized
@@ -165,12 +188,18 @@ def test_sparse_state_round_trip_continues_identically_and_is_proportional_to_no
 
 
 def test_a_state_saved_before_sparse_storage_still_loads():
-    """A version-5 state (dense ``sv_t``, no ``sv_storage`` anywhere) loads as a dense model."""
+    """A version-5 state (dense ``sv_t``, no ``sv_storage`` anywhere; saved when the engine was
+    the public ``BudgetedSGDClassifier``) loads as a dense model in a StreamingClassifier."""
     X, y = raw_sparse(500, seed=6)
-    model = stream(BudgetedSGDClassifier(budget=20, random_state=0, warmup=100, sv_storage="dense"), X, y)
+    model = stream(
+        streaming(BudgetedSGDClassifier, dict(warmup=100), budget=20, random_state=0, sv_storage="dense"),
+        X,
+        y,
+    )
     arrays, meta = model.get_state()
     meta = {
-        **meta,
+        **meta["model"],
+        "estimator": "BudgetedSGDClassifier",
         "state_version": 5,
         "params": {k: v for k, v in meta["params"].items() if k != "sv_storage"},
     }
@@ -178,7 +207,8 @@ def test_a_state_saved_before_sparse_storage_still_loads():
     pp = dict(meta["preprocessing"])
     meta["preprocessing"] = pp
     old = estimator_from_state(*decode_state(encode_state(arrays, meta)))
-    assert old.sv_storage_ == "dense" and old.sv_storage == "auto"
+    assert isinstance(old, StreamingClassifier)
+    assert old.sv_storage_ == "dense" and old.estimator.sv_storage == old.model_.sv_storage == "auto"
     np.testing.assert_array_equal(old.decision_function(X[:50]), model.decision_function(X[:50]))
 
 
@@ -214,19 +244,22 @@ def _arrays(obj):
 def test_a_million_feature_hashed_stream_keeps_the_model_within_the_budgets_nonzeros():
     d = 10**6
     X, y = hashed_stream(5500, d)
-    model = BudgetedSGDClassifier(budget=200, random_state=0)  # no settings: sparse storage by "auto"
+    model = streaming(
+        BudgetedSGDClassifier, budget=200, random_state=0
+    )  # no settings: sparse storage by "auto"
     stream(model, X[:5000], y[:5000], batch=500)
+    engine = model.model_
     assert model.sv_storage_ == "sparse" and model.n_support_vectors_ == 200 and model.n_merges_ > 1000
     assert model.score(X[5000:], y[5000:]) > 0.9
-    arrays = list(_arrays(model))
+    arrays = list(_arrays(engine))
     wide = [a for a in arrays if a.size >= d]
     assert len(wide) <= 4 and all(a.ndim == 1 and a.size == d for a in wide)  # scratch, scaling: (d,) each
     rest = sum(a.nbytes for a in arrays if a.size < d)
-    held = model._pp.store.data.size  # the shuffle buffer and reservoirs (sparse rows)
+    held = engine._pp.store.data.size  # the shuffle buffer and reservoirs (sparse rows)
     budget_nnz = 200 * 2 * 20  # B SVs of up to twice a row's nonzeros (merged pairs)
     assert model.sv_nonzeros_ <= 5 * budget_nnz
     assert (
-        model._sv_data.nbytes + model._sv_idx.nbytes
+        engine._sv_data.nbytes + engine._sv_idx.nbytes
         <= 12 * (3 * model.sv_nonzeros_ + 4 * 20 + 1024) + 16 * 201 * 12
     )
     assert rest <= 12 * (4 * model.sv_nonzeros_ + 2 * held) + 2_000_000, rest

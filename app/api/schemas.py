@@ -12,23 +12,10 @@ from __future__ import annotations
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model, field_validator
 
-from svmstream.app.models.config import (
-    C_MAX,
-    LAMBDA_MIN,
-    MAX_CLASSES_LIMIT,
-    Algorithm,
-    Gamma,
-    Kernel,
-    Label,
-    Maintenance,
-    MergeSolver,
-    OnDrift,
-    Scaling,
-    Schedule,
-    SvStorage,
-)
+from svmstream.app.models.config import HYPERPARAMETERS, Label
+from svmstream.app.settings import hyperparameter_field
 
 
 def _json_kinds(annotation: Any) -> set[type]:
@@ -82,43 +69,25 @@ class JsonBody(BaseModel):
         return value
 
 
-class ModelCreate(JsonBody):
+_ModelCreateFields = create_model(  # type: ignore[call-overload]
+    "_ModelCreateFields",
+    __base__=JsonBody,
+    **{
+        row.name: hyperparameter_field(row, optional=True, request=True, item=Label, default=None)
+        for row in HYPERPARAMETERS
+    },
+)
+
+
+class ModelCreate(_ModelCreateFields):
     """Body of ``PUT /models/{name}``: any subset of :class:`ModelConfig`; the rest comes
-    from the server's ``SVMSTREAM_DEFAULT_*`` settings."""
+    from the server's ``SVMSTREAM_DEFAULT_*`` settings.  One field per row of the hyperparameter
+    table (:mod:`svmstream.solvers._hyperparameters`): its bounds, choices and help.  ``budget``'s
+    schema says 2 (the estimators' own check: room for a merge) while validation keeps 1, so that
+    budget 1 gets the estimator's message (``config: budget must be an integer >= 2``); the check of
+    ``classes`` names the problem itself (the schema says 2 or more distinct labels)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
-
-    algorithm: Algorithm | None = None
-    kernel: Kernel | None = None
-    # the schema says 2 (the estimators' own check: room for a merge); validation keeps 1 so that
-    # budget 1 gets the estimator's message ("config: budget must be an integer >= 2")
-    budget: int | None = Field(None, ge=1, json_schema_extra={"minimum": 2})
-    gamma: Gamma | None = None
-    C: float | None = Field(None, gt=0, le=C_MAX)
-    lambda_: float | None = Field(None, alias="lambda", ge=LAMBDA_MIN)
-    n_samples: int | None = Field(None, ge=1)
-    n_features: int | None = Field(None, ge=1)
-    classes: list[Label] | None = Field(
-        None,
-        json_schema_extra={"minItems": 2, "uniqueItems": True},  # ModelConfig's check names the problem
-        description="2 or more distinct labels; omitted: learned from the data (up to max_classes)",
-    )
-    max_classes: int | None = Field(None, ge=2, le=MAX_CLASSES_LIMIT)
-    random_state: int | None = None
-    maintenance: Maintenance | None = None
-    merge_solver: MergeSolver | None = None
-    schedule: Schedule | None = None
-    eta: float | None = Field(None, gt=0)
-    radius: float | None = Field(None, gt=0)
-    fit_intercept: bool | None = None
-    scaling: Scaling | None = None
-    warmup: int | None = Field(None, ge=0)
-    shuffle_buffer: int | None = Field(None, ge=0)
-    run_guard: bool | None = None
-    rehearsal: int | None = Field(None, ge=0, le=64)
-    rehearsal_memory: int | None = Field(None, ge=0, le=1_000_000)
-    on_drift: OnDrift | None = None
-    sv_storage: SvStorage | None = None
 
 
 Features = Annotated[list[float], Field(min_length=1)] | dict[str, float]

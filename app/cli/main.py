@@ -24,123 +24,80 @@ import json
 import os
 import sys
 import urllib.request
-from collections.abc import Sequence
-from typing import Any, get_args
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from svmstream.app.cli.client import DEFAULT_URL, api_token, auth_headers
 from svmstream.app.cli.search import add_search_parser
-from svmstream.app.models.config import (
-    BATCH_ALGORITHMS,
-    Algorithm,
-    Kernel,
-    Maintenance,
-    MergeSolver,
-    OnDrift,
-    Scaling,
-    Schedule,
-    SvStorage,
-)
+from svmstream.solvers._hyperparameters import BATCH_ALGORITHMS, Hyperparameter, rows
 
-HYPER_ARGS = (
-    "algorithm",
-    "kernel",
-    "budget",
-    "gamma",
-    "C",
-    "lambda_",
-    "n_samples",
-    "random_state",
-    "maintenance",
-    "merge_solver",
-    "schedule",
-    "eta",
-    "radius",
-    "fit_intercept",
-    "scaling",
-    "warmup",
-    "shuffle_buffer",
-    "run_guard",
-    "on_drift",
-    "sv_storage",
-    "max_classes",
-)
-"""Destinations of the model hyperparameter options of ``serve`` and ``replay``."""
+HYPER_ARGS = tuple(row.name for row in rows(cli="replay"))
+"""Destinations of the model hyperparameter options of ``replay`` (rows of the hyperparameter
+table, :mod:`svmstream.solvers._hyperparameters`, whose ``cli`` names it)."""
+
+SERVE_PENDING = ("rehearsal", "rehearsal_memory")
+"""Table rows ``serve`` has no flag for yet: ``svmstream.app.cli.serve`` maps each flag to its
+setting by its own list (``_HYPER_SETTINGS``), which lacks them; with that list replaced by
+:data:`SERVE_HYPER_SETTINGS` this tuple empties."""
+
+SERVE_HYPER_SETTINGS = {row.name: row.setting for row in rows(cli="serve") if row.name not in SERVE_PENDING}
+"""``serve`` option destination -> the setting it overrides (``default_<name>``)."""
 
 POLL_S = 0.5
 """Default seconds between two polls of ``svmstream train --server``."""
 
 
-def _add_hyper(parser: argparse.ArgumentParser, what: str) -> None:
+def _number(
+    name: str, kind: type, words: tuple[str, ...] = (), **bounds: float | None
+) -> Callable[[str], Any]:
+    """The argparse ``type`` of a numeric option: a ``kind`` within ``bounds`` (``ge``, ``gt``,
+    ``le``), or one of ``words`` (``--gamma scale``)."""
+    checks = {"ge": (float.__ge__, ">="), "gt": (float.__gt__, ">"), "le": (float.__le__, "<=")}
+
+    def parse(text: str) -> Any:
+        if text in words:
+            return text
+        try:
+            value = kind(text)
+        except ValueError:
+            either = " or ".join([f"an {kind.__name__}" if kind is int else "a number", *map(repr, words)])
+            raise argparse.ArgumentTypeError(f"{name} must be {either}, got {text!r}") from None
+        for key, bound in bounds.items():
+            test, op = checks[key]
+            if bound is not None and not test(float(value), float(bound)):
+                raise argparse.ArgumentTypeError(f"{name} must be {op} {bound:g}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _hyper_option(row: Hyperparameter) -> dict[str, Any]:
+    """The ``add_argument`` keywords of a row's flag: its type or choices, its help (and the
+    server's default)."""
+    default = row.server_default
+    shown = (
+        ""
+        if default is None
+        else f" (server default {str(default).lower() if row.type is bool else default})"
+    )
+    option: dict[str, Any] = {"dest": row.name, "help": (row.help + shown).replace("%", "%%")}
+    if row.type is bool:
+        option.update(action=argparse.BooleanOptionalAction, default=None)
+    elif row.choices is not None:
+        option["choices"] = row.choices
+    else:
+        option.update(
+            type=_number(row.json_name, row.type, row.words, **row.bounds), metavar=row.json_name.upper()
+        )
+    return option
+
+
+def _add_hyper(parser: argparse.ArgumentParser, command: str, what: str) -> None:
+    """The flags of the hyperparameter table's rows that ``command`` exposes."""
     g = parser.add_argument_group(f"hyperparameters ({what})")
-    g.add_argument(
-        "--algorithm",
-        choices=get_args(Algorithm),
-        help="bsgd (budgeted SGD) or bsca (budgeted coordinate ascent)",
-    )
-    g.add_argument(
-        "--kernel",
-        choices=get_args(Kernel),
-        help="bsgd: rbf (budgeted kernel SVM, the default) or linear (weight matrix; budget and gamma "
-        "do not apply)",
-    )
-    g.add_argument("--budget", type=int, help="maximum number of support vectors B")
-    g.add_argument(
-        "--sv-storage",
-        dest="sv_storage",
-        choices=get_args(SvStorage),
-        help="support vectors dense, sparse (nonzeros only), or auto (sparse for wide sparse input, the default)",
-    )
-    g.add_argument(
-        "--gamma",
-        type=_gamma,
-        help="RBF width: k(x,x') = exp(-gamma ||x-x'||^2), or 'scale' (the default: from the warm-up window)",
-    )
-    g.add_argument("--C", dest="C", type=float, help="SVM C (lambda = 1/(C n))")
-    g.add_argument("--lambda", dest="lambda_", type=float, help="regularisation lambda (overrides C)")
-    g.add_argument("--n-samples", dest="n_samples", type=int, help="n in lambda = 1/(C n)")
-    g.add_argument("--random-state", dest="random_state", type=int, help="solver seed")
-    g.add_argument("--maintenance", choices=get_args(Maintenance), help="budget maintenance strategy")
-    g.add_argument(
-        "--merge-solver",
-        dest="merge_solver",
-        choices=get_args(MergeSolver),
-        help="how merging finds h",
-    )
-    g.add_argument("--schedule", choices=get_args(Schedule), help="bsgd learning-rate schedule")
-    g.add_argument("--eta", type=float, help="bsgd: base learning rate of norma/perceptron")
-    g.add_argument("--radius", type=float, help="bsgd perceptron: radius U of the ball")
-    g.add_argument(
-        "--fit-intercept", dest="fit_intercept", action="store_const", const=True, help="bsgd: learn a bias b"
-    )
-    g.add_argument("--scaling", choices=get_args(Scaling), help="feature scaling (default auto = max-abs)")
-    g.add_argument("--warmup", type=int, help="examples of the warm-up window (default 1000)")
-    g.add_argument(
-        "--shuffle-buffer", dest="shuffle_buffer", type=int, help="shuffle buffer K (default 20000; 0: off)"
-    )
-    g.add_argument(
-        "--run-guard",
-        dest="run_guard",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="replay other classes during improbably long one-class runs (default on)",
-    )
-    g.add_argument(
-        "--on-drift",
-        dest="on_drift",
-        choices=get_args(OnDrift),
-        help="when the drift detector fires: reset_schedule (default) or none",
-    )
-    g.add_argument(
-        "--max-classes",
-        dest="max_classes",
-        type=int,
-        help="most classes learned from the data (default 1000)",
-    )
-
-
-def _gamma(value: str) -> float | str:
-    """``--gamma``: a number or ``scale``."""
-    return value if value == "scale" else float(value)
+    for row in rows(cli=command):
+        if command != "serve" or row.name not in SERVE_PENDING:
+            g.add_argument(row.flag, **_hyper_option(row))
 
 
 def add_serve_parser(sub) -> argparse.ArgumentParser:
@@ -158,9 +115,6 @@ def add_serve_parser(sub) -> argparse.ArgumentParser:
     serve.add_argument("--snapshot-keep", type=int, help="snapshots kept per model (default 3)")
     serve.add_argument("--max-body-bytes", type=int, help="largest accepted request body (default 64 MiB)")
     serve.add_argument("--default-model", help="name of the model created at start (default 'default')")
-    serve.add_argument(
-        "--n-features", dest="n_features", type=int, help="input dimension of the default model"
-    )
     serve.add_argument(
         "--classes",
         help="labels of the default model, comma separated; write --classes=-1,1 (default: learned from the data)",
@@ -181,7 +135,7 @@ def add_serve_parser(sub) -> argparse.ArgumentParser:
     serve.add_argument(
         "--advertise-url", help="the learner's URL named by replicas (default http://HOST:PORT)"
     )
-    _add_hyper(serve, "of models created without them, e.g. the default model")
+    _add_hyper(serve, "serve", "of models created without them, e.g. the default model")
     return serve
 
 
@@ -256,6 +210,7 @@ def add_replay_parser(sub) -> argparse.ArgumentParser:
     )
     _add_hyper(
         replay,
+        "replay",
         "given: create the model with them, or check an existing model has them (--replace: replace it); "
         "none: continue an existing model",
     )
@@ -270,16 +225,6 @@ def add_healthcheck_parser(sub) -> argparse.ArgumentParser:
     )
     health.add_argument("--timeout", type=float, default=5.0)
     return health
-
-
-def _gamma(text: str) -> float | str:
-    if text in ("scale", "auto"):
-        return text
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"gamma must be a number, 'scale' or 'auto', got {text!r}") from None
-    return value
 
 
 def _param(text: str) -> tuple[str, Any]:
@@ -305,7 +250,11 @@ def _add_train_hyper(p: argparse.ArgumentParser) -> None:
         help="linear: outer iterations per problem; dcsvm: coordinate updates per solve",
     )
     g.add_argument("--random-state", dest="random_state", type=int, help="seed")
-    g.add_argument("--gamma", type=_gamma, help="dcsvm: kernel width (number, 'scale' or 'auto')")
+    g.add_argument(
+        "--gamma",
+        type=_number("gamma", float, ("scale", "auto")),
+        help="dcsvm: kernel width (number, 'scale' or 'auto')",
+    )
     g.add_argument("--kernel", choices=("rbf", "poly", "linear"), help="dcsvm kernel (default rbf)")
     g.add_argument("--degree", type=int, help="dcsvm: degree of the polynomial kernel")
     g.add_argument("--coef0", type=float, help="dcsvm: constant of the polynomial kernel")

@@ -20,7 +20,22 @@ from svmstream.solvers import (
     PegasosClassifier,
     StreamingClassifier,
 )
+from svmstream.solvers._hyperparameters import stage_params
 from svmstream.solvers.persistence import estimator_from_state
+
+#: The online estimator of each algorithm.
+ONLINE_ESTIMATORS = {"bsgd": BudgetedSGDClassifier, "bsca": BudgetedSCAClassifier}
+
+
+def routed_params(config: ModelConfig) -> dict[str, dict[str, Any]]:
+    """``{stage: {name: value}}``: the hyperparameters of ``config`` routed to the stage of the
+    streaming model that owns each (the table, :mod:`svmstream.solvers._hyperparameters`; every
+    stage present, ``service`` included), without those ``config.algorithm`` does not take.  ``C``
+    is 1.0 when it is null (``lambda`` given: the estimators ignore C then)."""
+    routed = stage_params(config.model_dump(), config.algorithm)
+    if routed["estimator"]["C"] is None:
+        routed["estimator"]["C"] = 1.0
+    return routed
 
 
 def make_estimator(config: ModelConfig):
@@ -30,7 +45,9 @@ def make_estimator(config: ModelConfig):
 
     ``algorithm="bsgd"`` wraps :class:`svmstream.solvers.BudgetedSGDClassifier` (or, with
     ``kernel="linear"``, :class:`svmstream.solvers.PegasosClassifier`); ``"bsca"``
-    :class:`svmstream.solvers.BudgetedSCAClassifier`.  The model always sees the labels as
+    :class:`svmstream.solvers.BudgetedSCAClassifier`.  The keyword arguments come from
+    :func:`routed_params`: the ``estimator`` stage's to the plain estimator, the scaler's,
+    order's, rehearsal's and drift's to the pipeline.  The model always sees the labels as
     class indices ``0..K-1``; the service maps them to the model's JSON labels
     (:class:`svmstream.app.ingest.labels.LabelCodec`).
 
@@ -39,45 +56,25 @@ def make_estimator(config: ModelConfig):
     ValueError
         On an unknown algorithm, or ``kernel="linear"`` with ``algorithm="bsca"``.
     """
-    return StreamingClassifier(
-        _plain_estimator(config),
-        scaling=config.scaling,
-        warmup=config.warmup,
-        shuffle_buffer=config.shuffle_buffer,
-        run_guard=config.run_guard,
-        rehearsal=config.rehearsal,
-        rehearsal_memory=config.rehearsal_memory,
-        on_drift=config.on_drift,
-    )
+    if config.algorithm not in ONLINE_ESTIMATORS:
+        raise ValueError(f"unknown algorithm {config.algorithm!r}")  # pragma: no cover
+    if config.algorithm == "bsca" and config.kernel != "rbf":
+        raise ValueError(
+            f"kernel={config.kernel!r} is available for algorithm 'bsgd' only; 'bsca' learns "
+            "budgeted RBF models (use algorithm 'bsgd' for a linear model)"
+        )
+    routed = routed_params(config)
+    stages = {**routed["scaler"], **routed["order"], **routed["rehearsal"], **routed["drift"]}
+    return StreamingClassifier(_plain_estimator(config.algorithm, routed["estimator"]), **stages)
 
 
-def _plain_estimator(config: ModelConfig):
-    """The paper's algorithm with the user's settings (no preprocessing of its own)."""
-    C = config.C if config.C is not None else 1.0
-    common = dict(C=C, lambda_=config.lambda_, n_samples=config.n_samples, random_state=config.random_state)
-    schedule = dict(
-        schedule=config.schedule, eta=config.eta, radius=config.radius, fit_intercept=config.fit_intercept
-    )
-    if config.algorithm == "bsgd" and config.kernel == "linear":
-        return PegasosClassifier(**common, **schedule)
-    kernel_model = dict(
-        budget=config.budget,
-        gamma=config.gamma,
-        maintenance=config.maintenance,
-        merge_solver=config.merge_solver,
-        sv_storage=config.sv_storage,
-        **common,
-    )
-    if config.algorithm == "bsgd":
-        return BudgetedSGDClassifier(**kernel_model, **schedule)
-    if config.algorithm == "bsca":
-        if config.kernel != "rbf":
-            raise ValueError(
-                f"kernel={config.kernel!r} is available for algorithm 'bsgd' only; 'bsca' learns "
-                "budgeted RBF models (use algorithm 'bsgd' for a linear model)"
-            )
-        return BudgetedSCAClassifier(**kernel_model)
-    raise ValueError(f"unknown algorithm {config.algorithm!r}")  # pragma: no cover
+def _plain_estimator(algorithm: str, params: dict[str, Any]):
+    """The paper's algorithm with the user's settings; ``kernel="linear"`` is Pegasos, which
+    takes no kernel-model setting (budget, gamma, maintenance, ...: they do not apply)."""
+    params = dict(params)
+    cls = PegasosClassifier if params.pop("kernel", "rbf") == "linear" else ONLINE_ESTIMATORS[algorithm]
+    accepted = cls().get_params()
+    return cls(**{name: value for name, value in params.items() if name in accepted})
 
 
 def check_config(config: ModelConfig) -> None:
