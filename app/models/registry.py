@@ -468,7 +468,7 @@ class Registry:
     def _restore_all(self) -> list[str]:
         restored = []
         for name, files in self.store.listing(clean=True).items():
-            if not MODEL_NAME_RE.match(name):
+            if not MODEL_NAME_RE.fullmatch(name):
                 continue
             found = self.store.load_newest_header(name, files)
             if found is None:
