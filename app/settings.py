@@ -170,6 +170,13 @@ class Settings(BaseSettings):
     and DC-SVM's sub-problems, run on that cluster; unset: local worker processes
     (docs/dask.md)."""
 
+    # ---------------------------------------------------------------- bounds against abuse (issue 27; docs/service.md)
+    job_max_k: int = Field(64, ge=2)
+    """Largest DC-SVM ``k`` (clusters per level, k^levels sub-problems) a job may ask for (422 beyond)."""
+    job_max_cache_mb: float = Field(2048.0, gt=0)
+    """Largest DC-SVM ``cache_size`` (MB of kernel cache per sub-problem solver, per pool
+    process) a job may ask for (422 beyond).  ``n_jobs`` is bounded by the machine's cores."""
+
     @field_validator(
         "data_dir",
         "job_dcsvm_n_jobs",

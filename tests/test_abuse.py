@@ -47,3 +47,63 @@ def test_job_and_upload_references_are_matched_whole():
         assert "invalid model name" in str(exc)
     else:  # pragma: no cover - the defect of issue 27 item 4
         raise AssertionError("a name ending in a newline was accepted")
+
+
+# ----------------------------------------------------------------------------- 2. job parameters
+
+
+def test_job_parameters_beyond_the_machine_are_refused_naming_the_field(start_server):
+    from svmstream.app.jobs.bounds import machine_cores
+
+    cores = machine_cores()
+    server = start_server(env=_env())
+    with server.client() as client:
+
+        def post(**body):
+            return client.post("/jobs", json={"data": "up-" + "0" * 20, "model": "j", **body}, headers=AUTH)
+
+        for params, field in (
+            ({"n_jobs": cores + 1}, "params.n_jobs"),
+            ({"n_jobs": 48}, "params.n_jobs"),
+            ({"k": 1_000_000}, "params.k"),
+            ({"cache_size": 1e9}, "params.cache_size"),
+        ):
+            answer = post(algorithm="dcsvm", params=params)
+            assert answer.status_code == 422, (params, answer.text)
+            assert answer.json()["field"] == field, answer.json()
+        grid = post(algorithm="search", estimator="dcsvm", grid={"n_jobs": [1, 48]})
+        assert grid.status_code == 422 and grid.json()["field"] == "grid.n_jobs", grid.text
+        # within the bound, the parameters pass this check (the unknown upload is what fails)
+        assert post(algorithm="dcsvm", params={"n_jobs": cores, "k": 4}).status_code == 404
+
+
+def test_no_pool_larger_than_the_cores_starts(tmp_path):
+    """A task that names more pool processes than cores (as a queued task from before the
+    check would) runs with at most as many as the machine has."""
+    import threading
+
+    import psutil
+
+    from svmstream.app.jobs.bounds import machine_cores
+    from svmstream.app.jobs.worker import run_training
+    from tests.conftest import two_moons_like, write_libsvm
+
+    cores = machine_cores()
+    X, y = two_moons_like(5000, d=2, seed=1)
+    data = write_libsvm(tmp_path / "moons.libsvm", X, y)
+    me, peak, done = psutil.Process(), [0], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], len(me.children(recursive=True)))
+            done.wait(0.02)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        params = {"n_jobs": cores + 4, "n_levels": 1, "k": 2, "probability": False}
+        run_training({"algorithm": "dcsvm", "data": str(data), "params": params})
+    finally:
+        done.set()
+        watcher.join()
+    assert 1 <= peak[0] <= cores + 1, (peak[0], cores)  # the pool (+ a resource tracker at most)

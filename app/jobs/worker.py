@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from svmstream.app.jobs.bounds import worker_n_jobs
 from svmstream.app.jobs.datasets import load_dataset, prepare_X
 from svmstream.app.models.factory import make_job_estimator
 from svmstream.solvers import Cancelled
@@ -135,6 +136,8 @@ def run_training(
         task.get("early_level"),
         default_n_jobs=task.get("default_n_jobs"),
     )
+    if "n_jobs" in est.get_params(deep=False):  # never a pool larger than the machine (issue 27)
+        est.set_params(n_jobs=worker_n_jobs(est.n_jobs))
     tell("loading")
     t0 = time.perf_counter()
     Xf, y, classes, y_idx = _load_training(task["data"], task.get("data_format"))

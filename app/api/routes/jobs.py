@@ -17,6 +17,7 @@ from svmstream.app.api.http import OrjsonResponse, read_json_body
 from svmstream.app.api.routes.models import validation_error
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, JobInfo, JobList, JsonBody, errors
 from svmstream.app.ingest.decode import decode_body
+from svmstream.app.jobs.bounds import check_job_bounds
 from svmstream.app.jobs.runner import JobRunner
 from svmstream.app.models.config import MODEL_NAME_PATTERN, BatchAlgorithm
 
@@ -93,6 +94,7 @@ async def create_job(request: Request, settings: SettingsDep) -> OrjsonResponse:
         spec = JobCreate.model_validate(decode_body(body))
     except ValidationError as exc:
         raise validation_error(exc) from None
+    check_job_bounds(spec.params or {}, settings, grid=spec.grid if spec.algorithm == "search" else None)
     runner = runner_of(request)
     job = await run_in_threadpool(
         runner.submit,
