@@ -171,6 +171,13 @@ class Settings(BaseSettings):
     (docs/dask.md)."""
 
     # ---------------------------------------------------------------- bounds against abuse (issue 27; docs/service.md)
+    max_predict_body_bytes: int = Field(2 * MIB, ge=1)
+    """Body limit of the read routes (``/predict``, ``/v2/models/*/infer``, ``/invocations``),
+    checked from ``Content-Length`` before reading and while reading (413 beyond; the smaller
+    of this and ``max_body_bytes`` applies)."""
+    max_concurrent_bodies: int = Field(4, ge=1)
+    """Request bodies over 64 KiB (or chunked) read and parsed at once, all routes together
+    (503 with ``Retry-After`` beyond)."""
     job_max_k: int = Field(64, ge=2)
     """Largest DC-SVM ``k`` (clusters per level, k^levels sub-problems) a job may ask for (422 beyond)."""
     job_max_cache_mb: float = Field(2048.0, gt=0)

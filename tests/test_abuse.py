@@ -7,6 +7,8 @@ idle connections, what tokenless callers see, client disconnects and model memor
 
 from __future__ import annotations
 
+from benchmarks.abuse_probes import body_attack, invocations_body, predict_body, v2_body
+
 TOKEN = "t0ken-for-abuse-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -107,3 +109,75 @@ def test_no_pool_larger_than_the_cores_starts(tmp_path):
         done.set()
         watcher.join()
     assert 1 <= peak[0] <= cores + 1, (peak[0], cores)  # the pool (+ a resource tracker at most)
+
+
+# ----------------------------------------------------------------------------- 3. body limits
+
+
+def test_large_read_bodies_without_a_token_are_refused_before_reading(start_server):
+    """Six concurrent 3 MB bodies to each read route, no token: every one 413 naming the
+    read limit, RSS flat, /health answering (issue 27 item 1 at CI size; the bench runs 65 MB)."""
+    server = start_server(env=_env())
+    for path, body in (
+        ("/predict", predict_body(3_000_000)),
+        ("/v2/models/default/infer", v2_body(3_000_000)),
+        ("/invocations", invocations_body(3_000_000)),
+    ):
+        result = body_attack(server.url, server.proc.pid, path, body, n=6)
+        assert result["statuses"] == [413] * 6, result
+        assert result["rss_peak_growth_mb"] < 100, result
+        assert result["health_failures"] == 0 and result["health_p99_ms"] < 1000, result
+    with server.client() as client:
+        answer = client.post(
+            "/predict", content=predict_body(3_000_000), headers={"Content-Type": "application/json"}
+        )
+        assert answer.status_code == 413 and "SVMSTREAM_MAX_PREDICT_BODY_BYTES=" in answer.json()["detail"]
+        assert answer.headers["connection"] == "close"
+
+
+def test_a_chunked_read_body_is_cut_off_at_the_read_limit_and_learn_names_its_setting(start_server):
+    server = start_server(
+        env=_env(SVMSTREAM_MAX_PREDICT_BODY_BYTES="100000", SVMSTREAM_MAX_BODY_BYTES="300000")
+    )
+    body = predict_body(200_000)
+    with server.client() as client:
+        chunked = client.post(
+            "/predict",
+            content=iter([body[i : i + 50_000] for i in range(0, len(body), 50_000)]),
+            headers={"Content-Type": "application/json"},
+        )
+        assert chunked.status_code == 413, chunked.text
+        assert "SVMSTREAM_MAX_PREDICT_BODY_BYTES=100000 (more than" in chunked.json()["detail"]
+        learn = client.post(
+            "/learn", content=predict_body(400_000), headers={**AUTH, "Content-Type": "application/json"}
+        )
+        assert learn.status_code == 413 and "SVMSTREAM_MAX_BODY_BYTES=300000" in learn.json()["detail"]
+
+
+def test_concurrent_large_bodies_beyond_the_cap_get_503_with_retry_after(start_server):
+    import socket
+
+    server = start_server(env=_env(SVMSTREAM_MAX_CONCURRENT_BODIES="1"))
+    held = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    try:  # a large body that is still arriving holds the only slot
+        held.sendall(
+            b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000000\r\n\r\n" + predict_body(100_000)[:-2]
+        )
+        with server.client() as client:
+            for _ in range(50):
+                busy = client.post(
+                    "/invocations",
+                    content=invocations_body(200_000),
+                    headers={"Content-Type": "application/json"},
+                )
+                if busy.status_code == 503:
+                    break
+            assert busy.status_code == 503, busy.text
+            assert busy.headers["retry-after"] == "1"
+            assert "SVMSTREAM_MAX_CONCURRENT_BODIES" in busy.json()["message"]
+            # small bodies take no slot
+            small = client.post("/predict", json={"X": [[0.0] * 3]})
+            assert small.status_code in (409, 422), small.text
+    finally:
+        held.close()
