@@ -178,6 +178,16 @@ class Settings(BaseSettings):
     max_concurrent_bodies: int = Field(4, ge=1)
     """Request bodies over 64 KiB (or chunked) read and parsed at once, all routes together
     (503 with ``Retry-After`` beyond)."""
+    limit_concurrency: int = Field(4096, ge=1)
+    """Open connections (and running requests) beyond which uvicorn answers 503 (its
+    ``limit_concurrency``; each connection is a file descriptor)."""
+    timeout_keep_alive_s: float = Field(5.0, gt=0)
+    """A connection idle this long after a response is closed (uvicorn's ``timeout_keep_alive``)."""
+    header_timeout_s: float = Field(10.0, gt=0)
+    """A request head (request line and headers) must be complete this many seconds after the
+    connection opens or the request's first byte arrives: else 408 and the connection is closed."""
+    max_header_bytes: int = Field(64 * 1024, ge=1024)
+    """Largest request head (431 and close beyond; h11's ``h11_max_incomplete_event_size``)."""
     job_max_k: int = Field(64, ge=2)
     """Largest DC-SVM ``k`` (clusters per level, k^levels sub-problems) a job may ask for (422 beyond)."""
     job_max_cache_mb: float = Field(2048.0, gt=0)

@@ -7,6 +7,9 @@ idle connections, what tokenless callers see, client disconnects and model memor
 
 from __future__ import annotations
 
+import socket
+import time
+
 from benchmarks.abuse_probes import body_attack, invocations_body, predict_body, v2_body
 
 TOKEN = "t0ken-for-abuse-tests"
@@ -181,3 +184,34 @@ def test_concurrent_large_bodies_beyond_the_cap_get_503_with_retry_after(start_s
             assert small.status_code in (409, 422), small.text
     finally:
         held.close()
+
+
+# ----------------------------------------------------------------------------- 4. connections
+
+
+def test_idle_and_half_header_sockets_are_closed_within_the_header_timeout(start_server):
+    from benchmarks.abuse_probes import idle_sockets
+
+    server = start_server(env=_env(SVMSTREAM_HEADER_TIMEOUT_S="2"))
+    time.sleep(1.0)
+    for partial in (False, True):
+        result = idle_sockets(server.url, server.proc.pid, 300, partial_header=partial, limit_s=12)
+        assert result["sockets"] == 300 and result["closed_by_server"] == 300, result
+        assert result["all_closed_after_s"] <= 2 + 4, result  # the timeout, plus a loaded machine's slack
+        assert result["health_failures"] == 0, result
+        assert result["fds_after"] <= result["fds_before"] + 5, result
+
+
+def test_an_oversized_request_head_gets_431_and_a_slow_one_408(start_server):
+    server = start_server(env=_env(SVMSTREAM_HEADER_TIMEOUT_S="1", SVMSTREAM_MAX_HEADER_BYTES="8192"))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20_000)
+        assert sock.recv(100).startswith(b"HTTP/1.1 431 ")
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 408 ")
+    # an ordinary request on a kept-alive connection is untouched by the guard
+    with server.client() as client:
+        for _ in range(3):
+            assert client.get("/health").status_code == 200
+            time.sleep(0.6)
