@@ -215,3 +215,42 @@ def test_an_oversized_request_head_gets_431_and_a_slow_one_408(start_server):
         for _ in range(3):
             assert client.get("/health").status_code == 200
             time.sleep(0.6)
+
+
+# ----------------------------------------------------------------------------- 5. disclosure
+
+
+def test_tokenless_readers_see_no_file_contents_paths_or_pids(start_server, tmp_path):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    rows = "".join(f"{i % 2} 1:{i / 10:.1f} 2:0.5\n" for i in range(20))
+    (data_dir / "leaky.libsvm").write_text(rows + "SECRET_API_KEY=hunter2 1:0.3\n")
+    server = start_server(env=_env(SVMSTREAM_DATA_DIR=str(data_dir)))
+    with server.client() as client:
+        assert client.put("/models/m", json={}, headers=AUTH).status_code == 201
+        job = client.post(
+            "/jobs", json={"algorithm": "liblinear-cd", "data": "leaky.libsvm", "model": "j"}, headers=AUTH
+        ).json()
+        for _ in range(600):
+            full = client.get(f"/jobs/{job['id']}", headers=AUTH).json()
+            if full["state"] in ("failed", "succeeded"):
+                break
+            time.sleep(0.1)
+        assert full["state"] == "failed" and "SECRET_API_KEY" in full["error"], full  # the operator's view
+        views = {
+            "/jobs": client.get("/jobs"),
+            f"/jobs/{job['id']}": client.get(f"/jobs/{job['id']}"),
+            "/models": client.get("/models"),
+            "/models/m": client.get("/models/m"),
+            "/health": client.get("/health"),
+        }
+    for path, answer in views.items():
+        assert answer.status_code == 200, (path, answer.text)
+        text = answer.text
+        assert "SECRET_API_KEY" not in text and "hunter2" not in text, (path, text)
+        assert str(tmp_path) not in text and '"/' not in text, (path, text)  # no absolute path
+    public = views[f"/jobs/{job['id']}"].json()
+    assert public["pid"] is None and public["error"].startswith("ValueError"), public
+    assert "line" in public["error"] or "parse" in public["error"], public
+    assert views["/health"].json()["pid"] is None
+    assert views["/models/m"].json()["last_snapshot_path"].endswith(".svmstate"), views["/models/m"].json()
