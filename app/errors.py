@@ -95,6 +95,13 @@ class PayloadTooLarge(InvalidInput):
     headers = {"Connection": "close"}
 
 
+class ClientLeft(InvalidInput):
+    """The client disconnected before its request body ended (nothing can be answered; the
+    route stops, and :func:`svmstream.app.api.http.read_body` logs one line at INFO)."""
+
+    default_status = 400
+
+
 class ServerBusy(ServiceError, RuntimeError):
     """Too many large request bodies are being read or parsed (HTTP 503 with ``Retry-After``;
     the connection is closed: the body is not read)."""

@@ -254,3 +254,27 @@ def test_tokenless_readers_see_no_file_contents_paths_or_pids(start_server, tmp_
     assert "line" in public["error"] or "parse" in public["error"], public
     assert views["/health"].json()["pid"] is None
     assert views["/models/m"].json()["last_snapshot_path"].endswith(".svmstate"), views["/models/m"].json()
+
+
+# ----------------------------------------------------------------------------- 6. log flooding
+
+
+def test_a_client_leaving_mid_body_logs_one_brief_line_not_a_traceback(start_server):
+    server = start_server(env=_env())
+    before = server.log_text()
+    paths = ("/predict", "/invocations", "/v2/models/default/infer")
+    for path in paths:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(
+                f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                "Content-Length: 100000\r\n\r\n".encode()
+                + predict_body(100_000)[:1000]
+            )
+            time.sleep(0.3)  # the route is reading the body when the client goes
+    time.sleep(1.0)
+    with server.client() as client:
+        assert client.get("/health").status_code == 200
+    logged = server.log_text()[len(before) :]
+    assert "Traceback" not in logged and "ERROR" not in logged, logged
+    lines = [line for line in logged.splitlines() if "client left" in line]
+    assert len(lines) <= len(paths) and all(len(line) < 200 for line in lines), logged

@@ -3,6 +3,7 @@ reading and orjson responses."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -10,8 +11,11 @@ from typing import Any
 import orjson
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
-from svmstream.app.errors import InvalidInput, PayloadTooLarge, ServerBusy, UnsupportedMediaType
+from svmstream.app.errors import ClientLeft, InvalidInput, PayloadTooLarge, ServerBusy, UnsupportedMediaType
+
+log = logging.getLogger("svmstream.http")
 
 JSON_MEDIA_TYPES = ("application/json",)
 """What JSON routes accept (also any ``application/<x>+json``); parameters such as
@@ -54,11 +58,23 @@ async def read_body(request: Request, limit: int, setting: str = "SVMSTREAM_MAX_
     check_declared_length(request, limit, setting)
     chunks: list[bytes] = []
     total = 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise _too_large(limit, f"more than {limit} bytes received", setting)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > limit:
+                raise _too_large(limit, f"more than {limit} bytes received", setting)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # one line, not the framework's traceback at ERROR: a client that leaves is not a fault
+        log.info(
+            "client left during the body of %s %s (%d bytes received)",
+            request.method,
+            request.url.path,
+            total,
+        )
+        raise ClientLeft(
+            "body: the client disconnected before the body ended", field="body", status=400
+        ) from None
     return b"".join(chunks)
 
 
