@@ -188,6 +188,12 @@ class Settings(BaseSettings):
     connection opens or the request's first byte arrives: else 408 and the connection is closed."""
     max_header_bytes: int = Field(64 * 1024, ge=1024)
     """Largest request head (431 and close beyond; h11's ``h11_max_incomplete_event_size``)."""
+    max_models: int = Field(20_000, ge=1)
+    """Models the server holds at most (422 for another one; bench_many_models runs 10,000)."""
+    max_total_model_bytes: int = Field(64 * 1024 * MIB, ge=1)
+    """Sum of all online models' size estimates (``max_model_bytes``'s estimate at each model's
+    dimension, 1 while unknown) beyond which a new model is refused (422).  The estimates count
+    capacities (a full shuffle buffer, warm-up window ...): set it to the memory the service has."""
     job_max_k: int = Field(64, ge=2)
     """Largest DC-SVM ``k`` (clusters per level, k^levels sub-problems) a job may ask for (422 beyond)."""
     job_max_cache_mb: float = Field(2048.0, gt=0)

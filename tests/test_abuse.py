@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import time
 
-from benchmarks.abuse_probes import body_attack, invocations_body, predict_body, v2_body
+from benchmarks.abuse_probes import body_attack, invocations_body, predict_body, rss_mb, v2_body
 
 TOKEN = "t0ken-for-abuse-tests"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -278,3 +278,49 @@ def test_a_client_leaving_mid_body_logs_one_brief_line_not_a_traceback(start_ser
     assert "Traceback" not in logged and "ERROR" not in logged, logged
     lines = [line for line in logged.splitlines() if "client left" in line]
     assert len(lines) <= len(paths) and all(len(line) < 200 for line in lines), logged
+
+
+# ----------------------------------------------------------------------------- 7. model memory
+
+
+def test_model_memory_no_bound_counted_is_refused_before_any_allocation(start_server):
+    server = start_server(
+        env=_env(
+            SVMSTREAM_CREATE_DEFAULT_MODEL="false",
+            SVMSTREAM_MAX_MODELS="3",
+            SVMSTREAM_MAX_TOTAL_MODEL_BYTES=str(80 * 2**20),
+        )
+    )
+    rss_before = rss_mb(server.proc.pid)
+    with server.client() as client:
+        for body in ({"warmup": 1_000_000_000, "n_features": 100}, {"warmup": 1_000_000_000}):
+            wu = client.put("/models/wu", json=body, headers=AUTH)
+            assert wu.status_code == 422, wu.text
+            assert wu.json()["field"] == "warmup" and "max_model_bytes" in wu.json()["detail"], wu.json()
+        # a model of 100 features is estimated at ~32 MiB (shuffle buffer, run guard): two fit in 80 MiB
+        sized = {"n_features": 100, "budget": 100}
+        assert client.put("/models/a", json=sized, headers=AUTH).status_code == 201
+        assert client.put("/models/b", json=sized, headers=AUTH).status_code == 201
+        total = client.put("/models/c", json=sized, headers=AUTH)
+        assert total.status_code == 422 and "max_total_model_bytes" in total.json()["detail"], total.text
+        assert client.put("/models/a", json=sized, headers=AUTH).status_code == 200  # replacing counts once
+        assert client.put("/models/c", json={}, headers=AUTH).status_code == 201
+        count = client.put("/models/d", json={}, headers=AUTH)
+        assert count.status_code == 422 and "max_models = 3" in count.json()["detail"], count.text
+        assert count.json()["field"] == "name"
+        names = [m["name"] for m in client.get("/models").json()["models"]]
+    assert sorted(names) == ["a", "b", "c"]
+    assert rss_mb(server.proc.pid) - rss_before < 50
+
+
+def test_a_whole_request_in_one_read_is_not_counted_as_its_head(start_server):
+    """Head and a 200 KB body arriving in one read complete the head: no 431."""
+    server = start_server(env=_env(SVMSTREAM_MAX_HEADER_BYTES="8192"))
+    body = predict_body(200_000)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(
+            b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        assert not sock.recv(100).startswith(b"HTTP/1.1 431 ")

@@ -39,14 +39,17 @@ class HeaderGuardProtocol(CoalescingHttpToolsProtocol):
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self._head_bytes = 0
+        self._heads = 0
         self._awaiting_head = True
         self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_too_slow)
 
     def data_received(self, data: bytes) -> None:
-        counting = self._awaiting_head
+        counting, heads = self._awaiting_head, self._heads
         super().data_received(data)
-        if counting and self._awaiting_head and not self.transport.is_closing():
-            self._head_bytes += len(data)  # still no complete head after this chunk
+        # still no complete head after this chunk (one that completed a head, and perhaps a
+        # whole request with its body, is not counted)
+        if counting and heads == self._heads and not self.transport.is_closing():
+            self._head_bytes += len(data)
             if self._head_bytes > self.max_header_bytes:
                 self._refuse(431)
 
@@ -56,6 +59,7 @@ class HeaderGuardProtocol(CoalescingHttpToolsProtocol):
             self._head_timer = self.loop.call_later(self.header_timeout_s, self._head_too_slow)
 
     def on_headers_complete(self) -> None:
+        self._heads += 1
         self._awaiting_head = False
         self._head_bytes = 0
         self._cancel_head_timer()
