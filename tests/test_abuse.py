@@ -303,11 +303,12 @@ def test_model_memory_no_bound_counted_is_refused_before_any_allocation(start_se
         assert client.put("/models/b", json=sized, headers=AUTH).status_code == 201
         total = client.put("/models/c", json=sized, headers=AUTH)
         assert total.status_code == 422 and "max_total_model_bytes" in total.json()["detail"], total.text
+        assert total.json()["field"] == "n_features" and total.json()["detail"].startswith("n_features: ")
         assert client.put("/models/a", json=sized, headers=AUTH).status_code == 200  # replacing counts once
         assert client.put("/models/c", json={}, headers=AUTH).status_code == 201
         count = client.put("/models/d", json={}, headers=AUTH)
         assert count.status_code == 422 and "max_models = 3" in count.json()["detail"], count.text
-        assert count.json()["field"] == "name"
+        assert count.json()["field"] == "name" and count.json()["detail"].startswith("name: the server")
         names = [m["name"] for m in client.get("/models").json()["models"]]
     assert sorted(names) == ["a", "b", "c"]
     assert rss_mb(server.proc.pid) - rss_before < 50

@@ -107,6 +107,8 @@ async def put_model(
         raise InvalidInput(f"config: {exc}", field="config") from None
     try:
         handle, replaced = await run_in_threadpool(registry.create, name, config)
+    except InvalidInput:  # the capacity bounds name their own field
+        raise
     except ValueError as exc:
         raise InvalidInput(f"name: {exc}", field="name") from None
     return OrjsonResponse(handle.info(), status_code=200 if replaced else 201)
