@@ -21,7 +21,9 @@ from typing import Any
 from svmstream.app.errors import ServiceError
 from svmstream.app.jobs.datasets import FORMATS, detect_format, sniff
 
-UPLOAD_ID_RE = re.compile(r"up-[0-9a-f]{20}\Z")  # matched whole (fullmatch)
+UPLOAD_ID_PATTERN = r"^up-[0-9a-f]{20}$"
+"""The id rule as the OpenAPI schema states it (JSON Schema: ``$`` is the end of the input)."""
+UPLOAD_ID_RE = re.compile(r"up-[0-9a-f]{20}\Z")  # matched whole (fullmatch): a final newline is no id
 COMPRESSIONS = {"bz2": ".bz2", "gzip": ".gz", None: ""}
 """Compression -> file name suffix of a stored upload."""
 
