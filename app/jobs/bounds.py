@@ -6,7 +6,8 @@ pool processes on 2 cores.  :func:`check_job_bounds` refuses, with a 422 naming 
 
 * ``n_jobs`` above the cores this process may run on (``os.sched_getaffinity``, else
   ``os.cpu_count()``) -- in the job's ``params``, in a search's ``grid``, or the server's
-  ``SVMSTREAM_JOB_DCSVM_N_JOBS`` default;
+  ``SVMSTREAM_JOB_DCSVM_N_JOBS`` default (not with ``SVMSTREAM_DASK_ADDRESS``: there
+  ``n_jobs`` is the cluster's parallelism, docs/dask.md);
 * ``k`` above ``SVMSTREAM_JOB_MAX_K`` (clusters per level: k^levels sub-problems);
 * ``cache_size`` above ``SVMSTREAM_JOB_MAX_CACHE_MB`` (the kernel cache of every
   sub-problem solver, per pool process).
@@ -60,6 +61,8 @@ def check_job_bounds(
     """Raise :class:`JobError` (422) naming ``params.<name>`` or ``grid.<name>`` for a
     parameter beyond the machine (module docstring)."""
     cores = machine_cores() if cores is None else cores
+    if getattr(settings, "dask_address", None):  # n_jobs then means the cluster's parallelism
+        cores = 1 << 30
     _check_n_jobs(settings.job_dcsvm_n_jobs, "SVMSTREAM_JOB_DCSVM_N_JOBS", cores)
     candidates = [("params", params or {})]
     if isinstance(grid, dict):
