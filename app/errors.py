@@ -23,6 +23,8 @@ class                      status  meaning
 :class:`BatchModelReadOnly` 409    ``learn`` on a batch-trained model
 :class:`LearnerBusy`       429     too many batches queued for the model
                                    (with ``Retry-After``)
+:class:`ServerBusy`        503     too many large bodies read at once
+                                   (with ``Retry-After``)
 =========================  ======  ==============================================
 
 Errors raised by the framework itself (an unknown path: 404; a method the path does not
@@ -86,9 +88,26 @@ class InvalidInput(ServiceError, ValueError):
 
 
 class PayloadTooLarge(InvalidInput):
-    """A request body over the configured limit (413)."""
+    """A request body over the configured limit (413).  The connection is closed after the
+    answer: the rest of the body is not read (``Connection: close``)."""
 
     default_status = 413
+    headers = {"Connection": "close"}
+
+
+class ClientLeft(InvalidInput):
+    """The client disconnected before its request body ended (nothing can be answered; the
+    route stops, and :func:`svmstream.app.api.http.read_body` logs one line at INFO)."""
+
+    default_status = 400
+
+
+class ServerBusy(ServiceError, RuntimeError):
+    """Too many large request bodies are being read or parsed (HTTP 503 with ``Retry-After``;
+    the connection is closed: the body is not read)."""
+
+    default_status = 503
+    headers = {"Retry-After": "1", "Connection": "close"}
 
 
 class UnsupportedMediaType(InvalidInput):

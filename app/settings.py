@@ -201,6 +201,36 @@ class Settings(_ModelDefaults):
     and DC-SVM's sub-problems, run on that cluster; unset: local worker processes
     (docs/dask.md)."""
 
+    # ---------------------------------------------------------------- bounds against abuse (issue 27; docs/service.md)
+    max_predict_body_bytes: int = Field(2 * MIB, ge=1)
+    """Body limit of the read routes (``/predict``, ``/v2/models/*/infer``, ``/invocations``),
+    checked from ``Content-Length`` before reading and while reading (413 beyond; the smaller
+    of this and ``max_body_bytes`` applies)."""
+    max_concurrent_bodies: int = Field(4, ge=1)
+    """Request bodies over 64 KiB (or chunked) read and parsed at once, all routes together
+    (503 with ``Retry-After`` beyond)."""
+    limit_concurrency: int = Field(4096, ge=1)
+    """Open connections (and running requests) beyond which uvicorn answers 503 (its
+    ``limit_concurrency``; each connection is a file descriptor)."""
+    timeout_keep_alive_s: float = Field(5.0, gt=0)
+    """A connection idle this long after a response is closed (uvicorn's ``timeout_keep_alive``)."""
+    header_timeout_s: float = Field(10.0, gt=0)
+    """A request head (request line and headers) must be complete this many seconds after the
+    connection opens or the request's first byte arrives: else 408 and the connection is closed."""
+    max_header_bytes: int = Field(64 * 1024, ge=1024)
+    """Largest request head (431 and close beyond; h11's ``h11_max_incomplete_event_size``)."""
+    max_models: int = Field(20_000, ge=1)
+    """Models the server holds at most (422 for another one; bench_many_models runs 10,000)."""
+    max_total_model_bytes: int = Field(64 * 1024 * MIB, ge=1)
+    """Sum of all online models' size estimates (``max_model_bytes``'s estimate at each model's
+    dimension, 1 while unknown) beyond which a new model is refused (422).  The estimates count
+    capacities (a full shuffle buffer, warm-up window ...): set it to the memory the service has."""
+    job_max_k: int = Field(64, ge=2)
+    """Largest DC-SVM ``k`` (clusters per level, k^levels sub-problems) a job may ask for (422 beyond)."""
+    job_max_cache_mb: float = Field(2048.0, gt=0)
+    """Largest DC-SVM ``cache_size`` (MB of kernel cache per sub-problem solver, per pool
+    process) a job may ask for (422 beyond).  ``n_jobs`` is bounded by the machine's cores."""
+
     @field_validator(
         "data_dir",
         "job_dcsvm_n_jobs",

@@ -175,7 +175,7 @@ BAD_LEARN = {
     "too_large": (
         _dense_body(json.dumps([[0.5, 0.5, 0.5, 0.5]] * 3000), json.dumps([1] * 3000)),
         413,
-        f"body: request body exceeds MAX_BODY_BYTES={MAX_BODY}",
+        f"body: request body exceeds SVMSTREAM_MAX_BODY_BYTES={MAX_BODY}",
         "body",
         None,
     ),

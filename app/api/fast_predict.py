@@ -124,7 +124,7 @@ class PredictFastPath:
             size = int(length)
         except ValueError:
             return False
-        if not 0 < size <= min(FAST_BODY_BYTES, settings.max_body_bytes):
+        if not 0 < size <= min(FAST_BODY_BYTES, settings.max_body_bytes, settings.max_predict_body_bytes):
             return False
         if not settings.protect_reads:
             return True

@@ -3,13 +3,19 @@ reading and orjson responses."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
-from svmstream.app.errors import InvalidInput, PayloadTooLarge, UnsupportedMediaType
+from svmstream.app.errors import ClientLeft, InvalidInput, PayloadTooLarge, ServerBusy, UnsupportedMediaType
+
+log = logging.getLogger("svmstream.http")
 
 JSON_MEDIA_TYPES = ("application/json",)
 """What JSON routes accept (also any ``application/<x>+json``); parameters such as
@@ -34,12 +40,13 @@ class OrjsonResponse(JSONResponse):
         return orjson.dumps(content, option=ORJSON_OPTIONS)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, setting: str = "SVMSTREAM_MAX_BODY_BYTES") -> bytes:
     """Read the request body, refusing more than ``limit`` bytes.
 
     The ``Content-Length`` header is checked first; the byte count is enforced while
     reading as well, so chunked bodies (no length) are cut off as soon as they pass
-    the limit, before anything is parsed.
+    the limit, before anything is parsed.  ``setting`` is the environment variable a
+    refusal names (the one that sets ``limit``).
 
     Raises
     ------
@@ -48,22 +55,46 @@ async def read_body(request: Request, limit: int) -> bytes:
     InvalidInput
         (400) on a bad Content-Length.
     """
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            size = int(declared)
-        except ValueError:
-            raise InvalidInput("body: invalid Content-Length header", field="body", status=400) from None
-        if size > limit:
-            raise _too_large(limit, f"Content-Length is {size}")
+    check_declared_length(request, limit, setting)
     chunks: list[bytes] = []
     total = 0
-    async for chunk in request.stream():
-        total += len(chunk)
-        if total > limit:
-            raise _too_large(limit, f"more than {limit} bytes received")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            total += len(chunk)
+            if total > limit:
+                raise _too_large(limit, f"more than {limit} bytes received", setting)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # one line, not the framework's traceback at ERROR: a client that leaves is not a fault
+        log.info(
+            "client left during the body of %s %s (%d bytes received)",
+            request.method,
+            request.url.path,
+            total,
+        )
+        raise ClientLeft(
+            "body: the client disconnected before the body ended", field="body", status=400
+        ) from None
     return b"".join(chunks)
+
+
+def declared_length(request: Request) -> int | None:
+    """The request's ``Content-Length`` (None without one).  Raises InvalidInput (400)."""
+    declared = request.headers.get("content-length")
+    if declared is None:
+        return None
+    try:
+        return int(declared)
+    except ValueError:
+        raise InvalidInput("body: invalid Content-Length header", field="body", status=400) from None
+
+
+def check_declared_length(request: Request, limit: int, setting: str = "SVMSTREAM_MAX_BODY_BYTES") -> None:
+    """413 naming ``setting`` when the declared ``Content-Length`` exceeds ``limit``
+    (nothing of the body is read)."""
+    size = declared_length(request)
+    if size is not None and size > limit:
+        raise _too_large(limit, f"Content-Length is {size}", setting)
 
 
 def is_json_media_type(content_type: str) -> bool:
@@ -88,7 +119,7 @@ def check_json_content_type(request: Request) -> None:
         )
 
 
-async def read_json_body(request: Request, limit: int) -> bytes:
+async def read_json_body(request: Request, limit: int, setting: str = "SVMSTREAM_MAX_BODY_BYTES") -> bytes:
     """The raw body of a JSON route: :func:`check_json_content_type`, then :func:`read_body`.
 
     A body without ``Content-Type`` is refused unless it is empty (some routes take an empty
@@ -102,7 +133,7 @@ async def read_json_body(request: Request, limit: int) -> bytes:
         From :func:`read_body`.
     """
     check_json_content_type(request)
-    body = await read_body(request, limit)
+    body = await read_body(request, limit, setting)
     if body and "content-type" not in request.headers:
         raise UnsupportedMediaType(
             "content-type: missing; send the body as application/json", field="content-type"
@@ -110,5 +141,65 @@ async def read_json_body(request: Request, limit: int) -> bytes:
     return body
 
 
-def _too_large(limit: int, why: str) -> PayloadTooLarge:
-    return PayloadTooLarge(f"body: request body exceeds MAX_BODY_BYTES={limit} ({why})", field="body")
+def _too_large(limit: int, why: str, setting: str) -> PayloadTooLarge:
+    return PayloadTooLarge(f"body: request body exceeds {setting}={limit} ({why})", field="body")
+
+
+SMALL_BODY_BYTES = 64 * 1024
+"""A body declared at most this long takes no slot of :func:`body_slot` (parsing it costs at
+most a few MB; ordinary predictions, ``/models`` and job requests are this small)."""
+
+
+def read_limit(settings: Any) -> tuple[int, str]:
+    """``(limit, setting)`` of the read routes' bodies (``/predict``, ``/v2/models/*/infer``,
+    ``/invocations``): ``MAX_PREDICT_BODY_BYTES``, or ``MAX_BODY_BYTES`` when that is smaller."""
+    if settings.max_predict_body_bytes <= settings.max_body_bytes:
+        return settings.max_predict_body_bytes, "SVMSTREAM_MAX_PREDICT_BODY_BYTES"
+    return settings.max_body_bytes, "SVMSTREAM_MAX_BODY_BYTES"
+
+
+class _BodySlots:
+    """Bodies over :data:`SMALL_BODY_BYTES` being read or parsed (one counter per app; the
+    event loop is the only thread that changes it)."""
+
+    busy = 0
+
+
+@asynccontextmanager
+async def body_slot(request: Request, limit: int, setting: str, max_bodies: int) -> AsyncIterator[None]:
+    """Hold one of ``max_bodies`` slots while a large body is read and parsed.
+
+    First the declared ``Content-Length`` is checked against ``limit`` (413 naming
+    ``setting``, before any byte is read); a small declared body takes no slot.  A body
+    without a length (chunked) or over :data:`SMALL_BODY_BYTES` takes one for the whole
+    ``async with`` block (the read and the parse), or is refused with 503 and
+    ``Retry-After`` when all are taken: parsing a JSON body costs ~13 times its size, so
+    the slots bound that memory at ``max_bodies`` x ``limit`` x ~13.
+
+    Raises
+    ------
+    PayloadTooLarge
+        (413) ``Content-Length`` over ``limit``.
+    ServerBusy
+        (503) ``max_bodies`` large bodies are being read or parsed already.
+    """
+    check_declared_length(request, limit, setting)
+    size = declared_length(request)
+    if size is not None and size <= SMALL_BODY_BYTES:
+        yield
+        return
+    state = request.app.state
+    slots = getattr(state, "body_slots", None)
+    if slots is None:
+        slots = state.body_slots = _BodySlots()
+    if slots.busy >= max_bodies:
+        raise ServerBusy(
+            f"body: {max_bodies} large request bodies are being read already "
+            "(SVMSTREAM_MAX_CONCURRENT_BODIES); retry later",
+            field="body",
+        )
+    slots.busy += 1
+    try:
+        yield
+    finally:
+        slots.busy -= 1

@@ -31,17 +31,21 @@ from svmstream.app.models.registry import Registry
 _ENCODINGS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 
 
-async def read_protocol_body(request: Request, limit: int, media_types: frozenset[str]) -> bytes:
+async def read_protocol_body(
+    request: Request, limit: int, media_types: frozenset[str], setting: str = "SVMSTREAM_MAX_BODY_BYTES"
+) -> bytes:
     """The request body: content type checked, size-limited, decompressed within the same limit.
 
     Parameters
     ----------
     request : Request
     limit : int
-        ``MAX_BODY_BYTES``: both the body as sent and the decompressed body are bounded by it.
+        Both the body as sent and the decompressed body are bounded by it.
     media_types : frozenset of str
         Accepted ``Content-Type`` media types (a missing header is accepted: ``tritonclient``
         sends none).
+    setting : str
+        The environment variable that sets ``limit`` (named by a 413).
 
     Raises
     ------
@@ -59,7 +63,7 @@ async def read_protocol_body(request: Request, limit: int, media_types: frozense
                 field="content-type",
                 status=415,
             )
-    body = await read_body(request, limit)
+    body = await read_body(request, limit, setting)
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding in ("", "identity"):
         return body
@@ -69,10 +73,10 @@ async def read_protocol_body(request: Request, limit: int, media_types: frozense
             field="content-encoding",
             status=415,
         )
-    return _decompress(body, encoding, limit)
+    return _decompress(body, encoding, limit, setting)
 
 
-def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
+def _decompress(body: bytes, encoding: str, limit: int, setting: str) -> bytes:
     """Inflate at most ``limit`` bytes (a small compressed body may expand enormously)."""
     inflater = zlib.decompressobj(_ENCODINGS[encoding])
     try:
@@ -80,9 +84,7 @@ def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
     except zlib.error as exc:
         raise InvalidInput(f"body: not valid {encoding} data ({exc})", field="body", status=400) from None
     if len(out) > limit:
-        raise PayloadTooLarge(
-            f"body: decompressed request body exceeds SVMSTREAM_MAX_BODY_BYTES={limit}", field="body"
-        )
+        raise PayloadTooLarge(f"body: decompressed request body exceeds {setting}={limit}", field="body")
     if not inflater.eof:
         raise InvalidInput(f"body: truncated {encoding} data", field="body", status=400)
     return out

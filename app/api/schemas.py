@@ -250,7 +250,7 @@ class HealthResponse(BaseModel):
     status: str = Field(description='"ok"')
     models: list[str]
     uptime_s: float
-    pid: int
+    pid: int | None = Field(description="null for a caller without the token when one is set")
     rss_bytes: int | None = Field(description="resident set size (Linux), null elsewhere")
     solvers: Literal["compiling", "ready"] = Field(
         description='"compiling" while the background warm-up compiles (or loads) the solver kernels: '

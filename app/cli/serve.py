@@ -108,14 +108,26 @@ def check_bindable(host: str, port: int) -> None:
             sock.close()
 
 
-def _http_protocol() -> dict[str, Any]:
+def _http_protocol(settings: Settings) -> dict[str, Any]:
     """uvicorn's ``http`` option: httptools with one write per response
-    (:mod:`~svmstream.app.cli.http_protocol`) when httptools is installed, else uvicorn's choice."""
+    (:mod:`~svmstream.app.cli.http_protocol`) and the header timeout and size limit of
+    :mod:`~svmstream.app.cli.http_guard` when httptools is installed, else uvicorn's choice
+    (h11, whose head size limit is ``h11_max_incomplete_event_size``; no header timeout)."""
     try:
-        from svmstream.app.cli.http_protocol import CoalescingHttpToolsProtocol
+        from svmstream.app.cli.http_guard import guarded_protocol
     except ImportError:  # no httptools: uvicorn falls back to h11 itself
         return {}
-    return {"http": CoalescingHttpToolsProtocol}
+    return {"http": guarded_protocol(settings.header_timeout_s, settings.max_header_bytes)}
+
+
+def connection_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's connection bounds from the settings (``docs/service.md``, "Bounds")."""
+    return {
+        "limit_concurrency": settings.limit_concurrency,
+        "timeout_keep_alive": settings.timeout_keep_alive_s,
+        "h11_max_incomplete_event_size": settings.max_header_bytes,
+        **_http_protocol(settings),
+    }
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -133,6 +145,6 @@ def serve(args: argparse.Namespace) -> int:
         workers=1,
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=30,
-        **_http_protocol(),
+        **connection_options(settings),
     )
     return 0

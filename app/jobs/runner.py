@@ -198,7 +198,7 @@ class JobRunner:
             make_job_estimator(algorithm, params, early_level, default_n_jobs=self.settings.job_dcsvm_n_jobs)
         except ValueError as exc:
             raise JobError(f"params: {exc}", field="params") from None
-        if not MODEL_NAME_RE.match(model or ""):
+        if not MODEL_NAME_RE.fullmatch(model or ""):
             raise JobError(
                 f"model: invalid model name {model!r}: use 1-64 characters [A-Za-z0-9_.-], "
                 "starting alphanumeric",
@@ -217,7 +217,7 @@ class JobRunner:
     ) -> dict[str, Any]:
         """422 for an invalid search (estimator, grid, cv, params, model name); returns
         :func:`svmstream.app.jobs.search.prepare_search`'s task fields and record."""
-        if not MODEL_NAME_RE.match(model or ""):
+        if not MODEL_NAME_RE.fullmatch(model or ""):
             self._check_request("dcsvm", {}, None, model)  # words the model-name error
         if early_level is not None:
             raise JobError("early_level: not for search jobs (put it in params)", field="early_level")

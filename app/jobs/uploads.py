@@ -21,7 +21,9 @@ from typing import Any
 from svmstream.app.errors import ServiceError
 from svmstream.app.jobs.datasets import FORMATS, detect_format, sniff
 
-UPLOAD_ID_RE = re.compile(r"^up-[0-9a-f]{20}$")
+UPLOAD_ID_PATTERN = r"^up-[0-9a-f]{20}$"
+"""The id rule as the OpenAPI schema states it (JSON Schema: ``$`` is the end of the input)."""
+UPLOAD_ID_RE = re.compile(r"up-[0-9a-f]{20}\Z")  # matched whole (fullmatch): a final newline is no id
 COMPRESSIONS = {"bz2": ".bz2", "gzip": ".gz", None: ""}
 """Compression -> file name suffix of a stored upload."""
 
@@ -119,7 +121,7 @@ class UploadStore:
 
     def get(self, upload_id: str) -> UploadInfo:
         """Raises :class:`JobError` (404) for an unknown id, 422 for a malformed one."""
-        if not UPLOAD_ID_RE.match(upload_id or ""):
+        if not UPLOAD_ID_RE.fullmatch(upload_id or ""):
             raise JobError(f"upload id {upload_id!r} is malformed", field="upload", status=422)
         if self.root.is_dir():
             for entry in self.root.iterdir():
@@ -136,7 +138,7 @@ class UploadStore:
         out = []
         for entry in sorted(self.root.iterdir()):
             upload_id = entry.name.split(".", 1)[0]
-            if UPLOAD_ID_RE.match(upload_id) and entry.is_file():
+            if UPLOAD_ID_RE.fullmatch(upload_id) and entry.is_file():
                 out.append(self.get(upload_id))
         return out
 
@@ -160,7 +162,7 @@ def resolve_data_ref(ref: str, what: str, data_dir: Path | None, uploads: Upload
     """
     if not ref or "\x00" in ref:
         raise JobError(f"{what}: must be an upload id or a path in the data directory", field=what)
-    if UPLOAD_ID_RE.match(ref):
+    if UPLOAD_ID_RE.fullmatch(ref):
         info = uploads.get(ref)
         return info.path, info.format
     if data_dir is None:

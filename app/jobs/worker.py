@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from svmstream.app.jobs.bounds import worker_n_jobs
 from svmstream.app.jobs.datasets import load_dataset, prepare_X
 from svmstream.app.models.factory import make_job_estimator
 from svmstream.solvers import Cancelled
@@ -82,6 +83,21 @@ def normalise_progress(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _job_estimator(task: dict[str, Any]):
+    """The task's unfitted estimator, with ``n_jobs`` (if it has one) at most the cores of this
+    machine: never a pool larger than the machine (issue 27;
+    :func:`svmstream.app.jobs.bounds.worker_n_jobs`)."""
+    est = make_job_estimator(
+        task["algorithm"],
+        task.get("params"),
+        task.get("early_level"),
+        default_n_jobs=task.get("default_n_jobs"),
+    )
+    if "n_jobs" in est.get_params(deep=False):
+        est.set_params(n_jobs=worker_n_jobs(est.n_jobs))
+    return est
+
+
 def run_training(
     task: dict[str, Any],
     progress: Callable[[dict], Any] | None = None,
@@ -129,12 +145,7 @@ def run_training(
         When ``should_stop()`` returned True.
     """
     tell = stage or (lambda s: None)
-    est = make_job_estimator(
-        task["algorithm"],
-        task.get("params"),
-        task.get("early_level"),
-        default_n_jobs=task.get("default_n_jobs"),
-    )
+    est = _job_estimator(task)
     tell("loading")
     t0 = time.perf_counter()
     Xf, y, classes, y_idx = _load_training(task["data"], task.get("data_format"))

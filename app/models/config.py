@@ -57,9 +57,11 @@ Label = StrictInt | StrictFloat | str
 """A class label as it appears in JSON: a number or a string (never a boolean)."""
 
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-MODEL_NAME_RE = re.compile(MODEL_NAME_PATTERN)
+MODEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 """Valid model names: 1-64 characters ``[A-Za-z0-9_.-]``, starting alphanumeric (they are
-also directory and file names of the snapshots)."""
+also directory and file names of the snapshots).  Matched whole (``fullmatch``; ``\\Z``, not
+``$``, which also matches before a final newline: ``"abc\\n"`` would pass and its snapshot
+files would never be restored)."""
 MODEL_NAME_RULE = "use 1-64 characters [A-Za-z0-9_.-], starting alphanumeric"
 
 Algorithm = Literal[ONLINE_ALGORITHMS]  # type: ignore[valid-type]
@@ -88,7 +90,7 @@ matrix (Pegasos; no support vectors: ``budget`` and ``gamma`` do not apply; ``do
 
 def check_model_name(name: str) -> None:
     """Raises ValueError ``"invalid model name ...: use 1-64 characters ..."``."""
-    if not MODEL_NAME_RE.match(name):
+    if not MODEL_NAME_RE.fullmatch(name):
         raise ValueError(f"invalid model name {name!r}: {MODEL_NAME_RULE}")
 
 

@@ -1,10 +1,12 @@
-"""The size guards of online models: budget, input dimension and estimated bytes.
+"""The size guards of online models: budget, input dimension and estimated bytes; the
+server-wide model count and sum of estimates (:func:`check_capacity`).
 
 Checked before anything is allocated -- at ``PUT /models`` (budget; size when ``n_features``
 is declared) and when a batch fixes or widens the model's dimension (the first ``/learn``
 batch or stream read, a sparse row with a larger index).  Limits are the settings
 ``max_budget``, ``max_features`` and ``max_model_bytes`` (``docs/defaults.md``); the size
-estimate is :func:`svmstream.solvers.model_bytes` (SVs (B + 1) x d x 8 bytes, the shuffle
+estimate is the warm-up window (:func:`warmup_bytes`: ``warmup`` x (d + 1) x 8 bytes, which the
+solver's estimate leaves out) plus :func:`svmstream.solvers.model_bytes` (SVs (B + 1) x d x 8 bytes, the shuffle
 buffer of at most 64 MiB, the run guard's reservoirs, K^-1 for projection; a linear model:
 its weights d x K x 8 bytes -- K = 1 binary, else the number of classes -- plus the buffer and
 guard, sparse rows counted at their bound twice for the arena's free half).  Sparse support
@@ -29,7 +31,7 @@ def estimate_bytes(config: ModelConfig, n_features: int, n_classes: int | None =
     ``n_classes`` classes (default: the declared classes, or 2 for a model that learns them)."""
     if n_classes is None:
         n_classes = 2 if config.classes is None else len(config.classes)
-    return model_bytes(
+    return warmup_bytes(config, n_features) + model_bytes(
         config.budget,
         n_features,
         config.shuffle_buffer,
@@ -40,6 +42,17 @@ def estimate_bytes(config: ModelConfig, n_features: int, n_classes: int | None =
         config.sv_storage,
         config.rehearsal_memory if config.rehearsal else 0,
     )
+
+
+def warmup_bytes(config: ModelConfig, n_features: int) -> int:
+    """Bytes of the warm-up window when full: ``warmup`` rows of ``n_features`` values and a
+    label, 8 bytes each; rows wider than 256 features by their nonzeros (at most 2,048 of 12
+    bytes, the bound of sparse support vectors).  The solver's estimate does not count it; the
+    window holds the raw rows as received until it closes."""
+    d = max(1, int(n_features))
+    if d > 256:  # wide rows: counted by their nonzeros, as sparse support vectors are
+        return int(config.warmup) * (min(d, 2048) * 12 + 8)
+    return int(config.warmup) * (d + 1) * 8
 
 
 def _mb(n: int) -> str:
@@ -55,14 +68,14 @@ def size_message(config: ModelConfig, n_features: int, settings: Settings) -> st
         k = 1 if config.classes is None or len(config.classes) == 2 else len(config.classes)
         return (
             f"a linear model of {n_features} features needs an estimated {_mb(size)} ({n_features} x {k} x 8 "
-            "bytes of weights, plus the shuffle buffer and run guard), over max_model_bytes = "
+            "bytes of weights, plus the warm-up window, shuffle buffer and run guard), over max_model_bytes = "
             f"{settings.max_model_bytes / MIB:g} MiB"
         )
     if size > settings.max_model_bytes and sparse_svs(config, n_features):
         return (
             f"a model of {n_features} features with budget {config.budget} needs an estimated {_mb(size)} "
             f"(sparse support vectors: 3 x {config.budget + 1} x {min(n_features, 2048)} nonzeros x 12 bytes, "
-            "plus the shuffle buffer and run guard), over max_model_bytes = "
+            "plus the warm-up window, shuffle buffer and run guard), over max_model_bytes = "
             f"{settings.max_model_bytes / MIB:g} MiB"
         )
     if size > settings.max_model_bytes:
@@ -97,6 +110,19 @@ def check_config_limits(config: ModelConfig, settings: Settings) -> None:
     if config.budget > settings.max_budget:
         raise InvalidInput(
             f"budget: {config.budget} exceeds max_budget = {settings.max_budget}", field="budget"
+        )
+    d = config.n_features or 1
+    window = warmup_bytes(config, d)
+    if (
+        window > settings.max_model_bytes
+        and d <= settings.max_features
+        and 2 * window >= estimate_bytes(config, d)
+    ):
+        raise InvalidInput(
+            f"warmup: a warm-up window of {config.warmup} rows x {config.n_features or 1} features needs an "
+            f"estimated {_mb(window)} (rows x (features + 1) x 8 bytes), over max_model_bytes = "
+            f"{settings.max_model_bytes / MIB:g} MiB",
+            field="warmup",
         )
     if config.n_features is not None:
         reason = size_message(config, config.n_features, settings)
@@ -145,3 +171,40 @@ def check_width(X, config: ModelConfig, settings: Settings, sparse: bool) -> Non
             )
     reason = size_message(config, int(X.shape[1]), settings)
     raise InvalidInput(f"X[0]: has {X.shape[1]} features: {reason}", field="X[0]", index=0)
+
+
+def held_bytes(config: ModelConfig, n_features: int | None) -> int:
+    """What :func:`check_capacity` counts for a model: its estimate at its dimension (1 while
+    unknown); 0 for a batch-trained model (its arrays are its support vectors, already built)."""
+    if config.algorithm in BATCH_ALGORITHMS:
+        return 0
+    return estimate_bytes(config, n_features or 1)
+
+
+def check_capacity(handles: dict, name: str, config: ModelConfig, settings: Settings) -> None:
+    """Refuse a new model beyond ``max_models``, or one whose estimate would take the sum of
+    all models' estimates (:func:`held_bytes`) over ``max_total_model_bytes``; replacing a
+    model counts its new configuration instead of the old one.
+
+    Raises
+    ------
+    InvalidInput
+        (422) naming ``name`` (the count) or ``n_features`` (the total) and the setting.
+    """
+    others = [h for n, h in list(handles.items()) if n != name]
+    if len(others) >= settings.max_models:
+        raise InvalidInput(
+            f"name: the server holds {len(others)} models, max_models = {settings.max_models} "
+            "(SVMSTREAM_MAX_MODELS); delete one first",
+            field="name",
+        )
+    new = held_bytes(config, config.n_features)
+    if not new:
+        return
+    total = sum(held_bytes(h.config, h.n_features) for h in others)
+    if total + new > settings.max_total_model_bytes:
+        raise InvalidInput(
+            f"n_features: this model's estimated {_mb(new)} with the {len(others)} others' {_mb(total)} exceeds "
+            f"max_total_model_bytes = {settings.max_total_model_bytes / MIB:g} MiB (SVMSTREAM_MAX_TOTAL_MODEL_BYTES)",
+            field="n_features",
+        )

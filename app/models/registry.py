@@ -54,7 +54,7 @@ from svmstream.app.models.config import MODEL_NAME_RE, ModelConfig, check_model_
 from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
 from svmstream.app.models.learners import LearnerPool
-from svmstream.app.models.limits import check_config_limits
+from svmstream.app.models.limits import check_capacity, check_config_limits
 from svmstream.app.models.memory import release_free_memory
 from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
@@ -150,6 +150,7 @@ class Registry:
             On an invalid name (allowed: ``[A-Za-z0-9][A-Za-z0-9_.-]{0,63}``).
         """
         check_model_name(name)
+        check_capacity(self._models, name, config, self.settings)  # max_models, max_total_model_bytes
         with self._lock:  # models of equal configurations share one (frozen) object: ~3 KB each
             config = self._configs.setdefault(config.model_dump_json(), config)
         warm_for(config)  # its kernel group, if the service's warm-up has not loaded it
@@ -468,7 +469,7 @@ class Registry:
     def _restore_all(self) -> list[str]:
         restored = []
         for name, files in self.store.listing(clean=True).items():
-            if not MODEL_NAME_RE.match(name):
+            if not MODEL_NAME_RE.fullmatch(name):
                 continue
             found = self.store.load_newest_header(name, files)
             if found is None:

@@ -284,7 +284,7 @@ class SnapshotStore:
         return None
 
 
-_FILE_RE = re.compile(rf"^(.+)-(\d{{12}}){re.escape(SUFFIX)}$")
+_FILE_RE = re.compile(rf"(.+)-(\d{{12}}){re.escape(SUFFIX)}\Z")  # matched whole (fullmatch)
 _TEMP_RE = re.compile(rf"^\..*{re.escape(SUFFIX)}\.tmp-")
 
 
@@ -299,7 +299,7 @@ def _files_in(directory: Path, name: str, clean: bool = False) -> list[tuple[int
                     log.info("removing unfinished snapshot temp file %s", entry.path)
                     Path(entry.path).unlink(missing_ok=True)
                     continue
-                m = _FILE_RE.match(entry.name)
+                m = _FILE_RE.fullmatch(entry.name)
                 if m and m.group(1) == name and entry.is_file():
                     found.append((int(m.group(2)), Path(entry.path)))
     except (FileNotFoundError, NotADirectoryError):

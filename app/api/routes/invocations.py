@@ -26,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import Credentials
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse
+from svmstream.app.api.http import OrjsonResponse, body_slot, read_limit
 from svmstream.app.api.protocols import authorize_read, guarded, predict_rows, read_protocol_body
 from svmstream.app.errors import InvalidInput, ServiceError
 from svmstream.app.ingest.decode import decode_json, may_contain_bools
@@ -46,6 +46,7 @@ ERROR_CODES = {
     413: "REQUEST_LIMIT_EXCEEDED",
     415: "BAD_REQUEST",
     429: "RESOURCE_EXHAUSTED",
+    503: "TEMPORARILY_UNAVAILABLE",
 }
 
 
@@ -117,7 +118,7 @@ _DOC = {
 @router.post(
     "/invocations",
     response_model=Predictions,
-    responses={code: {"model": MlflowError} for code in (400, 401, 404, 409, 413, 415)},
+    responses={code: {"model": MlflowError} for code in (400, 401, 404, 409, 413, 415, 503)},
     openapi_extra=_DOC,
 )
 async def invocations(
@@ -132,8 +133,10 @@ async def invocations(
     async def work() -> Response:
         await authorize_read(request, credentials)
         started = time.perf_counter()
-        body = await read_protocol_body(request, settings.max_body_bytes, MEDIA_TYPES)
-        name, result = await run_in_threadpool(_invoke, registry, body, settings.default_model)
+        limit, setting = read_limit(settings)
+        async with body_slot(request, limit, setting, settings.max_concurrent_bodies):
+            body = await read_protocol_body(request, limit, MEDIA_TYPES, setting)
+            name, result = await run_in_threadpool(_invoke, registry, body, settings.default_model)
         observe("invocations", name, time.perf_counter() - started)
         return OrjsonResponse(result)
 

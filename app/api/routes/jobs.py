@@ -13,10 +13,12 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read, require_write
 from svmstream.app.api.deps import SettingsDep
+from svmstream.app.api.disclosure import public_job, sees_everything
 from svmstream.app.api.http import OrjsonResponse, read_json_body
 from svmstream.app.api.routes.models import validation_error
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, JobInfo, JobList, JsonBody, errors
 from svmstream.app.ingest.decode import decode_body
+from svmstream.app.jobs.bounds import check_job_bounds
 from svmstream.app.jobs.runner import JobRunner
 from svmstream.app.models.config import MODEL_NAME_PATTERN, BatchAlgorithm
 
@@ -93,6 +95,7 @@ async def create_job(request: Request, settings: SettingsDep) -> OrjsonResponse:
         spec = JobCreate.model_validate(decode_body(body))
     except ValidationError as exc:
         raise validation_error(exc) from None
+    check_job_bounds(spec.params or {}, settings, grid=spec.grid if spec.algorithm == "search" else None)
     runner = runner_of(request)
     job = await run_in_threadpool(
         runner.submit,
@@ -115,7 +118,10 @@ async def create_job(request: Request, settings: SettingsDep) -> OrjsonResponse:
 async def list_jobs(request: Request) -> OrjsonResponse:
     """``{"jobs": [job, ...]}``, newest first."""
     runner = runner_of(request)
-    return OrjsonResponse({"jobs": [runner.to_json(job) for job in runner.list()]})
+    jobs = [runner.to_json(job) for job in runner.list()]
+    if not sees_everything(request):
+        jobs = [public_job(job) for job in jobs]
+    return OrjsonResponse({"jobs": jobs})
 
 
 @router.get(
@@ -125,7 +131,8 @@ async def get_job(job_id: str, request: Request) -> OrjsonResponse:
     """State (queued/running/succeeded/failed/cancelled), progress (stage, level, objective,
     max_violation, elapsed), timeline, result or error."""
     runner = runner_of(request)
-    return OrjsonResponse(runner.to_json(runner.get(job_id)))
+    job = runner.to_json(runner.get(job_id))
+    return OrjsonResponse(job if sees_everything(request) else public_job(job))
 
 
 @router.delete(

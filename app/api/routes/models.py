@@ -10,6 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read, require_write
 from svmstream.app.api.deps import RegistryDep, SettingsDep
+from svmstream.app.api.disclosure import public_model, sees_everything
 from svmstream.app.api.http import OrjsonResponse, read_json_body
 from svmstream.app.api.routes.learn import applied, learn_figures
 from svmstream.app.api.schemas import (
@@ -47,9 +48,12 @@ def validation_error(exc: ValidationError) -> InvalidInput:
 
 
 @router.get("", response_model=ModelList, responses=errors(401), dependencies=[Depends(require_read)])
-async def list_models(registry: RegistryDep) -> OrjsonResponse:
+async def list_models(request: Request, registry: RegistryDep) -> OrjsonResponse:
     """``{"models": [ModelInfo, ...]}``."""
-    return OrjsonResponse({"models": [h.info() for h in registry.handles()]})
+    infos = [h.info() for h in registry.handles()]
+    if not sees_everything(request):
+        infos = [public_model(info) for info in infos]
+    return OrjsonResponse({"models": infos})
 
 
 @router.get(
@@ -58,10 +62,11 @@ async def list_models(registry: RegistryDep) -> OrjsonResponse:
     responses=errors(401, 404, 422),
     dependencies=[Depends(require_read)],
 )
-async def get_model(name: ModelName, registry: RegistryDep) -> OrjsonResponse:
+async def get_model(name: ModelName, request: Request, registry: RegistryDep) -> OrjsonResponse:
     """Configuration and statistics: n_support_vectors, t (steps), n_merges, n_seen,
     version (batches applied), last snapshot time."""
-    return OrjsonResponse(registry.get(name).info())
+    info = registry.get(name).info()
+    return OrjsonResponse(info if sees_everything(request) else public_model(info))
 
 
 @router.put(
@@ -102,6 +107,8 @@ async def put_model(
         raise InvalidInput(f"config: {exc}", field="config") from None
     try:
         handle, replaced = await run_in_threadpool(registry.create, name, config)
+    except InvalidInput:  # the capacity bounds name their own field
+        raise
     except ValueError as exc:
         raise InvalidInput(f"name: {exc}", field="name") from None
     return OrjsonResponse(handle.info(), status_code=200 if replaced else 201)

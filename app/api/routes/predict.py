@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse, read_json_body
+from svmstream.app.api.http import OrjsonResponse, body_slot, read_json_body, read_limit
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, PredictRequest, PredictResponse, errors
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
 from svmstream.app.ingest.examples import Batch, parse_examples
@@ -55,7 +55,7 @@ def _predict(registry: Registry, body: bytes, default_model: str) -> dict:
 @router.post(
     "/predict",
     response_model=PredictResponse,
-    responses=errors(401, 404, 409, *JSON_BODY_ERRORS),
+    responses=errors(401, 404, 409, 503, *JSON_BODY_ERRORS),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -73,7 +73,9 @@ async def predict(
     ``classes`` and ``proba`` (calibrated probabilities, rows sum to 1, ``argmax`` = label).
     """
     started = time.perf_counter()
-    body = await read_json_body(request, settings.max_body_bytes)
-    result = await run_in_threadpool(_predict, registry, body, settings.default_model)
+    limit, setting = read_limit(settings)
+    async with body_slot(request, limit, setting, settings.max_concurrent_bodies):
+        body = await read_json_body(request, limit, setting)
+        result = await run_in_threadpool(_predict, registry, body, settings.default_model)
     observe("predict", result["model"], time.perf_counter() - started)
     return OrjsonResponse(result)

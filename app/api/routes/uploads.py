@@ -27,7 +27,7 @@ from svmstream.app.api.deps import SettingsDep
 from svmstream.app.api.http import OrjsonResponse
 from svmstream.app.api.schemas import Deleted, UploadCreated, UploadList, errors
 from svmstream.app.errors import InvalidInput, PayloadTooLarge
-from svmstream.app.jobs.uploads import UPLOAD_ID_RE, UploadStore
+from svmstream.app.jobs.uploads import UPLOAD_ID_PATTERN, UploadStore
 
 router = APIRouter(prefix="/uploads", tags=["uploads"])
 
@@ -36,7 +36,7 @@ WRITE_CHUNK = 1024 * 1024
 # the schema states the id's pattern; the store checks it (422 "upload id ... is malformed")
 UploadId = Annotated[
     str,
-    fastapi.Path(description="an id from POST /uploads", json_schema_extra={"pattern": UPLOAD_ID_RE.pattern}),
+    fastapi.Path(description="an id from POST /uploads", json_schema_extra={"pattern": UPLOAD_ID_PATTERN}),
 ]
 
 # The body is the file itself (any content type but multipart) or a multipart form whose first

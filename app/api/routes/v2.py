@@ -35,7 +35,7 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import Credentials
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse
+from svmstream.app.api.http import OrjsonResponse, body_slot, read_limit
 from svmstream.app.api.protocols import (
     Prediction,
     authorize_read,
@@ -124,7 +124,7 @@ def oip_error(exc: ServiceError) -> Response:
     415/429 as raised, 400 for every other bad input and for a model that cannot predict yet
     (Triton answers "model not ready" with 400; a 5xx would report a server failure)."""
     status = exc.status
-    if isinstance(exc, (ModelNotFitted, ModelClosed)) or status not in (401, 404, 413, 415, 429):
+    if isinstance(exc, (ModelNotFitted, ModelClosed)) or status not in (401, 404, 413, 415, 429, 503):
         status = 400
     return OrjsonResponse({"error": exc.message}, status_code=status, headers=exc.headers)
 
@@ -357,7 +357,7 @@ _INFER_DOC = {
 }
 _INFER_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
-    **_errors(400, 401, 404, 413, 415),
+    **_errors(400, 401, 404, 413, 415, 503),
 }
 
 
@@ -373,10 +373,12 @@ async def _infer_route(
     async def work() -> Response:
         await authorize_read(request, credentials)
         started = time.perf_counter()
-        body = await read_protocol_body(request, settings.max_body_bytes, MEDIA_TYPES)
-        response = await run_in_threadpool(
-            _infer, registry, name, version, body, request.headers.get(HEADER_LENGTH)
-        )
+        limit, setting = read_limit(settings)
+        async with body_slot(request, limit, setting, settings.max_concurrent_bodies):
+            body = await read_protocol_body(request, limit, MEDIA_TYPES, setting)
+            response = await run_in_threadpool(
+                _infer, registry, name, version, body, request.headers.get(HEADER_LENGTH)
+            )
         observe("v2_infer", name, time.perf_counter() - started)
         return response
 
