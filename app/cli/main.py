@@ -35,10 +35,9 @@ HYPER_ARGS = tuple(row.name for row in rows(cli="replay"))
 """Destinations of the model hyperparameter options of ``replay`` (rows of the hyperparameter
 table, :mod:`svmstream.solvers._hyperparameters`, whose ``cli`` names it)."""
 
-SERVE_PENDING = ("rehearsal", "rehearsal_memory")
-"""Table rows ``serve`` has no flag for yet: ``svmstream.app.cli.serve`` maps each flag to its
-setting by its own list (``_HYPER_SETTINGS``), which lacks them; with that list replaced by
-:data:`SERVE_HYPER_SETTINGS` this tuple empties."""
+SERVE_PENDING: tuple[str, ...] = ()
+"""Table rows ``serve`` has no flag for (none: ``svmstream.app.cli.serve`` maps every flag of
+the table to its setting)."""
 
 SERVE_HYPER_SETTINGS = {row.name: row.setting for row in rows(cli="serve") if row.name not in SERVE_PENDING}
 """``serve`` option destination -> the setting it overrides (``default_<name>``)."""

@@ -16,6 +16,7 @@ import uvicorn
 
 from svmstream.app.main import create_app
 from svmstream.app.settings import Settings
+from svmstream.solvers._hyperparameters import rows
 
 
 def _label(text: str) -> Any:
@@ -26,31 +27,8 @@ def _label(text: str) -> Any:
     return int(value) if value.is_integer() else value
 
 
-_HYPER_SETTINGS = (
-    ("budget", "default_budget"),
-    ("gamma", "default_gamma"),
-    ("C", "default_c"),
-    ("lambda_", "default_lambda"),
-    ("n_samples", "default_n_samples"),
-    ("random_state", "default_random_state"),
-    ("n_features", "default_n_features"),
-    ("algorithm", "default_algorithm"),
-    ("kernel", "default_kernel"),
-    ("maintenance", "default_maintenance"),
-    ("merge_solver", "default_merge_solver"),
-    ("schedule", "default_schedule"),
-    ("eta", "default_eta"),
-    ("radius", "default_radius"),
-    ("fit_intercept", "default_fit_intercept"),
-    ("scaling", "default_scaling"),
-    ("warmup", "default_warmup"),
-    ("shuffle_buffer", "default_shuffle_buffer"),
-    ("run_guard", "default_run_guard"),
-    ("on_drift", "default_on_drift"),
-    ("sv_storage", "default_sv_storage"),
-    ("max_classes", "default_max_classes"),
-)
-"""``serve`` option destination -> the setting it overrides."""
+#: ``serve`` option destination -> the setting it overrides (``default_<name>``): the table's rows
+_HYPER_SETTINGS = tuple((row.name, row.setting) for row in rows(cli="serve"))
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
