@@ -194,7 +194,7 @@ async def lifespan(app: FastAPI):
         if streams is not None:
             acked = await asyncio.to_thread(streams.flush)
             log.info("stream entries acknowledged at shutdown: %d", acked)
-        if replication is not None:  # after the final snapshots: they are published (issue 26)
+        if replication is not None:  # after the final snapshots, so that they are published
             await asyncio.to_thread(replication.stop, REPLICATION_STOP_S)
         log.info("svmstream stopped; final snapshots: %s", written or "none needed")
 

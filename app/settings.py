@@ -201,7 +201,7 @@ class Settings(_ModelDefaults):
     and DC-SVM's sub-problems, run on that cluster; unset: local worker processes
     (docs/dask.md)."""
 
-    # ---------------------------------------------------------------- bounds against abuse (issue 27; docs/service.md)
+    # ---------------------------------------------------------------- bounds against abuse (docs/service.md)
     max_predict_body_bytes: int = Field(2 * MIB, ge=1)
     """Body limit of the read routes (``/predict``, ``/v2/models/*/infer``, ``/invocations``),
     checked from ``Content-Length`` before reading and while reading (413 beyond; the smaller

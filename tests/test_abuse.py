@@ -1,4 +1,4 @@
-"""Issue 27: no request can exhaust the server (real ``svmstream serve`` processes).
+"""No request can exhaust the server (real ``svmstream serve`` processes).
 
 Each test probes one path the way an attacker on the network would, at CI size: names that
 end in a newline, job parameters beyond the machine, bodies far larger than reads need,
@@ -50,7 +50,7 @@ def test_job_and_upload_references_are_matched_whole():
         check_model_name("abc\n")
     except ValueError as exc:
         assert "invalid model name" in str(exc)
-    else:  # pragma: no cover - the defect of issue 27 item 4
+    else:  # pragma: no cover - a name ending in a newline
         raise AssertionError("a name ending in a newline was accepted")
 
 
@@ -119,7 +119,7 @@ def test_no_pool_larger_than_the_cores_starts(tmp_path):
 
 def test_large_read_bodies_without_a_token_are_refused_before_reading(start_server):
     """Six concurrent 3 MB bodies to each read route, no token: every one 413 naming the
-    read limit, RSS flat, /health answering (issue 27 item 1 at CI size; the bench runs 65 MB)."""
+    read limit, RSS flat, /health answering (at CI size; the bench runs 65 MB)."""
     server = start_server(env=_env())
     for path, body in (
         ("/predict", predict_body(3_000_000)),

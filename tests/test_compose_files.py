@@ -1,4 +1,4 @@
-"""The deployment files as issue 26 left them (fast, no Docker; the real run is
+"""The deployment files as deployed (fast, no Docker; the real run is
 ``tests/compose/run.sh``): with no variables set they name the official base images; the
 defects that running them found stay fixed (balancer retries, dask health checks, no image
 VOLUME, compose commands without API_TOKEN, a pinned image, the jobs' numba kernels in the

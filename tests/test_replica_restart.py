@@ -1,4 +1,4 @@
-"""Replicas are not left stale by a graceful restart of the learner (issue 26): the final
+"""Replicas are not left stale by a graceful restart of the learner: the final
 snapshot written at SIGTERM is published to Redis, and models restored at start-up whose
 published version is older (or missing) are republished, so replicas serve the learner's
 newest version.  Real processes on a real redis-server."""

@@ -1,4 +1,4 @@
-"""What callers without the token see of jobs, models and the process (issue 27).
+"""What callers without the token see of jobs, models and the process (docs/deployment.md).
 
 With ``SVMSTREAM_API_TOKEN`` set and reads open (``PROTECT_READS`` off, the default), anyone
 on the network may read ``GET /jobs``, ``GET /models`` and ``/health``.  Those views said more

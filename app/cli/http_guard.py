@@ -2,7 +2,7 @@
 
 uvicorn's ``timeout_keep_alive`` closes a connection idle *after* a response; a connection
 that never sends a request, or sends half a request line and stops, is never timed out
-(issue 27: 1,000 silent or half-header sockets held for 90 s and more).  And its httptools
+(1,000 silent or half-header sockets held for 90 s and more).  And its httptools
 parser buffers a request head of any size (``h11_max_incomplete_event_size`` applies to h11
 only).  :func:`guarded_protocol` subclasses the service's protocol
 (:class:`~svmstream.app.cli.http_protocol.CoalescingHttpToolsProtocol`) with

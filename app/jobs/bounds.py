@@ -1,4 +1,4 @@
-"""Job parameters bounded by the machine (issue 27): DC-SVM ``n_jobs``, ``k`` and ``cache_size``.
+"""Job parameters bounded by the machine (docs/service.md, bounds against abuse): DC-SVM ``n_jobs``, ``k`` and ``cache_size``.
 
 The estimators check that a parameter is valid (``n_jobs`` a positive integer, ``k >= 2``,
 ``cache_size > 0``) but not that the machine can afford it: ``"n_jobs": 48`` started 48

@@ -85,7 +85,7 @@ def normalise_progress(report: dict[str, Any]) -> dict[str, Any]:
 
 def _job_estimator(task: dict[str, Any]):
     """The task's unfitted estimator, with ``n_jobs`` (if it has one) at most the cores of this
-    machine: never a pool larger than the machine (issue 27;
+    machine: never a pool larger than the machine (docs/service.md;
     :func:`svmstream.app.jobs.bounds.worker_n_jobs`)."""
     est = make_job_estimator(
         task["algorithm"],

@@ -20,7 +20,7 @@ the announcement, so a reader never sees a version without its bytes.  At start 
 first republishes every restored model whose published version differs from its newest
 snapshot's (written while Redis was away, or by a shutdown that could not publish it), and the
 learner's shutdown stops the publisher only after its final snapshots are published, so a
-graceful restart never leaves replicas on an older version (issue 26).  Replicas react to
+graceful restart never leaves replicas on an older version.  Replicas react to
 the announcement at once and also compare the versions hash every ``poll_s`` (a missed
 message, a restarted Redis); a model missing from the hash is deleted on the replica.
 """

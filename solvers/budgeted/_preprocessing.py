@@ -1077,7 +1077,7 @@ class Preprocessor:
             arrays.update(self.store.get_state(buf_n, self.res_n, self.n_features))
         if self.sparse_rows and not self.offset.any():
             # max-abs factors of the features seen (the rest are 1): a state proportional to
-            # the nonzeros, not to d (issue 14, item 3)
+            # the nonzeros, not to d (wide sparse rows)
             changed = np.flatnonzero(self.factor != 1.0)
             arrays.update(pp_factor_idx=changed, pp_factor_val=self.factor[changed])
             arrays["pp_offset"], arrays["pp_factor"] = np.zeros(0), np.zeros(0)

@@ -3,7 +3,7 @@
 The service publishes a read-only copy of a model after every applied batch, and predictions
 read it while the learner goes on (``svmstream.app.models.view``).  Copying the whole
 estimator for that (its state through ``get_state``/``from_state``) cost 1.17 s at d = 50,000
-(a dense (d, B + 1) SV matrix, the shuffle buffer, the run guard's reservoirs — issue 14).  A
+(a dense (d, B + 1) SV matrix, the shuffle buffer, the run guard's reservoirs), too slow to publish after every batch.  A
 published copy instead
 
 * shares every object the learner never mutates in place once it is set — parameters,

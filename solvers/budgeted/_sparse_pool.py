@@ -4,7 +4,7 @@ A budgeted model keeps its SVs in a *pool*; every budget-maintenance and step ke
 (:mod:`._bsgd`, :mod:`._bsca`, :mod:`._merging`, :mod:`._projection`, :mod:`._decision`) is
 written once against the primitives below and compiled by numba separately for each pool type,
 so the dense path keeps its machine code (no per-example branch) and the sparse path is its
-own specialisation (issue 14, item 1):
+own specialisation (docs/defaults.md, sparse support vectors):
 
 * **dense pool**: ``sv_t`` (d, B+1) float64, SVs as columns (:mod:`svmstream.solvers.kernels`);
 * **sparse pool**: the tuple ``(sv_data, sv_idx, sv_start, sv_len, sv_used, scratch)`` —

@@ -275,7 +275,7 @@ def two_step_kernel_kmeans(
 
     ``progress(step, done, total)``, optional: ``step`` "sample kernel" / "sample k-means"
     (done = total = m sampled rows, once each) then "assign" (rows of ``kd`` assigned so far,
-    after every chunk) — the stage that took 8 s on ijcnn1 with nothing shown (issue 17).
+    after every chunk) — the stage that took 8 s on ijcnn1 with nothing shown.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The docker-compose deployment, run for real (issue 26): driven by ``tests/compose/run.sh``.
+"""The docker-compose deployment, run for real: driven by ``tests/compose/run.sh``.
 
 Every check goes through the published ports (learner on ``LEARNER_PORT``, the balancer on
 ``PREDICT_PORT``) or through ``docker compose`` itself; the figures go to
