@@ -15,6 +15,7 @@ from tests.conftest import (
     CLI,
     REPO,
     ServerProcess,
+    assert_examples_account,
     run_cli,
     subprocess_env,
     two_moons_like,
@@ -82,6 +83,7 @@ def test_breast_cancer_over_http_sigterm_restart_identical_then_truncated_snapsh
         assert c.put("/models/bc", json=BC_MODEL).status_code == 201
         last = _learn_in_batches(c, "bc", X, y, batch=100)
         assert last["n_seen"] == len(X)
+        assert_examples_account(c, "bc", len(X))
         before = c.post("/predict", json={"model": "bc", "X": X.tolist()}).json()
         info_before = c.get("/models/bc").json()
     accuracy = np.mean(np.asarray(before["labels"]) == y)
@@ -102,6 +104,7 @@ def test_breast_cancer_over_http_sigterm_restart_identical_then_truncated_snapsh
         # and it keeps learning from where it stopped
         r = c.post("/learn", json={"model": "bc", "X": X[:50].tolist(), "y": y[:50].tolist()}).json()
         assert r["n_seen"] == len(X) + 50 and r["version"] == info_before["version"] + 1
+        assert_examples_account(c, "bc", len(X) + 50)  # the account survives a restart
     assert f"restored from {snap / 'bc' / 'bc-000000000002.svmstate'}" in server.log_text()
     server.terminate()
 
@@ -185,6 +188,7 @@ def test_sigkill_mid_replay_then_restart_keeps_learning(start_server, tmp_path):
         r = c.post("/learn", json={"model": "moons", "X": X[:300].tolist(), "y": y[:300].tolist()})
         assert r.status_code == 200, r.text
         assert r.json()["n_seen"] == info["n_seen"] + 300
+        assert_examples_account(c, "moons", info["n_seen"] + 300)
         pred = c.post("/predict", json={"model": "moons", "X": X.tolist()}).json()
         assert np.mean(np.asarray(pred["labels"]) == y) > 0.85
 
@@ -229,6 +233,7 @@ def test_replay_cli_with_test_file(shared_server, tmp_path):
     # the printed accuracy agrees with a direct /predict
     with server.client() as c:
         pred = c.post("/predict", json={"model": "m", "X": X[2000:].tolist()}).json()
+        assert_examples_account(c, "m", 4000)
     assert abs(np.mean(np.asarray(pred["labels"]) == y[2000:]) - result["test_accuracy"]) < 1e-12
 
 

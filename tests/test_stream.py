@@ -256,6 +256,10 @@ def test_stream_learns_exactly_the_good_entries_and_dead_letters_the_rest(redis_
     assert info["extra"]["stream_last_id"] == ids[max(i for i, k in enumerate(kinds) if k < 0)].decode()
     stream = info["metrics"]["stream"]
     assert stream["applied"] == len(X) and stream["dead_letters"] == len(bad_ids)
+    # the example account: every entry of the stream was received, learned or refused
+    examples = info["examples"]
+    assert examples["received"] == len(entries) and examples["refused"] == len(bad_ids)
+    assert examples["learned"] + examples["pending"] == len(X)
     # prequential accuracy is reported and sensible
     assert 0.6 < info["metrics"]["prequential_accuracy"] <= 1.0
 
@@ -428,6 +432,8 @@ def test_sigkill_the_service_while_it_consumes_then_restart_equals_an_uninterrup
     server.terminate()
     assert all(k < n for k in killed_at), killed_at
     assert info["n_seen"] == n  # nothing applied twice, nothing lost
+    examples = info["examples"]
+    assert examples["received"] == n == examples["learned"] + examples["pending"] + examples["refused"]
     np.testing.assert_allclose(decision, reference_decision(X, y, probe)[0], rtol=0, atol=1e-9)
     assert r.xpending(key, f"svmstream:{name}")["pending"] == 0
     assert r.xlen(f"svmstream:{name}:dead") == 0
