@@ -118,7 +118,7 @@ def test_search_job_on_the_cluster_matches_grid_search_cv_and_serves(server):
     from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
     from svmstream.app.jobs.datasets import load_dataset, prepare_X
-    from svmstream.app.jobs.search import make_base
+    from svmstream.app.jobs.search import estimator_param, json_param, make_base
 
     c = server.client
     grid = {"C": [0.5, 20.0], "gamma": [0.001, 0.05, 2.0]}
@@ -144,12 +144,14 @@ def test_search_job_on_the_cluster_matches_grid_search_cv_and_serves(server):
     # plain GridSearchCV on the same rows, estimator and folds picks the same candidate
     X, y = load_dataset(server.data / "mail.csv")
     classes, y_idx = np.unique(y, return_inverse=True)
+    # (the base is the service's model: the plain estimator's parameters are estimator__<name>)
     plain = GridSearchCV(
         make_base("bsgd", search["base_params"]),
-        grid,
+        {estimator_param(name, "bsgd"): values for name, values in grid.items()},
         cv=StratifiedKFold(3, shuffle=True, random_state=0),
     ).fit(prepare_X(X), y_idx)
-    assert search["best_params"] == plain.best_params_
+    best = {json_param(name): value for name, value in plain.best_params_.items()}
+    assert search["best_params"] == best
     assert search["best_score"] == pytest.approx(plain.best_score_, abs=1e-12)
     # the best model answers /predict with the string labels, as the refitted estimator does
     r = c.post("/predict", json={"model": "mail", "X": server.X[:200].tolist()})
@@ -157,7 +159,7 @@ def test_search_job_on_the_cluster_matches_grid_search_cv_and_serves(server):
     ours = np.asarray(r.json()["labels"])
     np.testing.assert_array_equal(ours, classes[plain.best_estimator_.predict(prepare_X(X[:200]))])
     info = c.get("/models/mail").json()
-    assert info["algorithm"] == "bsgd" and info["config"]["C"] == plain.best_params_["C"]
+    assert info["algorithm"] == "bsgd" and info["config"]["C"] == best["C"]
     # an online model: it keeps learning
     v0 = info["version"]
     r = c.post(

@@ -32,6 +32,8 @@ from svmstream.solvers import (
     BudgetedSGDClassifier,
     DCSVMClassifier,
     LinearDualCDClassifier,
+    PegasosClassifier,
+    StreamingClassifier,
 )
 
 if TYPE_CHECKING:
@@ -63,24 +65,51 @@ MAX_VALUES = 64
 CV_MIN, CV_MAX = 2, 10
 
 
-def estimator_param(name: str) -> str:
-    """The estimator's parameter for a grid's JSON name (``lambda`` -> ``lambda_``)."""
-    return "lambda_" if name == "lambda" else name
+def estimator_param(name: str, estimator: str = "") -> str:
+    """The estimator's parameter for a grid's JSON name (``lambda`` -> ``lambda_``); an online
+    model's hyperparameters belong to the plain estimator inside its streaming pipeline
+    (``estimator__C``)."""
+    param = "lambda_" if name == "lambda" else name
+    return f"estimator__{param}" if estimator in ONLINE else param
+
+
+def json_param(param: str) -> str:
+    """A searched parameter's JSON name (the inverse of :func:`estimator_param`)."""
+    name = param.removeprefix("estimator__")
+    return "lambda" if name == "lambda_" else name
+
+
+def flat_params(base) -> dict[str, Any]:
+    """JSON-ready parameters of a search's base: an online model's plain estimator's and its
+    stages' in one dict (``kernel: "linear"`` marks Pegasos), a batch estimator's own."""
+    if not isinstance(base, StreamingClassifier):
+        return base.get_params(deep=False)
+    stages = {k: v for k, v in base.get_params(deep=False).items() if k != "estimator"}
+    linear = {"kernel": "linear"} if isinstance(base.estimator, PegasosClassifier) else {}
+    return {**base.estimator.get_params(), **stages, **linear}
 
 
 def make_base(estimator: str, base_params: dict[str, Any]):
-    """An unfitted estimator of kind ``estimator`` with ``base_params`` (estimator names).
+    """An unfitted estimator of kind ``estimator`` with ``base_params`` (:func:`flat_params`;
+    online kinds: the streaming pipeline around the plain estimator, as the service makes it).
 
     Raises
     ------
     ValueError
         On an unknown estimator or parameter (``set_params``).
     """
-    if estimator == "bsgd":
-        est = BudgetedSGDClassifier()
-    elif estimator == "bsca":
-        est = BudgetedSCAClassifier()
-    elif estimator == "dcsvm":
+    if estimator in ONLINE:
+        params = dict(base_params)
+        linear = params.pop("kernel", "rbf") == "linear"
+        plain_cls = (
+            PegasosClassifier
+            if linear
+            else {"bsgd": BudgetedSGDClassifier, "bsca": BudgetedSCAClassifier}[estimator]
+        )
+        accepted = plain_cls().get_params()
+        plain = plain_cls(**{k: v for k, v in params.items() if k in accepted})
+        return StreamingClassifier(plain, **{k: v for k, v in params.items() if k not in accepted})
+    if estimator == "dcsvm":
         est = DCSVMClassifier()
     elif estimator in ("avsf", "liblinear-cd"):
         est = LinearDualCDClassifier(selection="avsf" if estimator == "avsf" else "uniform")
@@ -136,7 +165,7 @@ def check_search(estimator: str, grid: Any, cv: Any, base) -> dict[str, list]:
             raise JobError(f"{where}: must be a non-empty list of values", field=where)
         if len(values) > MAX_VALUES:
             raise JobError(f"{where}: {len(values)} values; at most {MAX_VALUES}", field=where)
-        param = estimator_param(name)
+        param = estimator_param(name, estimator)
         for i, value in enumerate(values):
             if isinstance(value, bool) or not isinstance(value, (int, float, str)):
                 raise JobError(f"{where}[{i}]: must be a number or a string, got {value!r}", field=where)
@@ -216,7 +245,7 @@ def prepare_search(
             base = make_job_estimator(estimator, fixed, None)
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         raise JobError(f"params: {exc}", field="params") from None
-    base_params = base.get_params(deep=False)
+    base_params = flat_params(base)
     if "random_state" in base_params and base_params["random_state"] is None:
         base_params["random_state"] = random_state  # candidates comparable, results repeatable
     names = check_search(estimator, grid, cv, make_base(estimator, base_params))
@@ -250,7 +279,7 @@ def score_table(cv_results: dict[str, Any]) -> list[dict[str, Any]]:
     splits = sorted(k for k in cv_results if k.startswith("split") and k.endswith("_test_score"))
     rows = []
     for i in range(n):
-        params = {("lambda" if k == "lambda_" else k): v for k, v in cv_results["params"][i].items()}
+        params = {json_param(k): v for k, v in cv_results["params"][i].items()}
         rows.append(
             {
                 "params": params,
@@ -340,7 +369,7 @@ def run_search(
     with backend:
         search.fit(Xf, y_idx)
     train_seconds = time.perf_counter() - t1
-    best = {("lambda" if k == "lambda_" else k): v for k, v in search.best_params_.items()}
+    best = {json_param(k): v for k, v in search.best_params_.items()}
     result = {
         "algorithm": "search",
         "n_train": int(Xf.shape[0]),
