@@ -9,43 +9,16 @@ import pytest
 import svmstream.solvers as solvers
 import svmstream.solvers.budgeted as budgeted
 
-
-def _stale(reason):
-    """A docstring example of solvers/** whose printed result no longer matches (strict: the
-    mark goes when the docstring is fixed)."""
-    return pytest.mark.xfail(strict=True, reason=reason)
-
-
 ESTIMATORS = [
-    pytest.param(
-        solvers,
-        "BudgetedSGDClassifier",
-        marks=_stale("_estimators.py:176: make_pipeline(StandardScaler(), ...) scores 0.93, not 0.94"),
-    ),
-    pytest.param(
-        solvers,
-        "BudgetedSCAClassifier",
-        marks=_stale("_estimators.py:262: the example scores 0.92, not 0.96"),
-    ),
+    pytest.param(solvers, "BudgetedSGDClassifier"),
+    pytest.param(solvers, "BudgetedSCAClassifier"),
     pytest.param(solvers, "PegasosClassifier"),
-    pytest.param(
-        solvers,
-        "StreamingClassifier",
-        marks=_stale("online/pipeline.py:169: the stream scores 0.93, not 0.96"),
-    ),
+    pytest.param(solvers, "StreamingClassifier"),
     pytest.param(solvers, "DCSVMClassifier"),
     pytest.param(solvers, "LinearDualCDClassifier"),
-    # the engines (svmstream.solvers.budgeted): their examples still build the plain classes
-    pytest.param(
-        budgeted,
-        "StreamingBSGD",
-        marks=_stale("_classes.py:714-727: the example builds BudgetedSGDClassifier(warmup=...)"),
-    ),
-    pytest.param(
-        budgeted,
-        "StreamingBSCA",
-        marks=_stale("_classes.py:93-97: the example builds the plain BudgetedSCAClassifier: 0.95, not 0.94"),
-    ),
+    # the engines (svmstream.solvers.budgeted)
+    pytest.param(budgeted, "StreamingBSGD"),
+    pytest.param(budgeted, "StreamingBSCA"),
 ]
 
 

@@ -129,11 +129,6 @@ def test_plain_gamma_scale_is_scikit_learns(cls):
     assert plain_stream.scaling_ == "none"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a plain partial_fit fixes gamma='scale' from the first 256 rows of its first batch "
-    "(BudgetedKernelModel._feed_in_pieces cuts batches at DRIFT_CHECK_EVERY), not the whole batch",
-)
 @pytest.mark.parametrize("cls", ESTIMATORS)
 def test_plain_gamma_scale_of_partial_fit_is_from_the_whole_first_batch(cls):
     X, y = load_digits(return_X_y=True)

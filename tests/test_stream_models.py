@@ -157,16 +157,7 @@ def test_bsgd_options_reach_the_solver(tmp_path, options):
         ({"algorithm": "svm"}, "algorithm: Input should be 'bsgd' or 'bsca'"),
         ({"merge_solver": "fast"}, "merge_solver: Input should be"),
         ({"schedule": "adam"}, "schedule: Input should be"),
-        pytest.param(
-            {"budget": 1},
-            "config: budget must be an integer >= 2",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the plain estimators' check_params raises scikit-learn's message first "
-                "(\"The 'budget' parameter of BudgetedSGDClassifier must be an int in the range [2, inf)\"); "
-                "docs/service.md documents this one",
-            ),
-        ),
+        ({"budget": 1}, "config: budget must be an integer >= 2"),
         ({"eta": 0}, "eta: Input should be greater than 0"),
     ],
 )

@@ -673,6 +673,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     def _pieces(self, n):
         """``(lo, hi)`` ranges covering ``n`` received rows, cut where the count of received
         examples (``n_seen_``) reaches a multiple of :data:`DRIFT_CHECK_EVERY`."""
+        if self.on_drift == "none":  # no reset to place: the batch is one piece (a window
+            return [(0, n)]  # formed by the first batch then sees all of it)
         out, lo, seen = [], 0, self.n_seen_
         while lo < n:
             hi = min(n, lo + DRIFT_CHECK_EVERY - (seen + lo) % DRIFT_CHECK_EVERY)

@@ -44,7 +44,9 @@ _SPARSE_POOL = ("_sv_data", "_sv_idx", "_sv_start", "_sv_len", "_sv_used", "_sv_
 
 @register_estimator
 class StreamingBSCA(BudgetedKernelModel):
-    """Budgeted stochastic coordinate ascent (BSCA) kernel SVM.
+    """The BSCA engine: budgeted stochastic coordinate ascent with the streaming stages in one
+    object.  Users meet it as :class:`svmstream.solvers.BudgetedSCAClassifier` (the stages off)
+    or inside :class:`svmstream.solvers.StreamingClassifier` (the stages on).
 
     Source: Qaadan, Schüler & Glasmachers (2019), "Dual SVM training on a budget",
     Algorithm 2 (see :mod:`svmstream.solvers.budgeted._bsca`).  Budget maintenance as in the BSGD family
@@ -90,9 +92,9 @@ class StreamingBSCA(BudgetedKernelModel):
     Examples
     --------
     >>> from sklearn.datasets import make_moons
-    >>> from svmstream.solvers import BudgetedSCAClassifier
+    >>> from svmstream.solvers.budgeted import StreamingBSCA
     >>> X, y = make_moons(n_samples=400, noise=0.2, random_state=0)
-    >>> clf = BudgetedSCAClassifier(budget=50, epochs=3, random_state=0).fit(X[:300], y[:300])
+    >>> clf = StreamingBSCA(budget=50, epochs=3, random_state=0).fit(X[:300], y[:300])
     >>> clf.n_support_vectors_ <= 50, round(clf.score(X[300:], y[300:]), 2)
     (True, 0.94)
     """
@@ -595,7 +597,10 @@ class StreamingBSCA(BudgetedKernelModel):
 
 @register_estimator
 class StreamingBSGD(BudgetedKernelModel):
-    """Budgeted SGD kernel SVM (BSGD): binary, or multi-class by Crammer–Singer.
+    """The BSGD engine: budgeted SGD (binary, or multi-class by Crammer–Singer) with the
+    streaming stages in one object.  Users meet it as
+    :class:`svmstream.solvers.BudgetedSGDClassifier` or :class:`svmstream.solvers.PegasosClassifier`
+    (the stages off) or inside :class:`svmstream.solvers.StreamingClassifier` (the stages on).
 
     Source: Wang, Crammer & Vucetic (2012), Algorithm 1 and §5 (multi-class), learning-rate
     schedules of Table 2, budget maintenance of §6; merging by golden section search or the
@@ -711,16 +716,16 @@ class StreamingBSGD(BudgetedKernelModel):
     Examples
     --------
     >>> from sklearn.datasets import make_moons
-    >>> from svmstream.solvers import BudgetedSGDClassifier
+    >>> from svmstream.solvers.budgeted import StreamingBSGD
     >>> X, y = make_moons(n_samples=400, noise=0.2, random_state=0)
-    >>> clf = BudgetedSGDClassifier(budget=50, epochs=3, random_state=0).fit(X[:300], y[:300])
+    >>> clf = StreamingBSGD(budget=50, epochs=3, random_state=0).fit(X[:300], y[:300])
     >>> clf.n_support_vectors_ <= 50, round(clf.score(X[300:], y[300:]), 2), round(clf.gamma_, 3)  # γ from the data
     (True, 0.93, 3.543)
 
     Streaming: the first ``warmup`` examples fix the scaling and γ, then examples pass a
     shuffle buffer; :meth:`flush` learns what is still pending at the end of a stream.
 
-    >>> stream = BudgetedSGDClassifier(budget=50, warmup=100, shuffle_buffer=100, random_state=0)
+    >>> stream = StreamingBSGD(budget=50, warmup=100, shuffle_buffer=100, random_state=0)
     >>> for start in range(0, 300, 50):
     ...     stream = stream.partial_fit(X[start : start + 50], y[start : start + 50], classes=[0, 1])
     >>> stream.n_pending_, stream.flush().n_pending_, stream.n_support_vectors_ <= 50
@@ -888,7 +893,7 @@ class StreamingBSGD(BudgetedKernelModel):
         """``kernel="linear"``: the weights on the raw features, (1, d) binary or (n_classes, d):
         w = scale · W times the frozen scaling factors (AttributeError for ``kernel="rbf"``)."""
         if not self._linear():
-            raise AttributeError("coef_ exists for kernel='linear' only")
+            raise AttributeError("coef_ exists for linear models only (PegasosClassifier)")
         check_is_fitted(self, "classes_")
         return (self._reals[R_SCALE] * self._W * self._pp.factor[:, None]).T.copy()
 

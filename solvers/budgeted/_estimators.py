@@ -67,11 +67,12 @@ class _Plain:
         return cls(**params)
 
     def check_params(self):
-        """Validate the parameters (``_parameter_constraints``, then the family's own checks);
+        """Validate the parameters (the family's own checks, then ``_parameter_constraints``);
         returns self.  Raises ValueError (scikit-learn's ``InvalidParameterError``) naming the
         parameter."""
+        super().check_params()  # the family's messages first ("budget must be an integer >= 2, ...")
         self._validate_params()
-        return super().check_params()
+        return self
 
 
 _GAMMA = [Interval(Real, 0, None, closed="neither"), StrOptions({"scale"})]
@@ -174,7 +175,7 @@ class BudgetedSGDClassifier(_Plain, StreamingBSGD):
     (True, 0.96)
     >>> scaled = make_pipeline(StandardScaler(), BudgetedSGDClassifier(budget=50, random_state=0))
     >>> round(scaled.fit(X[:300], y[:300]).score(X[300:], y[300:]), 2)
-    0.94
+    0.93
     """
 
     _parameter_constraints: dict = {**_KERNEL_COMMON, **_SCHEDULE}
@@ -257,7 +258,7 @@ class BudgetedSCAClassifier(_Plain, StreamingBSCA):
     >>> from sklearn.datasets import make_moons
     >>> from svmstream.solvers import BudgetedSCAClassifier
     >>> X, y = make_moons(n_samples=400, noise=0.2, random_state=0)
-    >>> clf = BudgetedSCAClassifier(budget=50, gamma=1.0, C=10.0, epochs=3, random_state=0)
+    >>> clf = BudgetedSCAClassifier(budget=50, gamma=1.0, C=1.0, epochs=3, random_state=0)
     >>> clf = clf.fit(X[:300], y[:300])
     >>> clf.n_support_vectors_ <= 50, round(clf.score(X[300:], y[300:]), 2)
     (True, 0.96)
