@@ -93,7 +93,7 @@ def test_plain_scale_gamma_is_scikit_learns_for_any_number_of_classes():
 
 def test_keyword_only_and_parameters_named_when_invalid():
     with pytest.raises(TypeError):
-        BudgetedSGDClassifier(500)  # noqa: the parameters are keyword-only
+        BudgetedSGDClassifier(500)  # the parameters are keyword-only
     for cls in (BudgetedSGDClassifier, BudgetedSCAClassifier, PegasosClassifier):
         assert "scaling" not in cls().get_params()
         assert "warmup" not in cls().get_params()
