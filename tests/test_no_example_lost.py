@@ -2,14 +2,16 @@
 every batch, a forced drift detection drops nothing, and flush learns every pending row.
 
 Both kinds of user: one with no settings (raw unscaled features sorted by a string label,
-then the concept flips), one with a paper's settings (a numeric γ: the features are not
-rescaled, ``GET /models`` says why)."""
+then the concept flips; raw label-sorted rows equal to the pipeline's local fit), one with a
+paper's settings (a numeric γ: the features are not rescaled, ``GET /models`` says why; with the
+stages off the served model is the plain estimator's)."""
 
 from __future__ import annotations
 
 import numpy as np
 from sklearn.datasets import make_classification
 
+from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
 from tests.conftest import assert_examples_account
 
 
@@ -67,3 +69,53 @@ def test_paper_settings_user_gets_their_gamma_on_their_features(start_server):
         assert info["warming_up"] is False  # nothing to fix from a window: learning starts at once
         client.post("/models/paper/flush")
         assert_examples_account(client, "paper", X.shape[0])
+
+
+def _raw_sorted(n=1500, seed=1):
+    X, y = make_classification(n_samples=n, n_features=5, n_informative=3, random_state=seed)
+    X = X * np.array([1.0, 400.0, 0.05, 2.0, 1.0])  # raw, unscaled
+    order = np.argsort(y, kind="stable")  # a file sorted by label
+    return X[order], y[order]
+
+
+def _decisions(client, model, probe):
+    r = client.post("/predict", json={"model": model, "X": probe.tolist()})
+    assert r.status_code == 200, r.text
+    return np.asarray(r.json()["decision"])
+
+
+def test_explicit_settings_with_the_stages_off_are_the_plain_estimator(start_server):
+    """A user's gamma and C through the service, stages switched off: exactly the plain
+    estimator's partial_fit over the same rows in the same order."""
+    server = start_server()
+    X, y = _raw_stream_shuffled()
+    settings = {"budget": 40, "gamma": 0.002, "C": 8.0, "n_samples": X.shape[0], "classes": [0, 1]}
+    stages_off = {"shuffle_buffer": 0, "rehearsal": 0, "run_guard": False, "on_drift": "none"}
+    with server.client() as client:
+        assert client.put("/models/plain", json={**settings, **stages_off}).status_code in (200, 201)
+        _learn(client, "plain", X, y, batch=97)
+        served = _decisions(client, "plain", X[:200])
+    plain = BudgetedSGDClassifier(budget=40, gamma=0.002, C=8.0, n_samples=X.shape[0], random_state=0)
+    plain.partial_fit(X, y, classes=[0, 1])
+    np.testing.assert_allclose(served, plain.decision_function(X[:200]), rtol=0, atol=1e-12)
+
+
+def test_no_settings_through_the_service_is_the_pipelines_fit(start_server):
+    """No hyperparameters, raw label-sorted rows through HTTP then flush: the same model as
+    ``StreamingClassifier(BudgetedSGDClassifier(random_state=0)).fit`` on the same rows."""
+    server = start_server()
+    X, y = _raw_sorted()
+    with server.client() as client:
+        assert client.put("/models/nosettings", json={}).status_code in (200, 201)
+        _learn(client, "nosettings", X, y, batch=250)
+        client.post("/models/nosettings/flush")
+        assert_examples_account(client, "nosettings", X.shape[0])
+        served = _decisions(client, "nosettings", X[::7])
+    local = StreamingClassifier(BudgetedSGDClassifier(random_state=0)).fit(X, y)
+    np.testing.assert_allclose(served, local.decision_function(X[::7]), rtol=0, atol=1e-12)
+    assert np.mean((served > 0) == (y[::7] == 1)) > 0.8  # and it learned, from label-sorted raw rows
+
+
+def _raw_stream_shuffled(n=1500, seed=2):
+    X, y = make_classification(n_samples=n, n_features=5, n_informative=3, random_state=seed)
+    return X * np.array([1.0, 400.0, 0.05, 2.0, 1.0]), y
