@@ -36,59 +36,9 @@ was split into calls.  The window discards the margins of the weak early model. 
 (``probability=True`` of DC-SVM and the linear estimator): :meth:`MarginCalibrator.fit`, once,
 on the margins of a held-out split (:func:`holdout_split`).
 
-Measured (2 vCPUs, shared)
---------------------------
-``BudgetedSGDClassifier(budget=500, random_state=s)`` streamed through ``partial_fit`` in
-batches of 500 rows of the shuffled training file, then ``flush()``; the calibrator is fed
-``last_margins_`` / ``last_y_`` after every call and scores ``decision_function`` on the test
-file.  Reference: ``CalibratedClassifierCV(BudgetedSGDClassifier(budget=500,
-random_state=s), method="sigmoid", cv=3)`` fitted on the same training rows (Platt's
-``sigmoid(A f + B)`` on out-of-fold margins, averaged over three models).  Medians over
-s = 0, 1, 2; ECE: :func:`expected_calibration_error`, 10 bins.
-
-==========  =================  ========================  =====================================
-data set    reference          slope/temperature         other candidates (log-loss, ECE)
-            log-loss / ECE     window 2000 (default)
-==========  =================  ========================  =====================================
-ijcnn1      0.0825 / 0.0166    0.0907 (1.10x) / 0.0224   window 5000: 0.0845 / 0.0285 (1.72x);
-                               (1.35x)                   two slopes: 0.0905 / 0.0218;
-                                                         Platt counts: 0.0914 / 0.0233
-a9a         0.3372 / 0.0145    0.3533 (1.05x) / 0.0208   window 5000: 0.3538 / 0.0229;
-                               (1.44x)                   two slopes: 0.3536 / 0.0220;
-                                                         oracle slope (fitted on the test
-                                                         set): 0.3532 / 0.0179 (1.24x)
-pendigits   0.0818 / 0.0166    0.1059 (1.29x) / 0.0098   window 5000: 0.1116 / 0.0199 (1.20x);
-                               (0.59x)                   Platt counts: 0.1145 / 0.0202;
-                                                         oracle temperature: 0.1057 (1.29x)
-==========  =================  ========================  =====================================
-
-* The online model is the BSGD of this tree (multi-class: Crammer-Singer).  With the BSGD of
-  commit 61c0fd1 (before its multi-class changes; binary runs are identical) pendigits gave
-  reference 0.1226 / 0.0252, window 2000: 0.1227 (1.00x) / 0.0081 (0.32x), window 5000:
-  0.1422 / 0.0317, Platt counts 0.1315 / 0.0221.
-* The single slope/temperature was kept: the binary two-slope form ``sigmoid(a_+ f)`` for
-  ``f > 0``, ``sigmoid(a_- f)`` otherwise was no better (ECE 1.32x on ijcnn1, 1.52x on a9a),
-  and an unconstrained Platt ``sigmoid(A f + B)`` on the same window (not allowed: it can
-  contradict ``predict``) reaches 0.0878 / 0.0205 on ijcnn1 and 0.3538 / 0.0239 on a9a.
-  Richer argmax-preserving multi-class maps ``softmax(g(f))`` with a shared increasing ``g``
-  (two slopes, ``a sign(f) |f|^b``, ``a f + c f^3``) did not help consistently on pendigits.
-* Platt's per-class-count smoothing (true class ``(N_y + 1) / (N_y + 2)``) over-smooths
-  with many classes (pendigits at 61c0fd1: log-loss 1.07x, ECE 2.7x that of the row-count
-  rule).
-* Window: 1000 and 2000 tie on a9a and pendigits, 2000 is better on ijcnn1 (1.14x at
-  1000); 5000 reaches back to the weak early model on the 7,494-row pendigits stream.
-  ``refit_every`` 250 / 500 / 1000 changed nothing on a9a and pendigits; on ijcnn1 it
-  moves which rows the last fit saw (log-loss 0.0894 / 0.0907 / 0.0873, ECE 0.0226 / 0.0224
-  / 0.0279): no consistent direction, 500 kept.
-* Log-loss is within 10% of the reference on ijcnn1 and a9a, not on pendigits; ECE is
-  within it (better) on pendigits only.  The limit is the model, not the calibration map:
-  the best slope/temperature for the test set itself (an oracle) is no better on a9a (ECE
-  1.24x) and pendigits (log-loss 1.29x; the reference averages three models, 98.0% accurate
-  against 97.1% online), and the final online model differs from the models that produced
-  the window (ijcnn1 seed 1: median |f| 2.6 on the window, 1.8 on the test set; the oracle
-  slope is 4.4 against 2.2 fitted on the window).
-* Cost of a refit on a 2000 x 105 window: 1.3 ms from a cold start, 0.9-1.1 ms warm;
-  2000 x 10: 0.7 / 0.25-0.5 ms; binary 2000 rows: 0.1 ms.
+Measured against ``CalibratedClassifierCV`` on ijcnn1, a9a and pendigits, and why the single
+slope/temperature, the window of 2,000 and ``refit_every`` 500 were kept: ``docs/online.md``
+("Measured: calibration").
 """
 
 from __future__ import annotations

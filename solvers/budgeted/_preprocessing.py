@@ -20,20 +20,10 @@ seeds, target: within 2 pp of scikit-learn ``SVC()`` in file order and shuffled)
    * ``gamma="scale"``: 1 / (d · Var(X_window scaled)) over all entries of the window
      matrix — scikit-learn's ``SVC(gamma="scale")`` convention (1.0 if the variance is 0) —
      times :data:`MULTICLASS_GAMMA_FACTOR` (6) when the model has more than two classes
-     when the window closes.  With B shared by K classes a budgeted model needs narrower
-     kernels than the exact SVM: one pass in file order, B = 500, mean of 2–3 seeds, BSGD
-     (Crammer–Singer) with γ = factor × scale:
-
-     =========  ======  ======  ======  ======  ======
-     factor     1       2       4       6       8
-     =========  ======  ======  ======  ======  ======
-     letter     79.9    85.3    89.7    89.7    89.9
-     pendigits  94.3    96.3    96.9    97.2    97.1
-     digits     92.8    95.1    96.2    97.3    97.0
-     =========  ======  ======  ======  ======  ======
-
-     (BSCA one-vs-rest moves the same way: letter 83.3 → 94.5 at 4.)  Binary models keep
-     the factor 1: on ijcnn1 2× and 4× lose 0.2 and 1.1 pp.
+     when the window closes (a plain estimator's "scale" has no factor).  With B shared by K
+     classes a budgeted model needs narrower kernels than the exact SVM; the measurements
+     behind 6 (letter, pendigits, digits; binary models keep 1) are in ``docs/online.md``
+     ("Classes").
 
    The window's examples then enter the shuffle buffer in a shuffled order.
 2. **Scaling** of every later example (learning and prediction alike) with the frozen
