@@ -311,13 +311,15 @@ class ModelHandle(LazyRestore, Learning, Rollback):
         p50, p99 = np.percentile(times, [50, 99]) * 1e3
         return {"publish_ms_p50": float(p50), "publish_ms_p99": float(p99)}
 
-    def examples(self) -> dict[str, int]:
+    def examples(self, status: dict[str, Any] | None | object = ...) -> dict[str, int]:
         """The model's example account: ``received = learned + pending + refused``.  Learned and
         pending come from the model's state (they survive restarts); refused counts the stream
         entries this process dead-lettered (bad entries, batches the learner refused).  A
-        refused HTTP request changes nothing and is not received."""
+        refused HTTP request changes nothing and is not received.  ``status``: the stream status
+        a caller already read (None: no stream); by default it is read here."""
         counts = dict(self.view.stats.get("examples") or {"received": 0, "learned": 0, "pending": 0})
-        status = self.stream_status() if self.stream_status is not None else None
+        if status is ...:
+            status = self.stream_status() if self.stream_status is not None else None
         refused = int(status.get("dead_letters", 0)) if status else 0
         counts["received"] += refused
         counts["refused"] = refused

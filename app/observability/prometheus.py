@@ -186,13 +186,13 @@ def _model_values(handle: ModelHandle, now: float) -> dict[str, float]:
         "drift": stats.get("drift", {}).get("detections", 0),
         "classes": len(view.codec.classes),
     }
-    examples = handle.examples()
+    status = handle.stream_status() if handle.stream_status is not None else None
+    examples = handle.examples(status)  # one status read per model and scrape
     out.update(received=examples["received"], learned=examples["learned"], refused=examples["refused"])
     if acc is not None:
         out["preq"] = acc
     if handle.last_snapshot_time is not None:
         out["snap_age"] = max(0.0, now - handle.last_snapshot_time)
-    status = handle.stream_status() if handle.stream_status is not None else None
     if status:
         for key, fam in _STREAM_GAUGES:
             if status.get(key) is not None:
