@@ -79,6 +79,7 @@ class ServerProcess:
             env = {"SVMSTREAM_SNAPSHOT_DIR": str(self.snapshot_dir), **(env or {})}
         else:
             cmd = [*CLI, *serve_args(self.port, self.snapshot_dir), *args]
+        self.token = (env or {}).get("SVMSTREAM_API_TOKEN") or os.environ.get("SVMSTREAM_API_TOKEN")
         self._log = open(self.log_path, "ab")  # noqa: SIM115  (the log stays open for the child process's life)
         self.proc = subprocess.Popen(
             cmd, cwd=REPO, env=subprocess_env(**(env or {})), stdout=self._log, stderr=subprocess.STDOUT
@@ -105,12 +106,38 @@ class ServerProcess:
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=60)
 
+    def check_examples_account(self) -> int:
+        """Assert the invariant of every model on this server: received = learned + pending +
+        refused (``GET /models``' ``examples``).  Every server a test stops gracefully, and every
+        server still running when its test ends, goes through this check, so the invariant is
+        asserted in every end-to-end test.  A server that no longer answers is not checked (the
+        test killed or overloaded it on purpose).  Returns the number of models checked."""
+        if self.proc.poll() is not None:
+            return 0
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        try:
+            answer = httpx.get(self.url + "/models", headers=headers, timeout=30)
+        except httpx.HTTPError:
+            return 0
+        if answer.status_code != 200:
+            return 0
+        models = answer.json()["models"]
+        for info in models:
+            examples = info.get("examples")
+            if examples is None:  # an untrained placeholder has no account yet
+                continue
+            received = examples["received"]
+            total = examples["learned"] + examples["pending"] + examples["refused"]
+            assert received == total, (info["name"], examples)
+        return len(models)
+
     def terminate(self, timeout: float = 60.0) -> int:
         """SIGTERM (graceful: final snapshots) and wait; asserts a clean shutdown.
 
         uvicorn re-raises the signal after its graceful shutdown, so the exit status is
         -SIGTERM (or 0); the log must show the lifespan shutdown completed.
         """
+        self.check_examples_account()
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         code = self.proc.wait(timeout=timeout)
@@ -143,9 +170,13 @@ def start_server(tmp_path):
         return server.wait_ready()
 
     yield start
-    for server in started:
-        if server.proc.poll() is None:
-            server.kill()
+    try:
+        for server in started:
+            server.check_examples_account()
+    finally:
+        for server in started:
+            if server.proc.poll() is None:
+                server.kill()
 
 
 @pytest.fixture(scope="session")

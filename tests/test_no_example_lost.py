@@ -9,6 +9,7 @@ stages off the served model is the plain estimator's)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from sklearn.datasets import make_classification
 
 from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
@@ -66,9 +67,14 @@ def test_paper_settings_user_gets_their_gamma_on_their_features(start_server):
         info = client.get("/models/paper").json()
         assert info["scaling"] == "none" and info["gamma_eff"] == 0.5
         assert "gamma" in info["scaling_reason"]
+        # C without n_samples: the n assumed for λ = 1/(C·n) is said, and so is the way out
+        assert info["lambda_eff"] == pytest.approx(1 / (8 * 30_000))
+        assert "n = 30,000 is assumed" in info["lambda_reason"] and "n_samples" in info["lambda_reason"]
         assert info["warming_up"] is False  # nothing to fix from a window: learning starts at once
         client.post("/models/paper/flush")
         assert_examples_account(client, "paper", X.shape[0])
+        r = client.put("/models/rows", json={"budget": 50, "gamma": 0.5, "C": 8, "n_samples": 2000})
+        assert r.json()["lambda_reason"].endswith("C and n_samples given")
 
 
 def _raw_sorted(n=1500, seed=1):

@@ -171,6 +171,21 @@ class ModelConfig(_ModelConfigFields):
         return REFERENCE_N_LINEAR if self.kernel == "linear" else REFERENCE_N
 
     @property
+    def lambda_reason(self) -> str:
+        """Why the model's λ is what it is (``GET /models/{name}`` shows it beside ``lambda_eff``):
+        a C from a batch SVM means λ = 1/(C·n) with n its training rows, which a stream cannot
+        know, so a C without ``n_samples`` says which n it assumed."""
+        if self.lambda_ is not None:
+            return "lambda given"
+        if self.n_samples is not None:
+            return f"lambda = 1/(C * n_samples) = 1/({self.C:g} * {self.n_samples:,}): C and n_samples given"
+        return (
+            f"lambda = 1/(C * n) = 1/({self.C:g} * {self.reference_n:,}): no n_samples, so n = "
+            f"{self.reference_n:,} is assumed for a stream of unknown length; give n_samples (the rows "
+            "C was chosen on) for C's batch meaning, or lambda"
+        )
+
+    @property
     def learns_classes(self) -> bool:
         """True when the label set is learned from the data (no ``classes`` declared)."""
         return self.classes is None

@@ -335,6 +335,7 @@ class ModelHandle(LazyRestore, Learning, Rollback):
             "algorithm": self.config.algorithm,
             "budget": self.config.budget,
             "config": self.config.to_json(),
+            "lambda_reason": self.config.lambda_reason,
             "n_features": self._n_features,
             "n_features_fixed": self._fixed,
             "classes": view.codec.public_classes,
