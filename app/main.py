@@ -46,11 +46,13 @@ from svmstream.app.api.routes import (
     predict,
     uploads,
     v2,
+    versions,
 )
 from svmstream.app.errors import install_error_handlers
 from svmstream.app.jobs.runner import JobRunner
 from svmstream.app.models.registry import Registry
 from svmstream.app.models.snapshots import SnapshotStore, run_snapshotter
+from svmstream.app.models.versions import Versions
 from svmstream.app.models.warmup import start_warm_up, warm_up
 from svmstream.app.observability.live import LiveFeed
 from svmstream.app.observability.prometheus import RequestCounter, build_registry
@@ -102,7 +104,12 @@ async def _open_registry(settings: Settings) -> Registry:
         if settings.warm_up:
             start_warm_up([registry.resolve_config({})])
         return registry
-    registry = Registry(settings, SnapshotStore(settings.snapshot_dir, keep=settings.snapshot_keep))
+    registry = Registry(
+        settings,
+        SnapshotStore(
+            settings.snapshot_dir, keep=settings.keep_versions, max_bytes=settings.max_history_bytes
+        ),
+    )
     if settings.restore_on_start:
         await asyncio.to_thread(registry.restore)
     if settings.warm_up:  # the kernel groups the default and the restored models use (warmup.py)
@@ -151,6 +158,7 @@ async def lifespan(app: FastAPI):
         )
     registry = await _open_registry(settings)
     app.state.registry = registry
+    app.state.versions = Versions(registry, settings.max_pinned_versions)
     replication = _start_replication(app, settings, registry)
     app.state.jobs = JobRunner(settings, registry)  # batch jobs (docs/jobs.md); workers start per job
     app.state.started_at = time.time()
@@ -238,7 +246,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if app.state.settings.role == "replica":  # a replica only predicts (docs/deployment.md)
         follower = lambda: getattr(app.state, "replication", None)  # noqa: E731
         app.add_middleware(ReplicaReadOnly, learner_url=lambda: getattr(follower(), "learner_url", None))
-    for module in (learn, predict, models, health, metrics, jobs, uploads, events, dashboard):
+    for module in (learn, predict, models, versions, health, metrics, jobs, uploads, events, dashboard):
         app.include_router(module.router)
     # the standard protocols: Open Inference Protocol v2 and MLflow scoring (docs/protocols.md)
     for module in (v2, invocations):

@@ -86,7 +86,13 @@ class Settings(_ModelDefaults):
 
     snapshot_dir: Path = Path("./snapshots")
     snapshot_interval_s: float = Field(30.0, gt=0)
-    snapshot_keep: int = Field(3, ge=1)
+    #: Snapshot files (versions) kept per model besides the marked ones (promoted, rolled back
+    #: to): docs/versions.md.
+    keep_versions: int = Field(20, ge=1, le=100_000)
+    #: Disk budget of one model's history (bytes): past it the oldest versions go first.
+    max_history_bytes: int = Field(1024 * MIB, ge=1)
+    #: Versions other than the live one held decoded at once for pinned predictions (LRU).
+    max_pinned_versions: int = Field(4, ge=0, le=1000)
     restore_on_start: bool = True
     warm_up: bool = True
 

@@ -132,7 +132,7 @@ CFG = ModelConfig(budget=30, random_state=7)  # no settings but the budget: wind
 
 
 def _registry(tmp_path) -> Registry:
-    return Registry(Settings(snapshot_dir=tmp_path, snapshot_keep=3), SnapshotStore(tmp_path, keep=3))
+    return Registry(Settings(snapshot_dir=tmp_path, keep_versions=3), SnapshotStore(tmp_path, keep=3))
 
 
 def _direct(X, y, stop, batch=100):

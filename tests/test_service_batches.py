@@ -199,4 +199,4 @@ def test_settings_read_the_svmstream_environment(monkeypatch, tmp_path):
     s = Settings()
     assert s.default_budget == 77 and s.snapshot_dir == tmp_path and s.default_lambda is None
     assert s.model_defaults()["classes"] == ["a", "b"]
-    assert s.max_body_bytes == 64 * 1024 * 1024 and s.snapshot_interval_s == 30 and s.snapshot_keep == 3
+    assert s.max_body_bytes == 64 * 1024 * 1024 and s.snapshot_interval_s == 30 and s.keep_versions == 20

@@ -23,7 +23,7 @@ CFG = ModelConfig(budget=30, gamma=1.0, C=10.0, n_samples=600, random_state=7, *
 
 
 def _registry(tmp_path, keep: int = 3) -> Registry:
-    return Registry(Settings(snapshot_dir=tmp_path, snapshot_keep=keep), SnapshotStore(tmp_path, keep=keep))
+    return Registry(Settings(snapshot_dir=tmp_path, keep_versions=keep), SnapshotStore(tmp_path, keep=keep))
 
 
 def _direct(X, y, batch: int):

@@ -81,7 +81,8 @@ class PredictFastPath:
             try:
                 name, obj, batch = parse_predict(registry, body, settings.default_model)
                 answer = None
-                if _inline_work(registry, name, batch) <= INLINE_WORK:
+                # a pinned version is decoded from its file: the route's thread pool does that
+                if "version" not in obj and _inline_work(registry, name, batch) <= INLINE_WORK:
                     answer = answer_predict(registry, name, obj, batch)
             except Exception:  # the route answers it with its own status and message
                 answer = None

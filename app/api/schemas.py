@@ -127,6 +127,11 @@ class PredictRequest(BaseModel):
     X: list[Features] = Field(json_schema_extra=_NON_EMPTY)
     n_features: int | None = Field(None, ge=1)
     proba: bool = Field(False, description="also answer calibrated class probabilities")
+    version: int | None = Field(
+        None,
+        ge=0,
+        description="answer from this version of the model's history (GET /models/{name}/versions)",
+    )
 
 
 class ModelInfo(BaseModel):
@@ -152,7 +157,9 @@ class ModelInfo(BaseModel):
     )
     n_seen: int = Field(description="examples received (learned or pending)")
     lambda_eff: float | None = Field(description="the lambda in use")
-    lambda_reason: str | None = Field(None, description="why lambda_eff is what it is (C, n_samples or lambda given)")
+    lambda_reason: str | None = Field(
+        None, description="why lambda_eff is what it is (C, n_samples or lambda given)"
+    )
     gamma_eff: float | None = Field(None, description="the gamma in use (null while warming up)")
     scaling: str | None = Field(None, description="the feature scaling in use (null while warming up)")
     warming_up: bool = Field(False, description="true while the warm-up window is open (/predict: 409)")

@@ -111,7 +111,14 @@ def add_serve_parser(sub) -> argparse.ArgumentParser:
         type=float,
         help="seconds between snapshots (default 30)",
     )
-    serve.add_argument("--snapshot-keep", type=int, help="snapshots kept per model (default 3)")
+    serve.add_argument(
+        "--keep-versions",
+        type=int,
+        help="snapshot files (versions) kept per model besides marked ones (default 20)",
+    )
+    serve.add_argument(
+        "--max-history-bytes", type=int, help="disk budget of one model's history (default 1 GiB)"
+    )
     serve.add_argument("--max-body-bytes", type=int, help="largest accepted request body (default 64 MiB)")
     serve.add_argument("--default-model", help="name of the model created at start (default 'default')")
     serve.add_argument(

@@ -166,6 +166,9 @@ class Registry:
             self._models[name] = handle
         if old is not None:
             old.close(wait=True)
+            if snapshot and self.store is not None:  # a new model: the old one's history goes
+                with self._snap_lock(name):
+                    self.store.delete(name)
         if snapshot:
             self.snapshot(handle)
         return handle, old is not None
@@ -287,6 +290,7 @@ class Registry:
                     n_features_fixed=view.n_features_fixed,
                     classes=view.codec.classes,
                     stats=view.stats,
+                    figures={"prequential_accuracy": handle.prequential.accuracy()},
                 )
             except Exception:
                 handle.snapshot_failures += 1  # svmstream_snapshot_failures_total

@@ -27,7 +27,8 @@ that has not learned yet is saved with ``meta["estimator"] = None`` and no array
 that its configuration survives a restart.
 
 Restore takes the newest file that decodes and rebuilds; each file that does not is
-logged (path and reason) and skipped.  The newest ``keep`` files are kept.
+logged (path and reason) and skipped.  Retention (:mod:`.history`): the newest ``keep`` files,
+every marked one (promoted, rolled back to), within ``max_bytes`` per model.
 
 The store deals in plain values (name, :class:`ModelConfig`, the estimator's state,
 version, ``extra``...), not in the registry's objects: the registry decides what to save
@@ -52,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from svmstream.app.models.config import ModelConfig
+from svmstream.app.models.history import KeptFile, files_to_prune, read_marks
 from svmstream.solvers.persistence import (
     CorruptStateError,
     decode_meta,
@@ -88,6 +90,8 @@ class RestoredModel:
     #: ``fitted`` says whether the file holds one
     header_only: bool = False
     fitted: bool = False
+    #: the service's meters when it was saved (``prequential_accuracy``...; None: not saved)
+    figures: dict[str, Any] | None = None
 
 
 @dataclass
@@ -99,11 +103,14 @@ class SnapshotStore:
     root : Path
         Snapshot directory (created if missing).
     keep : int
-        Number of newest files kept per model.
+        Number of newest files kept per model (``keep_versions``).
+    max_bytes : int or None
+        Disk budget of one model's files (``max_history_bytes``); None: no budget.
     """
 
     root: Path
-    keep: int = 3
+    keep: int = 20
+    max_bytes: int | None = None
     _last_seq: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -157,6 +164,7 @@ class SnapshotStore:
         n_features_fixed: bool = True,
         classes: list[Any] | None = None,
         stats: dict[str, Any] | None = None,
+        figures: dict[str, Any] | None = None,
     ) -> tuple[Path, float]:
         """Write a snapshot of model ``name`` and prune old files.
 
@@ -173,6 +181,8 @@ class SnapshotStore:
         stats
             The published view's figures at ``version`` (saved so that a restart can list the
             model without decoding it).
+        figures
+            The service's meters at ``version`` (prequential accuracy: the history lists it).
 
         Returns
         -------
@@ -202,16 +212,33 @@ class SnapshotStore:
         }
         if stats is not None:
             meta["service"]["stats"] = _jsonable(stats)
+        if figures is not None:
+            meta["service"]["figures"] = _jsonable(figures)
         path = directory / f"{name}-{seq:012d}{SUFFIX}"
         write_atomic(path, encode_state(arrays, meta))
         self.prune(name)
         return path, saved_at
 
-    def prune(self, name: str) -> None:
-        """Delete all but the newest ``keep`` snapshot files of ``name``."""
-        for _, path in self.files(name)[self.keep :]:
+    def kept_files(self, name: str) -> list[KeptFile]:
+        """:meth:`files` of ``name`` with their sizes (newest first; a file gone meanwhile is
+        left out)."""
+        out = []
+        for seq, path in self.files(name):
             try:
-                path.unlink()
+                out.append(KeptFile(seq, path, path.stat().st_size))
+            except FileNotFoundError:
+                continue
+        return out
+
+    def prune(self, name: str) -> None:
+        """Apply the retention policy to ``name``'s files (:func:`.history.files_to_prune`)."""
+        files = self.kept_files(name)
+        if len(files) <= 1:
+            return
+        marks = read_marks(self.model_dir(name)) if len(files) > self.keep or self.max_bytes else {}
+        for doomed in files_to_prune(files, marks, self.keep, self.max_bytes):
+            try:
+                doomed.path.unlink()
             except FileNotFoundError:
                 pass
 
@@ -355,6 +382,7 @@ def _service_fields(meta: dict[str, Any], path: Path | None) -> dict[str, Any]:
         classes=service.get("classes"),
         stats=_interned(stats) if isinstance(stats, dict) else None,
         fitted=meta.get("estimator") is not None,
+        figures=service.get("figures") if isinstance(service.get("figures"), dict) else None,
     )
 
 

@@ -12,9 +12,11 @@ from svmstream.app.api.auth import require_read
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
 from svmstream.app.api.http import OrjsonResponse, body_slot, read_json_body, read_limit
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, PredictRequest, PredictResponse, errors
+from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
 from svmstream.app.ingest.examples import Batch, parse_examples
 from svmstream.app.models.registry import Registry
+from svmstream.app.models.versions import Versions
 
 router = APIRouter(tags=["predict"], dependencies=[Depends(require_read)])
 
@@ -30,11 +32,19 @@ def parse_predict(registry: Registry, body: bytes, default_model: str) -> tuple[
     return name, obj, parse_examples(obj, None, check_bools=may_contain_bools(body))
 
 
-def answer_predict(registry: Registry, name: str, obj: dict, batch: Batch) -> dict:
-    """The ``/predict`` answer (a dict for orjson) for a parsed batch.
+def answer_predict(
+    registry: Registry, name: str, obj: dict, batch: Batch, versions: Versions | None = None
+) -> dict:
+    """The ``/predict`` answer (a dict for orjson) for a parsed batch; ``"version": v`` in the
+    body answers from that version of the model's history (``versions``).
 
-    Raises ModelNotFound, ModelNotFitted, ModelWarmingUp (409), InvalidInput."""
-    view, X, decision = registry.predict(name, batch.X, declared=batch.n_features, with_rows=True)
+    Raises ModelNotFound, VersionNotFound (404), ModelNotFitted, ModelWarmingUp (409),
+    InvalidInput."""
+    version = pinned_version(obj)
+    if version is not None and versions is not None:
+        view, X, decision = versions.predict(name, version, batch.X, batch.n_features)
+    else:
+        view, X, decision = registry.predict(name, batch.X, declared=batch.n_features, with_rows=True)
     out = {
         "model": name,
         "version": view.version,
@@ -48,8 +58,20 @@ def answer_predict(registry: Registry, name: str, obj: dict, batch: Batch) -> di
     return out
 
 
-def _predict(registry: Registry, body: bytes, default_model: str) -> dict:
-    return answer_predict(registry, *parse_predict(registry, body, default_model))
+def pinned_version(obj: dict) -> int | None:
+    """The body's ``version`` (an integer >= 0) or None.  Raises InvalidInput naming it."""
+    version = obj.get("version") if isinstance(obj, dict) else None
+    if version is None:
+        return None
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise InvalidInput(
+            "version: must be a version number (an integer >= 0) of the model", field="version"
+        )
+    return version
+
+
+def _predict(registry: Registry, body: bytes, default_model: str, versions: Versions | None = None) -> dict:
+    return answer_predict(registry, *parse_predict(registry, body, default_model), versions)
 
 
 @router.post(
@@ -76,6 +98,7 @@ async def predict(
     limit, setting = read_limit(settings)
     async with body_slot(request, limit, setting, settings.max_concurrent_bodies):
         body = await read_json_body(request, limit, setting)
-        result = await run_in_threadpool(_predict, registry, body, settings.default_model)
+        versions = getattr(request.app.state, "versions", None)
+        result = await run_in_threadpool(_predict, registry, body, settings.default_model, versions)
     observe("predict", result["model"], time.perf_counter() - started)
     return OrjsonResponse(result)

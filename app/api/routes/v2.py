@@ -48,6 +48,7 @@ from svmstream.app.api.protocols import (
 from svmstream.app.errors import InvalidInput, ModelClosed, ModelNotFitted, ModelNotFound, ServiceError
 from svmstream.app.ingest.tensors import InferRequest, RequestedOutput, parse_infer_request
 from svmstream.app.models.registry import Registry
+from svmstream.app.models.versions import for_version
 
 router = APIRouter(tags=["open inference protocol v2"])
 
@@ -132,8 +133,8 @@ def oip_error(exc: ServiceError) -> Response:
 def _check_version(name: str, current: int, version: str | None) -> None:
     if version is not None and version != str(current):
         raise ModelNotFound(
-            f"model {name!r} version {version!r} is not served; only the current version {str(current)!r} "
-            "is (it advances with every learned batch: use the unversioned path)"
+            f"model {name!r} version {version!r} is not served: versions are the numbers "
+            f"GET /models/{name}/versions lists (the current one is {str(current)!r})"
         )
 
 
@@ -197,7 +198,8 @@ async def _metadata(
 ) -> Response:
     async def work() -> Response:
         await authorize_read(request, credentials)
-        return OrjsonResponse(model_metadata(registry, name, version))
+        answering = await run_in_threadpool(for_version, registry, request.app.state.versions, name, version)
+        return OrjsonResponse(model_metadata(answering, name, version))
 
     return await guarded(work, oip_error)
 
@@ -214,7 +216,7 @@ async def get_model_metadata(
 async def get_model_version_metadata(
     name: str, version: str, request: Request, registry: RegistryDep, credentials: Credentials
 ) -> Response:
-    """Model metadata of the current version (404 for any other)."""
+    """Model metadata of a version in the model's history (``docs/versions.md``; 404 for any other)."""
     return await _metadata(request, registry, credentials, name, version)
 
 
@@ -223,7 +225,8 @@ async def _ready(
 ) -> Response:
     async def work() -> Response:
         await authorize_read(request, credentials)
-        view = registry.get(name).view
+        answering = await run_in_threadpool(for_version, registry, request.app.state.versions, name, version)
+        view = answering.get(name).view
         _check_version(name, view.version, version)
         if view.estimator is None:
             raise ModelNotFitted(f"model {name!r} is not ready: it has not learned from any example yet")
@@ -251,7 +254,7 @@ async def model_ready(
 async def model_version_ready(
     name: str, version: str, request: Request, registry: RegistryDep, credentials: Credentials
 ) -> Response:
-    """As ``GET /v2/models/{name}/ready``, for the current version (404 for any other)."""
+    """As ``GET /v2/models/{name}/ready``, for a version in the model's history (404 for any other)."""
     return await _ready(request, registry, credentials, name, version)
 
 
@@ -377,7 +380,12 @@ async def _infer_route(
         async with body_slot(request, limit, setting, settings.max_concurrent_bodies):
             body = await read_protocol_body(request, limit, MEDIA_TYPES, setting)
             response = await run_in_threadpool(
-                _infer, registry, name, version, body, request.headers.get(HEADER_LENGTH)
+                _infer,
+                for_version(registry, request.app.state.versions, name, version),
+                name,
+                version,
+                body,
+                request.headers.get(HEADER_LENGTH),
             )
         observe("v2_infer", name, time.perf_counter() - started)
         return response
@@ -419,5 +427,6 @@ async def infer_version(
     observe: LatencyDep,
     credentials: Credentials,
 ) -> Response:
-    """As ``POST /v2/models/{name}/infer``, answered only by the current version (404 otherwise)."""
+    """As ``POST /v2/models/{name}/infer``, answered by that version of the model's history
+    (``docs/versions.md``; 404 for a version it does not keep)."""
     return await _infer_route(request, registry, settings, observe, credentials, name, version)
