@@ -14,7 +14,7 @@ import pytest
 
 from svmstream.app.api.routes.v2 import INPUT_NAME
 from svmstream.app.models.history import KeptFile, files_to_prune
-from tests.conftest import assert_examples_account, two_moons_like
+from tests.conftest import assert_examples_account, run_cli, two_moons_like, write_libsvm
 
 NEVER = "100000"  # snapshots only when the test asks (POST /models/{name}/snapshot)
 
@@ -56,7 +56,7 @@ def _clean_then_flipped(client, model="m"):
     return X, y, clean, bad
 
 
-def test_rollback_restores_the_clean_version_exactly_and_can_be_undone(start_server):
+def test_rollback_restores_the_clean_version_exactly_and_can_be_undone(start_server, tmp_path):
     server = start_server(args=("--snapshot-interval", NEVER))
     probe = two_moons_like(300, d=4, seed=9)[0]
     with server.client() as client:
@@ -86,6 +86,27 @@ def test_rollback_restores_the_clean_version_exactly_and_can_be_undone(start_ser
         r = client.post("/models/m/rollback", json={"version": bad})  # undo the rollback
         assert r.status_code == 200, r.text
         assert _decisions(client, "m", probe)[0] == bad_decisions
+
+    # compare two versions on a labelled file: the clean one is right, the flipped one wrong
+    test_file = write_libsvm(tmp_path / "test.libsvm", X[:500], y[:500])
+    done = run_cli(
+        [
+            "score",
+            str(test_file),
+            "--server",
+            server.url,
+            "--model",
+            "m",
+            "--versions",
+            f"{clean},{bad}",
+            "--json",
+        ],
+        120,
+    )
+    assert done.returncode == 0, done.stderr
+    scored = json.loads(done.stdout)
+    assert scored["versions"][str(clean)]["accuracy"] > 0.8 > scored["versions"][str(bad)]["accuracy"]
+    assert scored["agreement"][f"{clean},{bad}"] < 0.5
 
 
 def test_pinned_version_is_byte_identical_after_more_snapshots_and_a_restart(start_server, tmp_path):

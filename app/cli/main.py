@@ -347,6 +347,20 @@ def add_train_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
+def add_score_parser(sub) -> argparse.ArgumentParser:
+    """Register ``score`` on the ``svmstream`` sub-parsers (``app/cli/score.py`` runs it)."""
+    p = sub.add_parser("score", help="score versions of a served model on a labelled LIBSVM file")
+    p.add_argument("file", metavar="FILE", help="labelled LIBSVM/svmlight file (.bz2/.gz ok)")
+    p.add_argument("--model", required=True, help="the served model")
+    p.add_argument(
+        "--versions", required=True, help="comma-separated versions (GET /models/{name}/versions), e.g. 12,15"
+    )
+    p.add_argument("--server", default=DEFAULT_URL, help=f"service URL (default {DEFAULT_URL})")
+    p.add_argument("--token", help="API token (default: env SVMSTREAM_API_TOKEN)")
+    p.add_argument("--json", dest="json_out", action="store_true", help="print the result as one JSON line")
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="svmstream", description="Streaming budgeted kernel SVM service.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -355,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_healthcheck_parser(sub)
     add_train_parser(sub)
     add_search_parser(sub)
+    add_score_parser(sub)
     return parser
 
 
@@ -390,6 +405,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from svmstream.app.cli.search import search
 
         return search(args)
+    if args.command == "score":
+        from svmstream.app.cli.score import score
+
+        return score(args)
     from svmstream.app.cli.replay import replay
 
     return replay(args)
