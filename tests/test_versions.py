@@ -138,6 +138,18 @@ def test_pinned_version_is_byte_identical_after_more_snapshots_and_a_restart(sta
         assert infer["model_version"] == str(pinned)
         decision = next(o for o in infer["outputs"] if o["name"] == "decision")["data"]
         assert decision == json.loads(before)["decision"]
+        mlflow = client.post(
+            "/invocations",
+            json={
+                "inputs": probe.tolist(),
+                "params": {"model": "p", "output": "decision", "version": pinned},
+            },
+        )
+        assert mlflow.json()["predictions"] == json.loads(before)["decision"]
+        bad_param = client.post(
+            "/invocations", json={"inputs": probe.tolist(), "params": {"model": "p", "version": -2}}
+        )
+        assert bad_param.status_code == 400 and "params.version" in bad_param.json()["message"]
         missing = client.post("/predict", json={"model": "p", "x": probe.tolist(), "version": 10**9})
         assert missing.status_code == 404 and "version" in missing.json()["detail"]
         bad = client.post("/predict", json={"model": "p", "x": probe.tolist(), "version": "x"})

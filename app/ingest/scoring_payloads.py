@@ -44,7 +44,7 @@ from svmstream.app.ingest.decode import describe
 from svmstream.app.ingest.features import first_non_number, nonfinite_cells, numeric_matrix
 
 INPUT_FORMATS = ("dataframe_split", "dataframe_records", "instances", "inputs")
-PARAMS = frozenset({"model", "output"})
+PARAMS = frozenset({"model", "output", "version"})
 OUTPUTS = ("label", "decision", "proba")
 SPLIT_FIELDS = frozenset({"columns", "data", "index"})
 
@@ -66,12 +66,15 @@ class ScoringRequest:
         ``params.model``; None: the default model.
     output : str
         ``params.output``: one of :data:`OUTPUTS`.
+    version : int or None
+        ``params.version``: a version of the model's history (``docs/versions.md``); None: live.
     """
 
     X: np.ndarray
     input_format: str
     model: str | None
     output: str
+    version: int | None = None
 
 
 def _bad(field: str, message: str) -> InvalidInput:
@@ -117,14 +120,14 @@ def parse_scoring_payload(obj: Any, check_bools: bool = True) -> ScoringRequest:
     if len(given) != 1:
         raise _bad("body", f"expected exactly one of {list(INPUT_FORMATS)}, got {given or 'none'}")
     fmt = given[0]
-    model, output = _parse_params(obj.get("params"))
+    model, output, version = _parse_params(obj.get("params"))
     X = _PARSERS[fmt](obj[fmt], fmt, check_bools)
-    return ScoringRequest(X=X, input_format=fmt, model=model, output=output)
+    return ScoringRequest(X=X, input_format=fmt, model=model, output=output, version=version)
 
 
-def _parse_params(params: Any) -> tuple[str | None, str]:
+def _parse_params(params: Any) -> tuple[str | None, str, int | None]:
     if params is None:
-        return None, "label"
+        return None, "label", None
     if not isinstance(params, dict):
         raise _bad("params", f"expected an object, got {describe(params)}")
     unknown = sorted(set(params) - PARAMS)
@@ -136,7 +139,10 @@ def _parse_params(params: Any) -> tuple[str | None, str]:
     output = params.get("output", "label")
     if output not in OUTPUTS:
         raise _bad("params.output", f"expected one of {list(OUTPUTS)}, got {describe(output)}")
-    return model, output
+    version = params.get("version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+        raise _bad("params.version", f"expected a version number (an integer >= 0), got {describe(version)}")
+    return model, output, version
 
 
 # ----------------------------------------------------------------------------- the four forms

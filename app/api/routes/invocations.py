@@ -5,7 +5,8 @@ unchanged: the payload forms ``dataframe_split``, ``dataframe_records``, ``insta
 ``inputs`` (:mod:`svmstream.app.ingest.scoring_payloads`) → ``{"predictions": [...]}``, the
 predicted labels.  ``params.model`` picks the model (default: ``SVMSTREAM_DEFAULT_MODEL``);
 ``params.output`` = ``decision`` or ``proba`` answers decision values or calibrated
-probabilities instead, plus ``classes`` (their columns).  Predictions take the path of
+probabilities instead, plus ``classes`` (their columns); ``params.version`` answers from that
+version of the model's history (``docs/versions.md``).  Predictions take the path of
 ``POST /predict`` (:func:`svmstream.app.api.protocols.predict_rows`).
 
 Errors are MLflow's ``{"error_code": ..., "message": ...}``: 400 ``BAD_REQUEST``, 401
@@ -32,6 +33,7 @@ from svmstream.app.errors import InvalidInput, ServiceError
 from svmstream.app.ingest.decode import decode_json, may_contain_bools
 from svmstream.app.ingest.scoring_payloads import INPUT_FORMATS, parse_scoring_payload
 from svmstream.app.models.registry import Registry
+from svmstream.app.models.versions import for_version
 
 router = APIRouter(tags=["mlflow scoring"])
 
@@ -69,13 +71,15 @@ def mlflow_error(exc: ServiceError) -> Response:
     )
 
 
-def _invoke(registry: Registry, body: bytes, default_model: str) -> tuple[str, dict[str, Any]]:
+def _invoke(registry: Registry, body: bytes, default_model: str, versions=None) -> tuple[str, dict[str, Any]]:
     try:
         obj = decode_json(body, "body", status=400)
     except RecursionError:
         raise InvalidInput("body: JSON nested too deeply", field="body", status=400) from None
     request = parse_scoring_payload(obj, check_bools=may_contain_bools(body))
     name = request.model or default_model
+    if request.version is not None:  # params.version: that version of the history answers
+        registry = for_version(registry, versions, name, str(request.version))
     pred = predict_rows(registry, name, request.X, f"{request.input_format}[0]", request.output == "proba")
     if request.output == "label":
         return name, {"predictions": pred.labels}
@@ -105,6 +109,7 @@ _DOC = {
                             "properties": {
                                 "model": {"type": "string"},
                                 "output": {"enum": ["label", "decision", "proba"]},
+                                "version": {"type": "integer", "minimum": 0},
                             },
                         },
                     },
@@ -136,7 +141,9 @@ async def invocations(
         limit, setting = read_limit(settings)
         async with body_slot(request, limit, setting, settings.max_concurrent_bodies):
             body = await read_protocol_body(request, limit, MEDIA_TYPES, setting)
-            name, result = await run_in_threadpool(_invoke, registry, body, settings.default_model)
+            name, result = await run_in_threadpool(
+                _invoke, registry, body, settings.default_model, request.app.state.versions
+            )
         observe("invocations", name, time.perf_counter() - started)
         return OrjsonResponse(result)
 
