@@ -58,12 +58,17 @@ def _decisions(client, X, version=None):
     body = {"model": MODEL, "x": X.tolist()}
     if version is not None:
         body["version"] = version
-    answer = client.post("/predict", json=body).json()
+    r = client.post("/predict", json=body)
+    if r.status_code != 200:
+        raise RuntimeError(f"/predict -> {r.status_code}: {r.text[:300]}")
+    answer = r.json()
     return np.asarray(answer["decision"]), answer["model_version"]
 
 
 def _accuracy(client, Xt, yt, version) -> float:
-    decision, _ = _decisions(client, Xt, version)
+    decision = np.concatenate(
+        [_decisions(client, Xt[i : i + 2000], version)[0] for i in range(0, len(Xt), 2000)]
+    )
     return float(np.mean(np.where(decision > 0, 1.0, -1.0) == yt))
 
 
