@@ -52,11 +52,24 @@ def machine() -> dict:
     }
 
 
-def write_results(name: str, payload: dict, table_rows: list[dict], title: str, notes: str = "") -> None:
-    """Write ``benchmarks/results/<name>.json`` and ``<name>.md`` (a Markdown table)."""
+def write_results(
+    name: str, payload: dict, table_rows: list[dict], title: str, notes: str = "", markdown: str | None = None
+) -> None:
+    """Write ``benchmarks/results/<name>.json`` and ``<name>.md``.
+
+    The JSON is ``payload`` with the machine (:func:`machine`, load average included) unless it
+    has one, and ``table``: the rows of the Markdown table (what ``python -m benchmarks compare``
+    reads).  The Markdown is ``# title``, the machine, ``notes`` and the table, one per value of
+    the rows' ``"part"`` column; or ``markdown`` verbatim, for a benchmark that lays out its own.
+    """
     RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {"machine": machine(), **payload, "table": table_rows}
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=float) + "\n")
-    lines = [f"# {title}", "", f"Machine: {json.dumps(payload.get('machine', {}))}", ""]
+    if markdown is not None:
+        (RESULTS / f"{name}.md").write_text(markdown)
+        print(markdown)
+        return
+    lines = [f"# {title}", "", f"Machine: {json.dumps(payload['machine'])}", ""]
     if notes:
         lines += [notes, ""]
     groups: dict = {}
