@@ -12,10 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from svmstream.app.jobs.datasets import load_dataset
-
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 
@@ -31,15 +27,6 @@ def data_file(name: str) -> Path:
     if not path.exists():
         sys.exit(f"benchmark data {path} not found: set SVMSTREAM_DATA to the folder with the LIBSVM files")
     return path
-
-
-def load_pair(train: str, test: str, n_features: int | None = None, dense: bool = True):
-    """(X, y, X_test, y_test) of a LIBSVM train/test pair; dense float64 unless ``dense=False``."""
-    X, y = load_dataset(data_file(train), n_features=n_features, fmt="libsvm")
-    Xt, yt = load_dataset(data_file(test), n_features=X.shape[1], fmt="libsvm")
-    if dense:
-        X, Xt = np.ascontiguousarray(X.toarray()), np.ascontiguousarray(Xt.toarray())
-    return X, y, Xt, yt
 
 
 def machine() -> dict:

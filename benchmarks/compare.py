@@ -256,9 +256,7 @@ def compare(
 def main(argv: list[str] | None = None) -> int:
     from benchmarks.runner import resolve
 
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks compare", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="python -m benchmarks compare", description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, required=True, help="the tree before the change")
     parser.add_argument("--after", type=Path, default=REPO, help="the tree after it (default: this one)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds, at least 3 (default 3)")

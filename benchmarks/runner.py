@@ -149,7 +149,7 @@ BENCHMARKS: dict[str, Benchmark] = {
     ),
     "bench_settings": Benchmark(
         "[--seeds 0 1 2]",
-        "a user's settings through the service: phishing `PUT {\"budget\": 500, \"gamma\": 8, \"C\": 8}` via "
+        'a user\'s settings through the service: phishing `PUT {"budget": 500, "gamma": 8, "C": 8}` via '
         "HTTP against the plain estimator's fit (and with `n_samples`); the README's explicit ijcnn1 replay "
         "against no settings",
     ),

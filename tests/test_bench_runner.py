@@ -51,7 +51,10 @@ def test_readme_table_is_the_registry():
 
 def test_run_is_python_dash_m(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "run", "nonexistent_bench"], cwd=REPO, capture_output=True, text=True
+        [sys.executable, "-m", "benchmarks", "run", "nonexistent_bench"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode != 0 and "unknown benchmark 'nonexistent_bench'" in done.stderr
     done = subprocess.run(
