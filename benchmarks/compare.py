@@ -44,42 +44,82 @@ def _is_number(value) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _flatten(obj, label: str, out: dict[str, float]) -> None:
-    """Numeric leaves of ``obj`` under readable labels; list items of dicts are named by their
-    non-numeric fields (then ``#k`` for repeats), other list items by their index."""
+def _is_text(value) -> bool:
+    return isinstance(value, str | bool)
+
+
+def _walk_text(obj, keys: str, out: dict, top: bool = True) -> None:
+    """``(keys, row index, field) -> value`` of every text field of every list row in ``obj``
+    (``keys``: the dict keys leading to the list)."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if not (top and key in SKIPPED):
+                _walk_text(value, f"{keys}/{key}", out, False)
+    elif isinstance(obj, list):
+        for index, item in enumerate(obj):
+            if isinstance(item, dict):
+                out.update({(keys, index, k): v for k, v in item.items() if _is_text(v)})
+                _walk_text({k: v for k, v in item.items() if not _is_text(v)}, keys, out, False)
+
+
+def _flatten(obj, label: str, out: dict[str, float], varying: set, keys: str = "", top: bool = True) -> None:
+    """Numeric leaves of ``obj`` under readable labels.  A list's dict items are named by their
+    text fields (``#k`` appended for repeats) except the ``varying`` ones (``(keys, field)``:
+    formatted figures that differ between runs); other list items by their index."""
     if _is_number(obj):
         out[label] = float(obj)
     elif isinstance(obj, dict):
         for key, value in obj.items():
-            if label == "" and key in ("machine", "date", "args"):
-                continue
-            _flatten(value, f"{label} / {key}" if label else str(key), out)
+            if not (top and key in SKIPPED):
+                _flatten(
+                    value, f"{label} / {key}" if label else str(key), out, varying, f"{keys}/{key}", False
+                )
     elif isinstance(obj, list):
         seen: dict[str, int] = {}
         for index, item in enumerate(obj):
             if isinstance(item, dict):
                 name = ", ".join(
-                    f"{k}={v}" for k, v in item.items() if isinstance(v, str | bool) and not _is_number(v)
+                    f"{k}={v}" for k, v in item.items() if _is_text(v) and (keys, k) not in varying
                 )
                 seen[name] = seen.get(name, 0) + 1
                 if seen[name] > 1 or not name:
                     name = f"{name} #{seen[name]}" if name else f"#{index + 1}"
-                fields = {k: v for k, v in item.items() if not isinstance(v, str | bool)}
-                _flatten(fields, f"{label} [{name}]" if label else f"[{name}]", out)
+                fields = {k: v for k, v in item.items() if not _is_text(v)}
+                _flatten(fields, f"{label} [{name}]" if label else f"[{name}]", out, varying, keys, False)
             else:
-                _flatten(item, f"{label}[{index}]", out)
+                _flatten(item, f"{label}[{index}]", out, varying, keys, False)
 
 
-def figures(payloads: dict[str, dict], use_table: bool) -> dict[str, float]:
-    """Figures of one run: ``payloads`` maps each results file the run wrote to its JSON."""
+SKIPPED = ("machine", "date", "args")
+"""Top-level keys of a results JSON that hold no figure."""
+
+
+def _source(payload: dict, use_table: bool):
+    return payload["table"] if use_table else {k: v for k, v in payload.items() if k != "table"}
+
+
+def varying_text(runs: list[dict[str, dict]], use_table: bool) -> set:
+    """``(stem, keys, field)`` of the text fields whose value at some row differs between runs
+    (``runs``: each run's ``{results file stem: JSON}``): formatted figures, not row names."""
+    values: dict[tuple, set] = {}
+    for payloads in runs:
+        for stem, payload in payloads.items():
+            text: dict = {}
+            _walk_text(_source(payload, use_table), "", text)
+            for (keys, index, field), value in text.items():
+                values.setdefault((stem, keys, index, field), set()).add(str(value))
+    return {(stem, keys, field) for (stem, keys, index, field), seen in values.items() if len(seen) > 1}
+
+
+def figures(payloads: dict[str, dict], use_table: bool, varying: set = frozenset()) -> dict[str, float]:
+    """Figures of one run: ``payloads`` maps each results file the run wrote to its JSON;
+    ``varying``: text fields not used to name rows (:func:`varying_text`)."""
     out: dict[str, float] = {}
     for stem, payload in sorted(payloads.items()):
         prefix = f"{stem}: " if len(payloads) > 1 else ""
         flat: dict[str, float] = {}
-        if use_table:
-            _flatten(payload["table"], "", flat)
-        else:
-            _flatten({k: v for k, v in payload.items() if k != "table"}, "", flat)
+        ignore = {(keys, field) for s, keys, field in varying if s == stem}
+        _flatten(_source(payload, use_table), "", flat, ignore)
         out.update({prefix + k: v for k, v in flat.items()})
     return out
 
@@ -227,8 +267,9 @@ def compare(
             for side, tree in trees.items():
                 _restore(tree / "benchmarks" / "results", saved[side])
     use_table = all("table" in p for run in runs for p in run["payloads"].values())
+    varying = varying_text([run["payloads"] for run in runs], use_table)
     for run in runs:
-        run["figures"] = figures(run.pop("payloads"), use_table)
+        run["figures"] = figures(run.pop("payloads"), use_table, varying)
     rows, missing = summarise(runs, rounds, only)
     command = " ".join(["python -m benchmarks compare", f"--rounds {rounds}", name, *args])
     payload = {

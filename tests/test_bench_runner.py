@@ -67,7 +67,8 @@ def test_run_is_python_dash_m(tmp_path):
 
 
 # A benchmark in a tree of its own: the k-th run of the tree (k = 0 for the warm-up) writes the
-# figures VALUES[k] (one row per method), so the per-round ratios are known in advance.
+# figures VALUES[k] (one row per method), so the per-round ratios are known in advance; "shown"
+# is a figure formatted as text, which changes from run to run and so does not name the row.
 FAKE = """
 import json, sys
 from pathlib import Path
@@ -79,28 +80,34 @@ k = len(counter.read_text().split()) if counter.exists() else 0
 counter.write_text(counter.read_text() + " x" if counter.exists() else "x")
 speed, acc = VALUES[k]
 rows = [
-    {{"method": "fast", "B": 500, "speed": speed, "accuracy": acc, "note": None}},
+    {{"method": "fast", "B": 500, "speed": speed, "accuracy": acc, "note": None, "shown": f"{{speed:.0f}}/s"}},
     {{"method": "slow", "B": 500, "speed": speed / 2, "accuracy": acc}},
 ]
 if "--only-fast" in sys.argv:
     rows = rows[:1]
-payload = {{"machine": {{"load_avg_at_start": 0.5}}, "rows": rows, "table": rows}}
+payload = {{"machine": {{"load_avg_at_start": 0.5}}, "rows": rows}}
+if {table}:  # what common.write_results stores; an older tree's results have no table
+    payload["table"] = rows
 (results / "fake.json").write_text(json.dumps(payload))
 (results / "fake.md").write_text("# fake\\n")
 """
 
 
-def _tree(root: Path, values: list[tuple[float, float]]) -> Path:
+def _tree(root: Path, values: list[tuple[float, float]], table: bool = True) -> Path:
     (root / "benchmarks" / "results").mkdir(parents=True)
     (root / "benchmarks" / "__init__.py").write_text("")
-    (root / "benchmarks" / "bench_fake.py").write_text(textwrap.dedent(FAKE.format(values=values)))
+    (root / "benchmarks" / "bench_fake.py").write_text(
+        textwrap.dedent(FAKE.format(values=values, table=table))
+    )
     (root / "benchmarks" / "results" / "fake.json").write_text('{"committed": 1}')
     (root / "benchmarks" / "results" / "other.md").write_text("kept")
     return root
 
 
-def test_compare_runs_both_trees_interleaved_and_reports_median_ratios(tmp_path):
-    before = _tree(tmp_path / "before", [(1.0, 90.0), (100.0, 90.0), (100.0, 90.0), (200.0, 90.0)])
+@pytest.mark.parametrize("old_before", [False, True], ids=["tables", "before-without-table"])
+def test_compare_runs_both_trees_interleaved_and_reports_median_ratios(tmp_path, old_before):
+    values = [(1.0, 90.0), (100.0, 90.0), (100.0, 90.0), (200.0, 90.0)]
+    before = _tree(tmp_path / "before", values, table=not old_before)
     after = _tree(tmp_path / "after", [(1.0, 90.0), (300.0, 90.0), (100.0, 91.0), (100.0, 90.0)])
     out = f"compare_fake_{tmp_path.name}"
     done = subprocess.run(
@@ -130,7 +137,9 @@ def test_compare_runs_both_trees_interleaved_and_reports_median_ratios(tmp_path)
         (k, side) for k in (1, 2, 3) for side in ("before", "after")
     ]
     assert all(r["cpu_s"] >= 0 and r["wall_s"] > 0 and r["load_avg"] >= 0 for r in payload["runs"])
-    rows = {row["figure"]: row for row in payload["rows"]}
+    assert payload["figures_from"] == ("results JSON" if old_before else "table")
+    prefix = "rows " if old_before else ""  # the whole JSON: the rows under their key
+    rows = {row["figure"].removeprefix(prefix): row for row in payload["rows"]}
     # speed ratios per round: 300/100, 100/100, 100/200 -> median 1.0; both rows scale alike
     for name in ("[method=fast] / speed", "[method=slow] / speed"):
         assert rows[name]["ratios after/before"] == "3, 1, 0.5"
