@@ -163,8 +163,15 @@ class Server:
         """Wait until ``/health`` says the background warm-up is done (``"solvers": "ready"``;
         older servers warm up before answering and have no such field): the one-time JIT
         compilation stays out of the timed runs."""
+        import httpx
+
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and get("/health").json().get("solvers", "ready") != "ready":
+        while time.monotonic() < deadline:
+            try:  # a server compiling on a loaded machine may miss the 2 s of one poll
+                if get("/health").json().get("solvers", "ready") == "ready":
+                    return
+            except httpx.TimeoutException:
+                pass
             time.sleep(0.1)
 
     def rss_mb(self) -> float:
