@@ -44,13 +44,18 @@ def write_results(
 ) -> None:
     """Write ``benchmarks/results/<name>.json`` and ``<name>.md``.
 
-    The JSON is ``payload`` with the machine (:func:`machine`, load average included) unless it
-    has one, and ``table``: the rows of the Markdown table (what ``python -m benchmarks compare``
+    The JSON is ``payload`` with ``machine``: :func:`machine` (load average included) unless the
+    payload has its own record (given the load average at writing if it has none), and ``table``: the rows of the Markdown table (what ``python -m benchmarks compare``
     reads).  The Markdown is ``# title``, the machine, ``notes`` and the table, one per value of
     the rows' ``"part"`` column; or ``markdown`` verbatim, for a benchmark that lays out its own.
     """
     RESULTS.mkdir(parents=True, exist_ok=True)
-    payload = {"machine": machine(), **payload, "table": table_rows}
+    given = payload.get("machine")
+    if not isinstance(given, dict):
+        given = machine()
+    elif not any("load" in key for key in given):  # a benchmark's own machine record
+        given = {**given, "load_avg_at_write": os.getloadavg()[0]}
+    payload = {"machine": given, **{k: v for k, v in payload.items() if k != "machine"}, "table": table_rows}
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=float) + "\n")
     if markdown is not None:
         (RESULTS / f"{name}.md").write_text(markdown)

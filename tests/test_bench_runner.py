@@ -42,6 +42,23 @@ def test_every_benchmark_writes_through_write_results():
         assert "write_results(" in (REPO / "benchmarks" / f"{name}.py").read_text(), name
 
 
+def test_write_results_records_the_machine_load_and_table(tmp_path, monkeypatch):
+    from benchmarks import common
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    rows = [{"part": "A", "method": "x", "seconds": 1.5}, {"part": "B", "method": "y", "seconds": 2.0}]
+    common.write_results("plain", {"rows": rows}, rows, "Plain", "a note")
+    common.write_results("own", {"machine": {"cpus": 2}}, rows, "Own", markdown="# Own layout\n")
+    plain = json.loads((tmp_path / "plain.json").read_text())
+    assert plain["table"] == rows and plain["machine"]["load_avg_at_start"] >= 0
+    assert list(plain) == ["machine", "rows", "table"]
+    text = (tmp_path / "plain.md").read_text()
+    assert text.startswith("# Plain\n") and "## Part A" in text and "| B | y | 2 |" in text
+    own = json.loads((tmp_path / "own.json").read_text())
+    assert own["machine"]["cpus"] == 2 and own["machine"]["load_avg_at_write"] >= 0
+    assert (tmp_path / "own.md").read_text() == "# Own layout\n"
+
+
 def test_readme_table_is_the_registry():
     readme = (REPO / "benchmarks" / "README.md").read_text()
     assert markdown_table() in readme
