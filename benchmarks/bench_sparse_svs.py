@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,7 +25,6 @@ import scipy.sparse as sp
 from benchmarks import datasets
 from benchmarks.common import machine, write_results
 
-REPO = Path(__file__).resolve().parents[1]
 SETS = ("reuters", "sector", "a9a")
 GRID = ((200, 0.05), (500, 0.02), (500, 0.10), (500, 0.20), (2000, 0.02), (2000, 0.10), (2000, 0.40))
 BATCH = 1000
