@@ -1,4 +1,4 @@
-"""The probes of issue 27 ("no request can exhaust the server"), shared by
+"""The abuse probes ("no request can exhaust the server"), shared by
 ``benchmarks/bench_abuse.py`` and ``tests/test_abuse.py``.
 
 Every probe talks to 127.0.0.1 only, is bounded in count and time, and measures the server

@@ -1,4 +1,4 @@
-"""Issue 27's probes against a real ``svmstream serve`` on 127.0.0.1 (bounded, loopback only).
+"""The abuse probes against a real ``svmstream serve`` on 127.0.0.1 (bounded, loopback only).
 
 The service runs with ``SVMSTREAM_API_TOKEN`` set and default settings otherwise (reads open,
 as the issue probed it), except ``SVMSTREAM_MAX_MODELS=50`` so that the model-count probe ends
@@ -179,7 +179,7 @@ def main() -> None:
         "abuse",
         payload,
         rows,
-        "Issue 27 probes: bodies, sockets, bounds, disclosure, disconnects",
+        "Abuse probes: bodies, sockets, bounds, disclosure, disconnects",
         notes=f"Server RSS/fds at start {start}, at the end {end}.  SVMSTREAM_MAX_MODELS=50 for the count probe.",
     )
 

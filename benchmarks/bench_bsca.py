@@ -17,10 +17,11 @@ import time
 
 import numpy as np
 
-from benchmarks.common import load_pair, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import machine, write_results
 from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier
 
-DATA = {"ijcnn1": ("ijcnn1.bz2", "ijcnn1.t.bz2", None, 2.0), "a9a": ("a9a.bz2", "a9a.t.bz2", 123, 2.0**-7)}
+GAMMA = {"ijcnn1": 2.0, "a9a": 2.0**-7}
 PAPER_SINGLE_PASS = {"ijcnn1": 97.27, "a9a": 83.18}  # BSCA, B = 500 (Table 2)
 TARGET_SINGLE_PASS = {"ijcnn1": 96.8, "a9a": 82.7}  # BSCA's single-pass acceptance targets
 
@@ -87,8 +88,8 @@ def main():
     )
     args = parser.parse_args()
     all_rows, summary = [], []
-    for name, (train, test, n_features, gamma) in DATA.items():
-        X, y, Xt, yt = load_pair(train, test, n_features)
+    for name, gamma in GAMMA.items():
+        X, y, Xt, yt = datasets.load(name, dense=True)
         for cls in (BudgetedSGDClassifier, BudgetedSCAClassifier):  # compile outside the timing
             cls(budget=50, gamma=gamma, C=32.0, merge_solver=args.merge_solver).fit(X[:3000], y[:3000])
         for seed in range(args.seeds):

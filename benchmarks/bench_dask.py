@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import datasets
-from benchmarks.common import RESULTS, Server, data_dir, data_file, load_pair, machine, write_results
+from benchmarks.common import RESULTS, Server, data_dir, machine, write_results
 
 ROLES: dict[int, str] = {}
 """pid -> role of the cluster's processes (filled once the cluster runs)."""
@@ -180,7 +180,7 @@ def _dcsvm_row(name, X, y, Xt, yt, params, backend) -> tuple[dict, object]:
 
 
 def part_ijcnn1(client) -> list[dict]:
-    X, y, Xt, yt = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2")
+    X, y, Xt, yt = datasets.load("ijcnn1", dense=True)
     _warm_numba()
     local, _ = _dcsvm_row("local pool (n_jobs=2)", X, y, Xt, yt, {**IJCNN1, "n_jobs": 2}, "local")
     out = [{"part": "ijcnn1", **local}]
@@ -199,7 +199,7 @@ def part_a9a(cluster_address: str) -> list[dict]:
     import httpx
     from sklearn.model_selection import GridSearchCV
 
-    from svmstream.app.jobs.datasets import load_dataset, prepare_X
+    from svmstream.app.jobs.datasets import prepare_X
     from svmstream.app.jobs.search import folds, make_base
 
     rows = []
@@ -221,7 +221,7 @@ def part_a9a(cluster_address: str) -> list[dict]:
                 "estimator": "bsgd",
                 "grid": A9A_GRID,
                 "cv": 3,
-                "data": "a9a.bz2",
+                "data": datasets.SETS["a9a"].train,
                 "model": "a9a-best",
             }
             with ProcessMeter() as meter:
@@ -236,7 +236,7 @@ def part_a9a(cluster_address: str) -> list[dict]:
             if job["state"] != "succeeded":
                 sys.exit(f"search job {job['state']}: {job['error']}")
             search = job["result"]["search"]
-            Xt, yt = load_dataset(data_file("a9a.t.bz2"), n_features=123, fmt="libsvm")
+            _, _, Xt, yt = datasets.load("a9a")
             Xt = Xt.toarray()[:4000]
             r = c.post("/predict", json={"model": "a9a-best", "X": Xt.tolist()})
             r.raise_for_status()
@@ -253,7 +253,7 @@ def part_a9a(cluster_address: str) -> list[dict]:
                     "base_params": search["base_params"],
                 }
             )
-    X, y = load_dataset(data_file("a9a.bz2"), fmt="libsvm")
+    X, y, _, _ = datasets.load("a9a")
     _, y_idx = np.unique(y, return_inverse=True)
     Xf = prepare_X(X)
     plain = GridSearchCV(make_base("bsgd", rows[0]["base_params"]), A9A_GRID, cv=folds(3, 0), n_jobs=2)
@@ -364,7 +364,7 @@ def main() -> None:
         "CPU s = this process + reaped children (pool workers) + live descendants (dask nannies "
         "and workers, the server). The machine has 2 cores shared with other engineers' work."
     )
-    write_results("dask", {**meta, "rows": rows}, table, "DC-SVM and search jobs on dask (issue 16)", notes)
+    write_results("dask", {**meta, "rows": rows}, table, "DC-SVM and search jobs on dask", notes)
 
 
 if __name__ == "__main__":

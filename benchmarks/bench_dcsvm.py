@@ -52,14 +52,12 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
-DATA = Path(os.environ.get("SVMSTREAM_DATA", REPO / ".." / "shared" / "data"))
+from benchmarks import datasets
+from benchmarks.common import write_results
 
-DATASETS = {
-    "ijcnn1": ("ijcnn1.bz2", "ijcnn1.t.bz2", 22, 32.0, 2.0),
-    "a9a": ("a9a.bz2", "a9a.t.bz2", 123, 32.0, 2.0**-7),
-}
+REPO = Path(__file__).resolve().parents[1]
+
+PARAMS = {"ijcnn1": (32.0, 2.0), "a9a": (32.0, 2.0**-7)}  # C, gamma
 ROUND_ROWS = ["svc", "dcsvm_exact", "dcsvm_exact_4levels", "dcsvm_early"]
 REF_ROW = "ours_ref_1e-5"
 ROW_PARAMS = {
@@ -74,12 +72,8 @@ TARGET_EXACT, TARGET_EARLY = 3.0, 12.0
 
 
 def _load(name: str, quick: bool):
-    from sklearn.datasets import load_svmlight_file
-
-    tr, te, nf, C, gamma = DATASETS[name]
-    X, y = load_svmlight_file(str(DATA / tr), n_features=nf)
-    Xt, yt = load_svmlight_file(str(DATA / te), n_features=nf)
-    X, Xt = X.toarray(), Xt.toarray()
+    C, gamma = PARAMS[name]
+    X, y, Xt, yt = datasets.load(name, dense=True)
     if quick:
         X, y, Xt, yt = X[:5000], y[:5000], Xt[:5000], yt[:5000]
     return X, y, Xt, yt, C, gamma
@@ -246,7 +240,7 @@ def _markdown(records, meta) -> str:
             )
             + " |"
         )
-    lines += ["", "## Summary and acceptance (issue 17)", ""]
+    lines += ["", "## Summary and acceptance", ""]
     for name in dict.fromkeys(r["dataset"] for r in records):
         svcs = [r for r in records if r["dataset"] == name and r["row"] == "svc"]
         ref = by.get((name, None, REF_ROW))
@@ -327,8 +321,7 @@ def main(argv=None):
         name, row = args.row.split(":")
         print("RESULT " + json.dumps(run_row(name, row, args.quick)), flush=True)
         return
-    if not (DATA / "ijcnn1.bz2").exists():
-        sys.exit(f"benchmark data not found in {DATA} (set SVMSTREAM_DATA)")
+    datasets.path("ijcnn1")  # exits with a clear message when the data is absent
     rows = args.rows.split(",") if args.rows else ROUND_ROWS
     records = []
     meta = {
@@ -359,13 +352,14 @@ def main(argv=None):
                 flush=True,
             )
     meta["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
-    RESULTS.mkdir(parents=True, exist_ok=True)
     stem = "dcsvm.quick" if args.quick else "dcsvm"
-    (RESULTS / f"{stem}.json").write_text(
-        json.dumps({"meta": meta, "records": records}, indent=1, default=float)
+    write_results(
+        stem,
+        {"meta": meta, "records": records},
+        records,
+        "DC-SVM vs scikit-learn SVC",
+        markdown=_markdown(records, meta),
     )
-    (RESULTS / f"{stem}.md").write_text(_markdown(records, meta))
-    print(_markdown(records, meta))
 
 
 if __name__ == "__main__":

@@ -11,15 +11,15 @@ from __future__ import annotations
 import numpy as np
 
 import svmstream.solvers.budgeted._base as base
-from benchmarks.bench_online import SETS, _prequential, _recovery
-from benchmarks.common import load_pair, machine, write_results
+from benchmarks import datasets
+from benchmarks.bench_online import _prequential, _recovery
+from benchmarks.common import machine, write_results
 from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
 
 
 def main() -> None:
-    X, y, _, _ = load_pair(*SETS["ijcnn1"][:2], n_features=22)
+    X, y, Xt, yt = datasets.load("ijcnn1", dense=True)
     n = X.shape[0]
-    Xt, yt = load_pair(*SETS["ijcnn1"][:2], n_features=22)[2:]
     plain = dict(budget=500, gamma=2.0, C=32.0, n_samples=n, random_state=0)
     raw = dict(scaling="none", shuffle_buffer=0, run_guard=False)  # the stages off but the drift reaction
     rows = []

@@ -28,7 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import Server, data_dir, data_file, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import Server, data_dir, machine, write_results
 
 PREDICT_ROWS = 100
 
@@ -104,8 +105,8 @@ def _submit(client, body: dict) -> str:
 # the DC-SVM job of part A on ijcnn1 (also with an early level)
 IJCNN1_DCSVM = {
     "algorithm": "dcsvm",
-    "data": "ijcnn1.bz2",
-    "test": "ijcnn1.t.bz2",
+    "data": datasets.SETS["ijcnn1"].train,
+    "test": datasets.SETS["ijcnn1"].test,
     "params": {"C": 32, "gamma": 2},
 }
 
@@ -188,7 +189,6 @@ def _job_row(job: dict, wall: float, data: str, service_acc: float | None, score
 def main(argv=None) -> int:
     import httpx
     import orjson
-    from sklearn.datasets import load_svmlight_file
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="no early-prediction job, one cancel")
@@ -197,13 +197,8 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
 
-    for name in ("ijcnn1.bz2", "ijcnn1.t.bz2", "a9a.bz2", "a9a.t.bz2"):
-        data_file(name)  # exits with a clear message when missing
-    ddir = data_dir()
-    Xij, yij = load_svmlight_file(str(ddir / "ijcnn1.bz2"))
-    Xijt, yijt = load_svmlight_file(str(ddir / "ijcnn1.t.bz2"), n_features=Xij.shape[1])
-    Xa, ya = load_svmlight_file(str(ddir / "a9a.bz2"), n_features=123)
-    Xat, yat = load_svmlight_file(str(ddir / "a9a.t.bz2"), n_features=123)
+    Xij, yij, Xijt, yijt = datasets.load("ijcnn1")  # exits with a clear message when missing
+    Xa, ya, Xat, yat = datasets.load("a9a")
 
     rows: list[dict] = []
     payload: dict = {
@@ -213,7 +208,7 @@ def main(argv=None) -> int:
     }
     tmp = Path(tempfile.mkdtemp(prefix="bench_jobs_"))
     env = {
-        "SVMSTREAM_DATA_DIR": str(ddir),
+        "SVMSTREAM_DATA_DIR": str(data_dir()),
         "SVMSTREAM_JOBS_DIR": str(tmp / "jobs"),
         "SVMSTREAM_CREATE_DEFAULT_MODEL": "false",
     }
@@ -325,7 +320,11 @@ def main(argv=None) -> int:
             targets = targets[1:2]
         cancels = []
         for stage, label in targets:
-            body = {"algorithm": "dcsvm", "data": "ijcnn1.bz2", "params": {"C": 32, "gamma": 2}}
+            body = {
+                "algorithm": "dcsvm",
+                "data": datasets.SETS["ijcnn1"].train,
+                "params": {"C": 32, "gamma": 2},
+            }
             jid = _submit(c, {**body, "model": "ijcnn1-cancelled", "replace": True})
 
             def reached(j, stage=stage):
@@ -360,8 +359,8 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             body = {
                 "algorithm": algorithm,
-                "data": "a9a.bz2",
-                "test": "a9a.t.bz2",
+                "data": datasets.SETS["a9a"].train,
+                "test": datasets.SETS["a9a"].test,
                 "params": {"C": 1.0, "tol": 0.001, "random_state": 0},
                 "model": f"a9a-{algorithm}",
             }
@@ -412,12 +411,12 @@ def main(argv=None) -> int:
     during = next(r for r in rows if r.get("measurement", "").startswith("/predict while"))
     notes = (
         f"Command: `{payload['command']}` (data from `$SVMSTREAM_DATA`, server `SVMSTREAM_DATA_DIR` = that folder).\n\n"
-        f"Acceptance (issue 6, item 4): predictions kept answering during the DC-SVM job "
+        f"Acceptance: predictions kept answering during the DC-SVM job "
         f"({during['requests']:,} requests, p50 {during['p50_ms']:.1f} ms, p99 {during['p99_ms']:.1f} ms; "
         f"{payload['hammer_errors']} errors); progress seen by polling: "
         f"{len(payload['dcsvm_job']['distinct_stages_seen_by_polling'])} distinct (stage, level) pairs; result model "
         f"accuracy on ijcnn1.t {exact['test_acc_via_predict_pct']:.2f}% through /predict; cancel latency in part B. "
-        f"Issue 7 item 4: the AVSF model predicts a9a.t through /predict (part C).\n\n"
+        f"The AVSF model predicts a9a.t through /predict (part C).\n\n"
         "Part A's latency rows share one client thread sending 100-row requests back to back; the DC-SVM job "
         "uses a process pool on all cores (the machine has 2), so the server competes with it for CPU."
     )

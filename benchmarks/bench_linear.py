@@ -34,7 +34,6 @@ Writes ``benchmarks/results/linear.json`` and ``benchmarks/results/linear.md``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import re
@@ -46,13 +45,12 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file
 
+from benchmarks import datasets
+from benchmarks.common import write_results
 from svmstream.solvers.linear._cd import as_cd_input, dual_cd
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "benchmarks" / "results"
-DATA = Path(os.environ.get("SVMSTREAM_DATA", REPO / ".." / "shared" / "data"))
 
 CS = [0.01, 0.1, 1.0, 10.0, 100.0, 1000.0]
 EPSILONS = [0.01, 0.001]
@@ -63,11 +61,11 @@ SEED = 1
 TARGET_GAP = 1e-4  # steps-to-target: dual within this relative gap of the best one found
 
 DATASETS = [
-    # name, file, n_features, one-vs-rest classes (None = binary, positive label > 0)
-    ("a9a", "a9a.bz2", 123, None),
-    ("reuters", "reuters_lasvm.trn.bz2", None, None),
-    ("ijcnn1", "ijcnn1.bz2", None, None),
-    ("sector10", "sector.scale.bz2", None, list(range(1, 11))),
+    # name, registered set (its training part), one-vs-rest classes (None = binary, positive label > 0)
+    ("a9a", "a9a", None),
+    ("reuters", "reuters", None),
+    ("ijcnn1", "ijcnn1", None),
+    ("sector10", "sector", list(range(1, 11))),
 ]
 
 
@@ -241,8 +239,8 @@ def _sum_runs(runs: list[dict]) -> dict:
     return out
 
 
-def load(name, fname, n_features, classes):
-    X, y = load_svmlight_file(str(DATA / fname), n_features=n_features)
+def load(name, data_set, classes):
+    X, y, _, _ = datasets.load(data_set)
     X = sp.csr_matrix(X)
     X.sort_indices()
     if classes is None:
@@ -255,15 +253,15 @@ def load(name, fname, n_features, classes):
 
 def bench(quick: bool) -> dict:
     cs = [1.0, 100.0] if quick else CS
-    datasets = [d for d in DATASETS if d[0] in ("reuters", "sector10")] if quick else DATASETS
+    sets = [d for d in DATASETS if d[0] in ("reuters", "sector10")] if quick else DATASETS
     rows = []
     t_start = time.perf_counter()
     # compile / load the numba kernels outside the timings
     tiny = np.random.default_rng(0).normal(size=(20, 3))
     for sel in ("uniform", "avsf", "avsf-paper"):
         dual_cd(sp.csr_matrix(tiny), np.sign(tiny[:, 0]), max_iter=3, selection=sel)
-    for name, fname, nf, classes in datasets:
-        X, X32, problems = load(name, fname, nf, classes)
+    for name, data_set, classes in sets:
+        X, X32, problems = load(name, data_set, classes)
         inp = as_cd_input(X)
         print(
             f"[{time.perf_counter() - t_start:7.1f}s] {name}: {X.shape[0]} x {X.shape[1]}, "
@@ -519,7 +517,7 @@ def markdown(result: dict) -> str:
         )
     lines += [
         "",
-        "## Acceptance figures (issue 7)",
+        "## Acceptance figures",
         "",
         "1. Dual objective at eps = 0.001, relative gap to the best dual of all five solvers:",
         "",
@@ -595,17 +593,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small smoke run")
     args = ap.parse_args(argv)
-    missing = [f for _, f, _, _ in DATASETS if not (DATA / f).exists()]
-    if missing:
-        print(f"benchmark data missing in {DATA}: {missing} (set SVMSTREAM_DATA)", file=sys.stderr)
-        return 2
+    for _, data_set, _ in DATASETS:
+        datasets.path(data_set)  # exits with a clear message when the data is absent
     result = bench(args.quick)
     result["summary"] = summarize(result)
-    RESULTS.mkdir(parents=True, exist_ok=True)
     stem = "linear.quick" if args.quick else "linear"
-    (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=1, default=float))
-    (RESULTS / f"{stem}.md").write_text(markdown(result))
-    print(markdown(result))
+    write_results(stem, result, result["rows"], "Linear solvers", markdown=markdown(result))
     return 0
 
 

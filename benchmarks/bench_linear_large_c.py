@@ -19,16 +19,15 @@ Writes ``benchmarks/results/linear_large_c.{json,md}``.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.datasets import load_svmlight_file
 
-from benchmarks.bench_linear import DATA, RESULTS, SEED, run_sklearn
-from benchmarks.common import machine
+from benchmarks import datasets
+from benchmarks.bench_linear import SEED, run_sklearn
+from benchmarks.common import machine, write_results
 from svmstream.solvers.linear._cd import as_cd_input, dual_cd
 
 STEP_CAP = 6_000_000_000  # coordinate steps; far above what these runs need
@@ -38,7 +37,7 @@ SOLVERS = ("uniform", "avsf", "sklearn")
 
 
 def _load():
-    X, y = load_svmlight_file(str(DATA / "a9a.bz2"), n_features=123)
+    X, y, _, _ = datasets.load("a9a")
     return sp.csr_matrix(X), np.where(y > 0, 1.0, -1.0)
 
 
@@ -100,18 +99,13 @@ def markdown(result) -> str:
 
 
 def main() -> int:
-    if not (DATA / "a9a.bz2").exists():
-        print(f"benchmark data missing in {DATA} (set SVMSTREAM_DATA)", file=sys.stderr)
-        return 2
+    datasets.path("a9a")  # exits with a clear message when the data is absent
     jobs = [(C, eps, s) for C, eps in CONFIGS for s in SOLVERS]
     jobs.sort(key=lambda j: -j[0] * (10 if j[1] < 0.005 else 1))  # longest first
     with ProcessPoolExecutor(max_workers=2) as pool:
         rows = list(pool.map(run_one, jobs))
     result = {"machine": machine(), "step_cap": STEP_CAP, "rows": rows}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "linear_large_c.json").write_text(json.dumps(result, indent=1, default=float))
-    (RESULTS / "linear_large_c.md").write_text(markdown(result))
-    print(markdown(result))
+    write_results("linear_large_c", result, rows, "a9a at large C", markdown=markdown(result))
     return 0
 
 

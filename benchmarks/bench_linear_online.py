@@ -33,23 +33,18 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.svm import LinearSVC
 
-from benchmarks.common import data_file, machine, write_results
-from svmstream.app.jobs.datasets import load_dataset
+from benchmarks import datasets
+from benchmarks.common import machine, write_results
 from svmstream.solvers import PegasosClassifier, StreamingClassifier
 from svmstream.solvers.budgeted import StreamingBSGD
 from svmstream.solvers.budgeted._preprocessing import BUFFER_MAX_BYTES
 
 BATCH = 1000
-SETS = {
-    "reuters": ("reuters_lasvm.trn.bz2", "reuters_lasvm.tst.bz2", 8315),
-    "sector": ("sector.scale.bz2", "sector.t.scale.bz2", 55197),
-}
+SETS = ("reuters", "sector")
 
 
 def load(name: str):
-    train, test, d = SETS[name]
-    X, y = load_dataset(data_file(train), n_features=d, fmt="libsvm")
-    Xt, yt = load_dataset(data_file(test), n_features=d, fmt="libsvm")
+    X, y, Xt, yt = datasets.load(name)
     return sp.csr_matrix(X), y, sp.csr_matrix(Xt), yt
 
 

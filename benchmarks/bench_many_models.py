@@ -150,7 +150,7 @@ def main(argv=None) -> None:
         "many_models",
         payload,
         rows,
-        f"{n:,} models in one service (issue 16)",
+        f"{n:,} models in one service",
         notes="Targets: RSS < 400 MB, threads < 50, /metrics < 1 s, restart to /health < 10 s. Models created "
         "with {} (no settings) and taught one batch of 20 raw rows each over HTTP from 8 client threads. "
         "Default settings: beyond SVMSTREAM_MAX_LOADED_MODELS = 1,000 decoded models, idle ones are "

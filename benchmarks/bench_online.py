@@ -43,18 +43,13 @@ from sklearn.metrics import log_loss
 from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
 
-from benchmarks.common import Server, load_pair, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import Server, machine, write_results
 from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
 from svmstream.solvers.calibration import expected_calibration_error
 
 BATCH = 500
 PAPER = {"letter": 89.68, "pendigits": 97.63}
-SETS = {
-    "letter": ("letter.scale.bz2", "letter.scale.t.bz2", 16),
-    "pendigits": ("pendigits.bz2", "pendigits.t.bz2", 16),
-    "ijcnn1": ("ijcnn1.bz2", "ijcnn1.t.bz2", 22),
-    "a9a": ("a9a.bz2", "a9a.t.bz2", 123),
-}
 
 
 def _labels(y) -> list:
@@ -101,7 +96,7 @@ def service_accuracy(url: str, name: str, X, y, Xt, yt, seed: int | None) -> dic
 
 def part_multiclass(seeds: int) -> list[dict]:
     rows = []
-    sets = {name: load_pair(*SETS[name][:2], n_features=SETS[name][2]) for name in ("letter", "pendigits")}
+    sets = {name: datasets.load(name, dense=True) for name in ("letter", "pendigits")}
     Xd, yd = load_digits(return_X_y=True)
     Xa, Xb, ya, yb = train_test_split(Xd, yd, test_size=0.3, random_state=0)
     sets["digits"] = (Xa, ya, Xb, yb)
@@ -142,7 +137,7 @@ def _stream_fit(est, X, y, classes):
 def part_proba(seeds: int) -> list[dict]:
     rows = []
     for name in ("ijcnn1", "a9a", "pendigits"):
-        X, y, Xt, yt = load_pair(*SETS[name][:2], n_features=SETS[name][2])
+        X, y, Xt, yt = datasets.load(name, dense=True)
         classes = np.unique(y)
         yt_index = np.searchsorted(classes, yt)
         for s in range(seeds):
@@ -206,7 +201,7 @@ def _recovery(correct, flip, window=1000, pre=5000, level=0.9):
 
 def part_drift(seeds: int) -> list[dict]:
     rows = []
-    X, y, _, _ = load_pair(*SETS["ijcnn1"][:2], n_features=22)
+    X, y, _, _ = datasets.load("ijcnn1", dense=True)
     n = X.shape[0]
     for s in range(seeds):
         rng = np.random.default_rng(s)

@@ -13,17 +13,17 @@ B. **Consume only**, ``xb`` against ``xd``: a 199,960-entry stream (ijcnn1 four 
    examples per wall second and per service CPU second from the first applied batch, and
    the redis-server CPU.  Per-round ratios xd/xb and their median.
 C. **Parsing only** (``parse_stream_entries`` on raw replies of 1,000 entries, as the
-   consumer gets them): µs per entry in CPU time for ``xb`` with the code before this change
-   (``--before``, a git commit), ``xb`` and ``xd`` now; interleaved, median of the rounds.
+   consumer gets them): µs per entry in CPU time for ``xb`` and ``xd``; interleaved, median
+   of the rounds and of the per-round ratios xd/xb.  The parser before and after a change:
+   ``python -m benchmarks compare --before DIR bench_precision --parts C``.
 
-Run: ``python -m benchmarks.bench_precision [--rounds 5] [--before 07ea7f1]``.
+Run: ``python -m benchmarks.bench_precision [--rounds 5] [--parts ABC]``.
 Writes ``benchmarks/results/precision.{json,md}``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
@@ -35,8 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import datasets
 from benchmarks.bench_stream import HYPER, MODEL, Service, produce
-from benchmarks.common import REPO, RedisServer, child_pythonpath, data_file, machine, write_results
+from benchmarks.common import REPO, RedisServer, child_pythonpath, machine, write_results
 
 HYPER_ARGS = ["--budget", "500", "--gamma", "2", "--C", "32", "--merge-solver", "lookup-wd"]
 
@@ -56,12 +57,10 @@ def _replay(argv: list[str]) -> dict:
 
 
 def part_a(tmp: Path, rows: list[dict], payload: dict) -> None:
-    from benchmarks.common import load_pair
     from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
 
-    train = data_file("ijcnn1.bz2")
-
-    X, y, Xt, yt = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2", n_features=22)
+    train = datasets.path("ijcnn1")
+    X, y, Xt, yt = datasets.load("ijcnn1", dense=True)
     n = X.shape[0]
     labels = (y > 0).astype(np.int64)
 
@@ -179,9 +178,7 @@ def _consume_once(tmp: Path, rs, X: np.ndarray, y: np.ndarray, fmt: str, copies:
 
 
 def part_b(tmp: Path, rows: list[dict], payload: dict, rounds: int) -> None:
-    from benchmarks.common import load_pair
-
-    X, y, _, _ = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2", n_features=22)
+    X, y, _, _ = datasets.load("ijcnn1", dense=True)
     rs = RedisServer(tmp / "redis-b").start()
     runs = []
     _consume_once(tmp, rs, X[:5000], y[:5000], "xd", 1, -1)  # untimed: numba's on-disk cache, imports
@@ -224,31 +221,11 @@ def part_b(tmp: Path, rows: list[dict], payload: dict, rounds: int) -> None:
     )
 
 
-def _module_at(commit: str, tmp: Path):
-    """``app/ingest/stream_entries.py`` as it was at ``commit``, imported under another name."""
-    source = subprocess.run(
-        ["git", "show", f"{commit}:app/ingest/stream_entries.py"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    path = tmp / "stream_entries_before.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("stream_entries_before", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # (dataclasses look their module up)
-    spec.loader.exec_module(module)
-    return module
-
-
-def part_c(tmp: Path, rows: list[dict], payload: dict, rounds: int, before: str) -> None:
-    from benchmarks.common import load_pair
+def part_c(rows: list[dict], payload: dict, rounds: int) -> None:
     from svmstream.app.ingest import stream_entries as now
     from svmstream.app.ingest.labels import LabelCodec
 
-    X, y, _, _ = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2", n_features=22)
-    old = _module_at(before, tmp)
+    X, y, _, _ = datasets.load("ijcnn1", dense=True)
     labels = [b"1" if v > 0 else b"-1" for v in y]
 
     def replies(dtype, field):
@@ -257,9 +234,8 @@ def part_c(tmp: Path, rows: list[dict], payload: dict, rounds: int, before: str)
         return [flat[a : a + 1000] for a in range(0, len(flat), 1000)]
 
     cases = {
-        f"xb, before ({before})": (old.parse_stream_entries, replies("<f4", b"xb")),
-        "xb, now": (now.parse_stream_entries, replies("<f4", b"xb")),
-        "xd, now": (now.parse_stream_entries, replies("<f8", b"xd")),
+        "xb": (now.parse_stream_entries, replies("<f4", b"xb")),
+        "xd": (now.parse_stream_entries, replies("<f8", b"xd")),
     }
     codec = LabelCodec([-1, 1])
     timings = {name: [] for name in cases}
@@ -273,14 +249,14 @@ def part_c(tmp: Path, rows: list[dict], payload: dict, rounds: int, before: str)
                     parse(batch, codec, 22)
             timings[name].append(1e6 * (time.process_time() - t) / (3 * X.shape[0]))
     payload["C"] = {"us_per_entry_cpu": timings, "load_avg": os.getloadavg()[0]}
-    base = timings[f"xb, before ({before})"]
+    base = timings["xb"]
     for name, values in timings.items():
         rows.append(
             {
                 "part": "C",
                 "parse": name,
                 "CPU µs per entry (median)": statistics.median(values),
-                "median ratio to xb before": statistics.median(v / b for v, b in zip(values, base)),
+                "median ratio to xb": statistics.median(v / b for v, b in zip(values, base)),
                 "rounds": len(values),
             }
         )
@@ -290,16 +266,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--parts", default="ABC")
-    parser.add_argument(
-        "--before", default="07ea7f1", help="git commit of the parser before the change (part C)"
-    )
     args = parser.parse_args(argv)
     payload: dict = {"machine": machine()}
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         if "C" in args.parts:
-            part_c(tmp, rows, payload, args.rounds, args.before)
+            part_c(rows, payload, args.rounds)
         if "A" in args.parts:
             part_a(tmp, rows, payload)
         if "B" in args.parts:

@@ -17,7 +17,8 @@ A. Batch prediction, solver only: BSGD on ijcnn1 (γ = 2, C = 32, B = 500, one p
 B. ``--part http``: a real server; a model learns ijcnn1 (B = 500, γ = 2, C = 32); 8 client
    threads (one HTTP connection each) post single-row ``/predict`` back to back for
    ``--seconds``, alone and then while one more client posts ``/learn`` batches of 1,000
-   ijcnn1 rows back to back: p50/p99 latency, throughput, learn batches applied.
+   ijcnn1 rows back to back: p50/p99 latency, throughput, learn batches applied.  Before and
+   after a change: ``python -m benchmarks compare --before DIR bench_predict --part http``.
 
 Run: ``python -m benchmarks.bench_predict [--part batch|http|all] [--rounds 5]``.
 Writes ``benchmarks/results/predict.{json,md}`` (``--part http`` alone: ``predict_http``).
@@ -35,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import Server, child_pythonpath, data_file, load_pair, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import Server, machine, write_results
 from svmstream.solvers import BudgetedSGDClassifier
 from svmstream.solvers.budgeted._decision import dense_decision, rbf_decision_batch
 from svmstream.solvers.budgeted._state import R_SCALE
@@ -83,22 +85,22 @@ def timed(fn, est, X):
 def batch_part(rounds: int) -> tuple[list[dict], dict]:
     sets = {
         "ijcnn1": dict(
-            files=("ijcnn1.bz2", "ijcnn1.t.bz2", None, True),
+            data=("ijcnn1", True),
             params=dict(budget=500, gamma=2.0, C=32.0),  # the plain estimator: the raw step
         ),
         "letter": dict(
-            files=("letter.scale.bz2", "letter.scale.t.bz2", 16, True),
+            data=("letter", True),
             params=dict(budget=500, gamma=2.0, C=32.0),  # the plain estimator: the raw step
         ),
         "reuters": dict(
-            files=("reuters_lasvm.trn.bz2", "reuters_lasvm.tst.bz2", 8315, False),
+            data=("reuters", False),
             params=dict(budget=500, random_state=0),
         ),
     }
     rows, extra = [], {}
     for name, spec in sets.items():
-        train, test, n_features, dense = spec["files"]
-        X, y, Xt, yt = load_pair(train, test, n_features=n_features, dense=dense)
+        data, dense = spec["data"]
+        X, y, Xt, yt = datasets.load(data, dense=dense)
         est = BudgetedSGDClassifier(**spec["params"])
         if name == "reuters":
             est.fit(X, y)
@@ -204,25 +206,21 @@ def _latency(samples, t0, t1) -> dict:
     }
 
 
-def http_part(seconds: float, connections: int, trees: list[tuple[str, str]], rounds: int) -> list[dict]:
-    """Rounds of (tree, tree, ...): a fresh server of each tree per round (``trees``: (label,
-    extra PYTHONPATH entry of the server: a folder whose ``svmstream/app`` and
-    ``svmstream/solvers`` link into another source tree; "" = this tree))."""
-    X, y, Xt, _ = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2")
+def http_part(seconds: float, connections: int, rounds: int) -> list[dict]:
+    """``rounds`` rounds, a fresh server each (two trees: ``python -m benchmarks compare``)."""
+    X, y, Xt, _ = datasets.load("ijcnn1", dense=True)
     rows = []
     for round_no in range(rounds):
-        for label, path in trees:
-            rows += _http_round(X, y.astype(np.int64), Xt, seconds, connections, label, path, round_no)
+        rows += _http_round(X, y.astype(np.int64), Xt, seconds, connections, round_no)
     return rows
 
 
-def _http_round(X, y, Xt, seconds, connections, label, path, round_no) -> list[dict]:
+def _http_round(X, y, Xt, seconds, connections, round_no) -> list[dict]:
     import httpx
     import orjson
 
     rows = []
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [path, child_pythonpath()]))}
-    with tempfile.TemporaryDirectory() as tmp, Server(Path(tmp) / "snap", env=env) as server:
+    with tempfile.TemporaryDirectory() as tmp, Server(Path(tmp) / "snap") as server:
         c = httpx.Client(base_url=server.url, timeout=120)
         c.put(
             "/models/m",
@@ -282,8 +280,7 @@ def _http_round(X, y, Xt, seconds, connections, label, path, round_no) -> list[d
             rows.append(
                 {
                     "part": "B",
-                    "tree": label,
-                    "round": round_no,
+                    "round": str(round_no),
                     "phase": phase,
                     "connections": connections,
                     **_latency(clients.samples, t0, t1),
@@ -299,15 +296,14 @@ def _http_round(X, y, Xt, seconds, connections, label, path, round_no) -> list[d
 
 
 def _http_summary(rows: list[dict]) -> list[dict]:
-    """Per tree and phase: the median over rounds of p50, p99 and requests/s."""
+    """Per phase: the median over rounds of p50, p99 and requests/s."""
     out = []
-    for key in dict.fromkeys((r["tree"], r["phase"]) for r in rows):
-        group = [r for r in rows if (r["tree"], r["phase"]) == key and r.get("requests")]
+    for phase in dict.fromkeys(r["phase"] for r in rows):
+        group = [r for r in rows if r["phase"] == phase and r.get("requests")]
         out.append(
             {
                 "part": "B (median of rounds)",
-                "tree": key[0],
-                "phase": key[1],
+                "phase": phase,
                 "rounds": len(group),
                 **{
                     k: statistics.median(r[k] for r in group)
@@ -331,16 +327,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per HTTP phase")
     parser.add_argument("--connections", type=int, default=8)
-    parser.add_argument(
-        "--before",
-        default="",
-        help="HTTP part: also run servers of another tree, interleaved: a folder whose "
-        "svmstream/app and svmstream/solvers link into it",
-    )
     parser.add_argument("--http-rounds", type=int, default=3)
     parser.add_argument("--name", default=None, help="result file name (default predict / predict_http)")
     args = parser.parse_args()
-    data_file("ijcnn1.bz2")
+    datasets.path("ijcnn1")  # fails with a message when the data is absent
     payload: dict = {"machine": machine(), "args": vars(args)}
     rows: list[dict] = []
     if args.part in ("batch", "all"):
@@ -348,8 +338,7 @@ def main() -> None:
         rows += batch_rows
         payload["agreement_max_rel_diff"] = extra
     if args.part in ("http", "all"):
-        trees = ([("before", args.before)] if args.before else []) + [("this tree", "")]
-        http_rows = http_part(args.seconds, args.connections, trees, args.http_rounds)
+        http_rows = http_part(args.seconds, args.connections, args.http_rounds)
         rows += http_rows + _http_summary(http_rows)
     payload["rows"] = rows
     payload["load_avg_at_end"] = os.getloadavg()[0]
@@ -358,7 +347,7 @@ def main() -> None:
         name,
         payload,
         rows,
-        "Prediction speed (issue 17, item 4)",
+        "Prediction speed",
         notes=(
             "Part A: decision values of a whole test set, solver only; ratios are medians of "
             "per-round ratios against the per-row path (interleaved rounds). Part B: single-row "

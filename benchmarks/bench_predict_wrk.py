@@ -14,18 +14,16 @@ thread (which answers the requests) and of the whole process (learner threads in
 and ``runq_wait``, the share of the time the event loop thread was ready to run but waiting
 for a CPU (``/proc/<pid>/task/<pid>/schedstat``).
 
-``--baseline DIR`` also starts a server running the code in ``DIR`` (a directory holding a
-``svmstream`` package, e.g. ``git archive <commit> app solvers`` unpacked into
-``DIR/svmstream``) and interleaves its rounds with this tree's, same phases, same client.
+Before and after a change: ``python -m benchmarks compare --before DIR bench_predict_wrk``
+(each tree's server in a fresh process, rounds interleaved).
 
-Run: ``python -m benchmarks.bench_predict_wrk [--rounds 3] [--seconds 10] [--baseline DIR]``;
+Run: ``python -m benchmarks.bench_predict_wrk [--rounds 3] [--seconds 10]``;
 writes ``benchmarks/results/predict_wrk.{json,md}``.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -38,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import Server, child_pythonpath, load_pair, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import Server, machine, write_results
 
 LUA = """wrk.method = "POST"
 wrk.body   = '{body}'
@@ -167,55 +166,36 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--name", default="predict_wrk", help="results file name in benchmarks/results/")
-    parser.add_argument("--baseline", type=Path, default=None, help="a directory holding another svmstream")
     args = parser.parse_args(argv)
     if shutil.which("wrk") is None:
         raise SystemExit("wrk not found: apt-get install wrk")
-    X, y, Xt, _ = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2", 22)
+    X, y, Xt, _ = datasets.load("ijcnn1", dense=True)
     rows = []
-    codes = {"this": None}
-    if args.baseline is not None:
-        codes["baseline"] = {
-            "PYTHONPATH": os.pathsep.join([str(args.baseline.resolve()), child_pythonpath()])
-        }
-    with tempfile.TemporaryDirectory(prefix="bench-wrk-") as tmp, contextlib.ExitStack() as stack:
+    with tempfile.TemporaryDirectory(prefix="bench-wrk-") as tmp, Server(Path(tmp) / "snap") as server:
         script = Path(tmp) / "predict.lua"
         body = json.dumps({"model": "m", "X": [Xt[0].tolist()]})
         script.write_text(LUA.format(body=body))
-        servers = {}
-        for code, env in codes.items():
-            servers[code] = stack.enter_context(Server(Path(tmp) / f"snap-{code}", env=env))
-            train(servers[code], X, y)
+        train(server, X, y)
         bodies = [
             json.dumps({"model": "m", "X": X[s : s + 1000].tolist(), "y": y[s : s + 1000].tolist()})
             for s in range(0, len(y), 1000)
         ]
         for rnd in range(args.rounds):
             for phase in ("alone", "while learning"):
-                for code, server in servers.items():
-                    figures = measure(server, script, bodies, phase, args.seconds, args.connections)
-                    row = {
-                        "round": rnd,
-                        "code": code,
-                        "phase": phase,
-                        "connections": args.connections,
-                        **figures,
-                    }
-                    rows.append(row)
-                    print(row, flush=True)
+                figures = measure(server, script, bodies, phase, args.seconds, args.connections)
+                row = {"round": str(rnd), "phase": phase, "connections": args.connections, **figures}
+                rows.append(row)
+                print(row, flush=True)
     summary = []
     for phase in ("alone", "while learning"):
-        for code in codes:
-            sel = [r for r in rows if r["phase"] == phase and r["code"] == code]
-            medians = {k: float(np.median([r[k] for r in sel])) for k in MEDIANS}
-            summary.append(
-                {"round": "median", "code": code, "phase": phase, "connections": args.connections, **medians}
-            )
+        sel = [r for r in rows if r["phase"] == phase]
+        medians = {k: float(np.median([r[k] for r in sel])) for k in MEDIANS}
+        summary.append({"round": "median", "phase": phase, "connections": args.connections, **medians})
     write_results(
         args.name,
         {
             "machine": machine(),
-            "args": {**vars(args), "baseline": str(args.baseline)},
+            "args": vars(args),
             "rows": rows + summary,
         },
         rows + summary,
@@ -223,8 +203,7 @@ def main(argv=None) -> int:
         notes="wrk -t1 -c8 --latency; the learning client posts /learn batches of 1,000 ijcnn1 rows back to "
         "back; model: B = 500, gamma = 2, C = 32, trained on 20,000 rows first. loop_cpu / process_cpu: "
         "server CPU per request of the event loop thread / of the whole process (learner threads "
-        "included); runq_wait: share of the time the event loop thread waited for a CPU. code: 'this' is "
-        "this tree, 'baseline' the --baseline tree, rounds interleaved.",
+        "included); runq_wait: share of the time the event loop thread waited for a CPU.",
     )
     return 0
 

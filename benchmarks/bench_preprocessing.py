@@ -24,7 +24,8 @@ import time
 
 import numpy as np
 
-from benchmarks.common import load_pair, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import machine, write_results
 from svmstream.solvers.budgeted import StreamingBSGD  # the engine: the stages with fit's scaling
 
 PARAMS = dict(budget=500, gamma=2.0, C=32.0, merge_solver="lookup-wd", random_state=0)
@@ -51,7 +52,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
-    X, y, Xt, _ = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2")
+    X, y, Xt, _ = datasets.load("ijcnn1", dense=True)
     top = np.abs(X).max(axis=0)
     Xp = X / np.where(top > 0, top, 1.0)  # max-abs scaled: the frozen factors become exactly 1
     Xtp = Xt / np.where(top > 0, top, 1.0)

@@ -38,16 +38,16 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 
-import json  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import numba as nb  # noqa: E402
 import numpy as np  # noqa: E402
 
-from svmstream.solvers.budgeted._merging import (
-    GSS_STANDARD_EPS,
+from benchmarks import datasets  # noqa: E402
+from benchmarks.common import data_dir, write_results  # noqa: E402
+from svmstream.solvers.budgeted._gss import GSS_STANDARD_EPS  # noqa: E402
+from svmstream.solvers.budgeted._merging import (  # noqa: E402
     N_DIAG,
     SOLVER_GSS,
     merge_smallest,
@@ -63,7 +63,6 @@ from svmstream.solvers.budgeted._projection import (
 )
 from svmstream.solvers.kernels import rbf_row, squared_norm  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 D = 22
 GAMMA = 0.1
 BUDGETS = (100, 500, 1000)
@@ -143,24 +142,15 @@ def drive_merge(stream, coefs, sv_t, sv_sq, coef, n, x_buf, row, tables, diag, m
 
 # ----------------------------------------------------------------------------- set-up
 _REAL = {}
-#: real data sets for the drift table: file, n_features, γ (MANIFEST.md hyperparameters)
-REAL_SETS = {"a9a": ("a9a.bz2", 123, 2.0**-7), "ijcnn1": ("ijcnn1.bz2", 22, 2.0)}
-
-
-def data_dir() -> Path:
-    return Path(
-        os.environ.get("SVMSTREAM_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
-    )
+#: real data sets for the drift table (benchmarks.datasets): γ (MANIFEST.md hyperparameters)
+REAL_SETS = {"a9a": 2.0**-7, "ijcnn1": 2.0}
 
 
 def real_data(name):
     """(X dense float64, y ±1, γ) of a benchmark file, cached; raises FileNotFoundError."""
     if name not in _REAL:
-        from sklearn.datasets import load_svmlight_file
-
-        fname, n_features, gamma = REAL_SETS[name]
-        X, y = load_svmlight_file(str(data_dir() / fname), n_features=n_features)
-        _REAL[name] = (np.ascontiguousarray(X.toarray()), np.where(y > 0, 1.0, -1.0), gamma)
+        X, y, _, _ = datasets.load(name, dense=True)
+        _REAL[name] = (X, np.where(y > 0, 1.0, -1.0), REAL_SETS[name])
     return _REAL[name]
 
 
@@ -335,7 +325,7 @@ def main():
     started = time.time()
     out, ratios = timings()
     cases = [(100, "uniform"), (100, "clustered"), (30, "clustered")]
-    if all((data_dir() / f[0]).exists() for f in REAL_SETS.values()):
+    if all((data_dir() / datasets.SETS[name].train).exists() for name in REAL_SETS):
         cases += [(100, "ijcnn1"), (500, "ijcnn1"), (100, "a9a"), (500, "a9a")]
     else:
         print(f"benchmark data not found in {data_dir()} (SVMSTREAM_DATA): real-data rows skipped")
@@ -361,8 +351,6 @@ def main():
         "kinv_drift": drifts,
         "seconds": time.time() - started,
     }
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "projection.json").write_text(json.dumps(result, indent=2))
     lines = [
         "# Budget maintenance cost per step: projection vs merging",
         "",
@@ -413,8 +401,16 @@ def main():
             f"{r['resid_lapack']:.1e} | {r['seconds']:.2f} |"
         )
     lines.append("")
-    (RESULTS / "projection.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    table = [
+        {
+            "part": "per step",
+            "variant": v,
+            **{f"raw µs B={B}": out[B]["raw_us"][v] for B in BUDGETS},
+            **{f"maintenance µs B={B}": out[B]["maintenance_us"].get(v) for B in BUDGETS},
+        }
+        for v in VARIANTS
+    ] + [{"part": "K⁻¹ drift", **r} for r in drifts]
+    write_results("projection", result, table, "Budget maintenance cost per step", markdown="\n".join(lines))
 
 
 if __name__ == "__main__":

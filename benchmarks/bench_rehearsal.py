@@ -205,7 +205,7 @@ def main(argv=None) -> int:
             "rehearsal",
             {"machine": info, "rows": rows},
             rows,
-            "Rehearsal: one pass over the stream, B = 500 (issue 17, item 1)",
+            "Rehearsal: one pass over the stream, B = 500",
             notes=f"Medians over {args.seeds} seeds; partial_fit batches of {BATCH}; "
             "setting none = no hyperparameters, paper = the papers' C and γ on raw features.",
         )

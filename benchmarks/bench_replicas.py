@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import REPO, RedisServer, Server, child_pythonpath, data_file, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import REPO, RedisServer, Server, child_pythonpath, machine, write_results
 
 MODEL = "ijcnn1"
 
@@ -44,11 +45,10 @@ def _wait_version(client, version, timeout=30.0):
 
 def main(argv=None) -> None:
     import httpx
-    from sklearn.datasets import load_svmlight_file
 
     from svmstream.app.models.snapshots import SnapshotStore
 
-    Xt, _ = load_svmlight_file(str(data_file("ijcnn1.t.bz2")), n_features=22)
+    _, _, Xt, _ = datasets.load("ijcnn1")
     probe = Xt[:500].toarray()
     payload: dict = {"machine": machine()}
     rows = []
@@ -78,7 +78,7 @@ def main(argv=None) -> None:
                     "-m",
                     "svmstream.app.cli.main",
                     "replay",
-                    str(data_file("ijcnn1.bz2")),
+                    str(datasets.path("ijcnn1")),
                     "--redis",
                     rs.url,
                     "--model",
@@ -187,7 +187,7 @@ def main(argv=None) -> None:
         "replicas",
         payload,
         rows,
-        "Prediction replicas following a learner through Redis (issue 16)",
+        "Prediction replicas following a learner through Redis",
         notes=f"ijcnn1 streamed into the learner (3 passes in file order, B = 500, no other setting), snapshots every 0.5 s. "
         f"Delay = time from the learner's snapshot (saved_at) until the replica answers with that version "
         f"(polled every 10 ms): median {payload['delay_s_median']}, max {payload['delay_s_max']} s over "

@@ -27,9 +27,10 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from benchmarks import datasets
 from benchmarks.bench_defaults import ours
 from benchmarks.bench_rehearsal import load
-from benchmarks.common import REPO, Server, child_pythonpath, data_file, machine, write_results
+from benchmarks.common import REPO, Server, child_pythonpath, machine, write_results
 from svmstream.solvers import BudgetedSGDClassifier
 
 PAPER = {"budget": 500, "gamma": 8.0, "C": 8.0}
@@ -82,9 +83,9 @@ def _replay(url: str, model: str, seed: int, extra: list[str]) -> float:
         "-m",
         "svmstream.app.cli.main",
         "replay",
-        str(data_file("ijcnn1.bz2")),
+        str(datasets.path("ijcnn1")),
         "--test",
-        str(data_file("ijcnn1.t.bz2")),
+        str(datasets.path("ijcnn1", "test")),
         "--url",
         url,
         "--model",

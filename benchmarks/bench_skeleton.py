@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import Server, data_file, load_pair, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import Server, machine, write_results
 from svmstream.solvers import BudgetedSGDClassifier
 
 PARAMS = dict(budget=500, gamma=2.0, C=32.0)
@@ -59,7 +60,7 @@ def replay_runs(quick: bool):
     from svmstream.app.cli.replay import run_replay
 
     rows, memory = [], {}
-    train, test = str(data_file("ijcnn1.bz2")), str(data_file("ijcnn1.t.bz2"))
+    train, test = str(datasets.path("ijcnn1")), str(datasets.path("ijcnn1", "test"))
     hyper = {**PARAMS, **RAW}
     with tempfile.TemporaryDirectory() as tmp:
         for shuffle in (None, 0):
@@ -101,7 +102,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="skip the 20-pass memory run")
     args = parser.parse_args()
-    X, y, Xt, yt = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2")
+    X, y, Xt, yt = datasets.load("ijcnn1", dense=True)
     rows = solver_runs(X, y, Xt, yt, [0, 1, 2, None])
     shuffled = [r for r in rows if r["order"] != "file"]
     lookup = solver_runs(X, y, Xt, yt, [0, 1, 2], merge_solver="lookup-wd")

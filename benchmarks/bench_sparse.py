@@ -35,20 +35,14 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import REPO, RedisServer, Server, child_pythonpath, data_file, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import REPO, RedisServer, Server, child_pythonpath, machine, write_results
 
-SETS = {
-    "reuters": ("reuters_lasvm.trn.bz2", "reuters_lasvm.tst.bz2", 8315),
-    "sector": ("sector.scale.bz2", "sector.t.scale.bz2", 55197),
-}
+SETS = ("reuters", "sector")
 
 
 def _load(name):
-    from sklearn.datasets import load_svmlight_file
-
-    train, test, d = SETS[name]
-    X, y = load_svmlight_file(str(data_file(train)), n_features=d)
-    Xt, yt = load_svmlight_file(str(data_file(test)), n_features=d)
+    X, y, Xt, yt = datasets.load(name)
     return _int32(X), y, _int32(Xt), yt
 
 
@@ -115,7 +109,7 @@ def run_service(name: str, hyper: list[str], tmp: Path) -> dict:
     """One model through Redis into a fresh service; the figures of part A / B."""
     import httpx
 
-    train, test, _ = SETS[name]
+    train, test = datasets.path(name), datasets.path(name, "test")
     rs = RedisServer(tmp / f"redis-{name}", fsync="everysec").start()
     snap = tmp / f"snap-{name}-{'-'.join(hyper) or 'default'}"
     env = {
@@ -138,14 +132,14 @@ def run_service(name: str, hyper: list[str], tmp: Path) -> dict:
                     "-m",
                     "svmstream.app.cli.main",
                     "replay",
-                    str(data_file(train)),
+                    str(train),
                     "--redis",
                     rs.url,
                     "--url",
                     svc.url,
                     "--wait",
                     "--test",
-                    str(data_file(test)),
+                    str(test),
                     "--model",
                     name,
                     "--budget",
@@ -262,7 +256,7 @@ def main(argv=None) -> None:
         "sparse",
         payload,
         rows,
-        "Wide sparse data through Redis into the service (issue 14)",
+        "Wide sparse data through Redis into the service",
         notes="One pass, shuffled (seed 0), `svmstream replay --redis --url --wait --test`; RSS growth = the "
         "service's RSS (peak while learning / after) minus its RSS before the model was created; publish = "
         "the time to make a view's copy after a batch (median / p99 of the last 256); snapshot/SV nnz×12 = "

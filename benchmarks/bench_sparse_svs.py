@@ -1,49 +1,33 @@
-"""Sparse support vectors: what each storage costs, and the dense path's speed.
+"""Sparse support vectors: what each storage costs.
 
-Two commands:
+``python -m benchmarks.bench_sparse_svs`` — BSGD (rbf, the service's defaults: γ = "scale",
+warm-up 1,000, shuffle buffer, run guard; B = 500) learns one shuffled pass (seed 0) in
+1,000-row ``partial_fit`` batches, once with ``sv_storage="dense"`` and once with
+``"sparse"``, on reuters (8,315 features), sector (55,197, 105 classes), a9a (123, 11%
+nonzeros) and synthetic CSR sets around the ``"auto"`` rule (d = 200 … 2,000, density 2 … 40%):
+solver CPU seconds, the estimator's array bytes, the snapshot's bytes against 12 × the SVs'
+nonzeros, test accuracy, and whether both storages gave the same test decisions.  Writes
+``benchmarks/results/sparse_svs.{json,md}``.
 
-* ``python -m benchmarks.bench_sparse_svs`` — BSGD (rbf, the service's defaults: γ = "scale",
-  warm-up 1,000, shuffle buffer, run guard; B = 500) learns one shuffled pass (seed 0) in
-  1,000-row ``partial_fit`` batches, once with ``sv_storage="dense"`` and once with
-  ``"sparse"``, on reuters (8,315 features), sector (55,197, 105 classes), a9a (123, 11%
-  nonzeros) and synthetic CSR sets around the ``"auto"`` rule (d = 200 … 2,000, density 2 … 40%):
-  solver CPU seconds, the estimator's array bytes, the snapshot's bytes against 12 × the SVs'
-  nonzeros, test accuracy, and whether both storages gave the same test decisions.  Writes
-  ``benchmarks/results/sparse_svs.{json,md}``.
-* ``python -m benchmarks.bench_sparse_svs --dense-speed /tmp/pre-sparse [--rounds 3]`` — the dense
-  path before/after: bench_skeleton's solver-only setting (ijcnn1, B = 500, γ = 2, C = 32, raw
-  step, merging with GSS, shuffling seeds 0-4), CPU seconds of 5 ``fit`` calls in a fresh process per run,
-  interleaved A B A B with the tree at the given path (``git worktree add /tmp/pre-sparse
-  <commit>``); reports the median ratio after/before.  Writes
-  ``benchmarks/results/sparse_svs_dense_speed.{json,md}``.
+The dense path's speed before and after a change is ``python -m benchmarks compare --before
+DIR bench_solver_pass`` (bench_skeleton's solver-only setting, interleaved fresh processes).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from benchmarks.common import data_file, load_pair, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import machine, write_results
 
-REPO = Path(__file__).resolve().parents[1]
-SETS = (
-    ("reuters", "reuters_lasvm.trn.bz2", "reuters_lasvm.tst.bz2"),
-    ("sector", "sector.scale.bz2", "sector.t.scale.bz2"),
-    ("a9a", "a9a.bz2", "a9a.t.bz2"),
-)
+SETS = ("reuters", "sector", "a9a")
 GRID = ((200, 0.05), (500, 0.02), (500, 0.10), (500, 0.20), (2000, 0.02), (2000, 0.10), (2000, 0.40))
 BATCH = 1000
-#: --dense-speed: fits (shuffling seeds) timed per process
-SPEED_SEEDS = range(5)
 
 
 def _arrays(obj):
@@ -114,7 +98,7 @@ def synthetic(d, density, n=4000, seed=0):
 
 def storage_table():
     rows = []
-    cases = [(name, *load_pair(train, test, dense=False), {}) for name, train, test in SETS]
+    cases = [(name, *datasets.load(name), {}) for name in SETS]
     # a dense buffer holds 64 MiB of rows (1,008 at d = 8,315) and the guard 16 MiB, sparse ones
     # 20,000 and 200 rows per class: with the same K and no guard both storages learn the same model
     cases.append(("reuters K=1,008 no guard", *cases[0][1:5], {"shuffle_buffer": 1008, "run_guard": False}))
@@ -142,82 +126,12 @@ def storage_table():
     return rows
 
 
-# ----------------------------------------------------------------------------- dense speed, before/after
-def dense_worker():
-    """One timed solver-only run (bench_skeleton's setting) in this process; prints JSON."""
-    from svmstream.solvers import BudgetedSGDClassifier
-
-    params = dict(budget=500, gamma=2.0, C=32.0)  # the plain estimator: the raw step
-    X, y, Xt, yt = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2")
-    BudgetedSGDClassifier(**params).fit(X[:2000], y[:2000])  # compile or load the numba cache
-    cpu, accuracy, merges = 0.0, [], 0
-    for seed in SPEED_SEEDS:  # one fit is ~0.3 s: several per process steady the figure
-        est = BudgetedSGDClassifier(random_state=seed, **params)
-        started = time.process_time()
-        est.fit(X, y)
-        cpu += time.process_time() - started
-        accuracy.append(float(np.mean(est.predict(Xt) == yt)))
-        merges += est.n_merges_
-    print(json.dumps({"cpu_s": cpu, "median_accuracy": float(np.median(accuracy)), "merges": merges}))
-
-
-def _run_tree(tree: Path | None) -> dict:
-    env = dict(os.environ)
-    if tree is not None:  # import svmstream from that tree: a directory whose svmstream links to it
-        link_dir = Path(tempfile.mkdtemp(prefix="svmstream-tree-"))
-        (link_dir / "svmstream").symlink_to(tree.resolve())
-        env["PYTHONPATH"] = f"{link_dir}{os.pathsep}{REPO}"
-    else:
-        env["PYTHONPATH"] = str(REPO)
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_sparse_svs", "--worker-dense"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def dense_speed(before: Path, rounds: int):
-    _run_tree(before), _run_tree(None)  # numba caches of both trees written before timing
-    rows = []
-    for r in range(rounds):
-        for label, tree in (("before", before), ("after", None)):
-            result = _run_tree(tree)
-            rows.append({"round": r + 1, "tree": label, **result, "load_1min": os.getloadavg()[0]})
-            print(json.dumps(rows[-1]), flush=True)
-    ratios = [
-        next(x["cpu_s"] for x in rows if x["round"] == r + 1 and x["tree"] == "after")
-        / next(x["cpu_s"] for x in rows if x["round"] == r + 1 and x["tree"] == "before")
-        for r in range(rounds)
-    ]
-    summary = {"median_ratio_after_over_before": float(np.median(ratios)), "ratios": ratios}
-    payload = {"machine": machine(), "before_tree": str(before), "rows": rows, "summary": summary}
-    notes = (
-        f"CPU seconds of 5 BudgetedSGDClassifier.fit on ijcnn1 (B=500, γ=2, C=32, raw step, GSS merging, seeds 0-4), "
-        f"one fresh process per run, interleaved; median ratio after/before = {summary['median_ratio_after_over_before']:.3f} "
-        f"(rounds: {', '.join(f'{x:.3f}' for x in ratios)})"
-    )
-    write_results("sparse_svs_dense_speed", payload, rows, "Dense path before/after sparse SVs", notes)
-
-
 def main():
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--dense-speed", type=Path, help="tree before the change (git worktree) to compare with"
-    )
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--worker-dense", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.worker_dense:
-        return dense_worker()
-    if args.dense_speed is not None:
-        return dense_speed(args.dense_speed, args.rounds)
-    data_file("reuters_lasvm.trn.bz2")  # fails with a message when the data is absent
+    parser.parse_args()
+    datasets.path("reuters")  # fails with a message when the data is absent
     rows = storage_table()
     table = [{k: v for k, v in row.items() if not k.startswith("_")} for row in rows]
     notes = (

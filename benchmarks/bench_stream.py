@@ -41,7 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import REPO, RedisServer, Server, child_pythonpath, data_file, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import REPO, RedisServer, Server, child_pythonpath, machine, write_results
 
 MODEL = "ijcnn1"
 HYPER = {"budget": 500, "gamma": 2.0, "C": 32.0, "merge_solver": "lookup-wd"}
@@ -263,11 +264,8 @@ def main(argv=None) -> int:
     kills = args.kills or (3 if args.quick else 10)
     mem_n = args.memory_examples or (200_000 if args.quick else 1_000_000)
 
-    from sklearn.datasets import load_svmlight_file
-
-    train, test = data_file("ijcnn1.bz2"), data_file("ijcnn1.t.bz2")
-    X, y = load_svmlight_file(str(train), n_features=22)
-    Xt, yt = load_svmlight_file(str(test), n_features=22)
+    train = datasets.path("ijcnn1")
+    X, y, Xt, yt = datasets.load("ijcnn1")
     X32 = np.ascontiguousarray(X.toarray(), dtype="<f4")
     X64 = X32.astype(np.float64)  # what the service sees from float32 entries
     Xt = np.ascontiguousarray(Xt.toarray())
@@ -599,7 +597,7 @@ def main(argv=None) -> int:
         "stream",
         payload,
         rows,
-        "Redis stream ingestion (issue 3 acceptance runs)",
+        "Redis stream ingestion",
         notes="Command: `python -m benchmarks.bench_stream`"
         + (" --quick" if args.quick else "")
         + ". ijcnn1 as float32 `xb` entries, B=500, γ=2, C=32, lookup-WD, file order; real redis-server "

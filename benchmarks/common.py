@@ -12,10 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
-from svmstream.app.jobs.datasets import load_dataset
-
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 
@@ -33,15 +29,6 @@ def data_file(name: str) -> Path:
     return path
 
 
-def load_pair(train: str, test: str, n_features: int | None = None, dense: bool = True):
-    """(X, y, X_test, y_test) of a LIBSVM train/test pair; dense float64 unless ``dense=False``."""
-    X, y = load_dataset(data_file(train), n_features=n_features, fmt="libsvm")
-    Xt, yt = load_dataset(data_file(test), n_features=X.shape[1], fmt="libsvm")
-    if dense:
-        X, Xt = np.ascontiguousarray(X.toarray()), np.ascontiguousarray(Xt.toarray())
-    return X, y, Xt, yt
-
-
 def machine() -> dict:
     return {
         "python": platform.python_version(),
@@ -52,11 +39,29 @@ def machine() -> dict:
     }
 
 
-def write_results(name: str, payload: dict, table_rows: list[dict], title: str, notes: str = "") -> None:
-    """Write ``benchmarks/results/<name>.json`` and ``<name>.md`` (a Markdown table)."""
+def write_results(
+    name: str, payload: dict, table_rows: list[dict], title: str, notes: str = "", markdown: str | None = None
+) -> None:
+    """Write ``benchmarks/results/<name>.json`` and ``<name>.md``.
+
+    The JSON is ``payload`` with ``machine``: :func:`machine` (load average included) unless the
+    payload has its own record (given the load average at writing if it has none), and ``table``: the rows of the Markdown table (what ``python -m benchmarks compare``
+    reads).  The Markdown is ``# title``, the machine, ``notes`` and the table, one per value of
+    the rows' ``"part"`` column; or ``markdown`` verbatim, for a benchmark that lays out its own.
+    """
     RESULTS.mkdir(parents=True, exist_ok=True)
+    given = payload.get("machine")
+    if not isinstance(given, dict):
+        given = machine()
+    elif not any("load" in key for key in given):  # a benchmark's own machine record
+        given = {**given, "load_avg_at_write": os.getloadavg()[0]}
+    payload = {"machine": given, **{k: v for k, v in payload.items() if k != "machine"}, "table": table_rows}
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, default=float) + "\n")
-    lines = [f"# {title}", "", f"Machine: {json.dumps(payload.get('machine', {}))}", ""]
+    if markdown is not None:
+        (RESULTS / f"{name}.md").write_text(markdown)
+        print(markdown)
+        return
+    lines = [f"# {title}", "", f"Machine: {json.dumps(payload['machine'])}", ""]
     if notes:
         lines += [notes, ""]
     groups: dict = {}
@@ -163,8 +168,15 @@ class Server:
         """Wait until ``/health`` says the background warm-up is done (``"solvers": "ready"``;
         older servers warm up before answering and have no such field): the one-time JIT
         compilation stays out of the timed runs."""
+        import httpx
+
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and get("/health").json().get("solvers", "ready") != "ready":
+        while time.monotonic() < deadline:
+            try:  # a server compiling on a loaded machine may miss the 2 s of one poll
+                if get("/health").json().get("solvers", "ready") == "ready":
+                    return
+            except httpx.TimeoutException:
+                pass
             time.sleep(0.1)
 
     def rss_mb(self) -> float:

@@ -1,8 +1,10 @@
 """The one registry of the benchmarks' data sets: each set's files, its dimension and, for a set
 shipped without a test file, its one split.
 
-The benchmarks that split a set read it through :func:`load`, so a set is split one way
-everywhere: scikit-learn's ``train_test_split(test_size=f, random_state=SPLIT_SEED)`` of its rows
+Every benchmark reads its sets through this module: :func:`load` for the arrays, :func:`path`
+for a file it hands to a command or to the service (``SETS[name].train`` / ``.test`` for the
+file names relative to ``$SVMSTREAM_DATA``), so no other module names a data file.  A set is
+split one way everywhere: scikit-learn's ``train_test_split(test_size=f, random_state=SPLIT_SEED)`` of its rows
 (``f`` = the set's ``test_fraction``; phishing's 70/30 split is the one ``bench_rehearsal`` and
 ``bench_settings`` measured on).  ``order="file"`` gives the training rows in the file's order (a
 stream as the file holds it), ``order="shuffled"`` in the split's.
@@ -11,6 +13,7 @@ stream as the file holds it), ``order="shuffled"`` in the split's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -30,14 +33,29 @@ class DataSet:
 SETS: dict[str, DataSet] = {
     "ijcnn1": DataSet("ijcnn1.bz2", "ijcnn1.t.bz2", 22),
     "a9a": DataSet("a9a.bz2", "a9a.t.bz2", 123),
-    "letter": DataSet("letter.scale.bz2", "letter.scale.t.bz2"),
-    "pendigits": DataSet("pendigits.bz2", "pendigits.t.bz2"),
-    "reuters": DataSet("reuters_lasvm.trn.bz2", "reuters_lasvm.tst.bz2"),
-    "sector": DataSet("sector.scale.bz2", "sector.t.scale.bz2"),
+    "letter": DataSet("letter.scale.bz2", "letter.scale.t.bz2", 16),
+    "pendigits": DataSet("pendigits.bz2", "pendigits.t.bz2", 16),
+    "reuters": DataSet("reuters_lasvm.trn.bz2", "reuters_lasvm.tst.bz2", 8315),
+    "sector": DataSet("sector.scale.bz2", "sector.t.scale.bz2", 55197),
     "phishing": DataSet("phishing.bz2", None, 68, test_fraction=0.3),
     "skin_nonskin": DataSet("skin_nonskin.bz2", None, 3, test_fraction=0.2),
 }
 SPLIT_SEED = 0
+
+
+def path(name: str, part: str = "train") -> Path:
+    """The file of a registered set with a test file (``part``: ``"train"`` or ``"test"``);
+    exits with a clear message when it is missing.  A set without a test file has no test
+    path: read it with :func:`load`, which splits it.
+
+    Raises ``KeyError`` for an unknown set, ``ValueError`` for another part or a set without
+    a test file asked for its training file (it would be read without its split)."""
+    spec = SETS[name]
+    if spec.test is None:
+        raise ValueError(f"{name} has no test file: read it with datasets.load, which splits it")
+    if part not in ("train", "test"):
+        raise ValueError(f"part: 'train' or 'test', not {part!r}")
+    return data_file(spec.train if part == "train" else spec.test)
 
 
 def split(n: int, test_fraction: float) -> tuple[np.ndarray, np.ndarray]:

@@ -21,6 +21,25 @@ def test_the_split_is_disjoint_covering_and_fixed():
     assert not np.array_equal(train, np.sort(train))  # the permutation's order, not the file's
 
 
+def test_only_the_registry_names_a_data_file():
+    """Files, dimensions and splits are known in one place: no other benchmark module names a
+    registered file (a set is read through ``datasets.load`` / ``datasets.path``)."""
+    files = [f for spec in datasets.SETS.values() for f in (spec.train, spec.test) if f]
+    readers = {
+        path.name
+        for path in BENCHMARKS.glob("*.py")
+        if path.name != "datasets.py" and any(f'"{f}"' in path.read_text() for f in files)
+    }
+    assert not readers, readers
+
+
+def test_path_refuses_a_set_that_needs_a_split():
+    with pytest.raises(ValueError, match="no test file"):
+        datasets.path("phishing")
+    with pytest.raises(ValueError, match="part"):
+        datasets.path("ijcnn1", "valid")
+
+
 def test_no_benchmark_reads_a_set_that_needs_a_split_by_itself():
     """Each set without a test file is named by the registry only, so it cannot be split twice."""
     files = [spec.train for spec in datasets.SETS.values() if spec.test is None]
