@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 import redis
-from sklearn.datasets import load_svmlight_file
 
-from benchmarks.common import RedisServer, Server, data_file, machine, write_results
+from benchmarks import datasets
+from benchmarks.common import RedisServer, Server, machine, write_results
 from svmstream.app.cli.producer import stream_entries, xadd_batch
 from svmstream.app.models.snapshots import SnapshotStore
 
@@ -75,8 +75,7 @@ def _accuracy(client, Xt, yt, version) -> float:
 def part_a(tmp: Path, rows: list[dict]) -> dict:
     import httpx
 
-    X, y = load_svmlight_file(str(data_file("ijcnn1.bz2")), n_features=22)
-    Xt, yt = load_svmlight_file(str(data_file("ijcnn1.t.bz2")), n_features=22)
+    X, y, Xt, yt = datasets.load("ijcnn1")
     Xt, yt = Xt[:20_000].toarray(), yt[:20_000]
     probe = Xt[:500]
     rs = RedisServer(tmp / "redis", fsync="everysec").start()
@@ -105,8 +104,11 @@ def part_a(tmp: Path, rows: list[dict]) -> dict:
         stored = SnapshotStore(tmp / "learner")
         file_path = next(p for _, p in stored.files(MODEL) if stored.read(p).version == clean)
         from_file = stored.read(file_path)
+        asked_at = time.time()
         r = lc.post(f"/models/{MODEL}/rollback", json={"version": clean}).json()
         rolled_at = time.time()
+        out["rollback_request_s"] = rolled_at - asked_at
+        out["load_avg_at_rollback"] = __import__("os").getloadavg()[0]
         live, live_version = _decisions(lc, probe)
         out["rollback"] = r
         out["rollback_max_abs_diff_vs_pinned"] = float(np.max(np.abs(live - pinned)))
@@ -157,7 +159,10 @@ def part_b(tmp: Path, rows: list[dict]) -> dict:
     figures = []
     with server:
         c = httpx.Client(base_url=server.url, timeout=60)
-        c.put("/models/h", json={"budget": 50, "gamma": 1.0, "C": 10, "n_features": 8, "rehearsal": 0})
+        c.put(
+            "/models/h",
+            json={"budget": 50, "gamma": 1.0, "C": 10, "n_features": 8, "rehearsal": 0, "shuffle_buffer": 0},
+        )
         marked = []
         for k in range(1000):
             Xb = rng.normal(size=(20, 8))
@@ -184,14 +189,21 @@ def part_b(tmp: Path, rows: list[dict]) -> dict:
     return {"keep_versions": 20, "max_history_bytes": 2_000_000, "marked": marked, "after": figures}
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="AB", help="A: rollback with a replica; B: history on disk")
+    args = parser.parse_args(argv)
     payload: dict = {"machine": machine()}
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="bench-versions-") as d:
         tmp = Path(d)
-        payload["A"] = part_a(tmp, rows)
-        print(payload["A"], flush=True)
-        payload["B"] = part_b(tmp, rows)
+        if "A" in args.parts:
+            payload["A"] = part_a(tmp, rows)
+            print(payload["A"], flush=True)
+        if "B" in args.parts:
+            payload["B"] = part_b(tmp, rows)
     write_results(
         "versions",
         payload,

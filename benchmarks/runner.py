@@ -158,6 +158,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the abuse probes: 65 MB bodies without a token, idle and half-header sockets, warm-up/model-count "
         "bounds, names, job bounds, disclosure, client disconnects (RSS, fds, `/health` latency, status codes)",
     ),
+    "bench_versions": Benchmark(
+        "[--parts AB]",
+        "versions: ijcnn1 through a Redis stream, 5,000 flipped labels, rollback to the clean version "
+        "(decisions, the replica's delay, learning on, undo); history on disk over 1,000 snapshots",
+    ),
 }
 
 
