@@ -127,6 +127,11 @@ class PredictRequest(BaseModel):
     X: list[Features] = Field(json_schema_extra=_NON_EMPTY)
     n_features: int | None = Field(None, ge=1)
     proba: bool = Field(False, description="also answer calibrated class probabilities")
+    remember: bool | None = Field(
+        None,
+        description="keep the rows and answer ids for POST /feedback (default: the model's "
+        "remember setting; docs/feedback.md)",
+    )
 
 
 class ModelInfo(BaseModel):
@@ -221,6 +226,9 @@ class PredictResponse(BaseModel):
     classes: list[Label] | None = Field(None, description='with "proba": the column order of proba')
     proba: list[list[float]] | None = Field(
         None, description='with "proba": true: calibrated probabilities, rows sum to 1, argmax = label'
+    )
+    ids: list[str] | None = Field(
+        None, description='with "remember": one opaque prediction id per row, for POST /feedback'
     )
 
 
