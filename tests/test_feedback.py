@@ -128,3 +128,29 @@ def test_model_setting_remember_and_served_equals_prequential(start_server, tmp_
     assert 0.6 < m["served_accuracy"] < 1.0
     r = c.post("/predict", json={"model": "seen", "X": X[:3].tolist(), "remember": False})
     assert "ids" not in r.json()
+
+
+def _metric(text: str, name: str) -> float:
+    line = next(line for line in text.splitlines() if line.startswith(name + " "))
+    return float(line.split()[1])
+
+
+def test_the_store_stays_within_its_bound_evicting_the_oldest(start_server, tmp_path):
+    server = start_server(tmp_path / "snap", env={"SVMSTREAM_FEEDBACK_MAX_BYTES": "100000"})
+    c = server.client()
+    X, y = two_moons_like(3300, d=6, seed=2)
+    assert c.put("/models/small", json=CONFIG).status_code == 201
+    _learn(c, "small", X[:300], y[:300].tolist())
+    ids = []
+    for start in range(300, 3300, 300):
+        ids += _remember(c, "small", X[start : start + 300])["ids"]
+        text = c.get("/metrics").text
+        assert _metric(text, "svmstream_feedback_store_bytes") <= 100_000
+    records = _metric(text, "svmstream_feedback_store_records")
+    evicted = _metric(text, "svmstream_feedback_evicted_total")
+    assert 0 < records < 3000 and records + evicted == 3000, (records, evicted)
+    kept = int(records)
+    r = c.post("/feedback", json={"model": "small", "ids": [ids[0], ids[-1]], "y": [int(y[300]), int(y[-1])]})
+    assert (r.json()["expired"], r.json()["learned"]) == (1, 1), r.text  # the oldest went first
+    r = c.post("/feedback", json={"model": "small", "ids": ids[-kept:-1], "y": y[-kept:-1].tolist()})
+    assert r.json()["learned"] == kept - 1, r.text

@@ -181,3 +181,39 @@ def test_sigkill_the_learner_during_a_feedback_stream(start_server, own_redis, t
     assert info["n_seen"] == n0 + n
     assert (n_dup, n_exp, len(reasons)) == (dup, forged, dup + forged)
     assert delta == 0.0
+
+
+def test_the_redis_store_stays_within_its_bound(start_server, own_redis, tmp_path):
+    server = start_server(
+        tmp_path / "snap",
+        env={"SVMSTREAM_REDIS_URL": own_redis.url, "SVMSTREAM_FEEDBACK_MAX_BYTES": "100000"},
+    )
+    c = server.client()
+    redis = own_redis.client()
+    X, y = two_moons_like(3300, d=6, seed=2)
+    assert c.put("/models/small", json=CONFIG).status_code == 201
+    assert (
+        c.post(
+            "/learn", json={"model": "small", "X": X[:300].tolist(), "y": y[:300].astype(int).tolist()}
+        ).status_code
+        == 200
+    )
+    ids = []
+    for start in range(300, 3300, 300):
+        r = c.post(
+            "/predict", json={"model": "small", "X": X[start : start + 300].tolist(), "remember": True}
+        )
+        ids += r.json()["ids"]
+        assert int(redis.get("svmstream:feedback:_bytes")) <= 100_000
+    admin = {b"svmstream:feedback:_index", b"svmstream:feedback:_bytes", b"svmstream:feedback:_evicted"}
+    hashes = sum(1 for k in redis.scan_iter("svmstream:feedback:*") if k not in admin)
+    evicted = int(redis.get("svmstream:feedback:_evicted"))
+    assert 0 < hashes < 3000 and hashes + evicted == 3000, (hashes, evicted)
+    assert redis.zcard("svmstream:feedback:_index") == hashes
+    assert 0 < redis.pttl("svmstream:feedback:" + ids[-1]) <= 86_400_000
+    r = c.post("/feedback", json={"model": "small", "ids": [ids[0], ids[-1]], "y": [int(y[300]), int(y[-1])]})
+    assert (r.json()["expired"], r.json()["learned"]) == (1, 1), r.text
+    print(
+        f"redis store bound 100,000 bytes: {hashes} of 3,000 remembered kept, {evicted} evicted, "
+        f"used_memory {redis.info('memory')['used_memory']:,} bytes"
+    )
