@@ -245,6 +245,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             else ()
         ),
         lambda: app.state.request_metrics.latency,
+        served=lambda name: app.state.registry.feedback.dashboard_figures(name),
     )
     install_error_handlers(app)
     if app.state.settings.role == "replica":  # a replica only predicts (docs/deployment.md)

@@ -163,6 +163,12 @@ class Feedback:
         """What ``GET /models/{name}`` shows of the feedback (:meth:`ServedMeter.figures`)."""
         return self.meter(name).figures()
 
+    def dashboard_figures(self, name: str) -> dict[str, Any]:
+        """``served_accuracy`` and ``served_log_loss`` of ``name`` (None without feedback yet)."""
+        meter = self._meters.get(name)
+        figures = meter.figures() if meter is not None else {}
+        return {k: figures.get(k) for k in ("served_accuracy", "served_log_loss")}
+
     def meters(self) -> dict[str, ServedMeter]:
         with self._lock:
             return dict(self._meters)
