@@ -4,7 +4,7 @@ and what ``/predict`` does with ``remember``."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field
@@ -17,7 +17,7 @@ from svmstream.app.api.routes.learn import applied, learn_figures
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, errors
 from svmstream.app.errors import InvalidInput, ServiceError
 from svmstream.app.ingest.decode import decode_body
-from svmstream.app.models.feedback import check_feedback_body
+from svmstream.app.models.feedback import MAX_FEEDBACK_IDS, MAX_ID_CHARS, check_feedback_body
 from svmstream.app.models.registry import Registry
 
 router = APIRouter(tags=["feedback"], dependencies=[Depends(require_write)])
@@ -27,8 +27,12 @@ class FeedbackRequest(BaseModel):
     """Body of ``POST /feedback`` (documentation only)."""
 
     model: str | None = Field(None, description="model name; default: the server's default model")
-    ids: list[str] = Field(description="prediction ids answered by /predict with remember")
-    y: list[int | float | str] = Field(description="the label that arrived for each id")
+    ids: list[Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]] = Field(
+        description="prediction ids answered by /predict with remember",
+        min_length=1,
+        max_length=MAX_FEEDBACK_IDS,
+    )
+    y: list[int | float | str] = Field(description="the label that arrived for each id (as many as ids)")
 
 
 class FeedbackResponse(BaseModel):
