@@ -52,20 +52,22 @@ def throughput_round(server, X, y, batches: int, round_no: int) -> dict:
         s = 10_000 + 1000 * k
         body = _body({"model": "fb", "X": np.ascontiguousarray(X[s : s + 1000]), "remember": True})
         ids.append(c.post("/predict", content=body, headers=JSON).json()["ids"])
-    t_fb = t_learn = 0.0
+    t_fb = t_learn = cpu_fb = cpu_learn = 0.0
     cpu0, wall0 = _server_cpu(server), time.perf_counter()
     for k in range(batches):
         s = 10_000 + 1000 * k
         fb = _body({"model": "fb", "ids": ids[k], "y": y[s : s + 1000]})
         learn = _body({"model": "ref", "X": np.ascontiguousarray(X[s : s + 1000]), "y": y[s : s + 1000]})
-        t0 = time.perf_counter()
+        c0, t0 = _server_cpu(server), time.perf_counter()
         r = c.post("/feedback", content=fb, headers=JSON)
-        t1 = time.perf_counter()
+        c1, t1 = _server_cpu(server), time.perf_counter()
         c.post("/learn", content=learn, headers=JSON).raise_for_status()
-        t2 = time.perf_counter()
+        c2, t2 = _server_cpu(server), time.perf_counter()
         assert r.status_code == 200 and r.json()["learned"] == 1000, r.text
         t_fb += t1 - t0
         t_learn += t2 - t1
+        cpu_fb += c1 - c0
+        cpu_learn += c2 - c1
     probe = _body({"X": np.ascontiguousarray(X[-200:])})
     d_fb = np.asarray(
         c.post("/predict", content=probe.replace(b"{", b'{"model":"fb",', 1), headers=JSON).json()["decision"]
@@ -84,6 +86,9 @@ def throughput_round(server, X, y, batches: int, round_no: int) -> dict:
         "feedback_rows_per_s": n / t_fb,
         "learn_rows_per_s": n / t_learn,
         "ratio": (n / t_fb) / (n / t_learn),
+        "feedback_cpu_us_per_row": 1e6 * cpu_fb / n,
+        "learn_cpu_us_per_row": 1e6 * cpu_learn / n,
+        "cpu_ratio": cpu_learn / cpu_fb if cpu_fb > 0 else float("nan"),
         "max_abs_decision_delta": float(np.max(np.abs(d_fb - d_ref))),
         "wall_s": time.perf_counter() - wall0,
         "server_cpu_s": _server_cpu(server) - cpu0,
@@ -110,6 +115,7 @@ def remember_round(server, Xt, seconds: float, connections: int, round_no: int) 
                 **_latency(clients.samples, t0, t1),
                 "errors": clients.errors,
                 "server_cpu_s_per_s": (cpu1 - cpu0) / (t1 - t0),
+                "server_cpu_ms_per_request": 1000 * (cpu1 - cpu0) / max(1, len(clients.samples)),
                 "load_avg": os.getloadavg()[0],
             }
         )
@@ -139,6 +145,11 @@ def main() -> None:
         "learn_rows_per_s_median": statistics.median(r["learn_rows_per_s"] for r in a),
         "feedback_over_learn_median_ratio": statistics.median(r["ratio"] for r in a),
         "max_abs_decision_delta": max(r["max_abs_decision_delta"] for r in a),
+        "feedback_over_learn_cpu_median_ratio": statistics.median(r["cpu_ratio"] for r in a),
+        "remember_cpu_per_request_median_ratio": statistics.median(
+            b[(k, True)]["server_cpu_ms_per_request"] / b[(k, False)]["server_cpu_ms_per_request"]
+            for k in range(args.rounds)
+        ),
         "remember_p50_median_ratio": statistics.median(
             b[(k, True)]["p50_ms"] / b[(k, False)]["p50_ms"] for k in range(args.rounds)
         ),

@@ -61,13 +61,14 @@ def wants_remember(obj: dict, view) -> bool:
     return value
 
 
-def remember_rows(registry: Registry, view, X, decision, labels: list[Any]) -> list[str]:
-    """The ids of the rows of a prediction kept in the feedback store.  Raises ServiceError
-    (503) when the process has no feedback store."""
+def remember_rows(registry: Registry, view, X, decision, labels: list[Any], proba=None) -> list[str]:
+    """The ids of the rows of a prediction kept in the feedback store (``proba``: the
+    ``(classes, probabilities)`` the answer already holds, if any).  Raises ServiceError (503)
+    when the process has no feedback store."""
     feedback = getattr(registry, "feedback", None)
     if feedback is None:
         raise ServiceError("remember: this process keeps no feedback store", status=503)
-    return feedback.remember(view, X, decision, labels)
+    return feedback.remember(view, X, decision, labels, proba)
 
 
 def _submit(registry: Registry, body: bytes, default_model: str):

@@ -47,7 +47,8 @@ def answer_predict(registry: Registry, name: str, obj: dict, batch: Batch) -> di
         classes, proba = view.predict_proba(X, decision)
         out["classes"], out["proba"] = classes, np.ascontiguousarray(proba)
     if wants_remember(obj, view):
-        out["ids"] = remember_rows(registry, view, X, decision, out["labels"])
+        served = (out["classes"], out["proba"]) if "proba" in out else None
+        out["ids"] = remember_rows(registry, view, X, decision, out["labels"], served)
     return out
 
 
