@@ -41,11 +41,14 @@ MAX_FEEDBACK_IDS = 100_000
 MAX_ID_CHARS = 64
 
 
-def rows_matrix(rows: list[dict[str, Any]]) -> tuple[np.ndarray | sp.csr_matrix, bool]:
-    """``(X, sparse)`` of decoded records: a dense (n, d) float64 matrix when every row was
-    dense, else a CSR matrix as wide as the widest row (rows as they were sent)."""
-    if all(not r["sparse"] for r in rows):
-        return np.vstack([r["x"] for r in rows]).astype(np.float64, copy=False), False
+def rows_matrix(records: list[dict[str, bytes]]) -> tuple[np.ndarray | sp.csr_matrix, bool]:
+    """``(X, sparse)`` of stored records: a dense (n, d) float64 matrix when every row was
+    dense (one buffer), else a CSR matrix as wide as the widest row (rows as they were sent)."""
+    widths = {r["w"] for r in records}
+    if len(widths) == 1 and all(r["k"] == b"d" for r in records):
+        n, d = len(records), int(next(iter(widths)))
+        return np.frombuffer(b"".join([r["x"] for r in records]), dtype="<f8").reshape(n, d).copy(), False
+    rows = [decode_row(r) for r in records]
     width = max(r["width"] for r in rows)
     data, indices, indptr = [], [], [0]
     for r in rows:
@@ -62,6 +65,26 @@ def rows_matrix(rows: list[dict[str, Any]]) -> tuple[np.ndarray | sp.csr_matrix,
     )
     X.sort_indices()
     return X, True
+
+
+def served_figures(records: list[dict[str, bytes]], arrived: list[Any], now: float):
+    """``(served labels, probability served for each arriving label or None, delays (n,) s)``
+    of stored records."""
+    served = [orjson.loads(r["l"]) for r in records]
+    index_of: dict[bytes, dict] = {}
+    probs: list[float | None] = []
+    for r, label in zip(records, arrived):
+        c = r.get("c")
+        if c is None:
+            probs.append(None)
+            continue
+        where = index_of.get(c)
+        if where is None:
+            where = index_of[c] = {v: k for k, v in enumerate(orjson.loads(c))}
+        k = where.get(label)
+        probs.append(float(np.frombuffer(r["p"], dtype="<f8")[k]) if k is not None else 0.0)
+    delays = np.maximum(0.0, now - np.array([float(r["t"]) for r in records]))
+    return served, probs, delays
 
 
 def check_feedback_body(obj: Any) -> tuple[str | None, list[str], list[Any]]:
@@ -180,20 +203,20 @@ class Feedback:
         self, ledger: Ledger, name: str, ids: list[str], records: list
     ) -> tuple[list[int], list[int], list[int], list]:
         """Under the ledger's lock: ``(learn, duplicate, expired, rows)`` positions of ``ids``
-        and the decoded rows to learn.  An id of another model is ``expired`` (never learned)."""
+        and the stored records to learn.  An id of another model is ``expired`` (never learned)."""
         learn, dup, expired, rows = [], [], [], []
         taken: set[str] = set()
+        name_b = name.encode()
         for i, (rid, rec) in enumerate(zip(ids, records)):
             if rid in ledger.learned or rid in taken:
                 dup.append(i)
                 continue
-            row = decode_row(rec) if rec is not None else None
-            if row is None or row["model"] != name:
+            if rec is None or rec.get("m") != name_b:
                 expired.append(i)
                 continue
             taken.add(rid)
             learn.append(i)
-            rows.append(row)
+            rows.append(rec)
         return learn, dup, expired, rows
 
     def learn(self, handle, ids: list[str], y: list[Any]) -> tuple[Future | None, dict[str, Any]]:
@@ -246,16 +269,14 @@ class Feedback:
         return future
 
     def watch(self, future: Future, ledger: Ledger, meter: ServedMeter, rows: list, arrived: list) -> None:
-        """When ``future`` succeeds: the served accuracy, log-loss and delays of ``rows``."""
+        """When ``future`` succeeds: the served accuracy, log-loss and delays of ``rows`` (stored
+        records)."""
 
         def done(f: Future) -> None:
             if f.exception() is not None:
                 return
-            now = time.time()
-            served = [r["label"] for r in rows]
-            proba = [(r["classes"], r["proba"]) if r["proba"] is not None else None for r in rows]
-            delays = np.array([max(0.0, now - r["t"]) for r in rows])
-            meter.add(served, arrived, proba, delays)
+            served, probs, delays = served_figures(rows, arrived, time.time())
+            meter.add(served, arrived, probs, delays)
             meter.count(learned=len(rows))
 
         future.add_done_callback(done)

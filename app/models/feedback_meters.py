@@ -48,17 +48,12 @@ class ServedMeter:
             for kind, n in by_kind.items():
                 self.counts[kind] += int(n)
 
-    def add(self, served: list[Any], arrived: list[Any], proba: list[Any], delays: np.ndarray) -> None:
-        """Learned feedback rows: served labels, arriving labels, per row ``(classes, p)`` or
-        None (no probabilities served), and delays in seconds (float64, (n,))."""
-        losses = []
-        for label, (classes_p) in zip(arrived, proba):
-            if classes_p is None:
-                continue
-            classes, p = classes_p
-            k = next((j for j, c in enumerate(classes) if c == label), None)
-            q = float(p[k]) if k is not None else 0.0
-            losses.append(-math.log(max(q, PROBA_FLOOR)))
+    def add(
+        self, served: list[Any], arrived: list[Any], probs: list[float | None], delays: np.ndarray
+    ) -> None:
+        """Learned feedback rows: served labels, arriving labels, the probability served for
+        each arriving label (None: no probabilities served), and delays in seconds (float64, (n,))."""
+        losses = [-math.log(max(q, PROBA_FLOOR)) for q in probs if q is not None]
         bins = np.searchsorted(np.asarray(DELAY_BUCKETS), np.asarray(delays, dtype=np.float64), side="left")
         with self._lock:
             self._correct.extend(s == a for s, a in zip(served, arrived))

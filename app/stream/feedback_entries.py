@@ -101,7 +101,7 @@ class FeedbackResolution:
                 )
                 continue
             taken.add(rid)
-            self._fid_pos[len(self.entries)] = (rid, row, d["y"])
+            self._fid_pos[len(self.entries)] = (rid, rec, d["y"])
             self.entries.append((eid, _row_fields(d["y"], row)))
         self.meter.count(**counts)
 
