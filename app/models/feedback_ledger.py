@@ -82,7 +82,7 @@ class Ledger:
         for rid, (seq, t) in self.learned.items():
             by_seq.setdefault(seq, (t, []))[1].append(rid)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
+        tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w") as f:
             for seq, (t, ids) in sorted(by_seq.items()):
                 f.write(f"a {seq} {t!r} {' '.join(ids)}\n")

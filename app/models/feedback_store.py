@@ -205,7 +205,7 @@ class MemoryStore:
             ]
             self._dirty = False
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
+        tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w") as f:
             json.dump({"format": 1, "records": rows}, f)
             f.flush()
