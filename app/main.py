@@ -37,6 +37,7 @@ from svmstream.app.api.replica import ReplicaReadOnly
 from svmstream.app.api.routes import (
     dashboard,
     events,
+    feedback,
     health,
     invocations,
     jobs,
@@ -50,10 +51,12 @@ from svmstream.app.api.routes import (
 )
 from svmstream.app.errors import install_error_handlers
 from svmstream.app.jobs.runner import JobRunner
+from svmstream.app.models.feedback import open_feedback
 from svmstream.app.models.registry import Registry
 from svmstream.app.models.snapshots import SnapshotStore, run_snapshotter
 from svmstream.app.models.versions import Versions
 from svmstream.app.models.warmup import start_warm_up, warm_up
+from svmstream.app.observability.feedback_metrics import FeedbackCollector
 from svmstream.app.observability.live import LiveFeed
 from svmstream.app.observability.prometheus import RequestCounter, build_registry
 from svmstream.app.settings import Settings
@@ -159,12 +162,16 @@ async def lifespan(app: FastAPI):
     registry = await _open_registry(settings)
     app.state.registry = registry
     app.state.versions = Versions(registry, settings.max_pinned_versions)
+    registry.feedback = open_feedback(settings, registry)  # remembered predictions (docs/feedback.md)
     replication = _start_replication(app, settings, registry)
     app.state.jobs = JobRunner(settings, registry)  # batch jobs (docs/jobs.md); workers start per job
     app.state.started_at = time.time()
     learner = settings.role == "learner"
     snapshotter = asyncio.create_task(
-        run_snapshotter(registry.snapshot_changed, settings.snapshot_interval_s if learner else 3600.0)
+        run_snapshotter(
+            lambda: registry.snapshot_changed() + [registry.feedback.save()],
+            settings.snapshot_interval_s if learner else 3600.0,
+        )
     )
     # idle models beyond max_loaded_models go back to their snapshot (docs/deployment.md)
     parker = (
@@ -199,6 +206,8 @@ async def lifespan(app: FastAPI):
             await _cancel(parker)
         await asyncio.to_thread(registry.close)
         written = await asyncio.to_thread(registry.snapshot_changed)
+        await asyncio.to_thread(registry.feedback.save)
+        registry.feedback.close()
         if streams is not None:
             acked = await asyncio.to_thread(streams.flush)
             log.info("stream entries acknowledged at shutdown: %d", acked)
@@ -233,6 +242,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.prometheus, app.state.request_metrics = build_registry(
         lambda: getattr(app.state, "registry", None)
     )
+    app.state.prometheus.register(
+        FeedbackCollector(lambda: getattr(getattr(app.state, "registry", None), "feedback", None))
+    )
     app.state.live = LiveFeed(  # the dashboard's /events (docs/dashboard.md)
         lambda: app.state.registry.handles() if hasattr(app.state, "registry") else [],
         lambda: (
@@ -241,12 +253,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             else ()
         ),
         lambda: app.state.request_metrics.latency,
+        served=lambda name: app.state.registry.feedback.dashboard_figures(name),
     )
     install_error_handlers(app)
     if app.state.settings.role == "replica":  # a replica only predicts (docs/deployment.md)
         follower = lambda: getattr(app.state, "replication", None)  # noqa: E731
         app.add_middleware(ReplicaReadOnly, learner_url=lambda: getattr(follower(), "learner_url", None))
-    for module in (learn, predict, models, versions, health, metrics, jobs, uploads, events, dashboard):
+    for module in (learn, feedback, predict, models, versions, health, metrics, jobs, uploads, events, dashboard):
         app.include_router(module.router)
     # the standard protocols: Open Inference Protocol v2 and MLflow scoring (docs/protocols.md)
     for module in (v2, invocations):

@@ -140,6 +140,15 @@ class Settings(_ModelDefaults):
     rate_window_s: float = Field(10.0, gt=0)
     """Seconds over which examples applied per second are averaged."""
 
+    # ---------------------------------------------------------------- feedback (docs/feedback.md)
+    feedback_ttl_s: float = Field(86_400.0, gt=0)
+    """Seconds a remembered prediction (``/predict`` with ``remember``) can be labelled by ``/feedback``."""
+    feedback_max_bytes: int = Field(256 * MIB, ge=1024)
+    """Bytes the feedback store may hold; beyond, the oldest remembered predictions are evicted
+    (``svmstream_feedback_evicted_total``)."""
+    feedback_window: int = Field(1000, ge=1)
+    """Labelled predictions in the sliding window of the served accuracy and log-loss."""
+
     # ---------------------------------------------------------------- replicas (docs/deployment.md)
     role: Literal["learner", "replica"] = "learner"
     """``learner``: learns, snapshots and (with ``redis_url``) publishes each snapshot for

@@ -218,6 +218,9 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
     H("sv_storage", str, "auto", 'support vectors: "dense" (a d x (B+1) matrix), "sparse" (their '
       'nonzeros only; needs scaling auto, maxabs or none), or "auto": sparse when the first batch '
       "is sparse rows with d > 256 and at most 10% nonzeros", "estimator", choices=SV_STORAGES),
+    H("remember", bool, False, "every /predict of this model keeps its rows and answers ids for "
+      "/feedback, as if it asked remember (docs/feedback.md)", "service", cli=(),
+      same_in_estimator=False),
 )
 # fmt: on
 """The table, in the order of ``ModelConfig``'s fields (``max_classes`` before ``classes``: the

@@ -49,6 +49,11 @@ CONFIG = f"""
 include-path = "/learn"
 checks.positive_data_acceptance.expected-statuses = {_VALID}
 
+# /feedback: len(y) must equal len(ids); a label must fit the model's classes.
+[[operations]]
+include-path = "/feedback"
+checks.positive_data_acceptance.expected-statuses = {_VALID}
+
 # /predict: rows must match the declared n_features and the model's d.
 [[operations]]
 include-path = "/predict"

@@ -132,6 +132,11 @@ class PredictRequest(BaseModel):
         ge=0,
         description="answer from this version of the model's history (GET /models/{name}/versions)",
     )
+    remember: bool | None = Field(
+        None,
+        description="keep the rows and answer ids for POST /feedback (default: the model's "
+        "remember setting; docs/feedback.md)",
+    )
 
 
 class ModelInfo(BaseModel):
@@ -229,6 +234,9 @@ class PredictResponse(BaseModel):
     classes: list[Label] | None = Field(None, description='with "proba": the column order of proba')
     proba: list[list[float]] | None = Field(
         None, description='with "proba": true: calibrated probabilities, rows sum to 1, argmax = label'
+    )
+    ids: list[str] | None = Field(
+        None, description='with "remember": one opaque prediction id per row, for POST /feedback'
     )
 
 

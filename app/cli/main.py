@@ -145,6 +145,21 @@ def add_serve_parser(sub) -> argparse.ArgumentParser:
     return serve
 
 
+def _add_feedback_args(replay) -> None:
+    """The options of ``replay --feedback`` (:mod:`svmstream.app.cli.replay_feedback`)."""
+    replay.add_argument(
+        "--feedback",
+        action="store_true",
+        help="play the file as a delayed-label stream: /predict with remember, then /feedback after a "
+        "delay ~ Exponential(--delay-mean) (docs/feedback.md)",
+    )
+    replay.add_argument(
+        "--delay-mean", type=float, default=10.0, help="--feedback: mean label delay, simulated s"
+    )
+    replay.add_argument("--rate", type=float, default=100.0, help="--feedback: rows per simulated second")
+    replay.add_argument("--warm", type=int, default=1000, help="--feedback: rows learned by /learn first")
+
+
 def add_replay_parser(sub) -> argparse.ArgumentParser:
     """Register ``replay`` on the ``svmstream`` sub-parsers."""
     replay = sub.add_parser("replay", help="stream a LIBSVM file into POST /learn, or into a Redis stream")
@@ -210,6 +225,7 @@ def add_replay_parser(sub) -> argparse.ArgumentParser:
         help="largest request body / XADD round trip to send (default: SVMSTREAM_MAX_BODY_BYTES or "
         "64 MiB; a 413 from the service lowers it)",
     )
+    _add_feedback_args(replay)
     replay.add_argument("--no-progress", action="store_true", help="no progress bar")
     replay.add_argument(
         "--json", dest="json_out", action="store_true", help="print the result as one JSON line"

@@ -34,6 +34,7 @@ from svmstream.app.cli.client import DEFAULT_URL, api_token, http_client
 from svmstream.app.cli.main import HYPER_ARGS
 from svmstream.app.cli.producer import ByteLimit, auto_format, max_bytes_from_env
 from svmstream.app.cli.replay_bodies import ReplayError, check, labels_json, pieces, send_in_order
+from svmstream.app.cli.replay_feedback import run_feedback_replay
 from svmstream.app.cli.replay_model import ensure_model, flush, load, order, progress_bar, score
 from svmstream.app.cli.replay_stream import run_stream_replay
 
@@ -157,7 +158,21 @@ def replay(args: argparse.Namespace) -> int:
     seed = None if args.file_order else args.shuffle_seed
     max_bytes = getattr(args, "max_body_bytes", None)  # a --max-body-bytes option, where the parser has one
     try:
-        if args.redis_url:
+        if getattr(args, "feedback", False):
+            result = run_feedback_replay(
+                args.file,
+                args.url or DEFAULT_URL,
+                model=args.model,
+                batch=args.batch,
+                hyper=hyper,
+                warm=args.warm,
+                rate=args.rate,
+                delay_mean=args.delay_mean,
+                shuffle_seed=seed,
+                token=token,
+                replace=args.replace,
+            )
+        elif args.redis_url:
             result = run_stream_replay(
                 args.file,
                 args.redis_url,

@@ -38,7 +38,7 @@ _STEP[[ord("["), ord("{")]] = 1
 _STEP[[ord("]"), ord("}")]] = -1
 
 LEARN_FIELDS = frozenset({"model", "X", "x", "y", "n_features"})
-PREDICT_FIELDS = frozenset({"model", "X", "x", "n_features", "proba", "version"})
+PREDICT_FIELDS = frozenset({"model", "X", "x", "n_features", "proba", "version", "remember"})
 
 
 def describe(value: Any) -> str:

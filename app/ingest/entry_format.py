@@ -14,6 +14,10 @@ Entry format (field values are bytes as Redis returns them, or str):
     value is widened exactly to float64, so the model learns the float32-rounded features);
 * ``id`` -- optional, the producer's own reference (not used by the learner).
 
+An entry ``{fid, y}`` labels a remembered prediction by its id instead of giving features; the
+stream consumer turns it into the ordinary entry of that row before these checks
+(:mod:`svmstream.app.stream.feedback_entries`, ``docs/feedback.md``).
+
 No other field is allowed.  An entry may come as a mapping or as Redis' raw
 ``[field, value, field, value, ...]`` reply.
 """

@@ -93,6 +93,8 @@ class Registry:
         # one object per distinct configuration in use (ModelConfig is frozen; see create)
         self._configs: weakref.WeakValueDictionary[str, ModelConfig] = weakref.WeakValueDictionary()
         self.snapshot_listeners: list[Callable[[ModelHandle, ModelView, str], None]] = []
+        #: remembered predictions and their labels (:mod:`.feedback`; set by the app)
+        self.feedback: Any = None
         # shared by all models
         self.learners = LearnerPool(settings.learner_threads, nice=settings.learner_nice)
         # park_idle: a model whose snapshot for parking failed is retried after this (monotonic)

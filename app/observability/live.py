@@ -265,6 +265,7 @@ def build_event(
     *,
     max_models: int = MAX_MODELS,
     now: float | None = None,
+    served: Callable[[str], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One event: totals over all models, the first ``max_models`` models by name, the jobs.
 
@@ -276,6 +277,9 @@ def build_event(
     latency : LatencyWindow
     histogram : prometheus_client.Histogram or None
         The request latency histogram (labels ``route``, ``model``).
+    served : callable (model name) -> dict, optional
+        The served accuracy and log-loss of a model (``served_accuracy``, ``served_log_loss``),
+        merged into its figures (``docs/feedback.md``).
 
     Returns
     -------
@@ -290,6 +294,8 @@ def build_event(
     for i, handle in enumerate(handles):
         if i < max_models:
             fig = model_figures(handle, now)
+            if served is not None:
+                fig.update(served(handle.name))
             shown.append(fig)
         else:  # the cheap figures only
             stats = handle.view.stats
@@ -339,8 +345,10 @@ class LiveFeed:
         *,
         interval_s: float = TICK_S,
         max_models: int = MAX_MODELS,
+        served: Callable[[str], dict[str, Any]] | None = None,
     ):
         self._get_handles = get_handles
+        self._served = served
         self._get_jobs = get_jobs
         self._get_histogram = get_histogram
         self.interval_s = float(interval_s)
@@ -365,6 +373,7 @@ class LiveFeed:
             self._latency,
             self._get_histogram(),
             max_models=self.max_models,
+            served=self._served,
         )
         self.builds += 1
         return orjson.dumps(event, option=orjson.OPT_SERIALIZE_NUMPY)

@@ -32,6 +32,7 @@ from svmstream.app.ingest.stream_entries import parse_stream_entries
 from svmstream.app.models.registry import ModelHandle, Registry
 from svmstream.app.settings import Settings
 from svmstream.app.stream import redis_ops
+from svmstream.app.stream.feedback_entries import FeedbackResolution, has_fid
 from svmstream.app.stream.redis_ops import StreamId, as_str, fields_dict, parse_id
 
 log = logging.getLogger("svmstream.stream")
@@ -180,6 +181,24 @@ class StreamApplier:
             self._unacked.append(PendingBatch(None, skip_ids, [], parse_id(skip_ids[-1]), 0))
         if not fresh:
             return
+        feedback = getattr(self.registry, "feedback", None)
+        if feedback is None or not any(has_fid(f) for _, f in fresh):
+            return self._apply_fresh(client, fresh, None)
+        resolution = FeedbackResolution(feedback, self.handle, fresh)  # holds the model's ledger
+        try:
+            if resolution.refused:
+                self.dead_letter(
+                    client, [(eid, fields_dict(f), reason) for eid, f, reason in resolution.refused]
+                )
+            if resolution.entries:
+                self._apply_fresh(client, resolution.entries, resolution)
+        finally:
+            resolution.release()
+
+    def _apply_fresh(
+        self, client, fresh: list[tuple[bytes, Any]], resolution: FeedbackResolution | None
+    ) -> None:
+        """Validate the entries not yet applied, dead-letter the bad ones, queue the rest."""
         batch = self._parse(fresh)
         if batch.rejected:
             self.dead_letter(
@@ -190,7 +209,11 @@ class StreamApplier:
         good = [fresh[i] for i in batch.good.tolist()]
         last_good = good[-1][0]
         extra = {"stream_key": self.key, "stream_last_id": as_str(last_good)}
+        if resolution is not None:
+            extra.update(resolution.extra(batch.good.tolist()))
         future = self._submit(batch, fresh, extra)
+        if resolution is not None:
+            resolution.attach(future)
         self.last_id = parse_id(last_good)
         item = PendingBatch(future, [eid for eid, _ in good], good, self.last_id, len(good))
         self._inflight.append(item)

@@ -66,6 +66,8 @@ async def get_model(name: ModelName, request: Request, registry: RegistryDep) ->
     """Configuration and statistics: n_support_vectors, t (steps), n_merges, n_seen,
     version (batches applied), last snapshot time."""
     info = registry.get(name).info()
+    if getattr(registry, "feedback", None) is not None:  # served accuracy beside the prequential one
+        info["metrics"] = {**info["metrics"], **registry.feedback.figures(name)}
     return OrjsonResponse(info if sees_everything(request) else public_model(info))
 
 

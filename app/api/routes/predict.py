@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from svmstream.app.api.auth import require_read
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
 from svmstream.app.api.http import OrjsonResponse, body_slot, read_json_body, read_limit
+from svmstream.app.api.routes.feedback import remember_rows, wants_remember
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, PredictRequest, PredictResponse, errors
 from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
@@ -55,6 +56,9 @@ def answer_predict(
     if obj.get("proba"):
         classes, proba = view.predict_proba(X, decision)
         out["classes"], out["proba"] = classes, np.ascontiguousarray(proba)
+    if wants_remember(obj, view):
+        served = (out["classes"], out["proba"]) if "proba" in out else None
+        out["ids"] = remember_rows(registry, view, X, decision, out["labels"], served)
     return out
 
 

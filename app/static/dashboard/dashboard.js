@@ -25,8 +25,10 @@
   // ------------------------------------------------------------------ the charts of one model
   // Each chart: title, series (label, colour, value of an event's model figures[, y scale]).
   const CHARTS = [
-    { key: "accuracy", title: "prequential accuracy (%)", series: [
-      ["accuracy", "#1f77b4", (m) => (m.accuracy === null ? null : 100 * m.accuracy)]] },
+    { key: "accuracy", title: "prequential and served accuracy (%)", series: [
+      ["accuracy", "#1f77b4", (m) => (m.accuracy === null ? null : 100 * m.accuracy)],
+      ["served", "#ff7f0e", (m) => (m.served_accuracy === null || m.served_accuracy === undefined
+        ? null : 100 * m.served_accuracy)]] },
     { key: "rate", title: "examples / s", series: [["examples/s", "#2ca02c", (m) => m.examples_per_s]] },
     { key: "sv", title: "support vectors and merges", series: [
       ["support vectors", "#9467bd", (m) => m.support_vectors],
@@ -106,6 +108,7 @@
     streamTitle.textContent = "stream lag and dead letters" + (m.stream ? "" : " (no stream)");
     entry.figs.textContent =
       `${m.algorithm}, budget ${fmt(m.budget)} · accuracy ${pct(m.accuracy)} · ` +
+      (m.served_accuracy === null || m.served_accuracy === undefined ? "" : `served ${pct(m.served_accuracy)} · `) +
       `${fmt(m.examples_per_s)} examples/s · ${fmt(m.support_vectors)} SVs · ${fmt(m.merges)} merges` +
       (m.warming_up ? " · warming up" : "") +
       (m.stream ? ` · stream lag ${fmt(m.stream.lag)} · dead letters ${fmt(m.stream.dead_letters)}` : "");
