@@ -259,7 +259,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if app.state.settings.role == "replica":  # a replica only predicts (docs/deployment.md)
         follower = lambda: getattr(app.state, "replication", None)  # noqa: E731
         app.add_middleware(ReplicaReadOnly, learner_url=lambda: getattr(follower(), "learner_url", None))
-    for module in (learn, feedback, predict, models, versions, health, metrics, jobs, uploads, events, dashboard):
+    for module in (
+        learn,
+        feedback,
+        predict,
+        models,
+        versions,
+        health,
+        metrics,
+        jobs,
+        uploads,
+        events,
+        dashboard,
+    ):
         app.include_router(module.router)
     # the standard protocols: Open Inference Protocol v2 and MLflow scoring (docs/protocols.md)
     for module in (v2, invocations):
