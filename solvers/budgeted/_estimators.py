@@ -41,7 +41,6 @@ class _Plain:
     warmup = 0
     shuffle_buffer = 0
     run_guard = False
-    on_drift = "none"
     rehearsal = 0
     rehearsal_memory = 0
     MULTICLASS_GAMMA = False
@@ -60,7 +59,7 @@ class _Plain:
         """Saved parameters → estimator; the stages' settings of a saved plain estimator are
         its fixed ones and are dropped (ValueError if a saved one differs: that state belongs
         to a streaming pipeline)."""
-        params = dict(params)
+        params = {k: v for k, v in params.items() if k != "on_drift"}  # the drift stage's
         for name in cls.STAGE_PARAMS:
             if name in params and params.pop(name) != getattr(cls, name):
                 raise ValueError(f"a {cls.__name__} has no {name}; load this state as a StreamingClassifier")
