@@ -36,7 +36,7 @@ from ._maintenance import Maintenance, Scratch
 from ._merging import N_DIAG
 from ._preprocessing import Preprocessor, buffer_capacity, csr_arrays, guard_capacity
 from ._publish import published_copy
-from ._rehearsal import RehearsalMemory, memory_capacity
+from ._rehearsal import memory_capacity
 from ._sparse_pool import new_arena, resolve_sv_storage, sparse_model_bytes
 from ._state import (
     C_MAINTENANCE,
@@ -167,6 +167,8 @@ def _already_valid(X, est) -> bool:
 
 
 _NO_TABLE = np.zeros((2, 2))
+#: Settings of the stages that left the engines; states saved before hold them in ``params``.
+PIPELINE_PARAMS = ("on_drift", "rehearsal", "rehearsal_memory")
 
 
 class WarmingUp(NotFittedError):
@@ -205,8 +207,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     STATE_VERSIONS = (2, 3, 4, 5, 6, 7)
 
     #: The parameters of the streaming stages the engines still run (warm-up scaling, shuffle
-    #: buffer and run guard, rehearsal): parameters of the engines, fixed off in the plain
-    #: estimators.  The drift and calibration stages live in :mod:`svmstream.solvers.online.stages`.
+    #: buffer and run guard): parameters of the engines, fixed off in the plain estimators.  The
+    #: rehearsal, drift and calibration stages live in :mod:`svmstream.solvers.online.stages`.
     #: ``gamma="scale"`` times the multi-class factor for more than two classes (plain estimators: no)
     MULTICLASS_GAMMA = True
     STAGE_PARAMS = (
@@ -214,9 +216,10 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         "warmup",
         "shuffle_buffer",
         "run_guard",
-        "rehearsal",
-        "rehearsal_memory",
     )
+    #: The rehearsal stage (:mod:`svmstream.solvers.online.stages.rehearsal`) a pipeline hands
+    #: its engine: :meth:`_learn_fed` lets it plan and learn the rows released (None: no rehearsal)
+    _rehearsal = None
 
     def engine_params(self):
         """``get_params()`` plus the streaming stages' settings (whether parameters or fixed)."""
@@ -227,9 +230,9 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     @classmethod
     def from_params(cls, params):
         """An unfitted estimator from saved parameters (a plain estimator drops the stages'
-        settings, which it fixes off itself; ``on_drift``, saved by engines that carried the drift
-        stage, belongs to the pipeline)."""
-        params = {k: v for k, v in params.items() if k != "on_drift"}
+        settings, which it fixes off itself; ``on_drift``, ``rehearsal`` and ``rehearsal_memory``,
+        saved by engines that carried those stages, belong to the pipeline)."""
+        params = {k: v for k, v in params.items() if k not in PIPELINE_PARAMS}
         return cls(**params)
 
     def __sklearn_tags__(self):
@@ -289,7 +292,6 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self.merge_diagnostics_ = np.zeros(N_DIAG, dtype=np.float64)
         self.rng_ = np.random.default_rng(self.random_state)
         self._pp = self._new_preprocessor(streaming)
-        self._rehearsal_memory = None
         self._new_calibrator()
         if not streaming or self._pp.ready:
             self._ensure_pool()
@@ -466,7 +468,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         resolve_sv_storage(self.sv_storage, None, self.scaling)  # names sv_storage if it cannot be
         if not isinstance(self.run_guard, (bool, np.bool_)):
             raise ValueError(f"run_guard must be a bool, got {self.run_guard!r}")
-        for name in ("warmup", "shuffle_buffer", "rehearsal", "rehearsal_memory"):
+        for name in ("warmup", "shuffle_buffer"):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
@@ -582,8 +584,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         if d_new == d_old:
             return self
         self._grow_arrays(d_new)
-        if getattr(self, "_rehearsal_memory", None) is not None:
-            self._rehearsal_memory.widen(d_new)
+        if self._rehearsal is not None:
+            self._rehearsal.widen(d_new)
         self._learn_fed(self._pp.grow(d_new, self.shuffle_buffer, self.rng_))
         return self
 
@@ -601,52 +603,20 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     def _learn_fed(self, fed):
         """Learn the rows the preprocessor released (None: none yet), each followed by
-        ``rehearsal`` steps on remembered examples (:meth:`_learn_rehearsed`), record the
+        ``rehearsal`` steps on remembered examples (the rehearsal stage, if any), record the
         originals and feed their margins to the calibrator (:meth:`_calibrate`)."""
         if fed is None:
             self._learned(None, np.zeros(0))
             return
         X, labels, original = fed
-        if self._rehearses(X):
-            margins = self._learn_rehearsed(X, labels)
+        if self._rehearsal is not None and self._rehearsal.applies(self, X):
+            margins = self._rehearsal.learn(self, X, labels)
         else:
             margins = self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
         self._calibrate(margins[original], labels[original])
         self._learned(margins[original], labels[original])
 
     # ------------------------------------------------------------------ rehearsal
-    def _rehearses(self, X):
-        """Rehearsal applies to dense rows learned into a dense SV pool (``docs/online.md``)."""
-        return (
-            int(getattr(self, "rehearsal", 0)) > 0
-            and not self._linear()  # linear models: docs/online.md
-            and X.shape[0] > 0
-            and self._memory().capacity > 0
-        )
-
-    def _memory(self):
-        """The reservoir of remembered examples (:class:`._rehearsal.RehearsalMemory`),
-        created on first use."""
-        memory = getattr(self, "_rehearsal_memory", None)
-        if memory is None:
-            capacity = memory_capacity(self.rehearsal_memory, self.n_features_in_)
-            seed = int(self.random_state) if isinstance(self.random_state, numbers.Integral) else 0
-            memory = self._rehearsal_memory = RehearsalMemory(capacity, self.n_features_in_, abs(seed))
-        return memory
-
-    def _learn_rehearsed(self, X, labels):
-        """Each new row's step, then ``rehearsal`` steps on rows drawn from the memory
-        (:func:`._rehearsal.plan_rehearsal`); returns the new rows' margins (f before their
-        own step)."""
-        memory = self._memory()
-        order, new_pos, gather = memory.extend(X, int(self.rehearsal))
-        X_ext, y_ext = memory.rows(X, labels, gather)
-        if not sp.issparse(X_ext):
-            X_ext = np.ascontiguousarray(X_ext)
-        margins, alpha_ext = self._learn_plan(X_ext, y_ext, order, memory, gather)
-        memory.commit(X, labels, alpha_ext)
-        return margins[new_pos]  # _learn_fed records them (_learned)
-
     def _learn_plan(self, X_ext, y_ext, order, memory, gather):
         """Learn ``X_ext[order]``; returns ``(margins, α of the extended rows or None)``
         (BSCA overrides it to revisit the remembered rows' dual variables)."""
@@ -672,8 +642,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         Nothing received is dropped.  Returns self."""
         check_is_fitted(self, "classes_")
         self._reset_schedule()
-        if getattr(self, "_rehearsal_memory", None) is not None:
-            self._rehearsal_memory.clear()
+        if self._rehearsal is not None:
+            self._rehearsal.clear()
         return self
 
     def _reset_schedule(self):
@@ -835,8 +805,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     @property
     def n_rehearsed_(self):
         """Rehearsal steps taken (each one a learning step counted in ``t_``)."""
-        memory = getattr(self, "_rehearsal_memory", None)
-        return memory.steps if memory is not None else 0
+        return self._rehearsal.steps if self._rehearsal is not None else 0
 
     @property
     def n_merges_(self):
@@ -929,9 +898,6 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         pp_arrays, pp_meta = self._pp.get_state()
         arrays.update(pp_arrays)
         monitors = self._calibrator_state(arrays)
-        if getattr(self, "_rehearsal_memory", None) is not None:
-            reh_arrays, monitors["rehearsal"] = self._rehearsal_memory.get_state()
-            arrays.update(reh_arrays)
         meta = {
             **monitors,
             "preprocessing": pp_meta,
@@ -994,7 +960,6 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             params.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
         if version == 3:  # saved before the run guard existed: it stays off
             params["run_guard"] = False
-        params.setdefault("rehearsal", 0)  # saved before rehearsal existed: it stays off
         est = cls.from_params(params)
         est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
         est._init_state(meta["n_features_in"], arrays["classes"], 1)
@@ -1023,7 +988,5 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         if "k_inv" in arrays:
             est._k_inv[:n, :n] = arrays["k_inv"]
         est.rng_.bit_generator.state = meta["rng_state"]
-        est._load_calibrator(arrays, meta)
-        if "rehearsal" in meta:
-            est._rehearsal_memory = RehearsalMemory.from_state(arrays, meta["rehearsal"], est.n_features_in_)
+        est._load_calibrator(arrays, meta)  # a saved rehearsal memory ("rehearsal") is the pipeline's
         return est

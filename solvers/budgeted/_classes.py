@@ -14,8 +14,6 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._params import (
-    DEFAULT_REHEARSAL,
-    DEFAULT_REHEARSAL_MEMORY,
     DEFAULT_SHUFFLE_BUFFER,
     DEFAULT_WARMUP,
     KERNELS_ONLINE,
@@ -78,9 +76,9 @@ class StreamingBSCA(BudgetedKernelModel):
     (drift: BSCA has no step size, so :meth:`restart_schedule` scales the coefficients by
     t0 / (steps since the last restart))
     sv_storage : {"auto", "dense", "sparse"} — as in :class:`BudgetedSGDClassifier`
-    rehearsal, rehearsal_memory : as in :class:`BudgetedSGDClassifier`; a rehearsal step
-        revisits a remembered example's coordinate with its stored α (dataset-mode step), the
-        LaSVM-style reprocessing of old examples; one-vs-rest models share the memory bound
+    (rehearsal, a stage of the pipeline: a rehearsal step revisits a remembered example's
+    coordinate with its stored α (dataset-mode step, :meth:`_learn_plan`), the LaSVM-style
+    reprocessing of old examples; one-vs-rest models share the memory bound)
 
     Attributes
     ----------
@@ -119,8 +117,6 @@ class StreamingBSCA(BudgetedKernelModel):
         shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
         run_guard=True,
         sv_storage="auto",
-        rehearsal=DEFAULT_REHEARSAL,
-        rehearsal_memory=DEFAULT_REHEARSAL_MEMORY,
     ):
         self.budget = budget
         self.gamma = gamma
@@ -140,8 +136,6 @@ class StreamingBSCA(BudgetedKernelModel):
         self.shuffle_buffer = shuffle_buffer
         self.run_guard = run_guard
         self.sv_storage = sv_storage
-        self.rehearsal = rehearsal
-        self.rehearsal_memory = rehearsal_memory
 
     # ------------------------------------------------------------------ parameters
     def check_params(self):
@@ -176,13 +170,13 @@ class StreamingBSCA(BudgetedKernelModel):
             shuffle_buffer=0,
             run_guard=False,
             sv_storage=getattr(self, "sv_storage_", "dense"),
-            # one-vs-rest: the K binary models share the memory bound
-            rehearsal_memory=max(1, int(self.rehearsal_memory) // max(1, self.classes_.shape[0])),
         )
         if self.random_state is not None:
             params["random_state"] = int(self.random_state) + k
         child = StreamingBSCA(**params)  # the engine, whatever face the parent wears
         child._ovr_child = True
+        if self._rehearsal is not None:  # its own memory; the K binary models share the bound
+            child._rehearsal = self._rehearsal.child(k, self.classes_.shape[0], params["random_state"])
         return child
 
     def _start_ovr(self, n_features, classes, streaming):
@@ -660,17 +654,9 @@ class StreamingBSGD(BudgetedKernelModel):
         learned example by one example of another class replayed from a per-class reservoir
         (200 rows).  Needed for label-sorted streams (skin_nonskin in file order: 78.9% = the
         majority rate without it).  See :mod:`._preprocessing`.
-    rehearsal : int >= 0
-        Streaming (``partial_fit``): after each learned example, this many extra steps on
-        examples drawn uniformly from a reservoir of the stream so far (multi-epoch accuracy
-        from one pass; :mod:`._rehearsal`).  Draws are hashes of the example count, so batch
-        cuts and restores give the identical model.  Default 1: one pass with no settings,
-        B = 500: a9a 83.4 → 84.6%, phishing 90.8 → 95.1%, ijcnn1 97.7% either way, for about
-        1.7× the CPU (``benchmarks/bench_rehearsal.py``).  Off where fewer than 1,000 rows fit
-        16 MiB (d > ~2,000); ``kernel="linear"`` does not rehearse; :meth:`fit` runs ``epochs``.
-    rehearsal_memory : int >= 0
-        Examples remembered for rehearsal (uniform reservoir; at most 16 MiB of rows);
-        :meth:`restart_schedule` (the drift stage's reset) empties it.
+    (rehearsal: the rehearsal stage of :class:`svmstream.solvers.online.StreamingClassifier`
+    plans extra steps on remembered examples, :mod:`svmstream.solvers.online.stages.rehearsal`;
+    :meth:`restart_schedule` empties its memory)
     kernel : {"rbf", "linear"}
         ``"rbf"``: the budgeted Gaussian-kernel SVM above.  ``"linear"``: a linear SVM,
         Pegasos with an explicit weight matrix W (d, K) — K = 1 binary, one column per class
@@ -748,8 +734,6 @@ class StreamingBSGD(BudgetedKernelModel):
         run_guard=True,
         kernel="rbf",
         sv_storage="auto",
-        rehearsal=DEFAULT_REHEARSAL,
-        rehearsal_memory=DEFAULT_REHEARSAL_MEMORY,
     ):
         self.budget = budget
         self.gamma = gamma
@@ -773,8 +757,6 @@ class StreamingBSGD(BudgetedKernelModel):
         self.run_guard = run_guard
         self.kernel = kernel
         self.sv_storage = sv_storage
-        self.rehearsal = rehearsal
-        self.rehearsal_memory = rehearsal_memory
 
     def check_params(self):
         """Validate the parameters; returns self.

@@ -18,14 +18,15 @@ in these stages, in this order (``docs/online.md``, ``docs/defaults.md``):
    learned (buffered rows included) or still pending;
 6. **calibration** — decision values → probabilities.
 
-The drift and calibration stages are modules of their own (:mod:`.stages.drift`,
-:mod:`.stages.calibration`), each with its state and its part of the saved state; this class
-feeds them the prequential margins the estimator computes, and cuts each batch into the drift
-stage's pieces.  The scaler, order and rehearsal stages still run inside the budgeted family's
-engine (:mod:`..budgeted._preprocessing`, :mod:`..budgeted._rehearsal`, the engines of
-:mod:`..budgeted._classes`): this class builds the engine from the plain estimator's
-parameters and the stages' settings, and the saved state keeps them apart (``params``,
-``plain``, ``model``, ``stages``).  Every example received is counted:
+The rehearsal, drift and calibration stages are modules of their own
+(:mod:`.stages.rehearsal`, :mod:`.stages.drift`, :mod:`.stages.calibration`), each with its
+state and its part of the saved state (``stages``); this class feeds the last two the
+prequential margins the estimator computes, cuts each batch into the drift stage's pieces, and
+hands the rehearsal stage to the estimator (it plans extra steps on the rows the order stage
+releases).  The scaler and order stages still run inside the budgeted family's engine
+(:mod:`..budgeted._preprocessing`, the engines of :mod:`..budgeted._classes`): this class
+builds the engine from the plain estimator's parameters and their settings, and the saved
+state keeps them apart (``params``, ``plain``, ``model``, ``stages``).  Every example received is counted:
 ``n_received_ = n_learned_ + n_pending_`` at every moment.
 
 Source of the composition: River's ``compose.Pipeline`` and scikit-learn's ``Pipeline``.
@@ -51,8 +52,10 @@ from .._params import (
 )
 from ..budgeted import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClassifier, StreamingBSCA
 from ..persistence import estimator_from_state, register_estimator, register_upgrade
-from .stages import CalibrationStage, DriftStage
+from .stages import CalibrationStage, DriftStage, RehearsalStage
 
+#: The settings of the stages that left the engines (states of version 0 saved them there).
+_MOVED = ("on_drift", "rehearsal", "rehearsal_memory")
 #: Where the engines kept the drift stage's pending-reset flag before it left them (index
 #: ``C_RESET_PENDING`` of ``counters``, or ``ovr_counters`` for one-vs-rest BSCA).
 _LEGACY_RESET_FLAG = 6
@@ -220,8 +223,8 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         return self.estimator if self.estimator is not None else BudgetedSGDClassifier()
 
     def stage_params(self):
-        """The settings of the stages the engine runs (scaler, order, rehearsal), as the engine
-        takes them (``scaling`` resolved)."""
+        """The settings of the stages the engine runs (scaler, order), as the engine takes them
+        (``scaling`` resolved)."""
         params = {name: getattr(self, name) for name in StreamingBSCA.STAGE_PARAMS}
         params["scaling"], _ = resolve_scaling(self.scaling, self._plain())
         return params
@@ -230,6 +233,10 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         """Validate this pipeline's and the estimator's parameters; returns self.  Raises
         ValueError naming the parameter."""
         self._validate_params()
+        for name in ("rehearsal", "rehearsal_memory"):  # bool is an Integral to the constraints
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
         self._new_engine().check_params()
         return self
 
@@ -242,6 +249,8 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         params.update(self.stage_params())
         engine = plain.ENGINE(**params)
         engine._calibrates = False  # the calibration stage calibrates
+        seed = RehearsalStage.seed_of(engine.random_state)
+        RehearsalStage(self.rehearsal, self.rehearsal_memory, seed).attach(engine)
         return engine
 
     def _start(self):
@@ -417,20 +426,22 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         return copy
 
     # ------------------------------------------------------------------ persistence
-    #: 2: the drift and calibration stages saved under ``stages`` (1: by the engine, in
+    #: 2: the rehearsal, drift and calibration stages saved under ``stages`` (1: by the engine, in
     #: ``model``; 0: a state saved by an engine that carried every stage, see :func:`legacy_state`)
     STATE_VERSION = 2
 
     def get_state(self):
-        """``(arrays, meta)``: the engine's state under ``model``, the drift and calibration
-        stages' under ``stages`` (arrays prefixed ``drift__``/``cal__``), this pipeline's
+        """``(arrays, meta)``: the engine's state under ``model``, the rehearsal, drift and
+        calibration stages' under ``stages`` (arrays ``reh_*``/``drift__*``/``cal__*``), this pipeline's
         parameters and the plain estimator's class and parameters."""
         check_is_fitted(self)
         arrays, model_meta = self.model_.get_state()
         drift_arrays, drift_meta = self._drift.get_state()
         cal_arrays, cal_meta = self._calibration.get_state()
+        reh_arrays, reh_meta = self.model_._rehearsal.get_state()
         arrays.update(drift_arrays)
         arrays.update(cal_arrays)
+        arrays.update(reh_arrays)
         plain = self._plain()
         meta = {
             "estimator": type(self).__name__,
@@ -439,7 +450,7 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
             "plain": {"class": type(plain).__name__, "params": plain.get_params()},
             "n_received": int(self.n_received_),
             "model": model_meta,
-            "stages": {"drift": drift_meta, "calibration": cal_meta},
+            "stages": {"rehearsal": reh_meta, "drift": drift_meta, "calibration": cal_meta},
         }
         return arrays, meta
 
@@ -454,16 +465,20 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         params = meta["params"]
         if meta["state_version"] == 0:  # saved by an engine: its own settings, as they were
             params = {name: getattr(model, name) for name in StreamingBSCA.STAGE_PARAMS}
-            params["on_drift"] = meta["params"].get("on_drift", "none")
+            params.update({name: meta["params"][name] for name in _MOVED if name in meta["params"]})
         est = cls(plain, **params)
+        stages = meta.get("stages", {})
+        seed, d = RehearsalStage.seed_of(model.random_state), model.n_features_in_
+        rehearsal = stages.get("rehearsal")
+        RehearsalStage.from_state(arrays, rehearsal, est.rehearsal, est.rehearsal_memory, seed, d).attach(
+            model
+        )
         est.model_ = model
         est.scaling_reason_ = resolve_scaling(est.scaling, plain)[1]
         est.n_received_ = int(meta.get("n_received", model.n_seen_))
-        stages = meta.get("stages", {})
         est._drift = DriftStage.from_state(arrays, stages.get("drift"), est.on_drift)
-        est._calibration = CalibrationStage.from_state(
-            arrays, stages.get("calibration"), model.classes_.shape[0]
-        )
+        n_classes = model.classes_.shape[0]
+        est._calibration = CalibrationStage.from_state(arrays, stages.get("calibration"), n_classes)
         if stages.get("reset_flag_in_counters"):  # the engine held the pending reset
             counters = arrays["ovr_counters"] if "ovr_counters" in arrays else arrays["counters"]
             est._drift.pending = counters.shape[0] > _LEGACY_RESET_FLAG and bool(counters[_LEGACY_RESET_FLAG])
@@ -493,6 +508,8 @@ def legacy_state(meta):
     params = meta.get("params", {})
     stages = {name: params[name] for name in StreamingBSCA.STAGE_PARAMS if name in params}
     stages["on_drift"] = params.get("on_drift", "none") if int(meta.get("state_version", 0)) > 4 else "none"
+    stages["rehearsal"] = params.get("rehearsal", 0)  # saved before rehearsal existed: off
+    stages["rehearsal_memory"] = params.get("rehearsal_memory", DEFAULT_REHEARSAL_MEMORY)
     return {
         "estimator": "StreamingClassifier",
         "state_version": 0,
@@ -503,20 +520,37 @@ def legacy_state(meta):
 
 @register_upgrade
 def stages_out_of_the_engine(meta):
-    """A :class:`StreamingClassifier` state of version 0 or 1, whose engine saved the drift
-    monitor and the calibrator (``model["drift"]``, ``model["calibration"]``; arrays
-    ``drift__*``, ``cal__*`` — the prefixes the stages use) and the pending-reset flag (in its
-    counters), as the meta of version 2: both metas move under ``stages``, the flag is read
-    from the counters on loading; any other meta unchanged."""
+    """A :class:`StreamingClassifier` state of version 0 or 1, whose engine saved the rehearsal
+    memories, the drift monitor and the calibrator (``model["rehearsal"]``, each binary
+    model's ``"rehearsal"`` and settings, ``model["drift"]``, ``model["calibration"]``; arrays
+    ``reh_*``, ``ovr{k}__reh_*``, ``drift__*``, ``cal__*`` — the names the stages use) and the
+    pending-reset flag (in its counters), as the meta of version 2: the metas move under
+    ``stages``, the flag is read from the counters on loading; any other meta unchanged."""
     if meta.get("estimator") != "StreamingClassifier" or int(meta.get("state_version", 0)) > 1:
         return meta
     model = dict(meta["model"])
     drift = model.pop("drift", None)
     stages = {
+        "rehearsal": {"memory": model.pop("rehearsal", None), "children": []},
         "drift": None if drift is None else {"monitor": drift, "pending": False},
         "calibration": model.pop("calibration", None),
         "reset_flag_in_counters": True,
     }
+    if model.get("ovr"):  # one-vs-rest: each binary model's memory and settings
+        model["ovr"] = [None if sub is None else dict(sub) for sub in model["ovr"]]
+        for sub in model["ovr"]:
+            if sub is None:
+                stages["rehearsal"]["children"].append(None)
+                continue
+            sub_params = sub["params"]
+            stages["rehearsal"]["children"].append(
+                {
+                    "rehearsal": sub_params.get("rehearsal", 0),
+                    "rehearsal_memory": sub_params.get("rehearsal_memory", DEFAULT_REHEARSAL_MEMORY),
+                    "seed": RehearsalStage.seed_of(sub_params.get("random_state")),
+                    "memory": sub.pop("rehearsal", None),
+                }
+            )
     return {**meta, "model": model, "stages": stages}
 
 
