@@ -36,7 +36,6 @@ from sklearn.svm import LinearSVC
 from benchmarks import datasets
 from benchmarks.common import machine, write_results
 from svmstream.solvers import PegasosClassifier, StreamingClassifier
-from svmstream.solvers.budgeted import StreamingBSGD
 from svmstream.solvers.budgeted._preprocessing import BUFFER_MAX_BYTES
 
 BATCH = 1000
@@ -52,7 +51,9 @@ def one_pass(X, y, **params):
     """A fresh linear model (the service's: ``StreamingClassifier(PegasosClassifier(...))``, the
     streaming stages' settings to the pipeline), one pass in batches of 1,000 (labels as given),
     flushed."""
-    stages = {k: params.pop(k) for k in StreamingBSGD.STAGE_PARAMS if k in params}
+    stages = {
+        k: params.pop(k) for k in list(params) if k in StreamingClassifier().get_params() and k != "estimator"
+    }
     est = StreamingClassifier(PegasosClassifier(**params), **stages)
     classes = np.unique(y)
     batches = [(X[s : s + BATCH], y[s : s + BATCH]) for s in range(0, X.shape[0], BATCH)]

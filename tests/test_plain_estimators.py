@@ -16,7 +16,8 @@ from sklearn.datasets import load_breast_cancer, load_iris, make_classification
 from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClassifier
 from svmstream.solvers.budgeted import StreamingBSCA, StreamingBSGD
 
-STAGES_OFF = dict(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False, on_drift="none", rehearsal=0)
+# the engines have no drift or rehearsal stage
+STAGES_OFF = dict(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
 
 
 def _raw_data(n=600, seed=0):

@@ -3,15 +3,18 @@
 from ._base import WarmingUp, model_bytes
 from ._classes import StreamingBSCA, StreamingBSGD
 from ._estimators import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClassifier
+from ._rehearsal import RehearsalMemory, memory_capacity
 from ._sparse_pool import resolve_sv_storage
 
 __all__ = [
     "BudgetedSCAClassifier",
     "BudgetedSGDClassifier",
     "PegasosClassifier",
+    "RehearsalMemory",
     "StreamingBSCA",
     "StreamingBSGD",
     "WarmingUp",
+    "memory_capacity",
     "model_bytes",
     "resolve_sv_storage",
 ]

@@ -22,7 +22,6 @@ from .._params import (
     LAMBDA_MIN,
     MAINTENANCE,
     MERGE_SOLVERS,
-    ON_DRIFT,
     REFERENCE_N,
     SCALINGS,
     SPARSE_MIN_FEATURES,
@@ -30,7 +29,6 @@ from .._params import (
     check_positive,
 )
 from ..calibration import MarginCalibrator
-from ..drift import DriftMonitor
 from ._decision import dense_decision, rbf_decision_batch
 from ._linear import linear_model_bytes
 from ._lookup import merge_tables
@@ -38,13 +36,12 @@ from ._maintenance import Maintenance, Scratch
 from ._merging import N_DIAG
 from ._preprocessing import Preprocessor, buffer_capacity, csr_arrays, guard_capacity
 from ._publish import published_copy
-from ._rehearsal import RehearsalMemory, memory_capacity
+from ._rehearsal import memory_capacity
 from ._sparse_pool import new_arena, resolve_sv_storage, sparse_model_bytes
 from ._state import (
     C_MAINTENANCE,
     C_MERGES,
     C_N_SV,
-    C_RESET_PENDING,
     C_SCHED_SHIFT,
     C_STEPS,
     C_VIOLATIONS,
@@ -58,12 +55,8 @@ from ._state import (
 
 #: Sparse input is densified this many matrix elements at a time.
 DENSE_CHUNK_ELEMENTS = 4_000_000
-#: Streaming: a batch is taken in pieces that end where the count of received examples is a
-#: multiple of this; after each piece the learner monitors what it learned and applies a drift
-#: reset, so detections and resets do not depend on how the stream is cut into batches
-#: (exactly-once recovery rebuilds the identical model).
-DRIFT_CHECK_EVERY = 256
-#: ``on_drift="reset_schedule"``: the schedule restarts at this t (Pegasos: η = 1/(λ t0)), so
+#: :meth:`BudgetedKernelModel.restart_schedule` (the drift stage's reset,
+#: :mod:`svmstream.solvers.online.stages.drift`): the schedule restarts at this t (Pegasos: η = 1/(λ t0)), so
 #: the old model weighs like t0 examples and fades as t0 / (t0 + m) over the next m steps; a
 #: detection before t0 steps leaves the schedule alone.  t0 = REFERENCE_N (30,000, the n of the
 #: default λ): on the flipped-ijcnn1 benchmark recovery is the same for t0 = 100 … 30,000 (it is
@@ -174,6 +167,8 @@ def _already_valid(X, est) -> bool:
 
 
 _NO_TABLE = np.zeros((2, 2))
+#: Settings of the stages that left the engines; states saved before hold them in ``params``.
+PIPELINE_PARAMS = ("on_drift", "rehearsal", "rehearsal_memory")
 
 
 class WarmingUp(NotFittedError):
@@ -186,8 +181,11 @@ class WarmingUp(NotFittedError):
 
 class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     #: True for the binary models inside a one-vs-rest BSCA model: the parent calibrates
-    #: and detects drift for all of them
+    #: for all of them
     _ovr_child = False
+    #: False inside a streaming pipeline, whose calibration stage calibrates instead
+    #: (``calibrator_`` is None then)
+    _calibrates = True
 
     """Shared state and prediction of budgeted Gaussian-kernel classifiers (BSGD, BSCA).
 
@@ -208,8 +206,9 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     #: calibration or drift state — they start fresh; 5: dense SVs, ``sv_storage_ = "dense"``)
     STATE_VERSIONS = (2, 3, 4, 5, 6, 7)
 
-    #: The parameters of the streaming stages (warm-up scaling, shuffle buffer and run guard,
-    #: rehearsal, drift reaction): parameters of the engines, fixed off in the plain estimators.
+    #: The parameters of the streaming stages the engines still run (warm-up scaling, shuffle
+    #: buffer and run guard): parameters of the engines, fixed off in the plain estimators.  The
+    #: rehearsal, drift and calibration stages live in :mod:`svmstream.solvers.online.stages`.
     #: ``gamma="scale"`` times the multi-class factor for more than two classes (plain estimators: no)
     MULTICLASS_GAMMA = True
     STAGE_PARAMS = (
@@ -217,10 +216,10 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         "warmup",
         "shuffle_buffer",
         "run_guard",
-        "on_drift",
-        "rehearsal",
-        "rehearsal_memory",
     )
+    #: The rehearsal stage (:mod:`svmstream.solvers.online.stages.rehearsal`) a pipeline hands
+    #: its engine: :meth:`_learn_fed` lets it plan and learn the rows released (None: no rehearsal)
+    _rehearsal = None
 
     def engine_params(self):
         """``get_params()`` plus the streaming stages' settings (whether parameters or fixed)."""
@@ -231,7 +230,9 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     @classmethod
     def from_params(cls, params):
         """An unfitted estimator from saved parameters (a plain estimator drops the stages'
-        settings, which it fixes off itself)."""
+        settings, which it fixes off itself; ``on_drift``, ``rehearsal`` and ``rehearsal_memory``,
+        saved by engines that carried those stages, belong to the pipeline)."""
+        params = {k: v for k, v in params.items() if k not in PIPELINE_PARAMS}
         return cls(**params)
 
     def __sklearn_tags__(self):
@@ -291,8 +292,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self.merge_diagnostics_ = np.zeros(N_DIAG, dtype=np.float64)
         self.rng_ = np.random.default_rng(self.random_state)
         self._pp = self._new_preprocessor(streaming)
-        self._rehearsal_memory = None
-        self._new_monitors()
+        self._new_calibrator()
         if not streaming or self._pp.ready:
             self._ensure_pool()
         self.last_margins_ = np.zeros((0,) if n_cols == 1 else (0, n_cols))
@@ -371,11 +371,10 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             return int(self._sv_len[:n].sum())
         return int(n * self.n_features_in_)
 
-    def _new_monitors(self):
-        """A fresh probability calibrator (:class:`~svmstream.solvers.calibration.MarginCalibrator`)
-        and drift detector (:class:`~svmstream.solvers.drift.DriftMonitor`)."""
-        self.calibrator_ = MarginCalibrator(self.classes_.shape[0])
-        self.drift_ = DriftMonitor()
+    def _new_calibrator(self):
+        """A fresh probability calibrator (:class:`~svmstream.solvers.calibration.MarginCalibrator`),
+        None inside a streaming pipeline (its calibration stage calibrates)."""
+        self.calibrator_ = MarginCalibrator(self.classes_.shape[0]) if self._calibrates else None
 
     def _new_preprocessor(self, streaming):
         """The warm-up window, scaler, shuffle buffer and run guard of a fresh model (buffer and
@@ -467,10 +466,9 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         check_choice("maintenance", self.maintenance, MAINTENANCE)
         check_choice("scaling", self.scaling, SCALINGS)
         resolve_sv_storage(self.sv_storage, None, self.scaling)  # names sv_storage if it cannot be
-        check_choice("on_drift", self.on_drift, ON_DRIFT)
         if not isinstance(self.run_guard, (bool, np.bool_)):
             raise ValueError(f"run_guard must be a bool, got {self.run_guard!r}")
-        for name in ("warmup", "shuffle_buffer", "rehearsal", "rehearsal_memory"):
+        for name in ("warmup", "shuffle_buffer"):
             value = getattr(self, name)
             if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
@@ -534,7 +532,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             if callback is not None:
                 callback(self, epoch + 1)
         # probabilities: calibrated on the last epoch's margins, each taken before its step
-        self.calibrator_.fit(margins, self._class_index(labels[order]))
+        if self.calibrator_ is not None:
+            self.calibrator_.fit(margins, self._class_index(labels[order]))
 
     def partial_fit(self, X, y, classes=None):
         """Apply one learning step per row of X, in order.
@@ -556,22 +555,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise ValueError(f"classes {list(classes)} differ from the first call's {self.classes_.tolist()}")
         labels = self._encode_labels(y)
-        self._feed_in_pieces(X, labels, self._learn_fed)
+        self._learn_fed(self._pp.feed(X, labels, self.rng_))
         return self
-
-    def _feed_in_pieces(self, X, labels, learn_fed):
-        """Pass the received rows through the preprocessing and ``learn_fed`` piece by piece
-        (see :data:`DRIFT_CHECK_EVERY`); ``last_margins_``/``last_y_`` then cover the batch."""
-        margins, learned = [], []
-        for lo, hi in self._pieces(X.shape[0]):
-            learn_fed(self._pp.feed(X[lo:hi], labels[lo:hi], self.rng_))
-            margins.append(self.last_margins_)
-            learned.append(self.last_y_)
-            if self.n_seen_ % DRIFT_CHECK_EVERY == 0:
-                self._apply_pending_reset()
-        if len(margins) > 1:
-            self.last_margins_ = np.concatenate(margins)
-            self.last_y_ = np.concatenate(learned)
 
     def flush(self):
         """Learn every pending example now: close an open warm-up window with what it holds,
@@ -599,8 +584,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         if d_new == d_old:
             return self
         self._grow_arrays(d_new)
-        if getattr(self, "_rehearsal_memory", None) is not None:
-            self._rehearsal_memory.widen(d_new)
+        if self._rehearsal is not None:
+            self._rehearsal.widen(d_new)
         self._learn_fed(self._pp.grow(d_new, self.shuffle_buffer, self.rng_))
         return self
 
@@ -618,69 +603,24 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
 
     def _learn_fed(self, fed):
         """Learn the rows the preprocessor released (None: none yet), each followed by
-        ``rehearsal`` steps on remembered examples (:meth:`_learn_rehearsed`), record the
-        originals and feed their margins to the calibrator and the drift detector
-        (:meth:`_monitor`)."""
+        ``rehearsal`` steps on remembered examples (the rehearsal stage, if any), record the
+        originals and feed their margins to the calibrator (:meth:`_calibrate`)."""
         if fed is None:
             self._learned(None, np.zeros(0))
             return
         X, labels, original = fed
-        if self._rehearses(X):
-            margins = self._learn_rehearsed(X, labels)
+        if self._rehearsal is not None and self._rehearsal.applies(self, X):
+            margins = self._rehearsal.learn(self, X, labels)
         else:
             margins = self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
-        self._monitor(margins[original], labels[original])
+        self._calibrate(margins[original], labels[original])
         self._learned(margins[original], labels[original])
 
     # ------------------------------------------------------------------ rehearsal
-    def _rehearses(self, X):
-        """Rehearsal applies to dense rows learned into a dense SV pool (``docs/online.md``)."""
-        return (
-            int(getattr(self, "rehearsal", 0)) > 0
-            and not self._linear()  # linear models: docs/online.md
-            and X.shape[0] > 0
-            and self._memory().capacity > 0
-        )
-
-    def _memory(self):
-        """The reservoir of remembered examples (:class:`._rehearsal.RehearsalMemory`),
-        created on first use."""
-        memory = getattr(self, "_rehearsal_memory", None)
-        if memory is None:
-            capacity = memory_capacity(self.rehearsal_memory, self.n_features_in_)
-            seed = int(self.random_state) if isinstance(self.random_state, numbers.Integral) else 0
-            memory = self._rehearsal_memory = RehearsalMemory(capacity, self.n_features_in_, abs(seed))
-        return memory
-
-    def _learn_rehearsed(self, X, labels):
-        """Each new row's step, then ``rehearsal`` steps on rows drawn from the memory
-        (:func:`._rehearsal.plan_rehearsal`); returns the new rows' margins (f before their
-        own step)."""
-        memory = self._memory()
-        order, new_pos, gather = memory.extend(X, int(self.rehearsal))
-        X_ext, y_ext = memory.rows(X, labels, gather)
-        if not sp.issparse(X_ext):
-            X_ext = np.ascontiguousarray(X_ext)
-        margins, alpha_ext = self._learn_plan(X_ext, y_ext, order, memory, gather)
-        memory.commit(X, labels, alpha_ext)
-        return margins[new_pos]  # _learn_fed records them (_learned)
-
     def _learn_plan(self, X_ext, y_ext, order, memory, gather):
         """Learn ``X_ext[order]``; returns ``(margins, α of the extended rows or None)``
         (BSCA overrides it to revisit the remembered rows' dual variables)."""
         return self._learn(X_ext, y_ext, order), None
-
-    def _pieces(self, n):
-        """``(lo, hi)`` ranges covering ``n`` received rows, cut where the count of received
-        examples (``n_seen_``) reaches a multiple of :data:`DRIFT_CHECK_EVERY`."""
-        if self.on_drift == "none":  # no reset to place: the batch is one piece (a window
-            return [(0, n)]  # formed by the first batch then sees all of it)
-        out, lo, seen = [], 0, self.n_seen_
-        while lo < n:
-            hi = min(n, lo + DRIFT_CHECK_EVERY - (seen + lo) % DRIFT_CHECK_EVERY)
-            out.append((lo, hi))
-            lo = hi
-        return out
 
     def _class_index(self, labels):
         """Encoded labels (±1 binary, index otherwise) → class indices (n,) int64."""
@@ -688,34 +628,23 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             return (np.asarray(labels) > 0).astype(np.int64)
         return np.asarray(labels).astype(np.int64)
 
-    def _monitor(self, margins, labels):
-        """Feed the prequential margins of received examples to the calibrator and their 0/1
-        errors to the drift detector; on a detection apply ``on_drift``."""
-        if margins.shape[0] == 0 or self._ovr_child:
+    def _calibrate(self, margins, labels):
+        """Feed the prequential margins of received examples to the calibrator (none inside a
+        pipeline or a one-vs-rest parent's binary model)."""
+        if margins.shape[0] == 0 or self._ovr_child or self.calibrator_ is None:
             return
-        y_index = self._class_index(labels)
-        predicted = (margins > 0).astype(np.int64) if margins.ndim == 1 else np.argmax(margins, axis=1)
-        self.calibrator_.update(margins, y_index)
-        fired = self.drift_.update(predicted != y_index)
-        if len(fired) and self.on_drift == "reset_schedule":
-            self._reset_flags()[C_RESET_PENDING] = 1
+        self.calibrator_.update(margins, self._class_index(labels))
 
-    def _reset_flags(self):
-        """The counters array that holds the pending-reset flag (the model's own)."""
-        return self._counters
-
-    def _apply_pending_reset(self):
-        """At a piece boundary: carry out a reset a detection asked for — restart the
-        schedule (:meth:`_reset_schedule`) and empty the rehearsal memory (its rows hold the
-        old concept; they were learned already).  Nothing received is dropped: the shuffle
-        buffer's rows are learned as usual (a setting means what it says, and no example is
-        lost — ``docs/online.md``)."""
-        flags = self._reset_flags()
-        if flags[C_RESET_PENDING]:
-            flags[C_RESET_PENDING] = 0
-            self._reset_schedule()
-            if getattr(self, "_rehearsal_memory", None) is not None:
-                self._rehearsal_memory.clear()
+    def restart_schedule(self):
+        """Restart the step-size schedule (:meth:`_reset_schedule`) and empty the rehearsal
+        memory (its rows hold the old concept; they were learned already): what the drift
+        stage asks for after a detection (:mod:`svmstream.solvers.online.stages.drift`).
+        Nothing received is dropped.  Returns self."""
+        check_is_fitted(self, "classes_")
+        self._reset_schedule()
+        if self._rehearsal is not None:
+            self._rehearsal.clear()
+        return self
 
     def _reset_schedule(self):
         """Restart the step-size schedule at t = :data:`DRIFT_RESET_T0` (the step count
@@ -818,7 +747,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self._add_class_arrays()
         self.classes_ = np.append(self.classes_, label)
         self._pp.add_class()
-        self.calibrator_.add_class()
+        if self.calibrator_ is not None:
+            self.calibrator_.add_class()
         n_cols = self.classes_.shape[0]
         self.last_margins_ = np.zeros((0, n_cols))
         self.last_y_ = self.classes_[:0]
@@ -875,8 +805,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     @property
     def n_rehearsed_(self):
         """Rehearsal steps taken (each one a learning step counted in ``t_``)."""
-        memory = getattr(self, "_rehearsal_memory", None)
-        return memory.steps if memory is not None else 0
+        return self._rehearsal.steps if self._rehearsal is not None else 0
 
     @property
     def n_merges_(self):
@@ -968,10 +897,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             arrays["k_inv"] = self._k_inv[:n, :n].copy()
         pp_arrays, pp_meta = self._pp.get_state()
         arrays.update(pp_arrays)
-        monitors = self._monitors_state(arrays)
-        if getattr(self, "_rehearsal_memory", None) is not None:
-            reh_arrays, monitors["rehearsal"] = self._rehearsal_memory.get_state()
-            arrays.update(reh_arrays)
+        monitors = self._calibrator_state(arrays)
         meta = {
             **monitors,
             "preprocessing": pp_meta,
@@ -1004,23 +930,22 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self._sv_len[:n] = lens
         self._sv_used[0] = total
 
-    def _monitors_state(self, arrays):
-        """Add the calibrator's and the drift detector's arrays (prefixed ``cal__``,
-        ``drift__``) to ``arrays``; returns their meta."""
+    def _calibrator_state(self, arrays):
+        """Add the calibrator's arrays (prefixed ``cal__``) to ``arrays``; returns its meta
+        (nothing when a pipeline's calibration stage calibrates)."""
+        if self.calibrator_ is None:
+            return {}
         cal_arrays, cal_meta = self.calibrator_.get_state()
-        drift_arrays, drift_meta = self.drift_.get_state()
         arrays.update({f"cal__{k}": v for k, v in cal_arrays.items()})
-        arrays.update({f"drift__{k}": v for k, v in drift_arrays.items()})
-        return {"calibration": cal_meta, "drift": drift_meta}
+        return {"calibration": cal_meta}
 
-    def _load_monitors(self, arrays, meta):
-        """Restore what :meth:`_monitors_state` saved (a state without them starts fresh)."""
-        if "calibration" in meta:
+    def _load_calibrator(self, arrays, meta):
+        """Restore what :meth:`_calibrator_state` saved (a state without it starts fresh).  A
+        drift detector saved by an engine that still carried the drift stage (``"drift"``,
+        ``drift__*``) is the pipeline's to load (:mod:`svmstream.solvers.online.pipeline`)."""
+        if "calibration" in meta and self.calibrator_ is not None:
             cal = {k[5:]: v for k, v in arrays.items() if k.startswith("cal__")}
             self.calibrator_ = MarginCalibrator.from_state(cal, meta["calibration"])
-        if "drift" in meta:
-            drift = {k[7:]: v for k, v in arrays.items() if k.startswith("drift__")}
-            self.drift_ = DriftMonitor.from_state(drift, meta["drift"])
 
     @classmethod
     def from_state(cls, arrays, meta):
@@ -1035,9 +960,6 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             params.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
         if version == 3:  # saved before the run guard existed: it stays off
             params["run_guard"] = False
-        if version <= 4:  # saved before drift handling existed: it stays off
-            params["on_drift"] = "none"
-        params.setdefault("rehearsal", 0)  # saved before rehearsal existed: it stays off
         est = cls.from_params(params)
         est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
         est._init_state(meta["n_features_in"], arrays["classes"], 1)
@@ -1066,7 +988,5 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         if "k_inv" in arrays:
             est._k_inv[:n, :n] = arrays["k_inv"]
         est.rng_.bit_generator.state = meta["rng_state"]
-        est._load_monitors(arrays, meta)
-        if "rehearsal" in meta:
-            est._rehearsal_memory = RehearsalMemory.from_state(arrays, meta["rehearsal"], est.n_features_in_)
+        est._load_calibrator(arrays, meta)  # a saved rehearsal memory ("rehearsal") is the pipeline's
         return est

@@ -14,8 +14,6 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._params import (
-    DEFAULT_REHEARSAL,
-    DEFAULT_REHEARSAL_MEMORY,
     DEFAULT_SHUFFLE_BUFFER,
     DEFAULT_WARMUP,
     KERNELS_ONLINE,
@@ -75,12 +73,12 @@ class StreamingBSCA(BudgetedKernelModel):
     random_state : int or None — seed of the coordinate draws
     scaling, warmup, shuffle_buffer, run_guard : streaming preprocessing, as in
         :class:`BudgetedSGDClassifier`; one-vs-rest models share one of each
-    on_drift : {"reset_schedule", "none"} — as in :class:`BudgetedSGDClassifier`; BSCA has
-        no step size, so a reset scales the coefficients by t0 / (steps since the last reset)
+    (drift: BSCA has no step size, so :meth:`restart_schedule` scales the coefficients by
+    t0 / (steps since the last restart))
     sv_storage : {"auto", "dense", "sparse"} — as in :class:`BudgetedSGDClassifier`
-    rehearsal, rehearsal_memory : as in :class:`BudgetedSGDClassifier`; a rehearsal step
-        revisits a remembered example's coordinate with its stored α (dataset-mode step), the
-        LaSVM-style reprocessing of old examples; one-vs-rest models share the memory bound
+    (rehearsal, a stage of the pipeline: a rehearsal step revisits a remembered example's
+    coordinate with its stored α (dataset-mode step, :meth:`_learn_plan`), the LaSVM-style
+    reprocessing of old examples; one-vs-rest models share the memory bound)
 
     Attributes
     ----------
@@ -118,10 +116,7 @@ class StreamingBSCA(BudgetedKernelModel):
         warmup=DEFAULT_WARMUP,
         shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
         run_guard=True,
-        on_drift="reset_schedule",
         sv_storage="auto",
-        rehearsal=DEFAULT_REHEARSAL,
-        rehearsal_memory=DEFAULT_REHEARSAL_MEMORY,
     ):
         self.budget = budget
         self.gamma = gamma
@@ -140,10 +135,7 @@ class StreamingBSCA(BudgetedKernelModel):
         self.warmup = warmup
         self.shuffle_buffer = shuffle_buffer
         self.run_guard = run_guard
-        self.on_drift = on_drift
         self.sv_storage = sv_storage
-        self.rehearsal = rehearsal
-        self.rehearsal_memory = rehearsal_memory
 
     # ------------------------------------------------------------------ parameters
     def check_params(self):
@@ -177,15 +169,14 @@ class StreamingBSCA(BudgetedKernelModel):
             warmup=0,
             shuffle_buffer=0,
             run_guard=False,
-            on_drift="none",
             sv_storage=getattr(self, "sv_storage_", "dense"),
-            # one-vs-rest: the K binary models share the memory bound
-            rehearsal_memory=max(1, int(self.rehearsal_memory) // max(1, self.classes_.shape[0])),
         )
         if self.random_state is not None:
             params["random_state"] = int(self.random_state) + k
         child = StreamingBSCA(**params)  # the engine, whatever face the parent wears
         child._ovr_child = True
+        if self._rehearsal is not None:  # its own memory; the K binary models share the bound
+            child._rehearsal = self._rehearsal.child(k, self.classes_.shape[0], params["random_state"])
         return child
 
     def _start_ovr(self, n_features, classes, streaming):
@@ -193,15 +184,15 @@ class StreamingBSCA(BudgetedKernelModel):
         self.n_features_in_ = int(n_features)
         self.rng_ = np.random.default_rng(self.random_state)
         self._pp = self._new_preprocessor(streaming)
-        self._new_monitors()
-        self._counters = np.zeros(N_COUNTERS, dtype=np.int64)  # one-vs-rest: only the drift flag
+        self._new_calibrator()
+        self._counters = np.zeros(N_COUNTERS, dtype=np.int64)  # one-vs-rest: zeros (the children count)
         self.last_margins_ = np.zeros((0, self.classes_.shape[0]))
         self.last_y_ = self.classes_[:0]
 
     def _ovr_learn(self, fed):
         """One streaming step per released row for every binary model (None: nothing released);
-        records margins and labels of the original (not replayed) rows.  Pieces and
-        monitoring as in :meth:`BudgetedKernelModel._learn_fed`."""
+        records margins and labels of the original (not replayed) rows and calibrates as
+        :meth:`BudgetedKernelModel._learn_fed`."""
         if fed is None or fed[0].shape[0] == 0:
             self.last_margins_, self.last_y_ = np.zeros((0, self.classes_.shape[0])), self.classes_[:0]
             return
@@ -213,11 +204,11 @@ class StreamingBSCA(BudgetedKernelModel):
         self.C_eff_ = self.estimators_[0].C_eff_
         self.lambda_eff_ = self.estimators_[0].lambda_eff_
         self.last_margins_ = np.column_stack([b.last_margins_ for b in self.estimators_])[original]
-        self._monitor(self.last_margins_, index[original])
+        self._calibrate(self.last_margins_, index[original])
         self.last_y_ = self.classes_[index[original].astype(np.intp)]
 
     def _reset_schedule(self):
-        """BSCA has no step size: a drift reset scales the coefficients by t0 / (steps since
+        """BSCA has no step size: a restart (:meth:`restart_schedule`) scales the coefficients by t0 / (steps since
         the last reset), so the old model weighs like t0 = ``DRIFT_RESET_T0`` examples."""
         if self._is_ovr():
             for binary in getattr(self, "estimators_", []):
@@ -384,7 +375,7 @@ class StreamingBSCA(BudgetedKernelModel):
             self._resolve_sv_storage(X)
             self._start_ovr(X.shape[1], classes, streaming=True)
         index = self._encode_labels(y)  # validates every label before any model changes
-        self._feed_in_pieces(X, index, self._ovr_learn)
+        self._ovr_learn(self._pp.feed(X, index, self.rng_))
         return self
 
     def flush(self):
@@ -523,7 +514,7 @@ class StreamingBSCA(BudgetedKernelModel):
         arrays = {"classes": self.classes_.copy(), "ovr_counters": self._counters.copy()}
         pp_arrays, pp_meta = self._pp.get_state()
         arrays.update(pp_arrays)
-        monitors = self._monitors_state(arrays)
+        monitors = self._calibrator_state(arrays)
         metas = []
         for k, binary in enumerate(getattr(self, "estimators_", [])):
             if not hasattr(binary, "classes_"):
@@ -558,8 +549,6 @@ class StreamingBSCA(BudgetedKernelModel):
             params.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
         if meta.get("state_version") == 3:  # saved before the run guard existed: it stays off
             params["run_guard"] = False
-        if meta.get("state_version") <= 4:  # saved before drift handling existed: it stays off
-            params["on_drift"] = "none"
         est = cls.from_params(params)
         est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
         est._start_ovr(meta["n_features_in"], arrays["classes"], streaming=True)
@@ -580,7 +569,7 @@ class StreamingBSCA(BudgetedKernelModel):
             binary = StreamingBSCA.from_state(sub, sub_meta)
             binary._ovr_child = True
             est.estimators_.append(binary)
-        est._load_monitors(arrays, meta)
+        est._load_calibrator(arrays, meta)
         if "ovr_counters" in arrays:
             est._counters[:] = arrays["ovr_counters"]
         fitted = [b for b in getattr(est, "estimators_", []) if hasattr(b, "C_eff_")]
@@ -665,23 +654,9 @@ class StreamingBSGD(BudgetedKernelModel):
         learned example by one example of another class replayed from a per-class reservoir
         (200 rows).  Needed for label-sorted streams (skin_nonskin in file order: 78.9% = the
         majority rate without it).  See :mod:`._preprocessing`.
-    on_drift : {"reset_schedule", "none"}
-        Streaming: the 0/1 errors of the margins taken before each step feed a drift
-        detector (:class:`svmstream.solvers.drift.DriftMonitor`; acted on every 256 received examples);
-        on a detection ``"reset_schedule"`` restarts the schedule at t0 = 30,000 (Pegasos:
-        η = 1/(λ t0)), so the learner adapts fast while keeping its support vectors;
-        ``"none"`` only counts detections (``drift_``).
-    rehearsal : int >= 0
-        Streaming (``partial_fit``): after each learned example, this many extra steps on
-        examples drawn uniformly from a reservoir of the stream so far (multi-epoch accuracy
-        from one pass; :mod:`._rehearsal`).  Draws are hashes of the example count, so batch
-        cuts and restores give the identical model.  Default 1: one pass with no settings,
-        B = 500: a9a 83.4 → 84.6%, phishing 90.8 → 95.1%, ijcnn1 97.7% either way, for about
-        1.7× the CPU (``benchmarks/bench_rehearsal.py``).  Off where fewer than 1,000 rows fit
-        16 MiB (d > ~2,000); ``kernel="linear"`` does not rehearse; :meth:`fit` runs ``epochs``.
-    rehearsal_memory : int >= 0
-        Examples remembered for rehearsal (uniform reservoir; at most 16 MiB of rows).  After a
-        detected drift with ``on_drift="reset_schedule"`` the memory is emptied.
+    (rehearsal: the rehearsal stage of :class:`svmstream.solvers.online.StreamingClassifier`
+    plans extra steps on remembered examples, :mod:`svmstream.solvers.online.stages.rehearsal`;
+    :meth:`restart_schedule` empties its memory)
     kernel : {"rbf", "linear"}
         ``"rbf"``: the budgeted Gaussian-kernel SVM above.  ``"linear"``: a linear SVM,
         Pegasos with an explicit weight matrix W (d, K) — K = 1 binary, one column per class
@@ -711,7 +686,10 @@ class StreamingBSGD(BudgetedKernelModel):
     merge_diagnostics_ : (6,) float64, see :mod:`svmstream.solvers.budgeted._merging` ``D_*``
     calibrator_ : :class:`svmstream.solvers.calibration.MarginCalibrator` — maps decisions to
         :meth:`predict_proba`, learned from the prequential margins
-    drift_ : :class:`svmstream.solvers.drift.DriftMonitor` — ``n_detections``, ``last_detection_at``
+
+    Drift: :meth:`restart_schedule` restarts the schedule at t0 = 30,000 (Pegasos:
+    η = 1/(λ t0)), keeping the support vectors; the drift stage of
+    :class:`svmstream.solvers.online.StreamingClassifier` calls it after a detection.
 
     Examples
     --------
@@ -754,11 +732,8 @@ class StreamingBSGD(BudgetedKernelModel):
         warmup=DEFAULT_WARMUP,
         shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
         run_guard=True,
-        on_drift="reset_schedule",
         kernel="rbf",
         sv_storage="auto",
-        rehearsal=DEFAULT_REHEARSAL,
-        rehearsal_memory=DEFAULT_REHEARSAL_MEMORY,
     ):
         self.budget = budget
         self.gamma = gamma
@@ -780,11 +755,8 @@ class StreamingBSGD(BudgetedKernelModel):
         self.warmup = warmup
         self.shuffle_buffer = shuffle_buffer
         self.run_guard = run_guard
-        self.on_drift = on_drift
         self.kernel = kernel
         self.sv_storage = sv_storage
-        self.rehearsal = rehearsal
-        self.rehearsal_memory = rehearsal_memory
 
     def check_params(self):
         """Validate the parameters; returns self.

@@ -30,6 +30,7 @@ from .._params import (
     SV_STORAGES,
 )
 from ..persistence import register_estimator
+from ._base import PIPELINE_PARAMS
 from ._classes import StreamingBSCA, StreamingBSGD
 from ._gss import GSS_STANDARD_EPS
 
@@ -41,9 +42,6 @@ class _Plain:
     warmup = 0
     shuffle_buffer = 0
     run_guard = False
-    on_drift = "none"
-    rehearsal = 0
-    rehearsal_memory = 0
     MULTICLASS_GAMMA = False
     #: class attributes that are engine parameters (the engine of the family reads them)
     ENGINE_FIXED: tuple = ()
@@ -60,7 +58,7 @@ class _Plain:
         """Saved parameters → estimator; the stages' settings of a saved plain estimator are
         its fixed ones and are dropped (ValueError if a saved one differs: that state belongs
         to a streaming pipeline)."""
-        params = dict(params)
+        params = {k: v for k, v in params.items() if k not in PIPELINE_PARAMS}  # the pipeline's
         for name in cls.STAGE_PARAMS:
             if name in params and params.pop(name) != getattr(cls, name):
                 raise ValueError(f"a {cls.__name__} has no {name}; load this state as a StreamingClassifier")

@@ -21,7 +21,7 @@ C_MERGES = 2
 C_VIOLATIONS = 3
 C_MAINTENANCE = 4
 C_SCHED_SHIFT = 5  # the schedule's t is C_STEPS − C_SCHED_SHIFT (a drift reset moves it)
-C_RESET_PENDING = 6  # 1: a drift was detected; the reset waits for the next piece boundary
+C_RESET_PENDING = 6  # unused: states saved before the drift stage left the engine hold its flag here
 N_COUNTERS = 7
 # reals[...]
 R_SCALE = 0

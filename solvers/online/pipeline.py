@@ -18,10 +18,15 @@ in these stages, in this order (``docs/online.md``, ``docs/defaults.md``):
    learned (buffered rows included) or still pending;
 6. **calibration** — decision values → probabilities.
 
-The stages' code still lives in the budgeted family's engine (:mod:`..budgeted._preprocessing`,
-:mod:`..budgeted._rehearsal`, the engines of :mod:`..budgeted._classes`): this class builds the
-engine from the plain estimator's parameters and its own, and the saved state keeps the two
-apart (``params``, ``estimator``, ``model``).  Every example received is counted:
+The rehearsal, drift and calibration stages are modules of their own
+(:mod:`.stages.rehearsal`, :mod:`.stages.drift`, :mod:`.stages.calibration`), each with its
+state and its part of the saved state (``stages``); this class feeds the last two the
+prequential margins the estimator computes, cuts each batch into the drift stage's pieces, and
+hands the rehearsal stage to the estimator (it plans extra steps on the rows the order stage
+releases).  The scaler and order stages still run inside the budgeted family's engine
+(:mod:`..budgeted._preprocessing`, the engines of :mod:`..budgeted._classes`): this class
+builds the engine from the plain estimator's parameters and their settings, and the saved
+state keeps them apart (``params``, ``plain``, ``model``, ``stages``).  Every example received is counted:
 ``n_received_ = n_learned_ + n_pending_`` at every moment.
 
 Source of the composition: River's ``compose.Pipeline`` and scikit-learn's ``Pipeline``.
@@ -35,7 +40,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, check_X_y
+from sklearn.utils.validation import check_is_fitted, check_X_y, validate_data
 
 from .._params import (
     DEFAULT_REHEARSAL,
@@ -47,6 +52,13 @@ from .._params import (
 )
 from ..budgeted import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClassifier, StreamingBSCA
 from ..persistence import estimator_from_state, register_estimator, register_upgrade
+from .stages import CalibrationStage, DriftStage, RehearsalStage
+
+#: The settings of the stages that left the engines (states of version 0 saved them there).
+_MOVED = ("on_drift", "rehearsal", "rehearsal_memory")
+#: Where the engines kept the drift stage's pending-reset flag before it left them (index
+#: ``C_RESET_PENDING`` of ``counters``, or ``ovr_counters`` for one-vs-rest BSCA).
+_LEGACY_RESET_FLAG = 6
 
 #: Fitted attributes read through to the engine (what the service and users read of a model).
 DELEGATED = (
@@ -67,10 +79,6 @@ DELEGATED = (
     "scaling_",
     "lambda_eff_",
     "C_eff_",
-    "drift_",
-    "calibrator_",
-    "last_margins_",
-    "last_y_",
     "support_vectors_",
     "dual_coef_",
     "intercept_",
@@ -215,7 +223,8 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         return self.estimator if self.estimator is not None else BudgetedSGDClassifier()
 
     def stage_params(self):
-        """The stages' settings as the engine takes them (``scaling`` resolved)."""
+        """The settings of the stages the engine runs (scaler, order), as the engine takes them
+        (``scaling`` resolved)."""
         params = {name: getattr(self, name) for name in StreamingBSCA.STAGE_PARAMS}
         params["scaling"], _ = resolve_scaling(self.scaling, self._plain())
         return params
@@ -224,6 +233,10 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         """Validate this pipeline's and the estimator's parameters; returns self.  Raises
         ValueError naming the parameter."""
         self._validate_params()
+        for name in ("rehearsal", "rehearsal_memory"):  # bool is an Integral to the constraints
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
         self._new_engine().check_params()
         return self
 
@@ -234,13 +247,47 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         plain.check_params()
         params = plain.engine_params()
         params.update(self.stage_params())
-        return plain.ENGINE(**params)
+        engine = plain.ENGINE(**params)
+        engine._calibrates = False  # the calibration stage calibrates
+        seed = RehearsalStage.seed_of(engine.random_state)
+        RehearsalStage(self.rehearsal, self.rehearsal_memory, seed).attach(engine)
+        return engine
 
     def _start(self):
         self.check_params()
         self.model_ = self._new_engine()
         self.scaling_reason_ = resolve_scaling(self.scaling, self._plain())[1]
         self.n_received_ = 0
+        self._drift = DriftStage(self.on_drift)
+        self._calibration = None  # made when the classes are known
+
+    def _observe(self):
+        """Feed the margins the engine computed before its last steps on received examples
+        (``last_margins_``, ``last_y_``) to the calibration and drift stages."""
+        model = self.model_
+        if self._calibration is None:
+            self._calibration = CalibrationStage(model.classes_.shape[0])
+        margins = model.last_margins_
+        if margins.shape[0] == 0:
+            return
+        y_index = np.searchsorted(model.classes_, model.last_y_)
+        self._calibration.observe(margins, y_index)
+        self._drift.observe(margins, y_index)
+
+    def _checked(self, X, y, classes, first):
+        """The batch validated as a whole before any piece is learned (the model is unchanged
+        by a batch that raises).  Raises ValueError as the engine's ``partial_fit``."""
+        X, y = validate_data(self.model_, X, y, accept_sparse="csr", dtype=np.float64, reset=first)
+        if not first:
+            self.model_._encode_labels(y)
+        elif classes is not None:
+            known = np.unique(np.asarray(classes))
+            index = np.minimum(np.searchsorted(known, y), known.shape[0] - 1)
+            bad = np.flatnonzero(known[index] != y)
+            if bad.size:
+                label = y[bad[0]].item() if isinstance(y[bad[0]], np.generic) else y[bad[0]]
+                raise ValueError(f"y[{int(bad[0])}]: unknown label {label!r}; classes are {known.tolist()}")
+        return X, y
 
     # ------------------------------------------------------------------ learning
     def partial_fit(self, X, y, classes=None):
@@ -249,9 +296,26 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
 
         X : (n, d) array-like or CSR, float64; y : (n,) labels.  Raises ValueError on
         invalid input; the model is unchanged then."""
-        if not self.__sklearn_is_fitted__():
+        first = not self.__sklearn_is_fitted__()
+        if first:
             self._start()
-        self.model_.partial_fit(X, y, classes=classes)
+        model = self.model_
+        self.__dict__.pop("_last", None)
+        if self.on_drift == "none":  # no reset to place: the engine takes the batch whole
+            model.partial_fit(X, y, classes=classes)
+            self._observe()
+        else:
+            X, y = self._checked(X, y, classes, first)
+            margins, learned = [], []
+            for lo, hi in self._drift.pieces(model.n_seen_ if not first else 0, y.shape[0]):
+                model.partial_fit(X[lo:hi], y[lo:hi], classes=classes)
+                self._observe()
+                margins.append(model.last_margins_)
+                learned.append(model.last_y_)
+                if self._drift.reset_due(model.n_seen_):
+                    model.restart_schedule()
+            if len(margins) > 1:
+                self._last = (np.concatenate(margins), np.concatenate(learned))
         self.n_received_ += int(np.shape(y)[0])
         return self
 
@@ -266,19 +330,28 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
     def flush(self):
         """Learn everything pending now (the end of a stream).  Returns self."""
         check_is_fitted(self)
+        self.__dict__.pop("_last", None)
         self.model_.flush()
+        self._observe()
         return self
 
     def grow_features(self, n_features):
         """Widen to ``n_features`` inputs (a missing feature is a zero).  Returns self."""
         check_is_fitted(self)
+        d_old = self.model_.n_features_in_
         self.model_.grow_features(n_features)
+        if int(n_features) > d_old:
+            self.__dict__.pop("_last", None)
+        if int(n_features) > d_old:  # buffered rows beyond the buffer's new bound were learned
+            self._observe()
         return self
 
     def add_class(self, label):
         """Add a class the model has not seen.  Returns self."""
         check_is_fitted(self)
         self.model_.add_class(label)
+        self.__dict__.pop("_last", None)
+        self._calibration.add_class()
         return self
 
     @property
@@ -286,6 +359,40 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         """Received examples that were learned (rehearsal and run-guard replays not counted)."""
         check_is_fitted(self)
         return int(self.model_.n_seen_) - int(self.model_.n_pending_) - int(self.model_.n_discarded_)
+
+    @property
+    def last_margins_(self):
+        """f(x) before each step on the received examples the last call learned, (m,) or
+        (m, K) float64 (the whole batch also when it was learned in the drift stage's pieces)."""
+        last = self.__dict__.get("_last")
+        return last[0] if last is not None else self._engine_attr("last_margins_")
+
+    @property
+    def last_y_(self):
+        """The labels of :attr:`last_margins_`' examples (m,), from ``classes_``."""
+        last = self.__dict__.get("_last")
+        return last[1] if last is not None else self._engine_attr("last_y_")
+
+    def _engine_attr(self, name):
+        model = self.__dict__.get("model_")
+        if model is None:
+            raise AttributeError(f"{type(self).__name__} has no {name} before it has learned")
+        return getattr(model, name)
+
+    @property
+    def drift_(self):
+        """The drift stage's :class:`~svmstream.solvers.drift.DriftMonitor` (``n_detections``,
+        ``last_detection_at``)."""
+        if "_drift" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__} has no drift_ before it has learned")
+        return self._drift.monitor
+
+    @property
+    def calibrator_(self):
+        """The calibration stage's :class:`~svmstream.solvers.calibration.MarginCalibrator`."""
+        if self.__dict__.get("_calibration") is None:
+            raise AttributeError(f"{type(self).__name__} has no calibrator_ before it has learned")
+        return self._calibration.calibrator
 
     # ------------------------------------------------------------------ prediction
     def decision_function(self, X):
@@ -301,7 +408,7 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X):
         """(n, n_classes) float64 calibrated probabilities (argmax = :meth:`predict`)."""
         check_is_fitted(self)
-        return self.model_.predict_proba(X)
+        return self._calibration.predict_proba(self.model_.decision_function(X))
 
     def statistics(self):
         """The engine's counters (dict)."""
@@ -310,20 +417,31 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
 
     def published_copy(self):
         """A copy for predictions that shares what the learner never rewrites
-        (:func:`..budgeted._publish.published_copy`)."""
+        (:func:`..budgeted._publish.published_copy`); the drift monitor is shared (read for
+        its counts only)."""
         copy = object.__new__(type(self))
         copy.__dict__.update(self.__dict__)
         copy.model_ = self.model_.published_copy()
+        copy._calibration = self._calibration.published_copy()
         return copy
 
     # ------------------------------------------------------------------ persistence
-    STATE_VERSION = 1
+    #: 2: the rehearsal, drift and calibration stages saved under ``stages`` (1: by the engine, in
+    #: ``model``; 0: a state saved by an engine that carried every stage, see :func:`legacy_state`)
+    STATE_VERSION = 2
 
     def get_state(self):
-        """``(arrays, meta)``: the engine's state under ``model``, this pipeline's parameters
-        and the plain estimator's class and parameters."""
+        """``(arrays, meta)``: the engine's state under ``model``, the rehearsal, drift and
+        calibration stages' under ``stages`` (arrays ``reh_*``/``drift__*``/``cal__*``), this pipeline's
+        parameters and the plain estimator's class and parameters."""
         check_is_fitted(self)
         arrays, model_meta = self.model_.get_state()
+        drift_arrays, drift_meta = self._drift.get_state()
+        cal_arrays, cal_meta = self._calibration.get_state()
+        reh_arrays, reh_meta = self.model_._rehearsal.get_state()
+        arrays.update(drift_arrays)
+        arrays.update(cal_arrays)
+        arrays.update(reh_arrays)
         plain = self._plain()
         meta = {
             "estimator": type(self).__name__,
@@ -332,13 +450,14 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
             "plain": {"class": type(plain).__name__, "params": plain.get_params()},
             "n_received": int(self.n_received_),
             "model": model_meta,
+            "stages": {"rehearsal": reh_meta, "drift": drift_meta, "calibration": cal_meta},
         }
         return arrays, meta
 
     @classmethod
     def from_state(cls, arrays, meta):
-        """Rebuild from :meth:`get_state`, or from a state saved when the budgeted estimators
-        carried the stages themselves (``state_version`` 0, see :func:`legacy_state`)."""
+        """Rebuild from :meth:`get_state`, or from an older layout (:func:`legacy_state`,
+        :func:`stages_out_of_the_engine`)."""
         model = estimator_from_state(arrays, meta["model"])
         plain_meta = meta.get("plain") or _plain_of(model)
         face = _FACES[plain_meta["class"]]
@@ -346,10 +465,25 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         params = meta["params"]
         if meta["state_version"] == 0:  # saved by an engine: its own settings, as they were
             params = {name: getattr(model, name) for name in StreamingBSCA.STAGE_PARAMS}
+            params.update({name: meta["params"][name] for name in _MOVED if name in meta["params"]})
         est = cls(plain, **params)
+        stages = meta.get("stages", {})
+        seed, d = RehearsalStage.seed_of(model.random_state), model.n_features_in_
+        rehearsal = stages.get("rehearsal")
+        RehearsalStage.from_state(arrays, rehearsal, est.rehearsal, est.rehearsal_memory, seed, d).attach(
+            model
+        )
         est.model_ = model
         est.scaling_reason_ = resolve_scaling(est.scaling, plain)[1]
         est.n_received_ = int(meta.get("n_received", model.n_seen_))
+        est._drift = DriftStage.from_state(arrays, stages.get("drift"), est.on_drift)
+        n_classes = model.classes_.shape[0]
+        est._calibration = CalibrationStage.from_state(arrays, stages.get("calibration"), n_classes)
+        if stages.get("reset_flag_in_counters"):  # the engine held the pending reset
+            counters = arrays["ovr_counters"] if "ovr_counters" in arrays else arrays["counters"]
+            est._drift.pending = counters.shape[0] > _LEGACY_RESET_FLAG and bool(counters[_LEGACY_RESET_FLAG])
+            model._counters[_LEGACY_RESET_FLAG:] = 0
+        model._calibrates, model.calibrator_ = False, None
         return est
 
 
@@ -366,18 +500,58 @@ def _plain_of(engine):
 def legacy_state(meta):
     """A state saved by a budgeted estimator that still carried the stages (state version
     ≤ 6 under the names ``BudgetedSGDClassifier``/``BudgetedSCAClassifier``) as the meta of a
-    :class:`StreamingClassifier` around its engine; any other meta unchanged."""
+    :class:`StreamingClassifier` around its engine (its ``on_drift``: as saved, ``"none"``
+    for states saved before drift handling); any other meta unchanged."""
     engines = {"BudgetedSGDClassifier": "StreamingBSGD", "BudgetedSCAClassifier": "StreamingBSCA"}
     if meta.get("estimator") not in engines or int(meta.get("state_version", 0)) > 6:
         return meta
     params = meta.get("params", {})
     stages = {name: params[name] for name in StreamingBSCA.STAGE_PARAMS if name in params}
+    stages["on_drift"] = params.get("on_drift", "none") if int(meta.get("state_version", 0)) > 4 else "none"
+    stages["rehearsal"] = params.get("rehearsal", 0)  # saved before rehearsal existed: off
+    stages["rehearsal_memory"] = params.get("rehearsal_memory", DEFAULT_REHEARSAL_MEMORY)
     return {
         "estimator": "StreamingClassifier",
         "state_version": 0,
         "params": stages,
         "model": {**meta, "estimator": engines[meta["estimator"]]},
     }
+
+
+@register_upgrade
+def stages_out_of_the_engine(meta):
+    """A :class:`StreamingClassifier` state of version 0 or 1, whose engine saved the rehearsal
+    memories, the drift monitor and the calibrator (``model["rehearsal"]``, each binary
+    model's ``"rehearsal"`` and settings, ``model["drift"]``, ``model["calibration"]``; arrays
+    ``reh_*``, ``ovr{k}__reh_*``, ``drift__*``, ``cal__*`` — the names the stages use) and the
+    pending-reset flag (in its counters), as the meta of version 2: the metas move under
+    ``stages``, the flag is read from the counters on loading; any other meta unchanged."""
+    if meta.get("estimator") != "StreamingClassifier" or int(meta.get("state_version", 0)) > 1:
+        return meta
+    model = dict(meta["model"])
+    drift = model.pop("drift", None)
+    stages = {
+        "rehearsal": {"memory": model.pop("rehearsal", None), "children": []},
+        "drift": None if drift is None else {"monitor": drift, "pending": False},
+        "calibration": model.pop("calibration", None),
+        "reset_flag_in_counters": True,
+    }
+    if model.get("ovr"):  # one-vs-rest: each binary model's memory and settings
+        model["ovr"] = [None if sub is None else dict(sub) for sub in model["ovr"]]
+        for sub in model["ovr"]:
+            if sub is None:
+                stages["rehearsal"]["children"].append(None)
+                continue
+            sub_params = sub["params"]
+            stages["rehearsal"]["children"].append(
+                {
+                    "rehearsal": sub_params.get("rehearsal", 0),
+                    "rehearsal_memory": sub_params.get("rehearsal_memory", DEFAULT_REHEARSAL_MEMORY),
+                    "seed": RehearsalStage.seed_of(sub_params.get("random_state")),
+                    "memory": sub.pop("rehearsal", None),
+                }
+            )
+    return {**meta, "model": model, "stages": stages}
 
 
 for _name in DELEGATED:
