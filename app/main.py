@@ -35,6 +35,7 @@ from svmstream.app.api.http import OrjsonResponse
 from svmstream.app.api.openapi import install_openapi
 from svmstream.app.api.replica import ReplicaReadOnly
 from svmstream.app.api.routes import (
+    challengers,
     dashboard,
     events,
     health,
@@ -238,7 +239,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if app.state.settings.role == "replica":  # a replica only predicts (docs/deployment.md)
         follower = lambda: getattr(app.state, "replication", None)  # noqa: E731
         app.add_middleware(ReplicaReadOnly, learner_url=lambda: getattr(follower(), "learner_url", None))
-    for module in (learn, predict, models, health, metrics, jobs, uploads, events, dashboard):
+    for module in (learn, predict, models, challengers, health, metrics, jobs, uploads, events, dashboard):
         app.include_router(module.router)
     # the standard protocols: Open Inference Protocol v2 and MLflow scoring (docs/protocols.md)
     for module in (v2, invocations):
