@@ -11,7 +11,7 @@ code as ``/learn``; no HTTP parsing), default model with B = 500 (``docs/challen
   detections, promotions (seeds 0..S-1).
 
 Run: ``python -m benchmarks.bench_challengers [--seeds 3] [--parts flip,stationary]``;
-results in ``benchmarks/results/challengers.{json,md}``.
+results in ``benchmarks/results/challengers_<parts>.{json,md}``.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def main() -> None:
     if "stationary" in parts:
         rows += part_stationary(args.seeds)
     write_results(
-        "challengers",
+        "challengers_" + "_".join(parts),
         {"machine": machine(), "seeds": args.seeds, "rows": rows},
         rows,
         "Drift without loss: on_drift=challenger",

@@ -237,3 +237,66 @@ def test_exactly_once_with_challengers_through_the_stream_with_sigkills(
     assert h_kill == h_ref and p_kill == p_ref  # the same promotion at the same example
     for a, b in zip(d_kill, d_ref, strict=True):
         assert np.max(np.abs(a - b)) == 0
+
+
+def test_a_replica_serves_the_champion_and_lists_the_challengers(start_server, own_redis, tmp_path):
+    """A replica follows the learner's snapshots: it serves the champion's decisions (also after a
+    promotion on evidence), lists the challengers and their evidence, and refuses promotions."""
+    learner = start_server(
+        tmp_path / "learner", args=("--redis-url", own_redis.url, "--snapshot-interval", "0.3")
+    )
+    replica = start_server(tmp_path / "replica", args=("--role", "replica", "--redis-url", own_redis.url))
+    X, y = two_moons_like(2560, d=D, seed=8)
+    probe = two_moons_like(80, d=D, seed=80)[0]
+    with learner.client() as lc, replica.client() as rc:
+        r = lc.put(
+            "/models/m", json={**GOOD, "gamma": 1000.0, "challengers": [{"gamma": 1.0}, {"gamma": 50.0}]}
+        )
+        assert r.status_code == 201, r.text
+        learn_all(lc, "m", X, y, batch=256)
+        mine = lc.get("/models/m").json()
+        assert mine["promotion"]["promotions"] == 1 and mine["config"]["gamma"] == 1.0
+        version = mine["version"]
+        wait_for(
+            lambda: (rc.get("/models/m").json().get("version") or -1) >= version, what="replica at version"
+        )
+        theirs = rc.get("/models/m").json()
+        assert (
+            theirs["config"] == mine["config"]
+            and theirs["promotion"]["history"] == mine["promotion"]["history"]
+        )
+        assert theirs["challengers"] == mine["challengers"]
+        np.testing.assert_array_equal(decisions(rc, "m", probe), decisions(lc, "m", probe))
+        assert rc.post("/models/m/promote", json={"challenger": 0}).status_code == 409
+        assert rc.delete("/models/m/challengers/0").status_code == 409
+    replica.terminate()
+    learner.terminate()
+
+
+def test_a_label_flip_starts_a_drift_challenger_that_wins_and_nothing_is_lost(start_server):
+    """on_drift="challenger": the detection starts a fresh challenger at the next scoring cell
+    while the champion keeps learning; it is promoted on evidence; every example is accounted
+    for (received = learned + pending, nothing discarded)."""
+    X, y = two_moons_like(8000, d=D, seed=31)
+    y = y.copy()
+    y[3000:] = -y[3000:]
+    server = start_server()
+    with server.client() as c:
+        r = c.put("/models/d", json={**GOOD, "warmup": 200, "shuffle_buffer": 2000, "on_drift": "challenger"})
+        assert r.status_code == 201 and r.json()["challengers"] == [], r.text
+        learn_all(c, "d", X, y, batch=250)
+        info = c.get("/models/d").json()
+        events = [e["event"] for e in info["promotion"]["history"]]
+        assert events[:3] == ["drift detected", "drift challenger started", "promoted"], info["promotion"]
+        started = info["promotion"]["history"][1]["at"]
+        assert 3000 < started < 6000 and started % 128 == 0
+        promoted = info["promotion"]["history"][2]
+        assert promoted["origin"] == "drift" and promoted["settings"] == {"shuffle_buffer": 0}
+        assert promoted["evidence"]["wins"] > promoted["evidence"]["losses"]
+        assert info["config"]["shuffle_buffer"] == 0 and promotions_metric(c, "d") >= 1
+        assert info["n_discarded"] == 0
+        assert_examples_account(c, "d", sent=8000)
+        probe, truth = two_moons_like(300, d=D, seed=32)
+        labels = c.post("/predict", json={"model": "d", "X": probe.tolist()}).json()["labels"]
+        assert np.mean(np.asarray(labels) == -truth) > 0.8  # the new concept
+    server.terminate()

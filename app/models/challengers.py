@@ -123,6 +123,7 @@ class ChallengerSet:
     promotions: int = 0
     parked: bool = False
     held_saved: int = 0  # a parked set's held rows, as saved
+    champion_start: int = 0  # the position where the champion started learning
     #: the champion's configuration (the model's; set by the handle, changed by a promotion)
     champion_config: ModelConfig | None = None
 
@@ -222,16 +223,19 @@ class ChallengerSet:
         }
 
     def adjust_stats(self, stats: dict[str, Any]) -> dict[str, Any]:
-        """The champion's figures with the held rows counted as received and pending."""
-        held = self.n_held()
-        if not held:
+        """The champion's figures as the model's: the held rows counted as received and
+        pending, and the examples received before the champion started (a promoted drift
+        challenger) as received and learned -- the champion of the time learned them."""
+        held, before = self.n_held(), self.champion_start
+        if not held and not before:
             return stats
         stats = dict(stats)
         examples = dict(stats.get("examples") or {"received": 0, "learned": 0, "pending": 0})
-        examples["received"] += held
+        examples["received"] += held + before
+        examples["learned"] += before
         examples["pending"] += held
         stats["examples"] = examples
-        stats["n_seen"] = int(stats.get("n_seen", 0)) + held
+        stats["n_seen"] = int(stats.get("n_seen", 0)) + held + before
         stats["pending"] = int(stats.get("pending", 0)) + held
         return stats
 
@@ -259,6 +263,7 @@ class ChallengerSet:
             "entries": entries, "position": self.position, "spawn_at": self.spawn_at,
             "drift_started": self.drift_started, "detections_seen": self.detections_seen,
             "history": _jsonable(self.history), "promotions": self.promotions, "held": self.n_held(),
+            "champion_start": self.champion_start,
         }  # fmt: skip
         return arrays, meta
 
@@ -287,6 +292,7 @@ class ChallengerSet:
         out.detections_seen = int(saved.get("detections_seen", 0))
         out.history = list(saved.get("history", []))
         out.promotions = int(saved.get("promotions", 0))
+        out.champion_start = int(saved.get("champion_start", 0))
         if arrays is None:
             out.parked, out.held_saved = True, int(saved.get("held", 0))
         else:

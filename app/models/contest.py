@@ -228,6 +228,7 @@ def promote(cs: ChallengerSet, index: int, champion, name: str, *, manual: bool)
         evidence=evidence,
     )  # fmt: skip
     cs.promotions += 1
+    cs.champion_start = entry.started_at
     cs.drift_started = 0
     cs.champion_config = entry.config
     for other in cs.entries:
