@@ -6,11 +6,13 @@ code as ``/learn``; no HTTP parsing), default model with B = 500 (``docs/challen
   the champion predicts each batch of 500 before learning it (what ``/predict`` serves):
   examples from the flip until the accuracy over 1,000 examples is back at 90 % of the 5,000
   before the flip, for seeds 0..S-1.
+* **falsealarm** -- ijcnn1 in file order with a tuned raw setting (no scaling, no buffer), where
+  the detector fires without a concept change: test accuracy with ``"challenger"`` and ``"none"``.
 * **stationary** -- ijcnn1, a9a, phishing (a 75/25 split), shuffled, one pass, then ``flush``:
   test accuracy with ``on_drift="challenger"`` and with ``"none"``, examples discarded,
   detections, promotions (seeds 0..S-1).
 
-Run: ``python -m benchmarks.bench_challengers [--seeds 3] [--parts flip,stationary]``;
+Run: ``python -m benchmarks.bench_challengers [--seeds 3] [--parts flip,stationary,falsealarm]``;
 results in ``benchmarks/results/challengers_<parts>.{json,md}``.
 """
 
@@ -136,6 +138,36 @@ def part_stationary(seeds: int) -> list[dict]:
     return rows
 
 
+#: ijcnn1 in file order with the tuned raw setting of ``bench_skeleton`` (no scaling, no shuffle
+#: buffer): the error rate rises in places and the detector fires without a concept change.
+RAW = {"gamma": 2.0, "C": 32.0, "scaling": "none", "shuffle_buffer": 0, "run_guard": False}
+
+
+def part_false_alarm(seeds: int) -> list[dict]:
+    X, y, Xt, yt = load_pair(*SETS["ijcnn1"][:2], n_features=22)
+    y, yt = (y > 0).astype(np.int64), (yt > 0).astype(np.int64)
+    rows = []
+    for s in range(seeds):
+        pair = {
+            m: _run(X, y, m, s, Xt=Xt, yt=yt, n_samples=X.shape[0], **RAW) for m in ("challenger", "none")
+        }
+        row = {
+            "part": "false alarms: ijcnn1 file order, raw tuned",
+            "seed": s,
+            "accuracy_challenger": round(pair["challenger"]["test_accuracy"], 5),
+            "accuracy_off": round(pair["none"]["test_accuracy"], 5),
+            "delta_pp": round(100 * (pair["challenger"]["test_accuracy"] - pair["none"]["test_accuracy"]), 3),
+            "detections_off": pair["none"]["detections"],
+            "promotions": pair["challenger"]["promotions"],
+            "events": pair["challenger"]["events"],
+            "discarded": pair["challenger"]["discarded"],
+            "examples": pair["challenger"]["examples"],
+        }
+        print(row, flush=True)
+        rows.append(row)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seeds", type=int, default=3)
@@ -147,6 +179,8 @@ def main() -> None:
         rows += part_flip(args.seeds)
     if "stationary" in parts:
         rows += part_stationary(args.seeds)
+    if "falsealarm" in parts:
+        rows += part_false_alarm(args.seeds)
     write_results(
         "challengers_" + "_".join(parts),
         {"machine": machine(), "seeds": args.seeds, "rows": rows},

@@ -40,12 +40,12 @@ def promotions_metric(c: httpx.Client, name: str) -> float:
 
 
 def test_worse_challenger_never_promoted_better_one_always(start_server):
-    """Over 6 seeds: a shadow with gamma = 1000 beside a good champion is never promoted (its
+    """Over 10 seeds: a shadow with gamma = 1000 beside a good champion is never promoted (its
     evidence falls), and a good challenger beside a gamma = 1000 champion is promoted each time,
     with the history holding the evidence and the metric counting it."""
     server = start_server()
     with server.client() as c:
-        for seed in range(6):
+        for seed in range(10):
             X, y = two_moons_like(3000, d=D, seed=seed)
             worse, better = f"worse-{seed}", f"better-{seed}"
             r = c.put(

@@ -140,6 +140,16 @@ class PredictRequest(BaseModel):
 class ModelInfo(BaseModel):
     """Response of ``GET /models/{name}``."""
 
+    challengers: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="the challengers: settings, origin, examples seen, paired examples, wins, losses, "
+        "e_value and threshold of the promotion test, window accuracies (docs/challengers.md)",
+    )
+    promotion: dict[str, Any] | None = Field(
+        None,
+        description="the promotion test's settings, the model's position, held rows, promotions and history",
+    )
+
     name: str
     algorithm: str
     budget: int
