@@ -40,13 +40,12 @@ def _registry(tmp: Path) -> Registry:
     return Registry(settings, None)
 
 
-def _run(X, y, on_drift: str, seed: int, flip_at: int | None = None, Xt=None, yt=None) -> dict:
+def _run(X, y, on_drift: str, seed: int, flip_at: int | None = None, Xt=None, yt=None, **settings) -> dict:
     """Stream (X, y) (y: class indices 0/1) through a fresh model; returns figures."""
     with tempfile.TemporaryDirectory() as tmp:
         registry = _registry(Path(tmp))
-        config = registry.resolve_config(
-            {"budget": 500, "classes": [0, 1], "on_drift": on_drift, "random_state": seed}
-        )
+        fields = {"budget": 500, "classes": [0, 1], "on_drift": on_drift, "random_state": seed, **settings}
+        config = registry.resolve_config(fields)
         handle, _ = registry.create("m", config, snapshot=False)
         correct = np.zeros(X.shape[0], dtype=bool)
         cpu, wall = time.process_time(), time.perf_counter()
