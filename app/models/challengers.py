@@ -161,15 +161,15 @@ class ChallengerSet:
 
     def record(self, event: str, **fields: Any) -> dict[str, Any]:
         """Append an event to the history (the newest :data:`HISTORY_MAX` are kept)."""
-        entry = {"event": event, "at": self.position, "time": time.time(), **fields}
+        entry = {"event": event, "at": fields.pop("at", self.position), "time": time.time(), **fields}
         self.history.append(entry)
         del self.history[:-HISTORY_MAX]
         return entry
 
-    def remove(self, index: int, reason: str, **fields: Any) -> Challenger:
-        """Remove challenger ``index`` (IndexError if there is none) and record why."""
+    def remove(self, index: int, event: str, **fields: Any) -> Challenger:
+        """Remove challenger ``index`` (IndexError if there is none) and record ``event``."""
         entry = self.entries.pop(index)
-        self.record(reason, challenger=index, settings=entry.settings, origin=entry.origin,
+        self.record(event, challenger=index, settings=entry.settings, origin=entry.origin,
                     evidence=self.evidence_of(entry), **fields)  # fmt: skip
         return entry
 

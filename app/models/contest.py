@@ -177,7 +177,7 @@ class Contest:
         entry = Challenger(config, differences(base, config), "drift", start, PairedEvidence(cs.policy.window),
                            drift_number=cs.drift_started)  # fmt: skip
         cs.entries.append(entry)
-        cs.record("drift challenger started", challenger=len(cs.entries) - 1)
+        cs.record("drift challenger started", challenger=len(cs.entries) - 1, at=start)
         log.warning("model %r: drift challenger started at example %d", name, start)
 
     def _hold_rest(self) -> None:
