@@ -94,7 +94,8 @@ def test_manual_promote_and_delete_and_bad_requests(start_server):
         r = c.put("/models/m", json={**GOOD, "challengers": [{}] * 5})
         assert r.status_code == 422 and r.json()["field"] == "challengers", r.text
         r = c.post("/models/m/promote", json={"challenger": 7})
-        assert r.status_code == 422 and r.json()["field"] == "challenger", r.text
+        assert r.status_code == 404 and r.json()["field"] == "challenger", r.text
+        assert c.post("/models/m/promote").status_code == 422  # no body: the field is required
         r = c.post("/models/m/promote", json={"challenger": "x"})
         assert r.status_code == 422 and r.json()["field"] == "challenger", r.text
         assert len(c.get("/models/m").json()["challengers"]) == 2
@@ -111,7 +112,7 @@ def test_manual_promote_and_delete_and_bad_requests(start_server):
         # delete the remaining challenger
         r = c.delete("/models/m/challengers/0")
         assert r.status_code == 200 and r.json()["challengers"] == [], r.text
-        assert c.delete("/models/m/challengers/0").status_code == 422
+        assert c.delete("/models/m/challengers/0").status_code == 404
         assert c.delete("/models/nope/challengers/0").status_code == 404
         learn_all(c, "m", X, y)
         assert_examples_account(c, "m", sent=2000)

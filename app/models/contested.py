@@ -10,7 +10,7 @@ import logging
 from concurrent.futures import Future
 from typing import Any
 
-from svmstream.app.errors import InvalidInput
+from svmstream.app.errors import ServiceError
 from svmstream.app.models.challengers import ChallengerSet, Policy
 from svmstream.app.models.config import BATCH_ALGORITHMS
 from svmstream.app.models.contest import Contest, promote
@@ -87,9 +87,10 @@ class Challenged:
                 cs = self.challengers
                 if cs is None or not 0 <= index < len(cs.entries):
                     n = 0 if cs is None else len(cs.entries)
-                    raise InvalidInput(
+                    raise ServiceError(
                         f"challenger: model {self.name!r} has no challenger {index} (it has {n})",
                         field="challenger",
+                        status=404,
                     )
                 fn(cs, index)
                 return self._publish(self._est, self.codec, None)

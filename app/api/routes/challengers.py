@@ -50,12 +50,19 @@ async def _answer(registry, handle, future) -> OrjsonResponse:
     response_model=ChallengersResponse,
     responses=errors(401, 404, 409, 429, 500, *JSON_BODY_ERRORS),
     dependencies=[Depends(require_write)],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": PromoteRequest.model_json_schema()}},
+        }
+    },
 )
 async def promote_challenger(
     name: ModelName, request: Request, registry: RegistryDep, settings: SettingsDep
 ) -> OrjsonResponse:
     """Make challenger ``challenger`` the champion now, whatever its evidence (recorded in the
-    history as a manual promotion, counted in ``svmstream_promotions_total``)."""
+    history as a manual promotion, counted in ``svmstream_promotions_total``); 404 naming
+    ``challenger`` when the model has no such challenger."""
     handle = registry.get(name)
     body = await read_json_body(request, settings.max_body_bytes)
     try:
@@ -74,6 +81,7 @@ async def promote_challenger(
 async def delete_challenger(
     name: ModelName, index: Annotated[int, Path(ge=0)], registry: RegistryDep
 ) -> OrjsonResponse:
-    """Remove challenger ``index`` (its evidence goes to the history); later ones move up."""
+    """Remove challenger ``index`` (its evidence goes to the history); later ones move up; 404
+    naming ``challenger`` when the model has no such challenger."""
     handle = registry.get(name)
     return await _answer(registry, handle, handle.submit_remove_challenger(index))
