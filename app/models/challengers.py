@@ -55,6 +55,7 @@ class Policy:
 
     @classmethod
     def from_settings(cls, settings) -> Policy:
+        """The policy of :class:`~svmstream.app.settings.Settings` ``settings``."""
         return cls(
             max_challengers=settings.max_challengers,
             alpha=settings.promotion_alpha,
@@ -81,6 +82,7 @@ class Challenger:
     drift_number: int | None = None
 
     def ensure_estimator(self):
+        """The challenger's estimator, a fresh one (its configuration's) if it has none yet."""
         if self.estimator is None:
             self.estimator = make_estimator(self.config)
         return self.estimator
@@ -154,9 +156,11 @@ class ChallengerSet:
         return cls(policy, entries)
 
     def alpha_of(self, entry: Challenger) -> float:
+        """The level ``entry`` is tested at (:func:`~.evidence.challenger_alpha`)."""
         return challenger_alpha(self.policy.alpha, 0, self.policy.max_challengers, entry.drift_number)
 
     def n_held(self) -> int:
+        """Rows held for the open scoring cell (a parked set: as saved)."""
         return self.held_saved if self.parked else n_rows(self.held_X)
 
     def record(self, event: str, **fields: Any) -> dict[str, Any]:

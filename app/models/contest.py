@@ -58,6 +58,7 @@ class Contest:
         self.learned_y: list[np.ndarray] = []
 
     def rows(self, lo: int, hi: int):
+        """``(X, y)`` of rows ``lo:hi`` of the batch (held rows first)."""
         return self.X[lo:hi], self.y[lo:hi]
 
     def champion_step(self, est):

@@ -52,6 +52,7 @@ def right_of(est, X, y: np.ndarray) -> np.ndarray | None:
 
 
 def n_rows(X) -> int:
+    """Rows of ``X`` (dense or CSR), 0 for None."""
     return 0 if X is None else int(X.shape[0])
 
 
