@@ -35,6 +35,7 @@ from svmstream.app.api.http import OrjsonResponse
 from svmstream.app.api.openapi import install_openapi
 from svmstream.app.api.replica import ReplicaReadOnly
 from svmstream.app.api.routes import (
+    challengers,
     dashboard,
     events,
     feedback,
@@ -265,6 +266,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         predict,
         models,
         versions,
+        challengers,
         health,
         metrics,
         jobs,

@@ -128,6 +128,20 @@ class Settings(_ModelDefaults):
     """A model warns (log and ``svmstream_single_label_runs_total``) when this many received
     examples in a row have one label while it has two or more classes."""
 
+    # ---------------------------------------------------------------- challengers (docs/challengers.md)
+    max_challengers: int = Field(4, ge=0, le=16)
+    """Challengers a model may have besides its champion (``PUT /models``: ``challengers``;
+    drift challengers use a free slot).  Each is a full model: its bytes count like the champion's."""
+    promotion_alpha: float = Field(0.05, gt=0, lt=1)
+    """Level of the sequential paired test that promotes a challenger: the chance that a model
+    that is not better replaces the champion, before the next promotion, is at most this."""
+    promotion_min_examples: int = Field(500, ge=1)
+    """Paired examples a challenger needs before it may be promoted (whatever its evidence)."""
+    drift_challenger_horizon: int = Field(20_000, ge=1)
+    """Paired examples after which a drift challenger that has not won is retired."""
+    challenger_window: int = Field(1000, ge=1)
+    """Paired examples of the sliding window whose accuracies ``GET /models/{name}`` shows."""
+
     # ---------------------------------------------------------------- auth
     api_token: SecretStr | None = None
     """With a token set, mutating routes need ``Authorization: Bearer <token>``."""

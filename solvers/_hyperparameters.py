@@ -45,6 +45,10 @@ SCHEDULES = {"pegasos": 0, "norma": 1, "perceptron": 2, "constant": 3}
 #: What an online model does when its drift detector fires: count and report only, or restart
 #: the step-size schedule at t = ``DRIFT_RESET_T0`` (keeping the support vectors).
 ON_DRIFT = ("none", "reset_schedule")
+#: What a service model may do on a detection: ``ON_DRIFT``, or ``"challenger"``: start a fresh
+#: challenger from the detection point, promoted only if it wins (``docs/challengers.md``; its
+#: estimator runs with ``"none"``: the champion is left as it is).
+ON_DRIFT_SERVICE = (*ON_DRIFT, "challenger")
 #: Feature scaling of online models (``svmstream.solvers.budgeted._preprocessing``).
 SCALINGS = ("auto", "standard", "maxabs", "none")
 #: Kernels of the online BSGD model: the budgeted Gaussian-kernel SVM, or a linear SVM with an
@@ -214,7 +218,8 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
     H("rehearsal_memory", int, DEFAULT_REHEARSAL_MEMORY, "examples remembered for rehearsal (a "
       "uniform reservoir sample; at most 16 MiB)", "rehearsal", ge=0, le=REHEARSAL_MEMORY_MAX),
     H("on_drift", str, "reset_schedule", "when the drift detector fires: restart the step-size "
-      "schedule, or only report it (no example is ever dropped)", "drift", choices=ON_DRIFT),
+      "schedule, only report it, or start a challenger from the detection point, promoted if it wins "
+      "(no example is ever dropped)", "drift", choices=ON_DRIFT_SERVICE),
     H("sv_storage", str, "auto", 'support vectors: "dense" (a d x (B+1) matrix), "sparse" (their '
       'nonzeros only; needs scaling auto, maxabs or none), or "auto": sparse when the first batch '
       "is sparse rows with d > 256 and at most 10% nonzeros", "estimator", choices=SV_STORAGES),

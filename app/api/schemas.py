@@ -89,6 +89,14 @@ class ModelCreate(_ModelCreateFields):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
+    challengers: list[dict[str, Any]] | None = Field(
+        None,
+        max_length=16,
+        description='shadow models beside the champion: each the settings it changes (e.g. {"gamma": 2}); '
+        "they learn the same examples, are scored against the champion and promoted only on evidence "
+        "(docs/challengers.md)",
+    )
+
 
 Features = Annotated[list[float], Field(min_length=1)] | dict[str, float]
 """A row: d numbers (at least one), or a sparse ``{"index": value}`` map (may be empty: all zeros)."""
@@ -141,6 +149,16 @@ class PredictRequest(BaseModel):
 
 class ModelInfo(BaseModel):
     """Response of ``GET /models/{name}``."""
+
+    challengers: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="the challengers: settings, origin, examples seen, paired examples, wins, losses, "
+        "e_value and threshold of the promotion test, window accuracies (docs/challengers.md)",
+    )
+    promotion: dict[str, Any] | None = Field(
+        None,
+        description="the promotion test's settings, the model's position, held rows, promotions and history",
+    )
 
     name: str
     algorithm: str

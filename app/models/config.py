@@ -43,6 +43,7 @@ from svmstream.solvers._hyperparameters import (  # noqa: F401  (re-exported: th
     MAX_CLASSES_LIMIT,
     MERGE_SOLVERS,
     ON_DRIFT,
+    ON_DRIFT_SERVICE,
     ONLINE_ALGORITHMS,
     REFERENCE_N,
     REFERENCE_N_LINEAR,
@@ -74,7 +75,7 @@ predictions but do not learn online.  Not accepted by ``PUT /models``."""
 Maintenance = Literal[tuple(MAINTENANCE)]  # type: ignore[valid-type]
 MergeSolver = Literal[tuple(MERGE_SOLVERS)]  # type: ignore[valid-type]
 Schedule = Literal[tuple(SCHEDULES)]  # type: ignore[valid-type]
-OnDrift = Literal[ON_DRIFT]  # type: ignore[valid-type]
+OnDrift = Literal[ON_DRIFT_SERVICE]  # type: ignore[valid-type]
 """What an online model does when its drift detector fires (``docs/online.md``)."""
 Scaling = Literal[SCALINGS]  # type: ignore[valid-type]
 """Feature scaling frozen from the warm-up window; ``auto`` is max-abs (``docs/defaults.md``)."""

@@ -65,6 +65,8 @@ def make_estimator(config: ModelConfig):
         )
     routed = routed_params(config)
     stages = {**routed["scaler"], **routed["order"], **routed["rehearsal"], **routed["drift"]}
+    if stages.get("on_drift") == "challenger":  # the service starts the challenger: the estimator reports
+        stages["on_drift"] = "none"
     return StreamingClassifier(_plain_estimator(config.algorithm, routed["estimator"]), **stages)
 
 

@@ -35,6 +35,7 @@ from svmstream.app.errors import (
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import NewLabels, shared_codec
 from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
+from svmstream.app.models.contested import Challenged, challenger_set
 from svmstream.app.models.copies import published
 from svmstream.app.models.factory import copy_estimator
 from svmstream.app.models.learners import LearnerPool, default_pool
@@ -53,7 +54,7 @@ log = logging.getLogger("svmstream.registry")
 PUBLISH_TIMES = 256
 
 
-class ModelHandle(LazyRestore, Learning, Rollback):
+class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
     """One named model: configuration, private estimator, learner queue (on the threads of a
     :class:`~svmstream.app.models.learners.LearnerPool`: one writer at a time), current view."""
 
@@ -64,7 +65,7 @@ class ModelHandle(LazyRestore, Learning, Rollback):
         "_closed", "_executor", "_restore", "_restore_lock", "view", "prequential", "rate",
         "label_runs", "overflows", "learn_failures", "snapshot_failures", "publish_seconds",
         "_drift_logged", "created_at", "stream_status", "saved_version", "last_snapshot_time",
-        "last_snapshot_path", "last_used", "__weakref__",
+        "last_snapshot_path", "last_used", "challengers", "__weakref__",
     )  # fmt: skip
 
     def __init__(
@@ -85,6 +86,7 @@ class ModelHandle(LazyRestore, Learning, Rollback):
         checkpoint_path: Path | None = None,
         restore: Callable[[], Any] | None = None,
         stats: dict[str, Any] | None = None,
+        challengers: Any = None,
     ):
         settings = settings if settings is not None else Settings()
         self.name = name
@@ -115,6 +117,8 @@ class ModelHandle(LazyRestore, Learning, Rollback):
         self._checkpoint: tuple | Path | None = None
         if keep:
             self._checkpoint = first_checkpoint(self._est, checkpoint_path)
+        # challengers (:mod:`.challengers`): a ChallengerSet, or a restored model's (saved, arrays)
+        self.challengers = challenger_set(challengers, config, settings, follower_of is not None)
         self._journal: list[Callable[[Any], Any]] = []
         self._journal_bytes = 0
         self._n_features = n_features if n_features is not None else config.n_features
@@ -349,4 +353,5 @@ class ModelHandle(LazyRestore, Learning, Rollback):
             "extra": view.extra,
             "statistics": view.stats.get("statistics", {}),
             "metrics": self.metrics(),
+            **self.challengers_info(),
         }

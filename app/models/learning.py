@@ -7,6 +7,7 @@ copy.  On any error the estimator is rebuilt as it was (:mod:`.rollback`)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Any
@@ -15,6 +16,7 @@ import numpy as np
 
 from svmstream.app.errors import InvalidInput, NumericalOverflow
 from svmstream.app.ingest.labels import LabelCodec, NewLabels
+from svmstream.app.models.contest import Contest
 from svmstream.app.models.copies import published
 from svmstream.app.models.factory import make_estimator
 from svmstream.app.models.limits import estimate_bytes
@@ -97,7 +99,9 @@ class Learning:
             est.partial_fit(X, y)
             return X
 
-        view = self._learn_step(step, extra, int(X.shape[0]), codec, input_bytes(X, y))
+        n_classes = max(2, len(codec.classes))
+        contest = functools.partial(Contest, X=X, y=y, n_classes=n_classes)
+        view = self._learn_step(step, extra, int(X.shape[0]), codec, input_bytes(X, y), contest)
         if self.label_runs.add(y):
             log.warning(
                 "model %r: the last %d examples received all have label %r: the source looks sorted by "
@@ -121,11 +125,13 @@ class Learning:
     def _flush(self) -> ModelView:
         """Learner thread: ``flush()`` the estimator (nothing to do before the first batch)."""
         self._load_for_task()
-        if self._est is None:
+        held = self.challengers is not None and self.challengers.n_held() > 0
+        if self._est is None and not held:
             with self._lock:
                 self._pending -= 1
             return self.view
-        return self._learn_step(lambda est: est.flush() and None, None, 0)
+        contest = functools.partial(Contest, flush=True)
+        return self._learn_step(lambda est: est.flush() and None, None, 0, None, 0, contest)
 
     def _learn_step(
         self,
@@ -134,28 +140,41 @@ class Learning:
         n_received: int,
         codec: LabelCodec | None = None,
         n_bytes: int = 0,
+        contest=None,
     ) -> ModelView:
         """Run ``step(estimator)`` on the private estimator, check it stayed finite, update the
         meters and publish (with ``codec`` as the model's labels, when given); on any error
-        rebuild the estimator as it was before the step (:meth:`_rebuild`)."""
+        rebuild the estimator as it was before the step (:meth:`_rebuild`).  ``contest``: makes
+        the :class:`~svmstream.app.models.contest.Contest` of the batch when the model has
+        challengers (its champion step replaces ``step``)."""
         self._load_for_task()
         with self._est_lock:
-            return self._learn_step_locked(step, extra, n_received, codec, n_bytes)
+            return self._learn_step_locked(step, extra, n_received, codec, n_bytes, contest)
 
-    def _learn_step_locked(self, step, extra, n_received, codec, n_bytes) -> ModelView:
+    def _learn_step_locked(self, step, extra, n_received, codec, n_bytes, contest=None) -> ModelView:
         codec = self.codec if codec is None else codec
         try:
             est = self._est if self._est is not None else make_estimator(self.config)
+            game = contest(self.challengers) if contest is not None and self.challengers is not None else None
+            step = game.champion_step if game is not None else step
             probe = step(est)
             self._est = est
             check_finite(est, probe)
-            margins, learned = getattr(est, "last_margins_", None), getattr(est, "last_y_", None)
-            if margins is not None and learned is not None and len(margins) == len(learned):
-                self.prequential.add(correct_predictions(margins, np.asarray(learned, dtype=np.int64)))
+            promoted = None
+            if game is not None:
+                est, promoted = self._finish_contest(game, est)
+                pairs = zip(game.margins, game.learned_y)
+            else:
+                pairs = [(getattr(est, "last_margins_", None), getattr(est, "last_y_", None))]
+            for margins, learned in pairs:
+                if margins is not None and learned is not None and len(margins) == len(learned):
+                    self.prequential.add(correct_predictions(margins, np.asarray(learned, dtype=np.int64)))
             self.rate.add(n_received)
             self._count_drift(est)
             view = self._publish(est, codec, extra)
             self._journal_add(step, n_bytes)
+            if promoted is not None:
+                self._after_promotion(est)
             return view
         except BaseException as exc:
             if isinstance(exc, NumericalOverflow):
@@ -189,12 +208,17 @@ class Learning:
             estimator=copy_for_view,
             version=old.version + 1,
             n_features=getattr(est, "n_features_in_", old.n_features),
-            stats=estimator_stats(est),
+            stats=self._view_stats(est),
             extra={**old.extra, **extra} if extra else old.extra,
             n_features_fixed=self._fixed,
         )
         self.view = view
         return view
+
+    def _view_stats(self, est) -> dict[str, Any]:
+        """The view's figures of ``est``, the rows the challengers hold counted as pending."""
+        stats = estimator_stats(est)
+        return stats if self.challengers is None else self.challengers.adjust_stats(stats)
 
     def _count_drift(self, est) -> None:
         """Learner thread: log each new drift detection of the estimator with its example count."""

@@ -427,6 +427,7 @@ class Registry:
             checkpoint_path=found.path if follower_of is None else None,
             restore=functools.partial(self._decode_restored, found.name, found.path) if lazy else None,
             stats=found.stats,
+            challengers=(found.challengers, found.challenger_arrays),
         )
         handle.saved_version = found.version
         handle.last_snapshot_time = found.saved_at

@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from svmstream.app.errors import ModelClosed
 from svmstream.app.models.config import BATCH_ALGORITHMS
+from svmstream.app.models.contested import challenger_set
 from svmstream.app.models.copies import as_path, detached_state, published
-from svmstream.app.models.view import ModelView, estimator_stats
+from svmstream.app.models.view import ModelView
 
 if TYPE_CHECKING:
     from svmstream.app.models.handle import ModelHandle
@@ -110,6 +111,9 @@ class LazyRestore:
             )
             self.saved_version = found.version
         self._est = est
+        if found.challengers:
+            self.challengers = challenger_set((found.challengers, found.challenger_arrays), self.config,
+                                              self.settings, False)  # fmt: skip
         online = self.config.algorithm not in BATCH_ALGORITHMS
         if est is not None and online:
             self._checkpoint = as_path(found.path) if found.path is not None else detached_state(est)
@@ -120,7 +124,7 @@ class LazyRestore:
             estimator=published(est),
             version=found.version,
             n_features=found.n_features if found.n_features is not None else stub.n_features,
-            stats=estimator_stats(est),
+            stats=self._view_stats(est),
             extra=dict(found.extra),
             published_at=stub.published_at,
             n_features_fixed=stub.n_features_fixed,
@@ -159,6 +163,8 @@ class LazyRestore:
             # the checkpoint's Path (online models) is that file: one Path object per model
             path = self._checkpoint if isinstance(self._checkpoint, Path) else Path(self.last_snapshot_path)
             self._est = None
+            if self.challengers is not None:  # described by the header; decoded with the champion
+                self.challengers = self.challengers.parked_copy()
             self._restore = functools.partial(decode, path)
             self.view = dataclasses.replace(view, estimator=RestorePending(self))
         return True

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from svmstream.app.models.challengers import split_state
 from svmstream.app.models.config import BATCH_ALGORITHMS
 from svmstream.app.models.copies import as_path, detached_state
 from svmstream.app.models.factory import estimator_from_state, make_estimator
@@ -72,7 +73,7 @@ class Rollback:
         if isinstance(self._checkpoint, Path):
             est = decode_snapshot(self._checkpoint.read_bytes(), self._checkpoint).estimator
         elif self._checkpoint is not None:
-            est = estimator_from_state(*self._checkpoint)
+            est = estimator_from_state(*split_state(*self._checkpoint))
         try:
             for step in self._journal:
                 est = est if est is not None else make_estimator(self.config)
@@ -92,11 +93,14 @@ class Rollback:
         self.ensure_loaded()
         with self._est_lock:
             view = self.view
+            challengers = self.challengers
             if view.estimator is None or self._est is None:
-                return view, None
+                return view, (challengers.attach(None) if challengers is not None else None)
             if self.config.algorithm in BATCH_ALGORITHMS:
                 return view, view.estimator.get_state()
             state = detached_state(self._est)
+            if challengers is not None:  # champion and challengers at the same version
+                state = challengers.attach(state)
             self._checkpoint, self._journal, self._journal_bytes = state, [], 0
             return view, state
 

@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from svmstream.app.models.challengers import PREFIX, split_state
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.history import KeptFile, files_to_prune, read_marks
 from svmstream.solvers.persistence import (
@@ -92,6 +93,10 @@ class RestoredModel:
     fitted: bool = False
     #: the service's meters when it was saved (``prequential_accuracy``...; None: not saved)
     figures: dict[str, Any] | None = None
+    #: the model's challengers as saved (``meta["challengers"]``, :mod:`.challengers`) and their
+    #: arrays (None: read from the header only, not decoded)
+    challengers: dict[str, Any] | None = None
+    challenger_arrays: dict[str, np.ndarray] | None = None
 
 
 @dataclass
@@ -283,7 +288,9 @@ class SnapshotStore:
             except OSError as exc:
                 raise CorruptStateError(f"unreadable: {exc}") from exc
             restored = read_header(blob, path)
-            return decode_snapshot(blob, path) if restored.stats is None else restored
+            # a model whose challengers hold rows before the champion learned: decoded now
+            whole = restored.stats is None or (restored.challengers is not None and not restored.fitted)
+            return decode_snapshot(blob, path) if whole else restored
 
         return self._newest(name, header, self.files(name) if files is None else files)
 
@@ -383,6 +390,7 @@ def _service_fields(meta: dict[str, Any], path: Path | None) -> dict[str, Any]:
         stats=_interned(stats) if isinstance(stats, dict) else None,
         fitted=meta.get("estimator") is not None,
         figures=service.get("figures") if isinstance(service.get("figures"), dict) else None,
+        challengers=meta.get("challengers"),
     )
 
 
@@ -417,8 +425,11 @@ def decode_snapshot(blob: bytes, path: Path | None = None) -> RestoredModel:
     try:
         fields = _service_fields(meta, path)
         estimator = None
+        own_arrays, own_meta = split_state(arrays, meta)
         if meta.get("estimator") is not None:
-            estimator = estimator_from_state(arrays, meta)
+            estimator = estimator_from_state(own_arrays, own_meta)
+        if fields["challengers"] is not None:
+            fields["challenger_arrays"] = {k: v for k, v in arrays.items() if k.startswith(PREFIX)}
         return RestoredModel(estimator=estimator, **fields)
     except CorruptStateError:
         raise

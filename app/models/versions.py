@@ -27,6 +27,7 @@ from typing import Any
 from svmstream.app.errors import ModelNotFitted, ModelNotFound, ServiceError
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import shared_codec
+from svmstream.app.models.contested import challenger_set
 from svmstream.app.models.copies import detached_state, published
 from svmstream.app.models.history import add_marks, read_marks, reasons
 from svmstream.app.models.snapshots import RestoredModel, read_header
@@ -227,14 +228,18 @@ def _seq_of(path: Path) -> int:
 
 def revert(handle, found: RestoredModel, note: dict[str, int]) -> ModelView:
     """Learner task of :meth:`Versions.rollback`: the decoded version ``found`` becomes
-    ``handle``'s estimator (its labels, dimension and rollback checkpoint with it) and is
-    published as the next version; the view's ``extra`` (the stream position) is kept and
-    records the rollback."""
+    ``handle``'s estimator (its configuration, challengers, labels, dimension and rollback
+    checkpoint with it) and is published as the next version; the view's ``extra`` (the stream
+    position) is kept and records the rollback."""
     handle._load_for_task()  # on failure it releases the pending slot and raises
     try:
         with handle._est_lock:
             est = found.estimator
-            config = handle.config
+            config = handle.config = found.config  # a promotion since may have changed it
+            # the challengers as they were at that version (they restart from it, scores and all)
+            handle.challengers = challenger_set(
+                (found.challengers, found.challenger_arrays), config, handle.settings, False
+            )
             codec = (
                 shared_codec(found.classes or [], learn=True)
                 if config.learns_classes

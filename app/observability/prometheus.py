@@ -98,6 +98,12 @@ _FAMILIES: dict[str, tuple[type, str, str]] = {
         "svmstream_drift_detected",
         "Concept drift detections on the prequential errors (survives restarts).",
     ),
+    "promotions": (
+        _COUNTER,
+        "svmstream_promotions",
+        "Challengers promoted to champion, on evidence or by hand (survives restarts; docs/challengers.md).",
+    ),
+    "challengers": (_GAUGE, "svmstream_challengers", "Challengers learning beside the champion."),
     "classes": (_GAUGE, "svmstream_classes", "Classes of the model (declared or learned so far)."),
     "snap_age": (
         _GAUGE,
@@ -184,6 +190,8 @@ def _model_values(handle: ModelHandle, now: float) -> dict[str, float]:
         "learn_failed": handle.learn_failures,
         "snap_failed": handle.snapshot_failures,
         "drift": stats.get("drift", {}).get("detections", 0),
+        "promotions": handle.challengers.promotions if handle.challengers is not None else 0,
+        "challengers": len(handle.challengers.entries) if handle.challengers is not None else 0,
         "classes": len(view.codec.classes),
     }
     status = handle.stream_status() if handle.stream_status is not None else None

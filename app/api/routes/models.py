@@ -24,7 +24,10 @@ from svmstream.app.api.schemas import (
 )
 from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import decode_body
+from svmstream.app.models.challengers import ChallengerSet, Policy
 from svmstream.app.models.config import MODEL_NAME_PATTERN
+from svmstream.app.models.factory import check_config
+from svmstream.app.models.limits import estimate_bytes
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -34,6 +37,36 @@ ModelName = Annotated[
 ]
 """A model name in a path.  The schema states the pattern; the registry checks it, with its own
 message (PUT: 422 "name: invalid model name ..."; GET/DELETE: 404, no such model)."""
+
+
+def new_challengers(config, specs: list, settings) -> ChallengerSet | None:
+    """The challenger set of a new model (``docs/challengers.md``); 422 naming
+    ``challengers[i].field``, or ``challengers`` when there are too many or their estimated
+    bytes with the champion's exceed ``max_model_bytes``."""
+    try:
+        challengers = ChallengerSet.for_model(config, specs, Policy.from_settings(settings))
+        for i, entry in enumerate(challengers.entries if challengers is not None else []):
+            try:
+                check_config(entry.config)
+            except ValueError as exc:
+                raise ValueError(f"challengers[{i}]: {exc}") from None
+    except ValueError as exc:
+        message = str(exc)
+        field = message.split(":", 1)[0] if message.startswith("challengers[") else "challengers"
+        raise InvalidInput(
+            message if field != "challengers" else f"challengers: {message}", field=field
+        ) from None
+    if challengers is not None and config.n_features is not None:
+        total = sum(
+            estimate_bytes(c, config.n_features) for c in [config] + [e.config for e in challengers.entries]
+        )
+        if total > settings.max_model_bytes:
+            raise InvalidInput(
+                f"challengers: the champion and its challengers need an estimated {total / 1e6:,.1f} MB, "
+                f"over max_model_bytes = {settings.max_model_bytes / 2**20:g} MiB",
+                field="challengers",
+            )
+    return challengers
 
 
 def validation_error(exc: ValidationError) -> InvalidInput:
@@ -98,9 +131,11 @@ async def put_model(
     obj = decode_body(body) if body.strip() else {}
     try:
         fields = ModelCreate.model_validate(obj).model_dump(by_alias=True, exclude_none=True)
+        specs = fields.pop("challengers", None) or []
         config = registry.resolve_config(fields)
     except ValidationError as exc:
         raise validation_error(exc) from None
+    challengers = new_challengers(config, specs, settings)
     try:
         registry.check_config(config)
     except InvalidInput:
@@ -108,7 +143,7 @@ async def put_model(
     except ValueError as exc:
         raise InvalidInput(f"config: {exc}", field="config") from None
     try:
-        handle, replaced = await run_in_threadpool(registry.create, name, config)
+        handle, replaced = await run_in_threadpool(registry.create, name, config, challengers=challengers)
     except InvalidInput:  # the capacity bounds name their own field
         raise
     except ValueError as exc:

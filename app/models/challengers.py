@@ -1,0 +1,343 @@
+"""A model's challengers: full streaming models that learn the same examples as the champion
+(the model that serves ``/predict``), in the same order, on the same learner thread, and are
+promoted only on evidence (``docs/challengers.md``).
+
+:class:`ChallengerSet` is the state: the challengers (:class:`Challenger`: settings,
+estimator, :class:`~svmstream.app.models.evidence.PairedEvidence`), the model's position in
+its stream, the rows held for the current scoring cell, a drift challenger due, and the
+history of promotions.  :mod:`.contest` runs a batch through it; this module describes it,
+saves it in the champion's snapshot and restores it.
+
+Scoring cells.  Every model predicts the rows of a cell of :data:`CELL` received examples
+before any of them learns the cell, so each paired loss is a genuine prequential loss and
+every model is scored on the same rows with the same information.  Cells sit on a fixed grid
+of the model's received examples: the rows of a cell not yet complete are *held* (pending:
+``received = learned + pending``) until it completes or a flush learns them, so promotions,
+drift challengers and the held rows do not depend on how the stream was cut into batches, and
+exactly-once recovery rebuilds the same champion and challengers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from svmstream.app.models.config import ModelConfig
+from svmstream.app.models.evidence import PairedEvidence, challenger_alpha
+from svmstream.app.models.factory import estimator_from_state, make_estimator
+from svmstream.app.models.rows import fitted, n_rows, rows_from_state, rows_state
+
+log = logging.getLogger("svmstream.challengers")
+
+#: Received examples per scoring cell (the grid of predictions, promotions and drift challengers).
+CELL = 128
+#: Promotions, retirements and drops a model's history keeps (the newest).
+HISTORY_MAX = 100
+#: Prefix of the challenger arrays inside the champion's saved state.
+PREFIX = "challengers."
+#: Settings a challenger may not change: they are the model's, not a learner's.
+MODEL_FIELDS = ("algorithm", "classes", "max_classes", "n_features")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How challengers are tested and kept (the service's settings, ``app/settings.py``)."""
+
+    max_challengers: int = 4
+    alpha: float = 0.05
+    min_examples: int = 500
+    drift_horizon: int = 20_000
+    window: int = 1000
+
+    @classmethod
+    def from_settings(cls, settings) -> Policy:
+        """The policy of :class:`~svmstream.app.settings.Settings` ``settings``."""
+        return cls(
+            max_challengers=settings.max_challengers,
+            alpha=settings.promotion_alpha,
+            min_examples=settings.promotion_min_examples,
+            drift_horizon=settings.drift_challenger_horizon,
+            window=settings.challenger_window,
+        )
+
+
+@dataclass
+class Challenger:
+    """One challenger: its settings (what differs from the champion's configuration), full
+    configuration, origin (``"user"``: named in ``PUT /models``; ``"drift"``: started by a
+    drift detection), where it started, its estimator (None before its first rows, or while
+    its model is parked) and its evidence against the champion."""
+
+    config: ModelConfig
+    settings: dict[str, Any]
+    origin: str
+    started_at: int
+    evidence: PairedEvidence
+    estimator: Any | None = None
+    seen: int = 0
+    drift_number: int | None = None
+
+    def ensure_estimator(self):
+        """The challenger's estimator, a fresh one (its configuration's) if it has none yet."""
+        if self.estimator is None:
+            self.estimator = make_estimator(self.config)
+        return self.estimator
+
+
+def challenger_config(champion: ModelConfig, settings: dict[str, Any]) -> ModelConfig:
+    """The configuration of a challenger: the champion's with ``settings`` (JSON names) applied.
+
+    Raises
+    ------
+    ValueError
+        A field of the model itself (:data:`MODEL_FIELDS`), or pydantic's ValidationError.
+    """
+    fixed = sorted(set(settings) & set(MODEL_FIELDS))
+    if fixed:
+        raise ValueError(f"{fixed[0]} is the model's, the same for every challenger")
+    return ModelConfig.model_validate({**champion.to_json(), **settings})
+
+
+def differences(champion: ModelConfig, config: ModelConfig) -> dict[str, Any]:
+    """The JSON fields where ``config`` differs from ``champion``."""
+    a, b = champion.to_json(), config.to_json()
+    return {k: v for k, v in b.items() if a.get(k) != v}
+
+
+@dataclass
+class ChallengerSet:
+    """The challengers of one model and their bookkeeping (learner thread only, except
+    :meth:`info`, which reads counters).  See the module docstring."""
+
+    policy: Policy
+    entries: list[Challenger] = field(default_factory=list)
+    position: int = 0
+    held_X: Any = None
+    held_y: np.ndarray | None = None
+    spawn_at: int | None = None
+    drift_started: int = 0
+    detections_seen: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    promotions: int = 0
+    parked: bool = False
+    held_saved: int = 0  # a parked set's held rows, as saved
+    champion_start: int = 0  # the position where the champion started learning
+    #: the champion's configuration (the model's; set by the handle, changed by a promotion)
+    champion_config: ModelConfig | None = None
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def for_model(
+        cls, config: ModelConfig, specs: list[dict[str, Any]], policy: Policy
+    ) -> ChallengerSet | None:
+        """The set of a new model: its user challengers (``specs``: settings each), or an empty
+        set when ``on_drift="challenger"``; None when the model has neither.
+
+        Raises ValueError naming ``challengers[i].field`` (pydantic's message) or the count."""
+        if len(specs) > policy.max_challengers:
+            raise ValueError(
+                f"at most {policy.max_challengers} challengers (max_challengers), got {len(specs)}"
+            )
+        entries = []
+        for i, spec in enumerate(specs):
+            try:
+                cfg = challenger_config(config, spec)
+            except Exception as exc:
+                raise ValueError(f"challengers[{i}]: {_message(exc)}") from None
+            entries.append(
+                Challenger(cfg, differences(config, cfg), "user", 0, PairedEvidence(policy.window))
+            )
+        if not entries and config.on_drift != "challenger":
+            return None
+        return cls(policy, entries)
+
+    def alpha_of(self, entry: Challenger) -> float:
+        """The level ``entry`` is tested at (:func:`~.evidence.challenger_alpha`)."""
+        return challenger_alpha(self.policy.alpha, 0, self.policy.max_challengers, entry.drift_number)
+
+    def n_held(self) -> int:
+        """Rows held for the open scoring cell (a parked set: as saved)."""
+        return self.held_saved if self.parked else n_rows(self.held_X)
+
+    def record(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Append an event to the history (the newest :data:`HISTORY_MAX` are kept)."""
+        entry = {"event": event, "at": fields.pop("at", self.position), "time": time.time(), **fields}
+        self.history.append(entry)
+        del self.history[:-HISTORY_MAX]
+        return entry
+
+    def remove(self, index: int, event: str, **fields: Any) -> Challenger:
+        """Remove challenger ``index`` (IndexError if there is none) and record ``event``."""
+        entry = self.entries.pop(index)
+        self.record(event, challenger=index, settings=entry.settings, origin=entry.origin,
+                    evidence=self.evidence_of(entry), **fields)  # fmt: skip
+        return entry
+
+    def evidence_of(self, entry: Challenger) -> dict[str, Any]:
+        """The test's figures for one challenger (JSON)."""
+        ev = entry.evidence
+        log_e = ev.log_e_value()
+        alpha = self.alpha_of(entry)
+        champ, chall, pairs = ev.window_accuracies()
+        return {
+            "paired_examples": ev.n,
+            "wins": ev.wins,
+            "losses": ev.losses,
+            "log_e_value": log_e,
+            "e_value": float(np.exp(min(log_e, 700.0))),
+            "threshold": 1.0 / alpha,
+            "alpha": alpha,
+            "min_examples": self.policy.min_examples,
+            "window_pairs": pairs,
+            "window_accuracy": chall,
+            "champion_window_accuracy": champ,
+        }
+
+    # ------------------------------------------------------------------ description
+    def info(self) -> dict[str, Any]:
+        """``GET /models/{name}``'s ``challengers`` and ``promotion`` parts (JSON)."""
+        listed = []
+        for i, entry in enumerate(self.entries):
+            listed.append({
+                "index": i,
+                "origin": entry.origin,
+                "settings": entry.settings,
+                "config": entry.config.to_json(),
+                "started_at": entry.started_at,
+                "examples_seen": entry.seen,
+                **self.evidence_of(entry),
+            })  # fmt: skip
+        return {
+            "challengers": listed,
+            "promotion": {
+                "test": "sequential paired test on prequential 0/1 losses (betting e-process, Ville's inequality)",
+                "alpha": self.policy.alpha,
+                "min_examples": self.policy.min_examples,
+                "max_challengers": self.policy.max_challengers,
+                "cell": CELL,
+                "position": self.position,
+                "held": self.n_held(),
+                "promotions": self.promotions,
+                "history": list(self.history),
+            },
+        }
+
+    def adjust_stats(self, stats: dict[str, Any]) -> dict[str, Any]:
+        """The champion's figures as the model's: the held rows counted as received and
+        pending, and the examples received before the champion started (a promoted drift
+        challenger) as received and learned -- the champion of the time learned them."""
+        held, before = self.n_held(), self.champion_start
+        if not held and not before:
+            return stats
+        stats = dict(stats)
+        examples = dict(stats.get("examples") or {"received": 0, "learned": 0, "pending": 0})
+        examples["received"] += held + before
+        examples["learned"] += before
+        examples["pending"] += held
+        stats["examples"] = examples
+        stats["n_seen"] = int(stats.get("n_seen", 0)) + held + before
+        stats["pending"] = int(stats.get("pending", 0)) + held
+        return stats
+
+    # ------------------------------------------------------------------ persistence
+    def attach(self, state: tuple[dict, dict] | None) -> tuple[dict, dict]:
+        """The champion's state (or None: not learned yet) with this set inside: arrays under
+        :data:`PREFIX`, the rest in ``meta["challengers"]``.  Arrays are copies."""
+        arrays, meta = state if state is not None else ({}, {"estimator": None})
+        arrays, meta = dict(arrays), dict(meta)
+        entries = []
+        for i, entry in enumerate(self.entries):
+            sub = None
+            if fitted(entry.estimator):
+                sub_arrays, sub = entry.estimator.get_state()
+                arrays.update({f"{PREFIX}{i}.{k}": np.array(v, copy=True) for k, v in sub_arrays.items()})
+            entries.append({
+                "config": entry.config.to_json(), "settings": entry.settings, "origin": entry.origin,
+                "started_at": entry.started_at, "seen": entry.seen, "drift_number": entry.drift_number,
+                "evidence": entry.evidence.to_json(), "state": _jsonable(sub),
+            })  # fmt: skip
+        arrays.update(rows_state(f"{PREFIX}held.", self.held_X))
+        if self.held_y is not None:
+            arrays[f"{PREFIX}held.y"] = np.array(self.held_y, dtype=np.int64)
+        meta["challengers"] = {
+            "entries": entries, "position": self.position, "spawn_at": self.spawn_at,
+            "drift_started": self.drift_started, "detections_seen": self.detections_seen,
+            "history": _jsonable(self.history), "promotions": self.promotions, "held": self.n_held(),
+            "champion_start": self.champion_start,
+        }  # fmt: skip
+        return arrays, meta
+
+    @classmethod
+    def restore(
+        cls, saved: dict[str, Any], arrays: dict[str, np.ndarray] | None, policy: Policy
+    ) -> ChallengerSet:
+        """The set :meth:`attach` saved (``arrays`` None: from a header only, the estimators
+        and held rows not decoded: a *parked* set that only describes itself)."""
+        entries = []
+        for i, data in enumerate(saved.get("entries", [])):
+            est = None
+            if arrays is not None and data.get("state") is not None:
+                sub = {
+                    k[len(f"{PREFIX}{i}.") :]: v for k, v in arrays.items() if k.startswith(f"{PREFIX}{i}.")
+                }
+                est = estimator_from_state(sub, data["state"])
+            entries.append(Challenger(
+                ModelConfig.model_validate(data["config"]), dict(data["settings"]), data["origin"],
+                int(data["started_at"]), PairedEvidence.from_json(data["evidence"], policy.window),
+                est, int(data.get("seen", 0)), data.get("drift_number"),
+            ))  # fmt: skip
+        out = cls(policy, entries, int(saved.get("position", 0)))
+        out.spawn_at = saved.get("spawn_at")
+        out.drift_started = int(saved.get("drift_started", 0))
+        out.detections_seen = int(saved.get("detections_seen", 0))
+        out.history = list(saved.get("history", []))
+        out.promotions = int(saved.get("promotions", 0))
+        out.champion_start = int(saved.get("champion_start", 0))
+        if arrays is None:
+            out.parked, out.held_saved = True, int(saved.get("held", 0))
+        else:
+            out.held_X = rows_from_state(f"{PREFIX}held.", arrays)
+            y = arrays.get(f"{PREFIX}held.y")
+            out.held_y = None if y is None else np.array(y, dtype=np.int64)
+        return out
+
+    def parked_copy(self) -> ChallengerSet:
+        """This set without its estimators and held rows (what a parked model keeps)."""
+        saved = self.attach(None)[1]["challengers"]
+        out = ChallengerSet.restore(saved, None, self.policy)
+        out.champion_config = self.champion_config
+        return out
+
+
+def split_state(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> tuple[dict, dict]:
+    """The champion's own state from a state :meth:`ChallengerSet.attach` made (the same
+    objects when it holds no challengers)."""
+    if "challengers" not in meta:
+        return arrays, meta
+    meta = {k: v for k, v in meta.items() if k != "challengers"}
+    return {k: v for k, v in arrays.items() if not k.startswith(PREFIX)}, meta
+
+
+def _message(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        err = errors()[0]
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        return f"{loc}: {err.get('msg')}" if loc else str(err.get("msg"))
+    return str(exc)
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value

@@ -1,0 +1,240 @@
+"""One batch through a model's champion and challengers (:class:`Contest`), on the learner
+thread: the champion learns the complete scoring cells first (:meth:`Contest.champion_step`,
+the step the rollback journal replays), then :meth:`Contest.finish` runs the challengers cell
+by cell, pairs their losses with the champion's, promotes on evidence, starts a challenger
+after a drift detection and retires or drops challengers; the rows of an incomplete cell are
+held for the next batch (:mod:`.challengers`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from svmstream.app.models.challengers import CELL, Challenger, ChallengerSet, differences
+from svmstream.app.models.evidence import PairedEvidence
+from svmstream.app.models.rows import fitted, join_rows, learn_rows, right_of
+from svmstream.app.models.view import check_finite
+
+log = logging.getLogger("svmstream.challengers")
+
+
+def _detections(est) -> int:
+    drift = getattr(est, "drift_", None) if fitted(est) else None
+    return 0 if drift is None else int(drift.n_detections)
+
+
+class Contest:
+    """One batch (``X`` (n, d) dense or CSR, class indices ``y`` (n,), ``n_classes``) of a
+    model with a :class:`ChallengerSet`: the held rows and ``X`` cut on the grid of
+    :data:`CELL` received examples; ``flush``: learn the held rows and flush every model."""
+
+    def __init__(self, cs: ChallengerSet, X=None, y=None, n_classes: int = 2, *, flush: bool = False):
+        self.cs = cs
+        self.flush = flush
+        self.n_classes = n_classes
+        held = cs.n_held()
+        if X is None:
+            X, y = cs.held_X, cs.held_y
+        else:
+            X = join_rows(cs.held_X, X)
+            y = y if cs.held_y is None else np.concatenate([cs.held_y, y])
+        self.X, self.y = X, (np.zeros(0, np.int64) if y is None else np.asarray(y, np.int64))
+        self.first = cs.position - held  # the position of the first row (a grid point)
+        n = 0 if X is None else int(X.shape[0])
+        ends = list(range(CELL - self.first % CELL, n + 1, CELL)) if n else []
+        if flush and n and (not ends or ends[-1] < n):
+            ends.append(n)
+        self.pieces = list(zip([0, *ends[:-1]], ends))
+        self.learned = ends[-1] if ends else 0
+        self.scoring = bool(cs.entries) or cs.spawn_at is not None
+        self.can_spawn = cs.spawn_at is None and _may_spawn(cs)
+        self.champion_right: list[np.ndarray | None] = []
+        self.champion_detections: list[int] = []
+        self.detections_before = 0
+        self.margins: list[np.ndarray] = []  # the champion's prequential margins and labels
+        self.learned_y: list[np.ndarray] = []
+
+    def rows(self, lo: int, hi: int):
+        """``(X, y)`` of rows ``lo:hi`` of the batch (held rows first)."""
+        return self.X[lo:hi], self.y[lo:hi]
+
+    def champion_step(self, est):
+        """The champion's step: predict then learn each complete cell (flush: then flush).
+        Records its right/wrong per cell while it is scored and its drift detections."""
+        self.champion_right, self.champion_detections, self.margins, self.learned_y = [], [], [], []
+        self.detections_before = before = _detections(est)
+        scoring = self.scoring
+        for lo, hi in self.pieces:
+            Xp, yp = self.rows(lo, hi)
+            self.champion_right.append(right_of(est, Xp, yp) if scoring else None)
+            learn_rows(est, Xp, yp, self.n_classes)
+            self._keep_margins(est)
+            after = _detections(est)
+            self.champion_detections.append(after)
+            if self.can_spawn and after > before:
+                scoring = True  # a challenger starts at the end of this cell
+            before = after
+        if self.flush and fitted(est):
+            est.flush()
+        return self.X[:4] if self.X is not None and self.learned else None
+
+    def _keep_margins(self, est) -> None:
+        margins, learned = getattr(est, "last_margins_", None), getattr(est, "last_y_", None)
+        if margins is not None and learned is not None and len(margins) == len(learned):
+            self.margins.append(np.asarray(margins))
+            self.learned_y.append(np.asarray(learned, dtype=np.int64))
+
+    # ------------------------------------------------------------------ after the champion
+    def finish(self, champion, name: str) -> tuple[Any, Challenger | None]:
+        """Learner thread, once the champion's step succeeded: the challengers, the evidence,
+        promotions, drift challengers, retirements.  Returns ``(champion, promoted)``: the
+        serving estimator (another one after a promotion) and the challenger promoted last."""
+        cs = self.cs
+        current, promoted = champion, None
+        det_before = self.detections_before if champion is not None else 0
+        for i, (lo, hi) in enumerate(self.pieces):
+            Xp, yp = self.rows(lo, hi)
+            start, end = self.first + lo, self.first + hi
+            if cs.spawn_at is not None and cs.spawn_at <= start:
+                self._spawn(current, name, start)
+            rights = self._learn_challengers(Xp, yp, name)
+            if promoted is None:
+                right, det = self.champion_right[i], self.champion_detections[i]
+            else:
+                right = right_of(current, Xp, yp)
+                before = _detections(current)
+                learn_rows(current, Xp, yp, self.n_classes)
+                check_finite(current, Xp[:4])
+                det_before, det = before, _detections(current)
+            if right is not None:
+                for entry, r in zip(cs.entries, rights):
+                    if r is not None:
+                        entry.evidence.add(right, r)
+            cs.position = end
+            if det > det_before and cs.spawn_at is None and _may_spawn(cs):
+                cs.spawn_at = -(-end // CELL) * CELL
+                cs.record("drift detected", detections=det, challenger_at=cs.spawn_at)
+            det_before = det
+            if end % CELL == 0:
+                current, won = self._grid_point(current, name)
+                promoted = won or promoted
+        self._hold_rest()
+        if self.flush:
+            self._flush_challengers(name)
+        return current, promoted
+
+    def _learn_challengers(self, Xp, yp, name: str) -> list[np.ndarray | None]:
+        """Each challenger predicts then learns one cell; one that fails is dropped."""
+        rights = []
+        for entry in list(self.cs.entries):
+            est = entry.ensure_estimator()
+            try:
+                right = right_of(est, Xp, yp)
+                learn_rows(est, Xp, yp, self.n_classes)
+                check_finite(est, Xp[:4])
+            except Exception as exc:
+                index = self.cs.entries.index(entry)
+                log.warning("model %r: challenger %d dropped: %s", name, index, exc)
+                self.cs.remove(index, "dropped", reason=str(exc))
+                continue
+            entry.seen += int(Xp.shape[0])
+            rights.append(right)
+        return rights
+
+    def _grid_point(self, current, name: str) -> tuple[Any, Challenger | None]:
+        """At a grid point: promote the challenger with the most evidence past its threshold,
+        else retire a drift challenger past its horizon.  Returns ``(champion, promoted)``."""
+        cs = self.cs
+        best, best_log = None, -np.inf
+        for entry in cs.entries:
+            ev = entry.evidence
+            log_e = ev.log_e_value()
+            if (
+                ev.n >= cs.policy.min_examples
+                and log_e >= np.log(1.0 / cs.alpha_of(entry))
+                and log_e > best_log
+            ):
+                best, best_log = entry, log_e
+        if best is not None:
+            return promote(cs, cs.entries.index(best), current, name, manual=False), best
+        for index, entry in enumerate(cs.entries):
+            if entry.origin == "drift" and entry.evidence.n >= cs.policy.drift_horizon:
+                cs.remove(index, "retired", reason=f"not better after {entry.evidence.n} paired examples")
+                break
+        return current, None
+
+    def _spawn(self, current, name: str, start: int) -> None:
+        """Start a fresh drift challenger at ``start``: the champion's settings, no shuffle buffer."""
+        cs = self.cs
+        cs.spawn_at = None
+        if not _may_spawn(cs):
+            return
+        base = cs.champion_config
+        config = base.model_copy(update={"shuffle_buffer": 0})
+        cs.drift_started += 1
+        entry = Challenger(config, differences(base, config), "drift", start, PairedEvidence(cs.policy.window),
+                           drift_number=cs.drift_started)  # fmt: skip
+        cs.entries.append(entry)
+        cs.record("drift challenger started", challenger=len(cs.entries) - 1, at=start)
+        log.warning("model %r: drift challenger started at example %d", name, start)
+
+    def _hold_rest(self) -> None:
+        """Hold the rows of the incomplete last cell until it completes (or a flush)."""
+        cs = self.cs
+        n = 0 if self.X is None else int(self.X.shape[0])
+        if self.learned >= n:
+            cs.held_X, cs.held_y = None, None
+            cs.position = self.first + n
+            return
+        cs.held_X, cs.held_y = self.X[self.learned :], self.y[self.learned :].copy()
+        cs.position = self.first + n
+
+    def _flush_challengers(self, name: str) -> None:
+        for entry in list(self.cs.entries):
+            if fitted(entry.estimator):
+                try:
+                    entry.estimator.flush()
+                except Exception as exc:
+                    index = self.cs.entries.index(entry)
+                    log.warning("model %r: challenger %d dropped at a flush: %s", name, index, exc)
+                    self.cs.remove(index, "dropped", reason=str(exc))
+
+
+def _may_spawn(cs: ChallengerSet) -> bool:
+    """Whether a drift detection of the champion starts a challenger: ``on_drift="challenger"``,
+    a free slot and no drift challenger already running."""
+    return (
+        cs.champion_config is not None
+        and cs.champion_config.on_drift == "challenger"
+        and len(cs.entries) < cs.policy.max_challengers
+        and not any(e.origin == "drift" for e in cs.entries)
+    )
+
+
+def promote(cs: ChallengerSet, index: int, champion, name: str, *, manual: bool) -> Any:
+    """Make challenger ``index`` the champion (IndexError if there is none): record the event
+    with its evidence, reset every other challenger's evidence (the champion changed) and
+    return the new champion's estimator (fresh if it had not learned yet).  The old champion
+    is retired: its settings and figures stay in the history."""
+    entry = cs.entries[index]
+    evidence = cs.evidence_of(entry)
+    old = cs.champion_config
+    cs.entries.pop(index)
+    cs.record(
+        "promoted", manual=manual, challenger=index, origin=entry.origin, settings=entry.settings,
+        config=entry.config.to_json(), previous=differences(entry.config, old) if old is not None else {},
+        evidence=evidence,
+    )  # fmt: skip
+    cs.promotions += 1
+    cs.champion_start = entry.started_at
+    cs.drift_started = 0
+    cs.champion_config = entry.config
+    for other in cs.entries:
+        other.evidence = PairedEvidence(cs.policy.window)
+    log.warning("model %r: challenger %d promoted to champion %s (%s)", name, index,
+                "manually" if manual else "on evidence", evidence)  # fmt: skip
+    del champion
+    return entry.ensure_estimator()

@@ -1,0 +1,100 @@
+"""What a model's learner does with rows outside the champion's own step: learn a slice of a
+batch on any online estimator (:func:`learn_rows`), say which pre-update predictions were
+right (:func:`right_of`), and join the rows held back for the next scoring cell to a new batch
+(:func:`join_rows`).  Public estimator methods only."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def fitted(est) -> bool:
+    """Whether ``est`` (an online estimator, or None) has learned its first batch."""
+    if est is None:
+        return False
+    check = getattr(est, "__sklearn_is_fitted__", None)
+    return bool(check()) if check is not None else True
+
+
+def learn_rows(est, X, y: np.ndarray, n_classes: int) -> None:
+    """``est.partial_fit`` on ``X`` (n, d) float64 dense or CSR and class indices ``y`` (n,)
+    int64, after widening it to ``d`` and adding the classes it lacks (``n_classes`` >= 2 in
+    all).  Raises whatever ``partial_fit`` raises (ValueError on invalid input)."""
+    if X.shape[0] == 0:
+        return
+    if not fitted(est):
+        est.partial_fit(X, y, classes=np.arange(n_classes))
+        return
+    if X.shape[1] > est.n_features_in_:
+        est.grow_features(X.shape[1])
+    for k in range(len(est.classes_), n_classes):
+        est.add_class(k)
+    est.partial_fit(X, y)
+
+
+def scorable(est) -> bool:
+    """Whether ``est`` serves predictions now (fitted and out of its warm-up window)."""
+    return fitted(est) and not getattr(est, "warming_up_", False)
+
+
+def right_of(est, X, y: np.ndarray) -> np.ndarray | None:
+    """(n,) bool: whether ``est``'s prediction of each row was its class index ``y``; None when
+    ``est`` does not predict yet (:func:`scorable`)."""
+    if not scorable(est) or X.shape[0] == 0:
+        return None
+    width = est.n_features_in_
+    if X.shape[1] > width:  # a model that has not grown yet sees the features it knows
+        X = X[:, :width]
+    margins = np.asarray(est.decision_function(X))
+    predicted = (margins > 0).astype(np.int64) if margins.ndim == 1 else np.argmax(margins, axis=1)
+    return predicted == np.asarray(y, dtype=np.int64)
+
+
+def n_rows(X) -> int:
+    """Rows of ``X`` (dense or CSR), 0 for None."""
+    return 0 if X is None else int(X.shape[0])
+
+
+def join_rows(held, X):
+    """``held`` rows (or None) then ``X``'s, as one matrix of ``X``'s kind and the wider width."""
+    if held is None or held.shape[0] == 0:
+        return X
+    width = max(held.shape[1], X.shape[1])
+    if sp.issparse(X):
+        parts = [sp.csr_matrix(held), X]
+        parts = [
+            p if p.shape[1] == width else sp.csr_matrix((p.data, p.indices, p.indptr), (p.shape[0], width))
+            for p in parts
+        ]
+        return sp.vstack(parts, format="csr")
+    held = held.toarray() if sp.issparse(held) else held
+    parts = [np.pad(p, ((0, 0), (0, width - p.shape[1]))) if p.shape[1] < width else p for p in (held, X)]
+    return np.vstack(parts)
+
+
+def rows_state(prefix: str, X) -> dict[str, np.ndarray]:
+    """Arrays that save rows ``X`` (dense or CSR) under ``prefix``."""
+    if X is None:
+        return {}
+    if sp.issparse(X):
+        X = X.tocsr()
+        return {
+            f"{prefix}data": X.data,
+            f"{prefix}indices": X.indices,
+            f"{prefix}indptr": X.indptr,
+            f"{prefix}shape": np.asarray(X.shape, dtype=np.int64),
+        }
+    return {f"{prefix}dense": np.ascontiguousarray(X, dtype=np.float64)}
+
+
+def rows_from_state(prefix: str, arrays: dict[str, np.ndarray]):
+    """The rows :func:`rows_state` saved under ``prefix`` (None if none)."""
+    if f"{prefix}dense" in arrays:
+        return np.array(arrays[f"{prefix}dense"], dtype=np.float64)
+    if f"{prefix}data" in arrays:
+        shape = tuple(int(v) for v in arrays[f"{prefix}shape"])
+        return sp.csr_matrix(
+            (arrays[f"{prefix}data"], arrays[f"{prefix}indices"], arrays[f"{prefix}indptr"]), shape=shape
+        )
+    return None

@@ -1,0 +1,303 @@
+"""Challengers through the real service (``docs/challengers.md``): shadow models that learn the
+same examples as the champion, promotion only on evidence (a worse challenger never, a
+clearly better one always, with history and metric), manual promotion and removal, snapshots
+and restarts, parking, replicas, and exactly-once through the Redis stream with SIGKILLs."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.conftest import assert_examples_account, two_moons_like
+from tests.test_stream import good_entries, produce, unique, wait_for
+
+D = 6
+GOOD = {"budget": 40, "gamma": 1.0, "C": 10.0, "shuffle_buffer": 0, "classes": [-1, 1]}
+
+
+def learn_all(c: httpx.Client, name: str, X, y, batch: int = 200) -> None:
+    for start in range(0, X.shape[0], batch):
+        r = c.post("/learn", json={"model": name, "X": X[start : start + batch].tolist(),
+                                   "y": y[start : start + batch].tolist()})  # fmt: skip
+        assert r.status_code == 200, r.text
+
+
+def decisions(c: httpx.Client, name: str, probe) -> np.ndarray:
+    r = c.post("/predict", json={"model": name, "X": probe.tolist()})
+    assert r.status_code == 200, r.text
+    return np.asarray(r.json()["decision"])
+
+
+def promotions_metric(c: httpx.Client, name: str) -> float:
+    text = c.get("/metrics").text
+    m = re.search(rf'^svmstream_promotions_total{{model="{re.escape(name)}"}} (\S+)$', text, re.M)
+    assert m, "svmstream_promotions_total missing"
+    return float(m.group(1))
+
+
+def test_worse_challenger_never_promoted_better_one_always(start_server):
+    """Over 10 seeds: a shadow with gamma = 1000 beside a good champion is never promoted (its
+    evidence falls), and a good challenger beside a gamma = 1000 champion is promoted each time,
+    with the history holding the evidence and the metric counting it."""
+    server = start_server()
+    with server.client() as c:
+        for seed in range(10):
+            X, y = two_moons_like(3000, d=D, seed=seed)
+            worse, better = f"worse-{seed}", f"better-{seed}"
+            r = c.put(
+                f"/models/{worse}", json={**GOOD, "random_state": seed, "challengers": [{"gamma": 1000.0}]}
+            )
+            assert r.status_code == 201, r.text
+            assert r.json()["challengers"][0]["settings"] == {"gamma": 1000.0}
+            r = c.put(f"/models/{better}", json={**GOOD, "gamma": 1000.0, "random_state": seed,
+                                                  "challengers": [{"gamma": 1.0}]})  # fmt: skip
+            assert r.status_code == 201, r.text
+            learn_all(c, worse, X, y)
+            learn_all(c, better, X, y)
+            info = c.get(f"/models/{worse}").json()
+            assert info["promotion"]["promotions"] == 0 and info["config"]["gamma"] == 1.0
+            (shadow,) = info["challengers"]
+            assert shadow["paired_examples"] >= 2000 and shadow["examples_seen"] >= 2900
+            assert shadow["losses"] > shadow["wins"] and shadow["e_value"] < 1.0, shadow
+            assert shadow["window_accuracy"] < shadow["champion_window_accuracy"]
+            assert promotions_metric(c, worse) == 0
+            info = c.get(f"/models/{better}").json()
+            assert info["promotion"]["promotions"] == 1 and info["config"]["gamma"] == 1.0, info["promotion"]
+            assert info["challengers"] == []
+            (event,) = [e for e in info["promotion"]["history"] if e["event"] == "promoted"]
+            assert event["manual"] is False and event["settings"] == {"gamma": 1.0}
+            evidence = event["evidence"]
+            assert evidence["e_value"] >= evidence["threshold"] and evidence["paired_examples"] >= 500
+            assert evidence["wins"] > evidence["losses"]
+            assert promotions_metric(c, better) == 1
+            for name in (worse, better):
+                assert_examples_account(c, name, sent=3000)
+    server.terminate()
+
+
+def test_manual_promote_and_delete_and_bad_requests(start_server):
+    server = start_server()
+    X, y = two_moons_like(1000, d=D, seed=3)
+    with server.client() as c:
+        r = c.put("/models/m", json={**GOOD, "challengers": [{"gamma": 0.5}, {"gamma": 2.0, "C": 1.0}]})
+        assert r.status_code == 201, r.text
+        learn_all(c, "m", X, y)
+        # bad requests name the field and change nothing
+        r = c.put("/models/m", json={**GOOD, "challengers": [{"gamma": -1}]})
+        assert r.status_code == 422 and r.json()["field"] == "challengers[0]", r.text
+        r = c.put("/models/m", json={**GOOD, "challengers": [{"classes": [1, 2]}]})
+        assert r.status_code == 422 and "classes" in r.json()["detail"], r.text
+        r = c.put("/models/m", json={**GOOD, "challengers": [{}] * 5})
+        assert r.status_code == 422 and r.json()["field"] == "challengers", r.text
+        r = c.post("/models/m/promote", json={"challenger": 7})
+        assert r.status_code == 404 and r.json()["field"] == "challenger", r.text
+        assert c.post("/models/m/promote").status_code == 422  # no body: the field is required
+        r = c.post("/models/m/promote", json={"challenger": "x"})
+        assert r.status_code == 422 and r.json()["field"] == "challenger", r.text
+        assert len(c.get("/models/m").json()["challengers"]) == 2
+        # manual promotion: the challenger serves, its settings become the model's
+        r = c.post("/models/m/promote", json={"challenger": 1})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["config"]["gamma"] == 2.0 and body["config"]["C"] == 1.0
+        assert [ch["settings"] for ch in body["challengers"]] == [{"gamma": 0.5}]
+        (event,) = body["promotion"]["history"]
+        assert event["event"] == "promoted" and event["manual"] is True
+        assert event["previous"] == {"gamma": 1.0, "C": 10.0}
+        assert promotions_metric(c, "m") == 1
+        # delete the remaining challenger
+        r = c.delete("/models/m/challengers/0")
+        assert r.status_code == 200 and r.json()["challengers"] == [], r.text
+        assert c.delete("/models/m/challengers/0").status_code == 404
+        assert c.delete("/models/nope/challengers/0").status_code == 404
+        learn_all(c, "m", X, y)
+        assert_examples_account(c, "m", sent=2000)
+    server.terminate()
+
+
+def _challenged_model(c: httpx.Client, name: str) -> None:
+    r = c.put(f"/models/{name}", json={**GOOD, "random_state": 1,
+                                       "challengers": [{"gamma": 0.3}, {"gamma": 3.0, "rehearsal": 0}]})  # fmt: skip
+    assert r.status_code == 201, r.text
+
+
+def _every_model(c: httpx.Client, name: str, probe) -> list[np.ndarray]:
+    """The champion's decisions, then each challenger's (promoted by hand in turn)."""
+    out = [decisions(c, name, probe)]
+    n = len(c.get(f"/models/{name}").json()["challengers"])
+    for _ in range(n):
+        assert c.post(f"/models/{name}/promote", json={"challenger": 0}).status_code == 200
+        out.append(decisions(c, name, probe))
+    return out
+
+
+def test_restart_keeps_challengers_their_scores_and_held_rows(start_server, tmp_path):
+    """A snapshot holds the champion, the challengers, their evidence and the rows of the open
+    scoring cell: after a restart (and after parking) everything continues exactly as in an
+    uninterrupted run."""
+    X, y = two_moons_like(2500, d=D, seed=5)
+    probe = two_moons_like(100, d=D, seed=50)[0]
+    ref = start_server(tmp_path / "ref")
+    with ref.client() as c:
+        _challenged_model(c, "m")
+        learn_all(c, "m", X, y, batch=170)
+        expected_info = c.get("/models/m").json()
+        expected = _every_model(c, "m", probe)
+    ref.terminate()
+
+    snap = tmp_path / "snap"
+    env = {
+        "SVMSTREAM_MAX_LOADED_MODELS": "1",
+        "SVMSTREAM_PARK_IDLE_S": "0",
+        "SVMSTREAM_SNAPSHOT_INTERVAL_S": "0.2",
+    }
+    server = start_server(snap, env=env)
+    with server.client() as c:
+        _challenged_model(c, "m")
+        c.put("/models/other", json=GOOD)
+        learn_all(c, "m", X[:1100], y[:1100], batch=130)
+        before = c.get("/models/m").json()
+        assert before["promotion"]["held"] == 1100 % 128
+    server.terminate()
+    server = start_server(snap, env=env)
+    with server.client() as c:
+        after = c.get("/models/m").json()
+        assert after["challengers"] == before["challengers"] and after["promotion"]["held"] == 1100 % 128
+        assert_examples_account(c, "m", sent=1100)
+        learn_all(c, "m", X[1100:1800], y[1100:1800], batch=90)
+        learn_all(c, "other", X[:300], y[:300])  # "m" is parked meanwhile (one loaded model)
+        wait_for(lambda: "parked 1 idle models" in server.log_text(), what="parking of 'm'")
+        learn_all(c, "m", X[1800:], y[1800:], batch=250)
+        info = c.get("/models/m").json()
+        assert info["n_seen"] == expected_info["n_seen"] == 2500
+        for field in ("paired_examples", "wins", "losses", "examples_seen", "log_e_value"):
+            assert [ch[field] for ch in info["challengers"]] == [
+                ch[field] for ch in expected_info["challengers"]
+            ]
+        got = _every_model(c, "m", probe)
+    server.terminate()
+    for a, b in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("kills", [3])
+def test_exactly_once_with_challengers_through_the_stream_with_sigkills(
+    redis_server, start_server, tmp_path, kills
+):
+    """12,800 entries through the model's Redis stream, the service SIGKILLed 3 times: the
+    champion's and every challenger's decisions equal an uninterrupted run's (|Δ| = 0), with a
+    promotion on the way (the champion starts with gamma = 1000)."""
+    r = redis_server.client()
+    n = 12_800
+    X, y = two_moons_like(n, d=D, seed=21)
+    probe = two_moons_like(150, d=D, seed=96)[0]
+    config = {**GOOD, "gamma": 1000.0, "random_state": 2, "challengers": [{"gamma": 1.0}, {"gamma": 0.2}]}
+
+    def env(name):
+        return {
+            "SVMSTREAM_REDIS_URL": redis_server.url, "SVMSTREAM_STREAM_MODELS": name,
+            "SVMSTREAM_CREATE_DEFAULT_MODEL": "false", "SVMSTREAM_STREAM_COUNT": "100",
+            "SVMSTREAM_STREAM_BLOCK_MS": "100", "SVMSTREAM_WARM_UP": "false", "SVMSTREAM_STREAM_LEASE_S": "0.6",
+            "SVMSTREAM_STREAM_SNAPSHOT_EVERY": "700", "SVMSTREAM_SNAPSHOT_INTERVAL_S": "0.25",
+        }  # fmt: skip
+
+    results = []
+    for run, n_kills in (("ref", 0), ("killed", kills)):
+        name = unique(run)
+        snap = tmp_path / run
+        server = start_server(snap, env=env(name))
+        assert httpx.put(f"{server.url}/models/{name}", json=config, timeout=30).status_code == 201
+        produce(r, f"svmstream:{name}:examples", good_entries(X, y))
+        rng = np.random.default_rng(7)
+        for threshold in sorted(rng.uniform(0.1, 0.9, size=n_kills)):
+            while httpx.get(f"{server.url}/models/{name}", timeout=10).json()["n_seen"] < int(threshold * n):
+                time.sleep(0.005)
+            server.kill()
+            server = start_server(snap, env=env(name))
+        with server.client() as c:
+            wait_for(
+                lambda name=name: c.get(f"/models/{name}").json()["n_seen"] >= n,
+                timeout=120,
+                what="stream consumed",
+            )
+            info = c.get(f"/models/{name}").json()
+            assert info["n_seen"] == n and info["promotion"]["position"] == n
+            assert_examples_account(c, name, sent=n)
+            assert info["promotion"]["promotions"] >= 1
+            history = [(e["event"], e["at"], e.get("settings")) for e in info["promotion"]["history"]]
+            results.append(
+                (history, [ch["paired_examples"] for ch in info["challengers"]], _every_model(c, name, probe))
+            )
+        server.terminate()
+        assert r.xpending(f"svmstream:{name}:examples", f"svmstream:{name}")["pending"] == 0
+    (h_ref, p_ref, d_ref), (h_kill, p_kill, d_kill) = results
+    assert h_kill == h_ref and p_kill == p_ref  # the same promotion at the same example
+    for a, b in zip(d_kill, d_ref, strict=True):
+        assert np.max(np.abs(a - b)) == 0
+
+
+def test_a_replica_serves_the_champion_and_lists_the_challengers(start_server, own_redis, tmp_path):
+    """A replica follows the learner's snapshots: it serves the champion's decisions (also after a
+    promotion on evidence), lists the challengers and their evidence, and refuses promotions."""
+    learner = start_server(
+        tmp_path / "learner", args=("--redis-url", own_redis.url, "--snapshot-interval", "0.3")
+    )
+    replica = start_server(tmp_path / "replica", args=("--role", "replica", "--redis-url", own_redis.url))
+    X, y = two_moons_like(2560, d=D, seed=8)
+    probe = two_moons_like(80, d=D, seed=80)[0]
+    with learner.client() as lc, replica.client() as rc:
+        r = lc.put(
+            "/models/m", json={**GOOD, "gamma": 1000.0, "challengers": [{"gamma": 1.0}, {"gamma": 50.0}]}
+        )
+        assert r.status_code == 201, r.text
+        learn_all(lc, "m", X, y, batch=256)
+        mine = lc.get("/models/m").json()
+        assert mine["promotion"]["promotions"] == 1 and mine["config"]["gamma"] == 1.0
+        version = mine["version"]
+        wait_for(
+            lambda: (rc.get("/models/m").json().get("version") or -1) >= version, what="replica at version"
+        )
+        theirs = rc.get("/models/m").json()
+        assert (
+            theirs["config"] == mine["config"]
+            and theirs["promotion"]["history"] == mine["promotion"]["history"]
+        )
+        assert theirs["challengers"] == mine["challengers"]
+        np.testing.assert_array_equal(decisions(rc, "m", probe), decisions(lc, "m", probe))
+        assert rc.post("/models/m/promote", json={"challenger": 0}).status_code == 409
+        assert rc.delete("/models/m/challengers/0").status_code == 409
+    replica.terminate()
+    learner.terminate()
+
+
+def test_a_label_flip_starts_a_drift_challenger_that_wins_and_nothing_is_lost(start_server):
+    """on_drift="challenger": the detection starts a fresh challenger at the next scoring cell
+    while the champion keeps learning; it is promoted on evidence; every example is accounted
+    for (received = learned + pending, nothing discarded)."""
+    X, y = two_moons_like(8000, d=D, seed=31)
+    y = y.copy()
+    y[3000:] = -y[3000:]
+    server = start_server()
+    with server.client() as c:
+        r = c.put("/models/d", json={**GOOD, "warmup": 200, "shuffle_buffer": 2000, "on_drift": "challenger"})
+        assert r.status_code == 201 and r.json()["challengers"] == [], r.text
+        learn_all(c, "d", X, y, batch=250)
+        info = c.get("/models/d").json()
+        events = [e["event"] for e in info["promotion"]["history"]]
+        assert events[:3] == ["drift detected", "drift challenger started", "promoted"], info["promotion"]
+        started = info["promotion"]["history"][1]["at"]
+        assert 3000 < started < 6000 and started % 128 == 0
+        promoted = info["promotion"]["history"][2]
+        assert promoted["origin"] == "drift" and promoted["settings"] == {"shuffle_buffer": 0}
+        assert promoted["evidence"]["wins"] > promoted["evidence"]["losses"]
+        assert info["config"]["shuffle_buffer"] == 0 and promotions_metric(c, "d") >= 1
+        assert info["n_discarded"] == 0
+        assert_examples_account(c, "d", sent=8000)
+        probe, truth = two_moons_like(300, d=D, seed=32)
+        labels = c.post("/predict", json={"model": "d", "X": probe.tolist()}).json()["labels"]
+        assert np.mean(np.asarray(labels) == -truth) > 0.8  # the new concept
+    server.terminate()
