@@ -257,3 +257,90 @@ def test_a_bad_rollback_request_is_a_422_naming_the_field_and_changes_nothing(st
         assert r.json()["detail"].startswith(field), r.text
         assert client.post("/models/b/rollback", json={"version": 77}).status_code == 404
         assert client.get("/models/b").json()["version"] == 0
+
+
+@pytest.mark.parametrize("delay", [0.01, 2.0])  # killed during the rollback, or after it answered
+def test_sigkill_during_a_rollback_on_a_redis_stream_applies_every_entry_once(
+    redis_server, start_server, tmp_path, delay
+):
+    """The model learns from a real Redis stream; a rollback is killed with SIGKILL at once; after
+    the restart the rest of the stream is applied: the model is the old live one or the rolled-back
+    one (never a mixture), and every entry is applied exactly once on top of it."""
+    import uuid
+
+    name = f"rb-{uuid.uuid4().hex[:8]}"
+    key = f"svmstream:{name}:examples"
+    r = redis_server.client()
+    X, y = two_moons_like(3000, d=4, seed=21)
+    flipped = -y
+    entries = [
+        {b"y": str(int(lab)).encode(), b"xd": np.asarray(row, "<f8").tobytes()} for row, lab in zip(X, y)
+    ]
+    bad = [
+        {b"y": str(int(lab)).encode(), b"xd": np.asarray(row, "<f8").tobytes()}
+        for row, lab in zip(X, flipped)
+    ]
+    env = {
+        "SVMSTREAM_REDIS_URL": redis_server.url,
+        "SVMSTREAM_STREAM_BLOCK_MS": "100",
+        "SVMSTREAM_STREAM_LEASE_S": "0.6",
+        "SVMSTREAM_SNAPSHOT_INTERVAL_S": NEVER,
+    }
+    snap = tmp_path / "snap"
+    probe = two_moons_like(200, d=4, seed=22)[0]
+    server = start_server(snap, env=env)
+    with server.client() as client:
+        body = {"budget": 40, "gamma": 1.0, "C": 10, "n_features": 4, "classes": [-1, 1], "shuffle_buffer": 0}
+        assert client.put(f"/models/{name}", json=body).status_code == 201
+
+        _produce(r, key, entries[:1500])
+        _wait(lambda: client.get(f"/models/{name}").json()["n_seen"] >= 1500)
+        clean = _snapshot(client, name)
+        clean_d, _ = _decisions(client, name, probe, version=clean)
+        _produce(r, key, bad[1500:2500])
+        _wait(lambda: client.get(f"/models/{name}").json()["n_seen"] >= 2500)
+        bad_version = _snapshot(client, name)
+        bad_d, _ = _decisions(client, name, probe)
+        assert client.get(f"/models/{name}").json()["examples"]["received"] == 2500
+        sender = threading.Thread(
+            target=_post_quietly,
+            args=(server.url + f"/models/{name}/rollback", {"version": clean}),
+            daemon=True,
+        )
+        sender.start()
+        time.sleep(delay)
+        server.kill()
+        sender.join(10)
+    server = start_server(snap, env=env)
+    with server.client() as client:
+        now, version = _decisions(client, name, probe)
+        assert (now, version) in ((clean_d, bad_version + 1), (bad_d, bad_version))  # never a mixture
+        if delay >= 2.0:
+            assert version == bad_version + 1  # the rollback had answered: it is durable
+        base = client.get(f"/models/{name}").json()["examples"]["received"]  # 1,500 or 2,500
+        _produce(r, key, entries[2500:])
+        _wait(lambda: client.get(f"/models/{name}").json()["examples"]["received"] >= base + 500)
+        time.sleep(0.3)
+        info = client.get(f"/models/{name}").json()
+        assert info["examples"]["received"] == base + 500  # the last 500 entries once, nothing replayed twice
+        assert_examples_account(client, name)
+        _snapshot(client, name)  # acknowledges what it holds
+        _wait(lambda: r.xpending(key, f"svmstream:{name}")["pending"] == 0, timeout=30)
+    assert r.xpending(key, f"svmstream:{name}")["pending"] == 0
+    assert r.xlen(f"svmstream:{name}:dead") == 0
+
+
+def _produce(client, key, entries) -> None:
+    pipe = client.pipeline(transaction=False)
+    for fields in entries:
+        pipe.xadd(key, fields)
+    pipe.execute()
+
+
+def _wait(condition, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise TimeoutError("condition not met")
