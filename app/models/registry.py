@@ -43,6 +43,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from svmstream.app.errors import (
     ModelNotFitted,
@@ -54,7 +55,7 @@ from svmstream.app.models.config import MODEL_NAME_RE, ModelConfig, check_model_
 from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
 from svmstream.app.models.learners import LearnerPool
-from svmstream.app.models.limits import check_capacity, check_config_limits
+from svmstream.app.models.limits import check_capacity, check_config_limits, check_growth
 from svmstream.app.models.memory import release_free_memory
 from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
@@ -227,9 +228,18 @@ class Registry:
         ------
         ModelNotFound, InvalidInput, LearnerBusy, ModelClosed
         """
-        return self.get(name).submit(
-            X, y, declared=declared, extra=extra, sparse=sparse, new_labels=new_labels
+        return self.submit(
+            self.get(name), X, y, declared=declared, extra=extra, sparse=sparse, new_labels=new_labels
         )
+
+    def submit(self, handle: ModelHandle, X, y: np.ndarray, **kwargs: Any) -> Future:
+        """:meth:`ModelHandle.submit` (``kwargs``: its keywords) after the server-wide bound on a
+        model that grows (:func:`svmstream.app.models.limits.check_growth`: 413 naming
+        ``max_total_model_bytes``).  Raises what they raise."""
+        sparse = kwargs.get("sparse")
+        sparse = sp.issparse(X) if sparse is None else bool(sparse)
+        check_growth(self._models, handle, X, kwargs.get("new_labels"), sparse, self.settings)
+        return handle.submit(X, y, **kwargs)
 
     def flush(self, name: str) -> Future:
         """Queue a flush of model ``name``: learn every pending example (warm-up window and
