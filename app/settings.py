@@ -219,7 +219,7 @@ class Settings(_ModelDefaults):
     connection opens or the request's first byte arrives: else 408 and the connection is closed."""
     max_header_bytes: int = Field(64 * 1024, ge=1024)
     """Largest request head (431 and close beyond; h11's ``h11_max_incomplete_event_size``)."""
-    max_concurrent_learn_bytes: int = Field(128 * MIB, ge=1)
+    max_concurrent_learn_bytes: int = Field(64 * MIB, ge=1)
     """Sum of the ``/learn`` bodies over 64 KiB being read and parsed at once, each counted at
     its ``Content-Length`` (a chunked one at ``max_body_bytes``): 503 with ``Retry-After``
     beyond.  A body is never refused for being alone (one body up to ``max_body_bytes`` is read)."""

@@ -172,3 +172,51 @@ def test_large_learn_bodies_share_a_byte_budget(start_server):
             if alone.status_code != 503:
                 break
         assert alone.status_code == 200, alone.text
+
+
+def test_the_header_guard_applies_under_uvicorns_own_command_line(tmp_path):
+    """``uvicorn --factory ... --http svmstream.app.cli.http_guard:HeaderGuardProtocol``: the
+    bounds come from the environment, as under ``svmstream serve``."""
+    from tests.conftest import ServerProcess
+
+    server = ServerProcess(
+        tmp_path / "snapshots",
+        tmp_path / "uvicorn.log",
+        use_uvicorn=True,
+        env={
+            **_env(SVMSTREAM_HEADER_TIMEOUT_S="1", SVMSTREAM_MAX_HEADER_BYTES="8192"),
+            "UVICORN_HTTP": "svmstream.app.cli.http_guard:HeaderGuardProtocol",
+        },
+    )
+    try:
+        server.wait_ready()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
+            started = time.monotonic()
+            assert sock.recv(100).startswith(b"HTTP/1.1 408 ")  # a silent connection
+            assert time.monotonic() - started < 1 + 10  # the timeout, plus a loaded machine's slack
+        with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20_000)
+            assert sock.recv(100).startswith(b"HTTP/1.1 431 ")
+        with server.client() as client:
+            assert client.get("/health").status_code == 200
+    finally:
+        server.kill()
+
+
+def test_metrics_renderings_are_reused_beyond_the_model_count(start_server):
+    fresh = start_server(env=_env(SVMSTREAM_METRICS_CACHE_MODELS="2", SVMSTREAM_METRICS_CACHE_S="60"))
+    cached = start_server(env=_env(SVMSTREAM_METRICS_CACHE_MODELS="1", SVMSTREAM_METRICS_CACHE_S="60"))
+    for server, reused in ((fresh, False), (cached, True)):
+        with server.client() as client:
+            for name in ("a", "b"):
+                assert client.put(f"/models/{name}", json={"warmup": 0}, headers=AUTH).status_code == 201
+            first = client.get("/metrics")
+            learn = client.post(
+                "/learn", json={"model": "a", "X": [[0.0, 1.0], [1.0, 0.0]], "y": [0, 1]}, headers=AUTH
+            )
+            assert learn.status_code == 200, learn.text
+            second = client.get("/metrics")
+        assert first.status_code == second.status_code == 200
+        assert 'svmstream_examples_applied_total{model="a"} 0' in first.text, first.text
+        assert ('svmstream_examples_applied_total{model="a"} 2' in second.text) is not reused, second.text
+        assert (first.content == second.content) is reused
