@@ -219,13 +219,13 @@ class Settings(_ModelDefaults):
     connection opens or the request's first byte arrives: else 408 and the connection is closed."""
     max_header_bytes: int = Field(64 * 1024, ge=1024)
     """Largest request head (431 and close beyond; h11's ``h11_max_incomplete_event_size``)."""
-    max_concurrent_learn_bytes: int = Field(64 * MIB, ge=1)
+    max_concurrent_learn_bytes: int = Field(32 * MIB, ge=1)
     """Sum of the ``/learn`` bodies over 64 KiB being read and parsed at once, each counted at
     its ``Content-Length`` (a chunked one at ``max_body_bytes``): 503 with ``Retry-After``
     beyond.  A body is never refused for being alone (one body up to ``max_body_bytes`` is read)."""
     max_label_length: int = Field(256, ge=1)
     """Longest string label (characters) a model learns or declares (422 naming ``y[i]`` or
-    ``classes[i]`` beyond); labels also count in ``max_model_bytes`` (64 bytes + their UTF-8 length)."""
+    ``classes[i]`` beyond); labels also count in ``max_model_bytes`` (160 bytes + their UTF-8 length)."""
     metrics_cache_s: float = Field(5.0, ge=0)
     """With more than ``metrics_cache_models`` models, ``/metrics`` answers with an exposition
     rendered at most this many seconds ago (0: render every scrape).  Concurrent scrapes
