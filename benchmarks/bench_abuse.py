@@ -22,7 +22,7 @@ in seconds.  Probes (``benchmarks/abuse_probes.py``):
 8. six concurrent 20 MB ``/learn`` bodies with the token (``SVMSTREAM_MAX_CONCURRENT_LEARN_BYTES``);
 9. ``--metrics-models`` models (5,000), then 20 tokenless clients scraping ``/metrics`` back to
    back: ``/health`` p50 idle and meanwhile, the rendering reused (default) and not
-   (``SVMSTREAM_METRICS_CACHE_S=0``), alternately, each on a server that restored the models.
+   (``SVMSTREAM_METRICS_CACHE_S=0``), each on its own server that creates the models.
 
 Writes ``benchmarks/results/abuse.json`` and ``abuse.md``.
 
