@@ -248,12 +248,27 @@ class Settings(_ModelDefaults):
     connection opens or the request's first byte arrives: else 408 and the connection is closed."""
     max_header_bytes: int = Field(64 * 1024, ge=1024)
     """Largest request head (431 and close beyond; h11's ``h11_max_incomplete_event_size``)."""
+    max_concurrent_learn_bytes: int = Field(32 * MIB, ge=1)
+    """Sum of the ``/learn`` bodies over 64 KiB being read and parsed at once, each counted at
+    its ``Content-Length`` (a chunked one at ``max_body_bytes``): 503 with ``Retry-After``
+    beyond.  A body is never refused for being alone (one body up to ``max_body_bytes`` is read)."""
+    max_label_length: int = Field(256, ge=1)
+    """Longest string label (characters) a model learns or declares (422 naming ``y[i]`` or
+    ``classes[i]`` beyond); labels also count in ``max_model_bytes`` (160 bytes + their UTF-8 length)."""
+    metrics_cache_s: float = Field(5.0, ge=0)
+    """With more than ``metrics_cache_models`` models, ``/metrics`` answers with an exposition
+    rendered at most this many seconds ago (0: render every scrape).  Concurrent scrapes
+    always share one rendering."""
+    metrics_cache_models: int = Field(200, ge=0)
+    """Models beyond which ``/metrics`` renderings are reused for ``metrics_cache_s``."""
     max_models: int = Field(20_000, ge=1)
     """Models the server holds at most (422 for another one; bench_many_models runs 10,000)."""
     max_total_model_bytes: int = Field(64 * 1024 * MIB, ge=1)
     """Sum of all online models' size estimates (``max_model_bytes``'s estimate at each model's
-    dimension, 1 while unknown) beyond which a new model is refused (422).  The estimates count
-    capacities (a full shuffle buffer, warm-up window ...): set it to the memory the service has."""
+    dimension, 1 while unknown, and its classes) beyond which a new model is refused (422), and a
+    batch that would grow a model (a wider dimension, new classes) is refused (413).  The
+    estimates count capacities (a full shuffle buffer, warm-up window ...): set it to the memory
+    the service has."""
     job_max_k: int = Field(64, ge=2)
     """Largest DC-SVM ``k`` (clusters per level, k^levels sub-problems) a job may ask for (422 beyond)."""
     job_max_cache_mb: float = Field(2048.0, gt=0)

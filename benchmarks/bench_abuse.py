@@ -12,15 +12,27 @@ in seconds.  Probes (``benchmarks/abuse_probes.py``):
 3. with the token: ``PUT /models/wu {"warmup": 1e9, "n_features": 100}``, models up to the
    count bound, ``PUT /models/abc%0A``, a DC-SVM job with ``n_jobs=48``;
 4. without the token: ``GET /jobs``, ``/models``, ``/health`` (PIDs, absolute paths);
-5. clients leaving mid-body on the three read routes: lines logged.
+5. clients leaving mid-body on the three read routes: lines logged;
+6. labels, with the token (``benchmarks/abuse_growth.py``): 1,000 labels of 1 KB, batches of
+   1,000 labels of 256 characters (the longest allowed) to a model with the default
+   ``max_classes``, up to 60,000 to one with ``max_classes`` 100,000: statuses, classes held,
+   snapshot and ``GET /models`` sizes, RSS growth;
+7. a second server with ``SVMSTREAM_MAX_TOTAL_MODEL_BYTES`` = 512 MiB: 20 models created at
+   d = 1, then a first batch of 200 features to each until one is refused;
+8. six concurrent 20 MB ``/learn`` bodies with the token (``SVMSTREAM_MAX_CONCURRENT_LEARN_BYTES``);
+9. ``--metrics-models`` models (5,000), then 20 tokenless clients scraping ``/metrics`` back to
+   back: ``/health`` p50 idle and meanwhile, the rendering reused (default) and not
+   (``SVMSTREAM_METRICS_CACHE_S=0``), each on its own server that creates the models.
 
 Writes ``benchmarks/results/abuse.json`` and ``abuse.md``.
 
-Usage: ``python -m benchmarks.bench_abuse`` (about 2 minutes).
+Usage: ``python -m benchmarks.bench_abuse [--metrics-models 5000]`` (about 10 minutes on a
+loaded 2-core machine, most of it creating and restoring the models of part 9).
 """
 
 from __future__ import annotations
 
+import argparse
 import socket
 import tempfile
 import time
@@ -28,6 +40,7 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.abuse_growth import growth_probe, label_probes, learn_bodies, metrics_probe
 from benchmarks.abuse_probes import (
     body_attack,
     idle_sockets,
@@ -116,8 +129,12 @@ def _disconnects(server: Server, log: Path) -> dict:
     }
 
 
-def main() -> None:
-    env = {"SVMSTREAM_API_TOKEN": TOKEN, "SVMSTREAM_MAX_MODELS": "50"}
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--metrics-models", type=int, default=5000)
+    parser.add_argument("--metrics-seconds", type=float, default=10.0)
+    args = parser.parse_args(argv)
+    env = {"SVMSTREAM_API_TOKEN": TOKEN, "SVMSTREAM_MAX_MODELS": "50", "SVMSTREAM_SNAPSHOT_INTERVAL_S": "2"}
     with tempfile.TemporaryDirectory() as tmp:
         snapshots, log = Path(tmp) / "snapshots", Path(tmp) / "server.log"
         with Server(snapshots, env=env, clean_env=True, log=log, log_level="info") as server:
@@ -128,11 +145,18 @@ def main() -> None:
                 idle_sockets(server.url, server.proc.pid, 2000, partial_header=False, limit_s=25),
                 idle_sockets(server.url, server.proc.pid, 1000, partial_header=True, limit_s=25),
             ]
+            with httpx.Client(base_url=server.url, timeout=120) as client:
+                labels = label_probes(client, server.proc.pid, AUTH, snapshots, wait_s=3.0)
+            learn = learn_bodies(server, AUTH)
             with httpx.Client(base_url=server.url, timeout=60) as client:
                 token = _token_probes(client, server.proc.pid)
                 disclosure = _disclosure(client, snapshots)
             disconnects = _disconnects(server, log)
             end = {"rss_mb": round(rss_mb(server.proc.pid), 1), "fds": open_fds(server.proc.pid)}
+        growth = growth_probe(Path(tmp), {"SVMSTREAM_API_TOKEN": TOKEN}, AUTH)
+        scrapes = metrics_probe(
+            Path(tmp), {"SVMSTREAM_API_TOKEN": TOKEN}, AUTH, args.metrics_models, seconds=args.metrics_seconds
+        )
     payload = {
         "machine": machine(),
         "server_start": start,
@@ -142,6 +166,10 @@ def main() -> None:
         "token_probes": token,
         "disclosure_without_token": disclosure,
         "client_disconnects": disconnects,
+        "labels": labels,
+        "learn_bodies": learn,
+        "total_growth": growth,
+        "metrics_scrapes": scrapes,
     }
     rows = [
         {
@@ -175,11 +203,29 @@ def main() -> None:
         for k, v in disclosure.items()
     ]
     rows += [{"part": "5 (clients leaving mid-body)", **disconnects}]
+    rows += [{"part": "6 (labels, token)", "probe": k, "result": v} for k, v in labels.items()]
+    rows += [
+        {"part": "7 (a model growing past max_total_model_bytes)", "probe": k, "result": v}
+        for k, v in growth.items()
+    ]
+    rows += [
+        {
+            "part": "8 (20 MB /learn bodies x 6, token)",
+            "path": learn["path"],
+            "statuses": " ".join(str(s) for s in learn["statuses"]),
+            "RSS growth (MB, peak)": learn["rss_peak_growth_mb"],
+            "/health p50 ms": learn["health_p50_ms"],
+            "/health p99 ms": learn["health_p99_ms"],
+            "/health max ms": learn["health_max_ms"],
+            "seconds": learn["seconds"],
+        }
+    ]
+    rows += [{"part": "9 (/metrics, 20 tokenless scrapers)", **r} for r in scrapes]
     write_results(
         "abuse",
         payload,
         rows,
-        "Abuse probes: bodies, sockets, bounds, disclosure, disconnects",
+        "Abuse probes: bodies, sockets, bounds, disclosure, disconnects, labels, growth, learn bodies, /metrics",
         notes=f"Server RSS/fds at start {start}, at the end {end}.  SVMSTREAM_MAX_MODELS=50 for the count probe.",
     )
 

@@ -158,6 +158,25 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the abuse probes: 65 MB bodies without a token, idle and half-header sockets, warm-up/model-count "
         "bounds, names, job bounds, disclosure, client disconnects (RSS, fds, `/health` latency, status codes)",
     ),
+    "bench_http_ab": Benchmark(
+        "--before DIR [--before-python PY] [--rounds 3]",
+        "HTTP `/learn` and `/predict` throughput of two trees, each with its own Python, interleaved "
+        "(examples and requests per server CPU second, wall, p50)",
+    ),
+    "bench_feedback": Benchmark(
+        "[--rounds 3] [--seconds 5] [--batches 20]",
+        "`POST /feedback` throughput against `/learn` of the same rows; the cost of `remember` on "
+        "single-row `/predict`",
+    ),
+    "bench_feedback_memory": Benchmark(
+        "[--rows 1000000] [--bound-mib 64]",
+        "RSS of the in-process feedback store against its bound",
+    ),
+    "bench_challengers": Benchmark(
+        "[--seeds 3] [--parts flip,stationary,falsealarm]",
+        'drift without loss: `on_drift="challenger"` against `"reset_schedule"` and `"none"` '
+        "(label-flip recovery, stationary streams, false alarms)",
+    ),
     "bench_versions": Benchmark(
         "[--parts AB]",
         "versions: ijcnn1 through a Redis stream, 5,000 flipped labels, rollback to the clean version "

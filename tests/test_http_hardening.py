@@ -292,6 +292,8 @@ def test_openapi_declares_what_the_service_answers(server):
             method,
         )
         for status, response in op["responses"].items():
+            if status in ("408", "431") or (status == "503" and "content" not in response):
+                continue  # the connection bounds' answers: no JSON body (checked below)
             if status.startswith("4") or status.startswith("5"):
                 assert response["content"]["application/json"]["schema"] == {
                     "$ref": "#/components/schemas/ErrorResponse"
@@ -306,6 +308,16 @@ def test_openapi_declares_what_the_service_answers(server):
     ):
         assert {"400", "413", "415", "422"} <= set(doc["paths"][path][method]["responses"]), path
     assert "429" in doc["paths"]["/learn"]["post"]["responses"]
+    # the connection bounds answer on every operation before any route runs
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            responses = op["responses"]
+            assert {"408", "431", "503"} <= set(responses), (path, method)
+            assert "SVMSTREAM_HEADER_TIMEOUT_S" in responses["408"]["description"]
+            assert "SVMSTREAM_MAX_HEADER_BYTES" in responses["431"]["description"]
+            assert "SVMSTREAM_LIMIT_CONCURRENCY" in responses["503"]["description"], (path, method)
+            if "requestBody" in op:
+                assert "413" in responses, (path, method)
     learn = doc["paths"]["/learn"]["post"]["requestBody"]["content"]["application/json"]["schema"][
         "properties"
     ]

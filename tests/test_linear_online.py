@@ -23,7 +23,7 @@ with warnings.catch_warnings():
 from svmstream.app.main import create_app
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.factory import make_estimator
-from svmstream.app.models.limits import estimate_bytes, size_message
+from svmstream.app.models.limits import LABEL_BYTES, estimate_bytes, size_message
 from svmstream.app.settings import Settings
 from svmstream.solvers import BudgetedSGDClassifier, PegasosClassifier, StreamingClassifier, model_bytes
 from svmstream.solvers.budgeted import StreamingBSGD
@@ -311,7 +311,8 @@ def test_size_estimate_of_a_linear_model():
     assert model_bytes(500, d, 0, False, 2, kernel="linear") < model_bytes(500, d, 0, False, 2) / 100
     config = ModelConfig(kernel="linear", classes=list(range(105)), shuffle_buffer=0, run_guard=False)
     window = config.warmup * (2048 * 12 + 8)  # the warm-up window, wide rows by their nonzeros
-    assert estimate_bytes(config, d) == d * 105 * 8 + d * 12 + 105 * 16 + window
+    labels = 105 * LABEL_BYTES  # numeric labels: no string bytes
+    assert estimate_bytes(config, d) == d * 105 * 8 + d * 12 + 105 * 16 + window + labels
     settings = Settings(max_model_bytes=10 * 1024 * 1024, create_default_model=False)
     assert "55197 x 105 x 8 bytes of weights" in size_message(config, d, settings)
 

@@ -203,3 +203,50 @@ async def body_slot(request: Request, limit: int, setting: str, max_bodies: int)
         yield
     finally:
         slots.busy -= 1
+
+
+class _LearnBytes:
+    """Declared bytes of the ``/learn`` bodies being read or parsed (one counter per app)."""
+
+    busy = 0
+
+
+@asynccontextmanager
+async def learn_body_budget(
+    request: Request, limit: int, setting: str, max_bytes: int
+) -> AsyncIterator[None]:
+    """Hold ``Content-Length`` bytes (``limit`` for a chunked body) of a ``max_bytes`` budget
+    while a ``/learn`` body over :data:`SMALL_BODY_BYTES` is read and parsed.
+
+    A body alone is never refused by the budget (only by ``limit``); one that would take the
+    bodies in progress over ``max_bytes`` is refused with 503 and ``Retry-After`` before a
+    byte of it is read.
+
+    Raises
+    ------
+    PayloadTooLarge
+        (413) ``Content-Length`` over ``limit``.
+    ServerBusy
+        (503) other large ``/learn`` bodies hold the budget.
+    """
+    check_declared_length(request, limit, setting)
+    size = declared_length(request)
+    if size is not None and size <= SMALL_BODY_BYTES:
+        yield
+        return
+    cost = limit if size is None else size
+    state = request.app.state
+    held = getattr(state, "learn_bytes", None)
+    if held is None:
+        held = state.learn_bytes = _LearnBytes()
+    if held.busy and held.busy + cost > max_bytes:
+        raise ServerBusy(
+            f"body: {held.busy} bytes of /learn bodies are being read already; with this one's {cost} that "
+            f"exceeds SVMSTREAM_MAX_CONCURRENT_LEARN_BYTES={max_bytes}; retry later",
+            field="body",
+        )
+    held.busy += cost
+    try:
+        yield
+    finally:
+        held.busy -= cost

@@ -8,7 +8,8 @@ security scheme stays declared on every route that checks the token; where the s
 settings make the token optional (no ``SVMSTREAM_API_TOKEN``, or a read route without
 ``SVMSTREAM_PROTECT_READS``) the operation also lists the empty requirement ``{}``, the
 OpenAPI way of saying "or no credentials", so that generated clients and fuzzers do not
-expect a 401 the server will not send.
+expect a 401 the server will not send.  Every operation also names the answers of the
+connection bounds (408, 431, 503: :data:`CONNECTION_ANSWERS`) and, with a body, 413.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
                 if status == "422":
                     response["description"] = response.get("description") or "Unprocessable Content"
                     response["content"] = {"application/json": {"schema": dict(_ERROR_REF)}}
+            _connection_answers(op)
             security = op.get("security")
             if security and (not token_set or ((path, method) in reads and not settings.protect_reads)):
                 op["security"] = [*security, {}]
@@ -72,6 +74,35 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
     for name in _FASTAPI_422:
         components.pop(name, None)
     return schema
+
+
+CONNECTION_ANSWERS = {
+    "408": "the request head (request line and headers) was not complete SVMSTREAM_HEADER_TIMEOUT_S "
+    "seconds after the connection opened or the request began; empty body, the connection is closed",
+    "431": "the request head is over SVMSTREAM_MAX_HEADER_BYTES; empty body, the connection is closed",
+    "503": "SVMSTREAM_LIMIT_CONCURRENCY connections are open (uvicorn's plain-text answer), or the "
+    "route's own reason below",
+}
+"""Answers any operation may get from the connection bounds (``docs/service.md``, "Bounds"),
+before a route runs: added to every operation of the document."""
+
+BODY_ANSWERS = {
+    "413": "the body is over the route's byte limit (named in 'detail'); the connection is closed",
+}
+"""Added to every operation that takes a request body."""
+
+
+def _connection_answers(op: dict[str, Any]) -> None:
+    responses = op.setdefault("responses", {})
+    answers = {**CONNECTION_ANSWERS, **(BODY_ANSWERS if "requestBody" in op else {})}
+    for status, meaning in answers.items():
+        if status in responses:
+            if status == "503" and "SVMSTREAM_LIMIT_CONCURRENCY" not in responses[status].get(
+                "description", ""
+            ):
+                responses[status]["description"] += "; or SVMSTREAM_LIMIT_CONCURRENCY connections are open"
+            continue
+        responses[status] = {"description": meaning}
 
 
 def install_openapi(app: FastAPI) -> None:

@@ -365,12 +365,14 @@ ERROR_MEANINGS = {
     403: "refused: a data path outside the data directory or disabled",
     404: "no such model, job, upload or data file",
     409: "conflict: model not fitted or warming up, batch-trained, replaced meanwhile, job finished",
-    413: "body over the byte limit",
+    413: "body over the byte limit (the connection is closed), or a batch that would grow the models over "
+    "max_total_model_bytes",
     415: "body not sent as application/json",
     422: "a rejected field, named in 'field' and at the start of 'detail'",
     429: "too many batches queued for the model (Retry-After)",
     500: "learning failed (the model was left unchanged), or a server error such as a failed snapshot write",
-    503: "the server is shutting down or the job queue is full",
+    503: "the server is shutting down, the job queue is full, or too many large bodies are being read "
+    "(Retry-After)",
 }
 
 JSON_BODY_ERRORS = (400, 413, 415, 422)

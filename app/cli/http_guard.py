@@ -15,6 +15,12 @@ only).  :func:`guarded_protocol` subclasses the service's protocol
 
 A request whose head is complete is never timed out by this guard (a long ``/learn`` or a
 slow body is the application's business; ``/events`` streams stay open).
+
+``svmstream serve`` installs it (:func:`guarded_protocol`).  Under uvicorn's own command line,
+name the class; its bounds are then read from the environment (``docs/deployment.md``)::
+
+    uvicorn --factory svmstream.app.main:create_app \
+        --http svmstream.app.cli.http_guard:HeaderGuardProtocol
 """
 
 from __future__ import annotations
@@ -33,10 +39,14 @@ class HeaderGuardProtocol(CoalescingHttpToolsProtocol):
     """:class:`CoalescingHttpToolsProtocol` with a header timeout and size limit (module
     docstring).  Use :func:`guarded_protocol` to set the two bounds."""
 
-    header_timeout_s: float = 10.0
-    max_header_bytes: int = 64 * 1024
+    #: None: read from the environment's settings on the first connection (uvicorn's
+    #: ``--http svmstream.app.cli.http_guard:HeaderGuardProtocol`` names this class itself)
+    header_timeout_s: float | None = None
+    max_header_bytes: int | None = None
 
     def connection_made(self, transport: Any) -> None:
+        if self.header_timeout_s is None or self.max_header_bytes is None:
+            _bounds_from_environment(type(self))
         super().connection_made(transport)
         self._head_bytes = 0
         self._heads = 0
@@ -87,6 +97,18 @@ class HeaderGuardProtocol(CoalescingHttpToolsProtocol):
         self._cancel_head_timer()
         self.transport.write(_REFUSALS[status] + b"content-length: 0\r\nconnection: close\r\n\r\n")
         self.transport.close()
+
+
+def _bounds_from_environment(cls: type[HeaderGuardProtocol]) -> None:
+    """Set the class's unset bounds from ``SVMSTREAM_HEADER_TIMEOUT_S`` and
+    ``SVMSTREAM_MAX_HEADER_BYTES`` (:class:`~svmstream.app.settings.Settings`)."""
+    from svmstream.app.settings import Settings
+
+    settings = Settings()
+    if cls.header_timeout_s is None:
+        cls.header_timeout_s = float(settings.header_timeout_s)
+    if cls.max_header_bytes is None:
+        cls.max_header_bytes = int(settings.max_header_bytes)
 
 
 def guarded_protocol(header_timeout_s: float, max_header_bytes: int) -> type[HeaderGuardProtocol]:

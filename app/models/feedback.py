@@ -134,6 +134,9 @@ class Feedback:
     ledger_dir : Path or None, where the ledgers' logs go (None: in memory only)
     """
 
+    #: ``submit(handle, X, y, **kwargs)``: how a batch is queued (the registry's, with its bounds)
+    submit: Callable[..., Future] = staticmethod(lambda handle, X, y, **kwargs: handle.submit(X, y, **kwargs))
+
     def __init__(self, store, ttl_s: float, window: int, ledger_dir: Path | None = None):
         self.store = store
         self.ttl_s = ttl_s
@@ -250,7 +253,7 @@ class Feedback:
             future = self.commit(
                 ledger,
                 learned_ids,
-                lambda extra: handle.submit(X, y_idx, sparse=sparse, new_labels=new, extra=extra),
+                lambda extra: self.submit(handle, X, y_idx, sparse=sparse, new_labels=new, extra=extra),
             )
         self.watch(future, ledger, meter, rows, arrived)
         return future, answer
@@ -313,6 +316,7 @@ def open_feedback(settings, registry) -> Feedback:
         path = folder / "store.json" if folder is not None else None
         store = MemoryStore(settings.feedback_ttl_s, settings.feedback_max_bytes, path)
     feedback = Feedback(store, settings.feedback_ttl_s, settings.feedback_window, folder)
+    feedback.submit = registry.submit  # the server-wide bound on a model that grows applies too
     if settings.role == "learner":
         registry.snapshot_listeners.append(feedback.on_snapshot)
     return feedback

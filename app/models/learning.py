@@ -19,7 +19,7 @@ from svmstream.app.ingest.labels import LabelCodec, NewLabels
 from svmstream.app.models.contest import Contest
 from svmstream.app.models.copies import published
 from svmstream.app.models.factory import make_estimator
-from svmstream.app.models.limits import estimate_bytes
+from svmstream.app.models.limits import label_refusal
 from svmstream.app.models.meters import correct_predictions
 from svmstream.app.models.rollback import input_bytes
 from svmstream.app.models.view import ModelView, check_finite, estimator_stats
@@ -61,19 +61,13 @@ class Learning:
         y = mapping[y]
         if not added:
             return y, codec
+        refusal = label_refusal(self.config, self.settings, self._n_features, codec.classes, added)
+        if refusal is not None:
+            reason, label = refusal
+            i = int(np.flatnonzero(y == len(codec.classes) + added.index(label))[0])
+            shown = f"{label[:40]!r}..." if isinstance(label, str) and len(label) > 40 else repr(label)
+            raise InvalidInput(f"y[{i}]: label {shown}: {reason}", field=f"y[{i}]", index=i)
         n_classes = len(codec.classes) + len(added)
-        limit = self.config.max_classes
-        reason = None
-        if n_classes > limit:
-            reason = f"a new class would exceed max_classes = {limit} (the model has {len(codec.classes)})"
-        elif self._n_features is not None:
-            size = estimate_bytes(self.config, self._n_features, n_classes)
-            if size > self.settings.max_model_bytes:
-                reason = f"{n_classes} classes need an estimated {size / 1e6:,.1f} MB, over max_model_bytes"
-                limit = len(codec.classes)
-        if reason is not None:
-            i = int(np.flatnonzero(y >= limit)[0]) if (y >= limit).any() else 0
-            raise InvalidInput(f"y[{i}]: label {added[0]!r}: {reason}", field=f"y[{i}]", index=i)
         log.info("model %r: new class(es) %s learned from the data (%d classes)", self.name, added, n_classes)
         return y, codec.extended(added)
 

@@ -17,6 +17,9 @@ min(d, 2,048) x 12 bytes (:func:`svmstream.solvers.model_bytes`, ``docs/defaults
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -25,22 +28,42 @@ from svmstream.app.models.config import BATCH_ALGORITHMS, LAMBDA_MIN, ModelConfi
 from svmstream.app.settings import MIB, Settings
 from svmstream.solvers import model_bytes, resolve_sv_storage
 
+LABEL_BYTES = 160
+"""Bytes a label costs besides a string's UTF-8 length: the string object's header (49) and
+its entries in the label codec (~90 per label, ``tracemalloc`` over 50,000 labels)."""
 
-def estimate_bytes(config: ModelConfig, n_features: int, n_classes: int | None = None) -> int:
-    """Estimated bytes of the arrays of an online model of dimension ``n_features`` with
-    ``n_classes`` classes (default: the declared classes, or 2 for a model that learns them)."""
+
+def label_bytes(labels: Sequence[Any] | None) -> int:
+    """Bytes of a model's labels: :data:`LABEL_BYTES` each, plus a string label's UTF-8 length."""
+    if not labels:
+        return 0
+    return sum(LABEL_BYTES + (len(v.encode("utf-8")) if isinstance(v, str) else 0) for v in labels)
+
+
+def estimate_bytes(
+    config: ModelConfig, n_features: int, n_classes: int | None = None, labels: Sequence[Any] | None = None
+) -> int:
+    """Estimated bytes of an online model of dimension ``n_features``: its arrays with
+    ``n_classes`` classes (default: ``len(labels)``, else the declared classes, else 2) and its
+    ``labels`` (default: the declared classes; :func:`label_bytes`)."""
+    if labels is None:
+        labels = config.classes
     if n_classes is None:
-        n_classes = 2 if config.classes is None else len(config.classes)
-    return warmup_bytes(config, n_features) + model_bytes(
-        config.budget,
-        n_features,
-        config.shuffle_buffer,
-        config.run_guard,
-        max(2, n_classes),
-        config.maintenance,
-        config.kernel,
-        config.sv_storage,
-        config.rehearsal_memory if config.rehearsal else 0,
+        n_classes = 2 if not labels else len(labels)
+    return (
+        label_bytes(labels)
+        + warmup_bytes(config, n_features)
+        + model_bytes(
+            config.budget,
+            n_features,
+            config.shuffle_buffer,
+            config.run_guard,
+            max(2, n_classes),
+            config.maintenance,
+            config.kernel,
+            config.sv_storage,
+            config.rehearsal_memory if config.rehearsal else 0,
+        )
     )
 
 
@@ -107,6 +130,13 @@ def check_config_limits(config: ModelConfig, settings: Settings) -> None:
                 "which overflows the step size 1/(lambda t); lower C, or give n_samples or lambda",
                 field="C",
             )
+    long = [v for v in config.classes or () if isinstance(v, str) and len(v) > settings.max_label_length]
+    if long:
+        raise InvalidInput(
+            f"classes: a label of {len(long[0])} characters exceeds max_label_length = "
+            f"{settings.max_label_length} (SVMSTREAM_MAX_LABEL_LENGTH)",
+            field="classes",
+        )
     if config.budget > settings.max_budget:
         raise InvalidInput(
             f"budget: {config.budget} exceeds max_budget = {settings.max_budget}", field="budget"
@@ -173,12 +203,86 @@ def check_width(X, config: ModelConfig, settings: Settings, sparse: bool) -> Non
     raise InvalidInput(f"X[0]: has {X.shape[1]} features: {reason}", field="X[0]", index=0)
 
 
-def held_bytes(config: ModelConfig, n_features: int | None) -> int:
+def held_bytes(config: ModelConfig, n_features: int | None, labels: Sequence[Any] | None = None) -> int:
     """What :func:`check_capacity` counts for a model: its estimate at its dimension (1 while
-    unknown); 0 for a batch-trained model (its arrays are its support vectors, already built)."""
+    unknown) with its ``labels`` (default: the declared ones); 0 for a batch-trained model (its
+    arrays are its support vectors, already built)."""
     if config.algorithm in BATCH_ALGORITHMS:
         return 0
-    return estimate_bytes(config, n_features or 1)
+    return estimate_bytes(config, n_features or 1, labels=labels or config.classes)
+
+
+def _held(handle: Any) -> int:
+    return held_bytes(handle.config, handle.n_features, handle.codec.classes)
+
+
+def label_refusal(
+    config: ModelConfig,
+    settings: Settings,
+    n_features: int | None,
+    classes: Sequence[Any],
+    added: Sequence[Any],
+) -> tuple[str, Any] | None:
+    """Why a model with ``classes`` may not add the labels ``added``, and the label that is
+    refused first (None: it may).  The bounds: ``max_label_length`` (each string label),
+    ``max_classes`` (the configuration's), ``max_model_bytes`` (the estimate with every label)."""
+    for label in added:
+        if isinstance(label, str) and len(label) > settings.max_label_length:
+            return (
+                f"a label of {len(label)} characters exceeds max_label_length = {settings.max_label_length} "
+                "(SVMSTREAM_MAX_LABEL_LENGTH)",
+                label,
+            )
+    n_classes = len(classes) + len(added)
+    if n_classes > config.max_classes:
+        return (
+            f"a new class would exceed max_classes = {config.max_classes} (the model has {len(classes)})",
+            added[config.max_classes - len(classes)] if config.max_classes >= len(classes) else added[0],
+        )
+    if n_features is not None:
+        size = estimate_bytes(config, n_features, labels=[*classes, *added])
+        if size > settings.max_model_bytes:
+            return (
+                f"{n_classes} classes need an estimated {_mb(size)} (their weights and labels), over "
+                f"max_model_bytes = {settings.max_model_bytes / MIB:g} MiB",
+                added[0],
+            )
+    return None
+
+
+def check_growth(handles: dict, handle: Any, X, new_labels: Any, sparse: bool, settings: Settings) -> None:
+    """Refuse a batch that would take the sum of all models' estimates (:func:`held_bytes`)
+    over ``max_total_model_bytes`` by growing ``handle``'s model: fixing or widening its
+    dimension, or adding classes (``new_labels``: :class:`~svmstream.app.ingest.labels.NewLabels`).
+    Checked before the batch is queued; nothing else is counted, so a batch that grows
+    nothing is never refused.
+
+    Raises
+    ------
+    InvalidInput
+        (413) naming ``X[0]`` (a wider dimension) or ``y`` (new classes) and the setting.
+    """
+    if handle.config.algorithm in BATCH_ALGORITHMS:
+        return
+    d0 = handle.n_features
+    wider = d0 is None or (sparse and not handle.n_features_fixed and X.shape[1] > d0)
+    if not wider and new_labels is None:
+        return
+    d1 = max(int(X.shape[1]), d0 or 0) if wider else d0
+    labels = [*handle.codec.classes, *(new_labels.labels if new_labels is not None else ())]
+    new = held_bytes(handle.config, d1, labels)
+    if new <= _held(handle):
+        return
+    total = sum(_held(h) for h in list(handles.values()) if h is not handle)
+    if total + new > settings.max_total_model_bytes:
+        field = "X[0]" if wider else "y"
+        raise InvalidInput(
+            f"{field}: this batch would grow model {handle.name!r} to an estimated {_mb(new)}; with the other "
+            f"models' {_mb(total)} that exceeds max_total_model_bytes = {settings.max_total_model_bytes / MIB:g} "
+            "MiB (SVMSTREAM_MAX_TOTAL_MODEL_BYTES)",
+            field=field,
+            status=413,
+        )
 
 
 def check_capacity(handles: dict, name: str, config: ModelConfig, settings: Settings) -> None:
@@ -201,7 +305,7 @@ def check_capacity(handles: dict, name: str, config: ModelConfig, settings: Sett
     new = held_bytes(config, config.n_features)
     if not new:
         return
-    total = sum(held_bytes(h.config, h.n_features) for h in others)
+    total = sum(_held(h) for h in others)
     if total + new > settings.max_total_model_bytes:
         raise InvalidInput(
             f"n_features: this model's estimated {_mb(new)} with the {len(others)} others' {_mb(total)} exceeds "

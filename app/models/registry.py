@@ -43,6 +43,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from svmstream.app.errors import (
     ModelNotFitted,
@@ -54,8 +55,8 @@ from svmstream.app.models.config import MODEL_NAME_RE, ModelConfig, check_model_
 from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
 from svmstream.app.models.learners import LearnerPool
-from svmstream.app.models.limits import check_capacity, check_config_limits
-from svmstream.app.models.memory import release_free_memory
+from svmstream.app.models.limits import check_capacity, check_config_limits, check_growth
+from svmstream.app.models.parking import park_idle
 from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
 from svmstream.app.models.warmup import note_waiting, warm_for
@@ -232,9 +233,18 @@ class Registry:
         ------
         ModelNotFound, InvalidInput, LearnerBusy, ModelClosed
         """
-        return self.get(name).submit(
-            X, y, declared=declared, extra=extra, sparse=sparse, new_labels=new_labels
+        return self.submit(
+            self.get(name), X, y, declared=declared, extra=extra, sparse=sparse, new_labels=new_labels
         )
+
+    def submit(self, handle: ModelHandle, X, y: np.ndarray, **kwargs: Any) -> Future:
+        """:meth:`ModelHandle.submit` (``kwargs``: its keywords) after the server-wide bound on a
+        model that grows (:func:`svmstream.app.models.limits.check_growth`: 413 naming
+        ``max_total_model_bytes``).  Raises what they raise."""
+        sparse = kwargs.get("sparse")
+        sparse = sp.issparse(X) if sparse is None else bool(sparse)
+        check_growth(self._models, handle, X, kwargs.get("new_labels"), sparse, self.settings)
+        return handle.submit(X, y, **kwargs)
 
     def flush(self, name: str) -> Future:
         """Queue a flush of model ``name``: learn every pending example (warm-up window and
@@ -357,50 +367,8 @@ class Registry:
 
     # ------------------------------------------------------------------ parking
     def park_idle(self, now: float | None = None) -> int:
-        """Park the least recently used decoded models beyond ``settings.max_loaded_models``
-        (those used within the last ``settings.park_idle_s`` seconds excepted): each is
-        snapshotted if its view changed since its last snapshot, then parked
-        (:meth:`ModelHandle.park`: its estimator and published copy dropped; decoded again from
-        that file on its next use, as a lazily restored model is).  Returns how many were
-        parked.  Nothing happens without a snapshot store or with ``max_loaded_models`` 0.
-
-        Why: a decoded one-batch model costs ~24 KB in the service, a parked one the handle,
-        its meters and its view's figures (10,000 models: ``docs/deployment.md``)."""
-        limit = self.settings.max_loaded_models
-        if self.store is None or limit <= 0:
-            return 0
-        loaded = [
-            h for h in self.handles() if h.loaded and h.follower_of is None and h.view.estimator is not None
-        ]
-        if len(loaded) <= limit:
-            return 0
-        now = time.monotonic() if now is None else now
-        loaded.sort(key=lambda h: h.last_used)
-        cutoff = now - self.settings.park_idle_s
-        retry = self._park_retry_at
-        chosen = [
-            h
-            for h in loaded[: len(loaded) - limit]
-            if h.last_used <= cutoff and not h.pending and retry.get(h.name, 0.0) <= now
-        ]
-        dirty = [h for h in chosen if h.view.version != h.saved_version]
-        failures = [h.snapshot_failures for h in dirty]
-        self._snapshot_all(dirty)
-        for handle, before in zip(dirty, failures):
-            if handle.snapshot_failures > before:  # disk full...: not again every second
-                retry[handle.name] = now + self.settings.snapshot_interval_s
-        parked = 0
-        for handle in chosen:
-            with self._snap_lock(handle.name):  # its newest file stays the newest meanwhile
-                if self._models.get(handle.name) is not handle:
-                    continue
-                if handle.park(functools.partial(self._decode_restored, handle.name)):
-                    retry.pop(handle.name, None)
-                    parked += 1
-        if parked:
-            release_free_memory()  # what the parked estimators held, back to the system
-            log.info("parked %d idle models (%d stay decoded)", parked, len(loaded) - parked)
-        return parked
+        """Park the least recently used idle decoded models (:func:`.parking.park_idle`)."""
+        return park_idle(self, now)
 
     def install(self, found, *, follower_of: str | None = None) -> ModelHandle:
         """Create (or replace) the model of a restored snapshot (a

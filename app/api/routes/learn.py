@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_write
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse, read_json_body
+from svmstream.app.api.http import OrjsonResponse, learn_body_budget, read_json_body
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, LearnRequest, LearnResponse, errors
 from svmstream.app.errors import ServiceError
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
@@ -32,14 +32,14 @@ def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
     return (
         handle.name,
         batch.n,
-        handle.submit(batch.X, batch.y, declared=batch.n_features, new_labels=batch.new_labels),
+        registry.submit(handle, batch.X, batch.y, declared=batch.n_features, new_labels=batch.new_labels),
     )
 
 
 @router.post(
     "/learn",
     response_model=LearnResponse,
-    responses=errors(401, 404, 409, 429, 500, *JSON_BODY_ERRORS),
+    responses=errors(401, 404, 409, 429, 500, 503, *JSON_BODY_ERRORS),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -57,11 +57,16 @@ async def learn(
     also a batch that made the model non-finite: 422 "numerical overflow") changes nothing.
     """
     started = time.perf_counter()
-    body = await read_json_body(request, settings.max_body_bytes)
-    if len(body) <= INLINE_PARSE_BYTES:  # ~2 ms for 1,000 x 22: cheaper than a thread hop
-        name, n, future = _parse_and_submit(registry, body, settings.default_model)
-    else:
-        name, n, future = await run_in_threadpool(_parse_and_submit, registry, body, settings.default_model)
+    limit, setting = settings.max_body_bytes, "SVMSTREAM_MAX_BODY_BYTES"
+    async with learn_body_budget(request, limit, setting, settings.max_concurrent_learn_bytes):
+        body = await read_json_body(request, limit, setting)
+        if len(body) <= INLINE_PARSE_BYTES:  # ~2 ms for 1,000 x 22: cheaper than a thread hop
+            name, n, future = _parse_and_submit(registry, body, settings.default_model)
+        else:
+            name, n, future = await run_in_threadpool(
+                _parse_and_submit, registry, body, settings.default_model
+            )
+        del body
     view = await applied(future)
     observe("learn", name, time.perf_counter() - started)
     return OrjsonResponse({"model": name, "n_examples": n, **learn_figures(view)})
