@@ -46,7 +46,7 @@ from svmstream.solvers.online.selection import DEFAULT_CANDIDATES, SelectionClas
 
 CHOOSE = ("ijcnn1", "letter", "pendigits", "reuters", "dna", "phishing")
 CHECK = ("a9a", "breast_cancer", "digits", "skin_nonskin", "satellite", "vehicle", "segment", "bananas")
-SVC_ROWS = 20_000
+SVC_ROWS = 50_000
 BATCH = 1000
 ROUNDS = 3
 TAIL_MIN = 5000

@@ -350,6 +350,13 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
             if classes is None:
                 raise ValueError("classes must be passed on the first call to partial_fit")
             self._begin(classes)
+        elif len(self._alive()) == 1 and np.shape(X)[1:] == (self.n_features_in_,):
+            # the race is over: the survivor alone, which validates and counts (steady state)
+            survivor = self.candidates_[self._alive()[0]]
+            survivor.partial_fit(X, y, classes=classes)
+            self.n_received_ += int(np.shape(y)[0])
+            self._past += int(np.shape(y)[0])
+            return self
         X, y = check_X_y(X, y, accept_sparse="csr", dtype=np.float64)
         if "n_features_in_" not in self.__dict__:
             self.n_features_in_ = int(X.shape[1])
@@ -391,10 +398,12 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         self._score = np.zeros((0, 4), dtype=np.int64)
 
     def _pass(self, X, y):
-        for i in self._alive():
+        alive = self._alive()
+        for i in alive:
             est = self.candidates_[i]
             est.partial_fit(X, y, classes=self.classes_)
-            self._record(i)
+            if len(alive) > 1:  # the scores are frozen once the race is over
+                self._record(i)
         self.n_received_ += X.shape[0]
         self._past += X.shape[0]
 
@@ -411,9 +420,11 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         if self._held:
             self._start_candidates()
-        for i in self._alive():
+        alive = self._alive()
+        for i in alive:
             self.candidates_[i].flush()
-            self._record(i)
+            if len(alive) > 1:
+                self._record(i)
         return self
 
     def grow_features(self, n_features):
