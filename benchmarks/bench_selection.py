@@ -32,6 +32,7 @@ River's bundled ImageSegments and Bananas; mlbench's DNA, Satellite and Vehicle 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 
@@ -39,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.svm import SVC
 
-from benchmarks.common import machine, write_results
+from benchmarks.common import RESULTS, machine, write_results
 from benchmarks.datasets import load_any
 from svmstream.solvers import BudgetedSGDClassifier
 from svmstream.solvers.online.selection import DEFAULT_CANDIDATES, SelectionClassifier
@@ -92,12 +93,20 @@ def svc_reference(X, y, Xt, yt) -> dict:
         idx = np.sort(np.random.default_rng(0).choice(X.shape[0], SVC_ROWS, replace=False))
         Xs, ys = X[idx], y[idx]
     t0 = time.process_time()
-    svc = SVC().fit(Xs, ys)
+    svc = SVC().fit(_int32(Xs), ys)
     return {
-        "svc_%": 100 * float(np.mean(svc.predict(Xt) == yt)),
+        "svc_%": 100 * float(np.mean(svc.predict(_int32(Xt)) == yt)),
         "svc_rows": int(Xs.shape[0]),
         "svc_cpu_s": time.process_time() - t0,
     }
+
+
+def _int32(X):
+    """CSR with 32-bit indices (libsvm's SVC refuses 64-bit ones); dense X unchanged."""
+    if sp.issparse(X):
+        X = X.tocsr(copy=True)
+        X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
+    return X
 
 
 def steady_state(name: str, X, y) -> dict | None:
@@ -137,12 +146,19 @@ def steady_state(name: str, X, y) -> dict | None:
     }
 
 
-def acceptance(sets, orders, out: str = "selection") -> int:
+def acceptance(sets, orders, out: str = "selection", resume: bool = False) -> int:
     """The table: every order of every set, then the steady-state CPU ratios; the result files are
-    rewritten after each row (a long run leaves what it measured)."""
+    rewritten after each row (a long run leaves what it measured; ``resume`` keeps the rows of
+    ``results/<out>.json`` and measures only the others)."""
     rows, ratios = [], []
+    if resume and (RESULTS / f"{out}.json").exists():
+        for row in json.loads((RESULTS / f"{out}.json").read_text())["rows"]:
+            (ratios if row.get("part") else rows).append(row)
+    done = {(r["set"], r["order"]) for r in rows}
     for order in orders:
         for name in sets:
+            if (name, order) in done:
+                continue
             X, y, Xt, yt = stream(name, order)
             row = compare(name, order, X, y, Xt, yt)
             rows.append(row)
@@ -237,12 +253,13 @@ def main(argv=None) -> int:
     ap.add_argument("--orders", default="file,shuffled")
     ap.add_argument("--explore", action="store_true", help="the single-candidate grid on the CHOOSE sets")
     ap.add_argument("--out", default="selection", help="result file name under benchmarks/results")
+    ap.add_argument("--resume", action="store_true", help="keep the rows already in results/<out>.json")
     args = ap.parse_args(argv)
     orders = args.orders.split(",")
     if args.explore:
         sets = CHOOSE if args.sets == ",".join(CHOOSE + CHECK) else tuple(args.sets.split(","))
         return explore(sets, orders)
-    return acceptance(tuple(args.sets.split(",")), orders, args.out)
+    return acceptance(tuple(args.sets.split(",")), orders, args.out, args.resume)
 
 
 if __name__ == "__main__":
