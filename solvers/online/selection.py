@@ -110,8 +110,8 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
     candidates_ : list of StreamingClassifier or None — the racing pipelines (None: dropped);
         empty while the warm-up window is open
     settings_ : list of dict — each candidate's resolved settings (``gamma`` is numeric)
-    leader_ : int — the candidate that predicts: the best cumulative prequential accuracy among
-        the survivors (the sole survivor after the last rung)
+    leader_ : int — the candidate that predicts: the survivor with the best prequential accuracy
+        over the second half of the examples it learned (the sole survivor after the last rung)
     rungs_ : list of dict — each rung's position, scores and the candidates kept
     n_received_, n_learned_, n_pending_ : int — ``n_received_ = n_learned_ + n_pending_``
     classes_ : ndarray — the labels (from the first call's ``classes``)
@@ -245,6 +245,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         held, self._held = self._held, []
         k = len(self.candidates_)
         self._score = np.zeros((k, 4), dtype=np.int64)  # segment correct, total; all correct, total
+        self._hits = [np.zeros(0, dtype=np.int8) for _ in range(k)]  # 1: right, in learning order
         for X, y in held:
             for i, est in enumerate(self.candidates_):
                 est.partial_fit(X, y, classes=self.classes_)
@@ -261,8 +262,10 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
             pred = np.where(margins > 0, est.classes_[1], est.classes_[0])
         else:
             pred = est.classes_[np.argmax(margins, axis=1)]
-        correct = int(np.count_nonzero(pred == y))
+        hits = pred == y
+        correct = int(np.count_nonzero(hits))
         self._score[i] += (correct, y.shape[0], correct, y.shape[0])
+        self._hits[i] = np.concatenate([self._hits[i], hits.astype(np.int8)])
 
     def _alive(self):
         return [i for i, est in enumerate(self.candidates_) if est is not None]
@@ -299,6 +302,9 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         for i in alive:
             if i not in keep:
                 self.candidates_[i] = None
+                self._hits[i] = np.zeros(0, dtype=np.int8)
+        if len(keep) == 1:  # the race is over: the history is no longer read
+            self._hits[keep[0]] = np.zeros(0, dtype=np.int8)
         self.rungs_.append(
             {
                 "received": int(self.n_received_),
@@ -316,9 +322,15 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         alive = self._alive()
         if not alive:
             raise AttributeError("no candidate before the warm-up window closes")
-        total = self._score[alive]
-        acc = total[:, 2] / np.maximum(total[:, 3], 1)
+        acc = [self._recent_accuracy(i) for i in alive]
         return alive[min(range(len(alive)), key=lambda j: (-acc[j], alive[j]))]
+
+    def _recent_accuracy(self, i):
+        """Prequential accuracy of candidate ``i`` over the second half of what it has learned
+        (the start-up, where wide kernels learn fastest, does not count)."""
+        hits = self._hits[i]
+        recent = hits[hits.shape[0] // 2 :]
+        return float(recent.mean()) if recent.shape[0] else 0.0
 
     @property
     def n_survivors_(self):
@@ -396,6 +408,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         self._past = 0
         self._segment_open = False
         self._score = np.zeros((0, 4), dtype=np.int64)
+        self._hits = []
 
     def _pass(self, X, y):
         alive = self._alive()
@@ -506,6 +519,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         ``held{j}.``, the scores and the rungs."""
         check_is_fitted(self)
         arrays = {"classes": self.classes_, "score": self._score.copy()}
+        arrays.update({f"hits{i}": h for i, h in enumerate(self._hits)})
         held_meta = []
         for j, (X, y) in enumerate(self._held):
             arrays[f"held{j}.y"] = y
@@ -573,6 +587,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
             sub = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
             est.candidates_.append(estimator_from_state(sub, cm))
         est._score = np.array(arrays["score"], dtype=np.int64).reshape(-1, 4)
+        est._hits = [np.array(arrays[f"hits{i}"], dtype=np.int8) for i in range(est._score.shape[0])]
         est.settings_ = [dict(s) for s in meta["settings"]]
         est.rungs_ = [dict(r) for r in meta["rungs"]]
         if meta.get("gamma_scale") is not None:
