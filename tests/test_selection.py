@@ -139,3 +139,19 @@ def test_invalid_candidates_are_refused_by_name():
         small(candidates=[{"gamma": 1.0}]).fit(X, y)
     with pytest.raises(ValueError, match="first_rung"):
         small(first_rung=0).fit(X, y)
+
+
+def test_a_new_class_and_new_features_reach_every_survivor(moons):
+    X, y = moons
+    sel = feed(small(), X[:600], y[:600], [200])
+    assert sel.n_survivors_ == 3
+    sel.add_class(2).grow_features(3)
+    assert all(c.classes_.tolist() == [0, 1, 2] and c.n_features_in_ == 3 for c in sel.candidates_)
+    X3 = np.hstack([X, np.zeros((X.shape[0], 1))])
+    y3 = np.where(np.arange(X.shape[0]) % 7 == 0, 2, y)
+    X3[y3 == 2, 2] = 3.0
+    sel.partial_fit(X3[600:1400], y3[600:1400], classes=[0, 1, 2])
+    assert sel.n_received_ == 1400 == sel.n_learned_ + sel.n_pending_
+    with pytest.raises(ValueError, match="expecting 3 features"):
+        sel.partial_fit(X[:5], y[:5])
+    assert sel.n_received_ == 1400
