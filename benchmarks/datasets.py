@@ -12,6 +12,8 @@ stream as the file holds it), ``order="shuffled"`` in the split's.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,3 +86,96 @@ def load(name: str, *, order: str = "file", dense: bool = False):
     if dense:
         X, Xt = np.ascontiguousarray(X.toarray()), np.ascontiguousarray(Xt.toarray())
     return X, y, Xt, yt
+
+
+# ---------------------------------------------------------------------- sets shipped in packages
+#: Sets shipped inside installable packages (no download at run time): scikit-learn's bundled
+#: files, River's bundled files, and the R package mlbench as Debian packs it (``r-cran-mlbench``:
+#: its ``.rda`` files, read with the ``rdata`` wheel; the ``.deb`` is fetched with ``apt-get
+#: download`` and unpacked under :data:`CACHE` when R's copy is not installed).  Each is split once,
+#: ``train_test_split(test_size=..., random_state=SPLIT_SEED)``; "file" order is the package's row
+#: order.  Value: ``(loader, test_size)``, the loader giving ``(X dense float64, y)``.
+CACHE = Path(os.environ.get("SVMSTREAM_BENCH_CACHE", Path.home() / ".cache" / "svmstream-bench"))
+MLBENCH_DIRS = (
+    Path("/usr/lib/R/site-library/mlbench/data"),
+    CACHE / "mlbench/usr/lib/R/site-library/mlbench/data",
+)
+
+
+def _sklearn(name):
+    def load_set():
+        from sklearn import datasets as skd
+
+        return getattr(skd, f"load_{name}")(return_X_y=True)
+
+    return load_set
+
+
+def _river(cls_name):
+    def load_set():
+        from river import datasets as rd
+
+        rows = list(getattr(rd, cls_name)())
+        keys = sorted(rows[0][0])
+        X = np.array([[float(x[k]) for k in keys] for x, _ in rows])
+        y = np.array([str(label) for _, label in rows])
+        return X, y
+
+    return load_set
+
+
+def mlbench_file(name: str) -> Path:
+    """The ``.rda`` file of mlbench set ``name`` (R's copy, or the Debian package unpacked in
+    :data:`CACHE`, fetched once with ``apt-get download r-cran-mlbench``)."""
+    for folder in MLBENCH_DIRS:
+        if (folder / f"{name}.rda").exists():
+            return folder / f"{name}.rda"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["apt-get", "download", "r-cran-mlbench"], cwd=CACHE, check=True, capture_output=True)
+    deb = sorted(CACHE.glob("r-cran-mlbench_*.deb"))[-1]
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(CACHE / "mlbench")], check=True)
+    return MLBENCH_DIRS[1] / f"{name}.rda"
+
+
+def _mlbench(name):
+    def load_set():
+        import warnings
+
+        import rdata
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Unknown encoding. Assumed ASCII."
+            frame = next(iter(rdata.read_rda(str(mlbench_file(name))).values()))
+        label = frame.columns[-1]  # the class is the last column ("Class", or "classes")
+        X = frame.drop(columns=label).apply(lambda c: c.astype(float)).to_numpy(dtype=np.float64)
+        return X, frame[label].astype(str).to_numpy()
+
+    return load_set
+
+
+PACKAGE_SETS = {
+    "breast_cancer": (_sklearn("breast_cancer"), 0.3),
+    "digits": (_sklearn("digits"), 0.3),
+    "dna": (_mlbench("DNA"), 1186),  # 2,000 training rows, as LIBSVM's dna split
+    "satellite": (_mlbench("Satellite"), 0.3),
+    "vehicle": (_mlbench("Vehicle"), 0.3),
+    "segment": (_river("ImageSegments"), 0.3),
+    "bananas": (_river("Bananas"), 0.3),
+}
+
+
+def load_any(name: str, *, order: str = "file"):
+    """``(X, y, X_test, y_test)`` of a registered LIBSVM set (:func:`load`, CSR) or of a
+    package set (:data:`PACKAGE_SETS`, dense float64); ``order`` as for :func:`load`."""
+    if name in SETS:
+        return load(name, order=order)
+    if order not in ("file", "shuffled"):
+        raise ValueError(f"order: 'file' or 'shuffled', not {order!r}")
+    loader, test_size = PACKAGE_SETS[name]
+    X, y = loader()
+    from sklearn.model_selection import train_test_split
+
+    train, test = train_test_split(np.arange(X.shape[0]), test_size=test_size, random_state=SPLIT_SEED)
+    if order == "file":
+        train = np.sort(train)
+    return X[train], y[train], X[test], y[test]

@@ -61,3 +61,12 @@ def test_phishing_has_one_70_30_split_in_two_orders():
     assert sorted(map(tuple, X.toarray())) == sorted(map(tuple, Xs.toarray()))  # the same training rows
     with pytest.raises(ValueError, match="order"):
         datasets.load("phishing", order="random")
+
+
+def test_package_sets_split_once_in_two_orders():
+    """scikit-learn's bundled sets (always installed): one split, the file order sorted."""
+    X, y, Xt, yt = datasets.load_any("digits")
+    Xs, ys, _, yts = datasets.load_any("digits", order="shuffled")
+    assert X.shape == (1257, 64) and Xt.shape == (540, 64) and np.array_equal(yt, yts)
+    assert np.array_equal(np.sort(ys), np.sort(y)) and not np.array_equal(ys, y)
+    assert datasets.load_any("breast_cancer")[0].shape == (398, 30)

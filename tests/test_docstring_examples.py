@@ -14,6 +14,7 @@ ESTIMATORS = [
     pytest.param(solvers, "BudgetedSCAClassifier"),
     pytest.param(solvers, "PegasosClassifier"),
     pytest.param(solvers, "StreamingClassifier"),
+    pytest.param(solvers, "SelectionClassifier"),
     pytest.param(solvers, "DCSVMClassifier"),
     pytest.param(solvers, "LinearDualCDClassifier"),
     # the engines (svmstream.solvers.budgeted)

@@ -1,0 +1,266 @@
+"""Online model selection for "no settings": successive halving against SVC() and against the best
+single candidate in hindsight.
+
+One command::
+
+    python -m benchmarks.bench_selection                 # the acceptance table -> results/selection.*
+    python -m benchmarks.bench_selection --explore       # the grid the candidates were chosen from
+                                                         #   -> results/selection_explore.*
+
+Each set is one pass, B = 500 per candidate, no settings: the estimator the service would run
+(:class:`svmstream.solvers.online.selection.SelectionClassifier`, measured directly, batches of
+1,000 rows as ``/learn`` takes them), in file order and shuffled (seed 0).  Beside it, on the same
+rows in the same order:
+
+* every candidate alone (``SelectionClassifier`` with that one candidate: the same warm-up window,
+  scaling and γ); "best single" is the best of them on the test set, chosen in hindsight;
+* scikit-learn ``SVC()`` with its defaults on the raw features, on at most :data:`SVC_ROWS`
+  training rows (a uniform sample of the larger sets, seed 0; the row count is in the table);
+* CPU seconds per example (``time.process_time`` of this process; the models are single-threaded).
+
+The steady-state CPU ratio (selector after its last rung / the surviving pipeline alone, over the
+same following rows) is measured interleaved, A B A B for :data:`ROUNDS` rounds, median of the
+per-round ratios, on the sets where the race ends with at least :data:`TAIL_MIN` rows left.
+
+Data sets: the LIBSVM files of ``benchmarks/datasets.py`` (``SVMSTREAM_DATA``) and the package sets
+of :data:`benchmarks.datasets.PACKAGE_SETS` (scikit-learn's bundled breast_cancer and digits;
+River's bundled ImageSegments and Bananas; mlbench's DNA, Satellite and Vehicle from Debian's
+``r-cran-mlbench``).  :data:`CHOOSE` chose the candidates and the schedule (``--explore``);
+:data:`CHECK` only checks the choice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.svm import SVC
+
+from benchmarks.common import RESULTS, machine, write_results
+from benchmarks.datasets import load_any
+from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers.online.selection import DEFAULT_CANDIDATES, SelectionClassifier
+
+CHOOSE = ("ijcnn1", "letter", "pendigits", "reuters", "dna", "phishing")
+CHECK = ("a9a", "breast_cancer", "digits", "skin_nonskin", "satellite", "vehicle", "segment", "bananas")
+SVC_ROWS = 50_000
+BATCH = 1000
+ROUNDS = 3
+TAIL_MIN = 5000
+TAIL_ROWS = 150_000
+EXPLORE_GAMMA = (1 / 16, 1 / 4, 1.0, 4.0, 16.0)
+EXPLORE_C = (1.0, 10.0)
+
+
+def stream(name: str, order: str):
+    """``(X, y, X_test, y_test)``: dense rows for d <= 256, CSR otherwise (as a client sends them);
+    ``order="shuffled"``: the training rows permuted with seed 0."""
+    X, y, Xt, yt = load_any(name, order="file")
+    if order == "shuffled":
+        perm = np.random.default_rng(0).permutation(X.shape[0])
+        X, y = X[perm], y[perm]
+    if X.shape[1] <= 256:
+        X = X.toarray() if sp.issparse(X) else X
+        Xt = Xt.toarray() if sp.issparse(Xt) else Xt
+    return X, y, Xt, yt
+
+
+def selector(candidates=None, **kw) -> SelectionClassifier:
+    """The no-settings model: B = 500, random_state 0, the default stages."""
+    return SelectionClassifier(BudgetedSGDClassifier(budget=500, random_state=0), candidates=candidates, **kw)
+
+
+def run(est, X, y, Xt, yt) -> dict:
+    """One pass in batches of :data:`BATCH`, then flush; accuracy on the test rows, CPU seconds."""
+    classes = np.unique(np.concatenate([np.unique(y), np.unique(yt)]))
+    t0 = time.process_time()
+    for lo in range(0, X.shape[0], BATCH):
+        est.partial_fit(X[lo : lo + BATCH], y[lo : lo + BATCH], classes=classes)
+    est.flush()
+    cpu = time.process_time() - t0
+    acc = 100 * float(np.mean(est.predict(Xt) == yt))
+    assert est.n_received_ == est.n_learned_ + est.n_pending_ == X.shape[0], "an example was lost"
+    return {"accuracy_%": acc, "cpu_s": cpu, "cpu_us_per_example": 1e6 * cpu / X.shape[0]}
+
+
+def svc_reference(X, y, Xt, yt) -> dict:
+    Xs, ys = X, y
+    if X.shape[0] > SVC_ROWS:
+        idx = np.sort(np.random.default_rng(0).choice(X.shape[0], SVC_ROWS, replace=False))
+        Xs, ys = X[idx], y[idx]
+    t0 = time.process_time()
+    svc = SVC().fit(_int32(Xs), ys)
+    return {
+        "svc_%": 100 * float(np.mean(svc.predict(_int32(Xt)) == yt)),
+        "svc_rows": int(Xs.shape[0]),
+        "svc_cpu_s": time.process_time() - t0,
+    }
+
+
+def _int32(X):
+    """CSR with 32-bit indices (libsvm's SVC refuses 64-bit ones); dense X unchanged."""
+    if sp.issparse(X):
+        X = X.tocsr(copy=True)
+        X.indices, X.indptr = X.indices.astype(np.int32), X.indptr.astype(np.int32)
+    return X
+
+
+def steady_state(name: str, X, y) -> dict | None:
+    """Interleaved CPU ratio after the last rung: the selector vs its survivor alone, same rows."""
+    sel = selector()
+    classes = np.unique(y)
+    lo = 0
+    while lo < X.shape[0] and (not sel.__sklearn_is_fitted__() or sel.n_survivors_ != 1):
+        sel.partial_fit(X[lo : lo + BATCH], y[lo : lo + BATCH], classes=classes)
+        lo += BATCH
+    tail = min(X.shape[0] - lo, TAIL_ROWS)
+    if tail < TAIL_MIN:
+        return None
+    arrays, meta = sel.get_state()
+    ratios, a_s, b_s = [], [], []
+    for _ in range(ROUNDS):
+        times = []
+        for which in ("selector", "single"):
+            est = SelectionClassifier.from_state(arrays, meta)
+            if which == "single":
+                est = est.candidates_[est.leader_]
+            t0 = time.process_time()
+            for s in range(lo, lo + tail, BATCH):
+                est.partial_fit(X[s : s + BATCH], y[s : s + BATCH], classes=classes)
+            times.append(time.process_time() - t0)
+        a_s.append(times[0])
+        b_s.append(times[1])
+        ratios.append(times[0] / times[1])
+    return {
+        "set": name,
+        "race ended at row": lo,
+        "tail rows": tail,
+        "selector cpu_s (rounds)": a_s,
+        "single cpu_s (rounds)": b_s,
+        "ratio (median of rounds)": float(np.median(ratios)),
+        "load_avg": os.getloadavg()[0],
+    }
+
+
+def acceptance(sets, orders, out: str = "selection", resume: bool = False) -> int:
+    """The table: every order of every set, then the steady-state CPU ratios; the result files are
+    rewritten after each row (a long run leaves what it measured; ``resume`` keeps the rows of
+    ``results/<out>.json`` and measures only the others)."""
+    rows, ratios = [], []
+    if resume and (RESULTS / f"{out}.json").exists():
+        for row in json.loads((RESULTS / f"{out}.json").read_text())["rows"]:
+            (ratios if row.get("part") else rows).append(row)
+    done = {(r["set"], r["order"]) for r in rows}
+    for order in orders:
+        for name in sets:
+            if (name, order) in done:
+                continue
+            X, y, Xt, yt = stream(name, order)
+            row = compare(name, order, X, y, Xt, yt)
+            rows.append(row)
+            print(row, flush=True)
+            if order == "file":
+                st = steady_state(name, X, y)
+                if st is not None:
+                    ratios.append({"part": "steady-state CPU (interleaved)", **st})
+                    print(st, flush=True)
+            write(out, rows + ratios)
+    return 0
+
+
+_SVC: dict = {}
+
+
+def compare(name, order, X, y, Xt, yt) -> dict:
+    """The selector, each candidate alone and SVC() (once per set) on one order of one set."""
+    if name not in _SVC:
+        _SVC[name] = svc_reference(X, y, Xt, yt)
+    ref = _SVC[name]
+    sel = selector()
+    res = run(sel, X, y, Xt, yt)
+    singles = []
+    for i, cand in enumerate(DEFAULT_CANDIDATES):
+        alone = run(selector(candidates=[cand]), X, y, Xt, yt)
+        singles.append((alone["accuracy_%"], -i, alone, cand))
+    best_acc, _, best, best_cand = max(singles, key=lambda s: (s[0], s[1]))
+    row = {
+        "set": name,
+        "role": "choose" if name in CHOOSE else "check",
+        "order": order,
+        "train rows": X.shape[0],
+        "classes": len(np.unique(y)),
+        "selection_%": res["accuracy_%"],
+        "leader": f"{sel.settings_[sel.leader_]['gamma_factor']:g}·scale",
+        "rungs": len(sel.rungs_),
+        **ref,
+        "best single_%": best_acc,
+        "best single": f"{best_cand['gamma_factor']:g}·scale",
+        **{f"{s[3]['gamma_factor']:g}·scale_%": s[2]["accuracy_%"] for s in singles},
+        "gap to SVC() pp": res["accuracy_%"] - ref["svc_%"],
+        "gap to best single pp": res["accuracy_%"] - best_acc,
+        "selection µs/example": res["cpu_us_per_example"],
+        "single µs/example": best["cpu_us_per_example"],
+        "overall CPU ratio": res["cpu_s"] / best["cpu_s"],
+    }
+    row["meets"] = bool(row["gap to SVC() pp"] >= -1.0 and row["gap to best single pp"] >= -0.5)
+    return row
+
+
+def write(out: str, rows: list[dict]) -> None:
+    payload = {"machine": machine(), "rows": rows, "candidates": list(DEFAULT_CANDIDATES)}
+    params = selector().get_params()
+    notes = (
+        f"One pass, B = 500 per candidate, batches of {BATCH}; candidates {list(DEFAULT_CANDIDATES)} "
+        f"(gamma_factor × the plain gamma='scale' of the warm-up window); first_rung = "
+        f"{params['first_rung']}, eta = {params['eta']}. SVC() on at most {SVC_ROWS:,} training rows "
+        "(uniform sample, seed 0). 'best single': the best candidate alone on the test set (hindsight). "
+        "'meets': within 1.0 pp of SVC() or above, and within 0.5 pp of the best single. CPU: "
+        "process seconds of this process; 'overall CPU ratio' includes the race."
+    )
+    write_results(out, payload, rows, "Online model selection for no settings", notes)
+
+
+def explore(sets, orders) -> int:
+    """Each (gamma_factor, C) alone: the grid the candidate set was chosen from."""
+    rows = []
+    for name in sets:
+        for order in orders:
+            X, y, Xt, yt = stream(name, order)
+            row = {"set": name, "order": order, "train rows": X.shape[0], "classes": len(np.unique(y))}
+            for c in EXPLORE_C:
+                for g in EXPLORE_GAMMA:
+                    res = run(selector(candidates=[{"gamma_factor": g, "C": c}]), X, y, Xt, yt)
+                    row[f"γ×{g:g} C={c:g}"] = res["accuracy_%"]
+            rows.append(row)
+            print(row, flush=True)
+    write_results(
+        "selection_explore",
+        {"machine": machine(), "rows": rows},
+        rows,
+        "Each candidate alone: test accuracy % after one pass (B = 500, no other setting)",
+        "γ×f: f times the plain gamma='scale' of the 1,000-row warm-up window (no multi-class factor).",
+    )
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sets", default=",".join(CHOOSE + CHECK))
+    ap.add_argument("--orders", default="file,shuffled")
+    ap.add_argument("--explore", action="store_true", help="the single-candidate grid on the CHOOSE sets")
+    ap.add_argument("--out", default="selection", help="result file name under benchmarks/results")
+    ap.add_argument("--resume", action="store_true", help="keep the rows already in results/<out>.json")
+    args = ap.parse_args(argv)
+    orders = args.orders.split(",")
+    if args.explore:
+        sets = CHOOSE if args.sets == ",".join(CHOOSE + CHECK) else tuple(args.sets.split(","))
+        return explore(sets, orders)
+    return acceptance(tuple(args.sets.split(",")), orders, args.out, args.resume)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

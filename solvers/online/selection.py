@@ -1,0 +1,595 @@
+"""Online model selection for a model created with no settings: successive halving on the stream.
+
+:class:`SelectionClassifier` races a few candidate :class:`~.pipeline.StreamingClassifier` pipelines
+on the same stream and drops the losers at fixed points ("rungs"), as River's
+``model_selection.SuccessiveHalvingClassifier`` does (Jamieson & Talwalkar, *Non-stochastic best arm
+identification and hyperparameter optimization*, AISTATS 2016): at rung k the ``s`` survivors are
+ranked by their prequential accuracy and ``ceil(s / eta)`` are kept.  Unlike River's budget of
+model updates (a stream has no known length), rung k is held once every survivor has learned
+``first_rung · eta^(k-1)`` examples, and it ranks the candidates on the examples they learned in the
+second half of the stretch before it (their errors on the most recent rows, not the start-up that
+every candidate shares).  Once one candidate is left the selector is that pipeline plus a
+counter: the steady-state CPU per example is one model's.
+
+A candidate is a setting relative to what the stages would choose: ``gamma_factor`` times the
+plain ``gamma="scale"`` (1 / (d · Var) of the scaled warm-up window, scikit-learn's rule, for any
+number of classes), ``C`` and ``rehearsal``.  The selector holds the first ``warmup`` examples
+itself, reads the scaling and the plain "scale" γ from them with a probe pipeline (public API:
+``scaling_``, ``gamma_``), then starts every candidate with the numeric γ and the resolved scaling
+and passes it the held rows: each candidate learns every example the stream gave, in the same
+order.  Candidates share ``random_state``: their shuffle buffers draw the same rows.
+
+Every received example is counted: ``n_received_ = n_learned_ + n_pending_``, where the learned and
+pending examples are the current leader's (every surviving candidate has received all examples).
+Rungs are decided only at multiples of :data:`CHECK_EVERY` examples received (a batch that crosses
+one is split), so the selection does not depend on how the stream is cut into batches.  The choice of candidates
+and schedule, and the measurements behind it, are in ``docs/selection.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils._param_validation import HasMethods, Interval
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, check_X_y
+
+from .._params import DEFAULT_SHUFFLE_BUFFER, DEFAULT_WARMUP
+from ..budgeted import BudgetedSGDClassifier
+from ..persistence import estimator_from_state, register_estimator
+from .pipeline import StreamingClassifier
+
+#: The candidates raced when none are given (chosen by ``benchmarks/bench_selection.py``).
+DEFAULT_CANDIDATES = (
+    {"gamma_factor": 1.0},
+    {"gamma_factor": 0.25},
+    {"gamma_factor": 4.0},
+)
+#: What a candidate may set.
+CANDIDATE_KEYS = {"gamma_factor": Real, "C": Real, "rehearsal": Integral}
+#: Rungs are decided every this many examples received past the window (at exact counts, so the
+#: race does not depend on how the stream is cut into batches).
+CHECK_EVERY = 256
+
+
+def _probe_gamma(batches, warmup, scaling):
+    """``(scaling, gamma)`` the stages choose from the held rows: a :class:`StreamingClassifier`
+    with ``gamma="scale"`` learns them with two alternating stand-in labels (two classes: the
+    plain "scale" rule, with no multi-class factor) and a budget of 2 (cheap)."""
+    probe = StreamingClassifier(
+        BudgetedSGDClassifier(budget=2, random_state=0),
+        scaling=scaling,
+        warmup=warmup,
+        shuffle_buffer=0,
+        run_guard=False,
+        rehearsal=0,
+        on_drift="none",
+    )
+    seen = 0
+    for X, _ in batches:
+        stand_in = (np.arange(seen, seen + X.shape[0]) % 2).astype(np.int64)
+        probe.partial_fit(X, stand_in, classes=[0, 1])
+        seen += X.shape[0]
+    if probe.warming_up_:
+        probe.flush()
+    return probe.scaling_, float(probe.gamma_)
+
+
+@register_estimator
+class SelectionClassifier(ClassifierMixin, BaseEstimator):
+    """Successive halving over candidate streaming pipelines: the model of a stream with no settings.
+
+    Parameters
+    ----------
+    estimator : BudgetedSGDClassifier or None
+        The plain estimator every candidate starts from (its ``budget``, ``random_state``, ...);
+        None: ``BudgetedSGDClassifier(random_state=0)``.  Its ``gamma`` is replaced by each
+        candidate's; it is cloned, never fitted itself.
+    candidates : sequence of dict or None, default=None
+        Each a dict of ``gamma_factor`` (float > 0, times the plain "scale" γ), ``C`` (float > 0,
+        default: the estimator's) and ``rehearsal`` (int >= 0, default: this selector's); None:
+        :data:`DEFAULT_CANDIDATES`.  Ties are won by the earlier candidate.
+    warmup : int >= 1, default=1000
+        Examples held before the scaling and γ are fixed and the candidates start.
+    shuffle_buffer : int >= 0, default=20000
+        Every candidate's shuffle buffer.
+    rehearsal : int >= 0, default=1
+        Every candidate's rehearsal unless the candidate sets its own.
+    first_rung : int >= 1, default=2000
+        Examples every candidate has learned at the first rung.
+    eta : float > 1, default=2.0
+        At each rung ``ceil(s / eta)`` of the ``s`` survivors are kept; rung k is held when every
+        survivor has learned ``first_rung · eta^(k-1)`` examples.
+
+    Attributes
+    ----------
+    candidates_ : list of StreamingClassifier or None — the racing pipelines (None: dropped);
+        empty while the warm-up window is open
+    settings_ : list of dict — each candidate's resolved settings (``gamma`` is numeric)
+    leader_ : int — the candidate that predicts: the survivor with the best prequential accuracy
+        over the second half of the examples it learned (the sole survivor after the last rung)
+    rungs_ : list of dict — each rung's position, scores and the candidates kept
+    n_received_, n_learned_, n_pending_ : int — ``n_received_ = n_learned_ + n_pending_``
+    classes_ : ndarray — the labels (from the first call's ``classes``)
+
+    Raises
+    ------
+    ValueError
+        On an invalid parameter or candidate (naming it), non-finite input or an unknown label.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from svmstream.solvers import BudgetedSGDClassifier
+    >>> from svmstream.solvers.online.selection import SelectionClassifier
+    >>> X, y = make_moons(n_samples=1400, noise=0.2, random_state=0)
+    >>> plain = BudgetedSGDClassifier(budget=50, random_state=0)
+    >>> sel = SelectionClassifier(plain, warmup=100, shuffle_buffer=100, first_rung=200)
+    >>> for start in range(0, 1200, 100):
+    ...     sel = sel.partial_fit(X[start : start + 100], y[start : start + 100], classes=[0, 1])
+    >>> sel.n_received_ == sel.n_learned_ + sel.n_pending_, sel.n_survivors_, len(sel.rungs_)
+    (True, 1, 2)
+    >>> round(sel.flush().score(X[1200:], y[1200:]), 2) > 0.9
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["partial_fit", "engine_params"]), None],
+        "candidates": [list, tuple, None],
+        "warmup": [Interval(Integral, 1, None, closed="left")],
+        "shuffle_buffer": [Interval(Integral, 0, None, closed="left")],
+        "rehearsal": [Interval(Integral, 0, None, closed="left")],
+        "first_rung": [Interval(Integral, 1, None, closed="left")],
+        "eta": [Interval(Real, 1, None, closed="neither")],
+    }
+
+    def __init__(
+        self,
+        estimator=None,
+        *,
+        candidates=None,
+        warmup=DEFAULT_WARMUP,
+        shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
+        rehearsal=1,
+        first_rung=2000,
+        eta=2.0,
+    ):
+        self.estimator = estimator
+        self.candidates = candidates
+        self.warmup = warmup
+        self.shuffle_buffer = shuffle_buffer
+        self.rehearsal = rehearsal
+        self.first_rung = first_rung
+        self.eta = eta
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def __sklearn_is_fitted__(self):
+        return "classes_" in self.__dict__
+
+    # ------------------------------------------------------------------ parameters
+    def _plain(self):
+        return self.estimator if self.estimator is not None else BudgetedSGDClassifier(random_state=0)
+
+    def _candidate_list(self):
+        """The candidates as dicts, checked (ValueError naming the candidate and key)."""
+        raw = DEFAULT_CANDIDATES if self.candidates is None else self.candidates
+        if len(raw) == 0:
+            raise ValueError("candidates: give at least one candidate (or None for the defaults)")
+        out = []
+        for i, cand in enumerate(raw):
+            if not isinstance(cand, dict):
+                raise ValueError(f"candidates[{i}] must be a dict, got {type(cand).__name__}")
+            unknown = sorted(set(cand) - set(CANDIDATE_KEYS))
+            if unknown:
+                raise ValueError(f"candidates[{i}]: unknown key(s) {unknown}; use {sorted(CANDIDATE_KEYS)}")
+            for key, kind in CANDIDATE_KEYS.items():
+                value = cand.get(key)
+                ok = value is None or (isinstance(value, kind) and not isinstance(value, bool))
+                if not ok or (value is not None and (value < 0 or (key != "rehearsal" and value == 0))):
+                    raise ValueError(f"candidates[{i}].{key} must be a positive number, got {value!r}")
+            out.append(dict(cand))
+        return out
+
+    def check_params(self):
+        """Validate the parameters, the candidates and the plain estimator; returns self."""
+        self._validate_params()
+        self._candidate_list()
+        plain = self._plain()
+        if not isinstance(plain, BudgetedSGDClassifier):
+            raise ValueError(f"estimator must be a BudgetedSGDClassifier, got {type(plain).__name__}")
+        plain.check_params()
+        return self
+
+    # ------------------------------------------------------------------ candidates
+    def _settings(self, scaling, gamma):
+        plain = self._plain()
+        settings = []
+        for cand in self._candidate_list():
+            settings.append(
+                {
+                    "gamma": float(cand.get("gamma_factor", 1.0)) * gamma,
+                    "gamma_factor": float(cand.get("gamma_factor", 1.0)),
+                    "C": float(cand.get("C", plain.C)),
+                    "rehearsal": int(cand.get("rehearsal", self.rehearsal)),
+                    "scaling": scaling,
+                }
+            )
+        return settings
+
+    def _pipeline(self, setting):
+        plain = self._plain()
+        params = {**plain.get_params(), "gamma": setting["gamma"], "C": setting["C"]}
+        return StreamingClassifier(
+            type(plain)(**params),
+            scaling=setting["scaling"],
+            warmup=self.warmup,
+            shuffle_buffer=self.shuffle_buffer,
+            rehearsal=setting["rehearsal"],
+        )
+
+    def _start_candidates(self):
+        """Close the selector's window: resolve scaling and γ, start every candidate and pass it
+        the held rows."""
+        scaling, gamma = _probe_gamma(self._held, self.warmup, "auto")
+        self.gamma_scale_ = gamma
+        self.settings_ = self._settings(scaling, gamma)
+        self.candidates_ = [self._pipeline(s) for s in self.settings_]
+        held, self._held = self._held, []
+        k = len(self.candidates_)
+        self._score = np.zeros((k, 4), dtype=np.int64)  # segment correct, total; all correct, total
+        self._hits = [np.zeros(0, dtype=np.int8) for _ in range(k)]  # 1: right, in learning order
+        for X, y in held:
+            for i, est in enumerate(self.candidates_):
+                est.partial_fit(X, y, classes=self.classes_)
+                self._record(i)
+
+    def _record(self, i):
+        """Score the examples candidate ``i`` learned in its last call (prequential: f before the
+        step)."""
+        est = self.candidates_[i]
+        margins, y = est.last_margins_, est.last_y_
+        if y.shape[0] == 0:
+            return
+        if margins.ndim == 1:
+            pred = np.where(margins > 0, est.classes_[1], est.classes_[0])
+        else:
+            pred = est.classes_[np.argmax(margins, axis=1)]
+        hits = pred == y
+        correct = int(np.count_nonzero(hits))
+        self._score[i] += (correct, y.shape[0], correct, y.shape[0])
+        self._hits[i] = np.concatenate([self._hits[i], hits.astype(np.int8)])
+
+    def _alive(self):
+        return [i for i, est in enumerate(self.candidates_) if est is not None]
+
+    def _marks(self):
+        """``(learned examples at the next rung, at the start of its scoring segment)``, or None
+        once one candidate is left."""
+        if len(self._alive()) <= 1:
+            return None
+        at = self.first_rung * self.eta ** len(self.rungs_)
+        before = self.first_rung * self.eta ** (len(self.rungs_) - 1) if self.rungs_ else 0
+        return int(math.ceil(at)), int(math.ceil(max(before, at / 2)))
+
+    def _checkpoint(self):
+        """At a multiple of :data:`CHECK_EVERY` received examples: open the scoring segment, or
+        hold the rung, when every survivor has learned that many examples."""
+        marks = self._marks()
+        if marks is None:
+            return
+        learned = int(self._score[self._alive(), 3].min())
+        if not self._segment_open and learned >= marks[1]:
+            self._score[:, :2] = 0
+            self._segment_open = True
+        elif self._segment_open and learned >= marks[0]:
+            self._rung()
+            self._segment_open = False
+
+    def _rung(self):
+        alive = self._alive()
+        seg = self._score[alive]
+        acc = np.where(seg[:, 1] > 0, seg[:, 0] / np.maximum(seg[:, 1], 1), 0.0)
+        order = sorted(range(len(alive)), key=lambda j: (-acc[j], alive[j]))
+        keep = sorted(alive[j] for j in order[: int(math.ceil(len(alive) / self.eta))])
+        for i in alive:
+            if i not in keep:
+                self.candidates_[i] = None
+                self._hits[i] = np.zeros(0, dtype=np.int8)
+        if len(keep) == 1:  # the race is over: the history is no longer read
+            self._hits[keep[0]] = np.zeros(0, dtype=np.int8)
+        self.rungs_.append(
+            {
+                "received": int(self.n_received_),
+                "learned": int(seg[:, 3].min()),
+                "accuracy": {str(alive[j]): float(acc[j]) for j in range(len(alive))},
+                "scored": {str(alive[j]): int(seg[j, 1]) for j in range(len(alive))},
+                "kept": keep,
+            }
+        )
+
+    @property
+    def leader_(self):
+        """The candidate that predicts (index into ``candidates_``)."""
+        check_is_fitted(self)
+        alive = self._alive()
+        if not alive:
+            raise AttributeError("no candidate before the warm-up window closes")
+        acc = [self._recent_accuracy(i) for i in alive]
+        return alive[min(range(len(alive)), key=lambda j: (-acc[j], alive[j]))]
+
+    def _recent_accuracy(self, i):
+        """Prequential accuracy of candidate ``i`` over the second half of what it has learned
+        (the start-up, where wide kernels learn fastest, does not count)."""
+        hits = self._hits[i]
+        recent = hits[hits.shape[0] // 2 :]
+        return float(recent.mean()) if recent.shape[0] else 0.0
+
+    @property
+    def n_survivors_(self):
+        """Candidates still racing (0 while the warm-up window is open)."""
+        check_is_fitted(self)
+        return len(self._alive())
+
+    def _leader(self):
+        check_is_fitted(self)
+        if not self._alive():
+            raise AttributeError(
+                f"{type(self).__name__} is warming up: {self._n_held()} of {self.warmup} examples received"
+            )
+        return self.candidates_[self.leader_]
+
+    def _n_held(self):
+        return sum(int(X.shape[0]) for X, _ in self._held)
+
+    # ------------------------------------------------------------------ learning
+    def partial_fit(self, X, y, classes=None):
+        """Receive a batch: held (warm-up window), or passed to every surviving candidate, cut at
+        the rungs.  ``classes`` is required on the first call.  Returns self.
+
+        X : (n, d) array-like or CSR, float64; y : (n,) labels.  Raises ValueError on invalid
+        input; the model is unchanged then (input is checked before anything is held or passed).
+        """
+        if not self.__sklearn_is_fitted__():
+            self.check_params()
+            if classes is None:
+                raise ValueError("classes must be passed on the first call to partial_fit")
+            self._begin(classes)
+        elif len(self._alive()) == 1 and np.shape(X)[1:] == (self.n_features_in_,):
+            # the race is over: the survivor alone, which validates and counts (steady state)
+            survivor = self.candidates_[self._alive()[0]]
+            survivor.partial_fit(X, y, classes=classes)
+            self.n_received_ += int(np.shape(y)[0])
+            self._past += int(np.shape(y)[0])
+            return self
+        X, y = check_X_y(X, y, accept_sparse="csr", dtype=np.float64)
+        if "n_features_in_" not in self.__dict__:
+            self.n_features_in_ = int(X.shape[1])
+        elif X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
+                f"{self.n_features_in_} features as input"
+            )
+        unknown = ~np.isin(y, self.classes_)
+        if unknown.any():
+            bad = int(np.flatnonzero(unknown)[0])
+            raise ValueError(f"y[{bad}]: unknown label {y[bad]!r}; classes are {self.classes_.tolist()}")
+        if self._held or not self.candidates_:
+            need = self.warmup - self._n_held()
+            if need > 0:
+                self._held.append((X[:need], y[:need]))
+                self.n_received_ += min(need, X.shape[0])
+                X, y = X[need:], y[need:]
+            if self._n_held() >= self.warmup:
+                self._start_candidates()
+        while X.shape[0]:
+            cut = min(X.shape[0], CHECK_EVERY - self._past % CHECK_EVERY)
+            self._pass(X[:cut], y[:cut])
+            X, y = X[cut:], y[cut:]
+            if self._past % CHECK_EVERY == 0:
+                self._checkpoint()
+        return self
+
+    def _begin(self, classes):
+        self.__dict__.pop("n_features_in_", None)
+        self.classes_ = np.unique(np.asarray(classes))
+        self._held = []
+        self.candidates_ = []
+        self.settings_ = []
+        self.rungs_ = []
+        self.n_received_ = 0
+        self._past = 0
+        self._segment_open = False
+        self._score = np.zeros((0, 4), dtype=np.int64)
+        self._hits = []
+
+    def _pass(self, X, y):
+        alive = self._alive()
+        for i in alive:
+            est = self.candidates_[i]
+            est.partial_fit(X, y, classes=self.classes_)
+            if len(alive) > 1:  # the scores are frozen once the race is over
+                self._record(i)
+        self.n_received_ += X.shape[0]
+        self._past += X.shape[0]
+
+    def fit(self, X, y):
+        """From scratch: ``partial_fit(X, y, classes=np.unique(y))`` then :meth:`flush`.  Returns self."""
+        X, y = check_X_y(X, y, accept_sparse="csr", dtype=np.float64)
+        check_classification_targets(y)
+        self.__dict__.pop("classes_", None)
+        return self.partial_fit(X, y, classes=np.unique(y)).flush()
+
+    def flush(self):
+        """Learn everything pending now in every surviving candidate (the end of a stream): an
+        open window starts the candidates with what it holds.  Returns self."""
+        check_is_fitted(self)
+        if self._held:
+            self._start_candidates()
+        alive = self._alive()
+        for i in alive:
+            self.candidates_[i].flush()
+            if len(alive) > 1:
+                self._record(i)
+        return self
+
+    def grow_features(self, n_features):
+        """Widen to ``n_features`` inputs (a missing feature is a zero): the held rows and every
+        surviving candidate.  Returns self; ValueError below ``n_features_in_``."""
+        check_is_fitted(self)
+        n_features = int(n_features)
+        if n_features < self.n_features_in_:
+            raise ValueError(f"n_features must be >= the model's {self.n_features_in_}, got {n_features!r}")
+        extra = n_features - self.n_features_in_
+        if extra:
+            self._held = [
+                (
+                    sp.hstack([X, sp.csr_matrix((X.shape[0], extra))], format="csr")
+                    if sp.issparse(X)
+                    else np.hstack([X, np.zeros((X.shape[0], extra))]),
+                    y,
+                )
+                for X, y in self._held
+            ]
+            for i in self._alive():
+                self.candidates_[i].grow_features(n_features)
+            self.n_features_in_ = n_features
+        return self
+
+    def add_class(self, label):
+        """Add a class no candidate has seen (every surviving candidate).  Returns self."""
+        check_is_fitted(self)
+        if label not in self.classes_:
+            for i in self._alive():
+                self.candidates_[i].add_class(label)
+            self.classes_ = np.unique(np.append(self.classes_, label))
+        return self
+
+    @property
+    def n_learned_(self):
+        """Received examples the leader has learned (0 while the window is open)."""
+        check_is_fitted(self)
+        return int(self._leader().n_learned_) if self._alive() else 0
+
+    @property
+    def n_pending_(self):
+        """Received examples not learned yet: held in the window, or pending in the leader."""
+        check_is_fitted(self)
+        return int(self._leader().n_pending_) if self._alive() else self._n_held()
+
+    @property
+    def warming_up_(self):
+        """True while the selector's or the leader's warm-up window is open."""
+        check_is_fitted(self)
+        return not self._alive() or bool(self._leader().warming_up_)
+
+    # ------------------------------------------------------------------ prediction
+    def decision_function(self, X):
+        """The leader's: (n,) float64 for binary models, (n, n_classes) otherwise."""
+        return self._leader().decision_function(X)
+
+    def predict(self, X):
+        """The leader's labels, (n,) from ``classes_``."""
+        return self._leader().predict(X)
+
+    def predict_proba(self, X):
+        """The leader's calibrated probabilities, (n, n_classes) float64."""
+        return self._leader().predict_proba(X)
+
+    def statistics(self):
+        """The leader's counters plus the race: survivors, rungs, leader."""
+        stats = dict(self._leader().statistics()) if self._alive() else {}
+        stats.update({"survivors": self.n_survivors_, "rungs": len(self.rungs_)})
+        if self._alive():
+            stats["leader"] = self.leader_
+        return stats
+
+    # ------------------------------------------------------------------ persistence
+    STATE_VERSION = 1
+
+    def get_state(self):
+        """``(arrays, meta)``: each surviving candidate's state under ``c{i}.``, the held rows under
+        ``held{j}.``, the scores and the rungs."""
+        check_is_fitted(self)
+        arrays = {"classes": self.classes_, "score": self._score.copy()}
+        arrays.update({f"hits{i}": h for i, h in enumerate(self._hits)})
+        held_meta = []
+        for j, (X, y) in enumerate(self._held):
+            arrays[f"held{j}.y"] = y
+            if sp.issparse(X):
+                X = X.tocsr()
+                arrays.update(
+                    {f"held{j}.data": X.data, f"held{j}.indices": X.indices, f"held{j}.indptr": X.indptr}
+                )
+                held_meta.append({"sparse": True, "shape": list(X.shape)})
+            else:
+                arrays[f"held{j}.X"] = X
+                held_meta.append({"sparse": False})
+        cands = []
+        for i, est in enumerate(self.candidates_):
+            if est is None:
+                cands.append(None)
+                continue
+            sub, meta = est.get_state()
+            arrays.update({f"c{i}.{k}": v for k, v in sub.items()})
+            cands.append(meta)
+        params = {k: v for k, v in self.get_params(deep=False).items() if k != "estimator"}
+        plain = self._plain()
+        meta = {
+            "estimator": type(self).__name__,
+            "state_version": self.STATE_VERSION,
+            "params": params,
+            "plain": plain.get_params(),
+            "n_received": int(self.n_received_),
+            "n_features": self.__dict__.get("n_features_in_"),
+            "past": int(self._past),
+            "segment_open": bool(self._segment_open),
+            "held": held_meta,
+            "candidates": cands,
+            "settings": self.settings_,
+            "rungs": self.rungs_,
+            "gamma_scale": getattr(self, "gamma_scale_", None),
+        }
+        return arrays, meta
+
+    @classmethod
+    def from_state(cls, arrays, meta):
+        """Rebuild from :meth:`get_state`; the result continues exactly as the saved one would."""
+        params = dict(meta["params"])
+        if params.get("candidates") is not None:
+            params["candidates"] = [dict(c) for c in params["candidates"]]
+        est = cls(BudgetedSGDClassifier(**meta["plain"]), **params)
+        est._begin(arrays["classes"])
+        if meta.get("n_features") is not None:
+            est.n_features_in_ = int(meta["n_features"])
+        est.n_received_ = int(meta["n_received"])
+        est._past = int(meta["past"])
+        est._segment_open = bool(meta["segment_open"])
+        for j, hm in enumerate(meta["held"]):
+            if hm["sparse"]:
+                parts = (arrays[f"held{j}.data"], arrays[f"held{j}.indices"], arrays[f"held{j}.indptr"])
+                X = sp.csr_matrix(parts, shape=tuple(hm["shape"]))
+            else:
+                X = arrays[f"held{j}.X"]
+            est._held.append((X, arrays[f"held{j}.y"]))
+        for i, cm in enumerate(meta["candidates"]):
+            if cm is None:
+                est.candidates_.append(None)
+                continue
+            prefix = f"c{i}."
+            sub = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+            est.candidates_.append(estimator_from_state(sub, cm))
+        est._score = np.array(arrays["score"], dtype=np.int64).reshape(-1, 4)
+        est._hits = [np.array(arrays[f"hits{i}"], dtype=np.int8) for i in range(est._score.shape[0])]
+        est.settings_ = [dict(s) for s in meta["settings"]]
+        est.rungs_ = [dict(r) for r in meta["rungs"]]
+        if meta.get("gamma_scale") is not None:
+            est.gamma_scale_ = float(meta["gamma_scale"])
+        return est

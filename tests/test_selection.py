@@ -1,0 +1,157 @@
+"""Online model selection (successive halving over streaming pipelines): estimator checks,
+determinism, the example count, halving, and a saved state that continues identically."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import make_classification, make_moons
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
+from svmstream.solvers.online.selection import CHECK_EVERY, SelectionClassifier
+from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
+
+
+def small(**kw):
+    params = {"warmup": 100, "shuffle_buffer": 100, "first_rung": 300}
+    params.update(kw)
+    return SelectionClassifier(BudgetedSGDClassifier(budget=40, random_state=0), **params)
+
+
+@parametrize_with_checks(
+    [SelectionClassifier(BudgetedSGDClassifier(budget=50, epochs=5, random_state=0))],
+    expected_failed_checks=lambda estimator: {},
+    xfail_strict=True,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+@pytest.fixture(scope="module")
+def moons():
+    return make_moons(n_samples=3000, noise=0.25, random_state=1)
+
+
+def feed(est, X, y, sizes, classes=(0, 1)):
+    lo, k = 0, 0
+    while lo < X.shape[0]:
+        step = sizes[k % len(sizes)]
+        est.partial_fit(X[lo : lo + step], y[lo : lo + step], classes=list(classes))
+        lo, k = min(lo + step, X.shape[0]), k + 1
+        assert est.n_received_ == lo == est.n_learned_ + est.n_pending_
+    return est
+
+
+def test_every_example_is_counted_and_the_survivor_learned_them_all(moons):
+    X, y = moons
+    sel = feed(small(), X[:2500], y[:2500], [97, 256, 1000, 3])
+    assert sel.n_survivors_ == 1 and len(sel.rungs_) == 2
+    sel.flush()
+    assert sel.n_pending_ == 0 and sel.n_learned_ == sel.n_received_ == 2500
+    assert sel.candidates_[sel.leader_].n_received_ == 2500
+
+
+def test_the_race_does_not_depend_on_batch_sizes(moons):
+    X, y = moons
+    a = feed(small(), X[:2500], y[:2500], [2500]).flush()
+    b = feed(small(), X[:2500], y[:2500], [1, 77, 300, 1000]).flush()
+    assert a.rungs_ == b.rungs_ and a.leader_ == b.leader_
+    np.testing.assert_array_equal(a.decision_function(X[2500:]), b.decision_function(X[2500:]))
+    c = small().fit(X[:2500], y[:2500])
+    np.testing.assert_array_equal(a.decision_function(X[2500:]), c.decision_function(X[2500:]))
+
+
+def test_halving_drops_the_loser_and_keeps_the_better_width():
+    # a width 64 times too wide cannot separate moons; the race must drop it at the first rung
+    X, y = make_moons(n_samples=3000, noise=0.15, random_state=2)
+    cands = [{"gamma_factor": 1 / 64}, {"gamma_factor": 1.0}, {"gamma_factor": 4.0}]
+    sel = feed(small(candidates=cands), X[:2500], y[:2500], [500])
+    first = sel.rungs_[0]
+    assert 0 not in first["kept"] and len(first["kept"]) == 2
+    assert first["accuracy"]["0"] < min(first["accuracy"][str(i)] for i in first["kept"])
+    assert sel.candidates_[0] is None and sel.n_survivors_ == 1
+    # the survivor is exactly that candidate run alone: the race changes nothing it learns
+    alone = feed(small(candidates=[cands[sel.leader_]]), X[:2500], y[:2500], [500])
+    np.testing.assert_array_equal(sel.decision_function(X[2500:]), alone.decision_function(X[2500:]))
+    assert sel.score(X[2500:], y[2500:]) > 0.9
+
+
+def test_rungs_sit_at_checkpoints_of_learned_examples(moons):
+    X, y = moons
+    sel = feed(small(), X, y, [1000])
+    learned = [r["learned"] for r in sel.rungs_]
+    assert learned[0] >= 300 and learned[1] >= 600
+    assert all((r["received"] - 100) % CHECK_EVERY == 0 for r in sel.rungs_)
+
+
+def test_candidates_get_the_plain_scale_gamma_times_their_factor():
+    X, y = make_classification(n_samples=600, n_features=8, n_informative=5, n_classes=3, random_state=0)
+    sel = small(candidates=[{"gamma_factor": 0.5}, {"gamma_factor": 2.0, "C": 4.0}]).fit(X, y)
+    plain = StreamingClassifier(BudgetedSGDClassifier(budget=40, random_state=0), warmup=100)
+    plain.partial_fit(X[:100], y[:100] % 2, classes=[0, 1])  # two classes: no multi-class factor
+    assert sel.gamma_scale_ == pytest.approx(plain.gamma_)
+    assert [s["gamma"] for s in sel.settings_] == pytest.approx([0.5 * plain.gamma_, 2 * plain.gamma_])
+    assert sel.settings_[1]["C"] == 4.0 and sel.settings_[0]["scaling"] == plain.scaling_
+
+
+def test_a_short_stream_stays_in_the_window_until_flush():
+    X, y = make_moons(n_samples=60, noise=0.2, random_state=0)
+    sel = small().partial_fit(X, y, classes=[0, 1])
+    assert sel.warming_up_ and sel.n_pending_ == 60 and sel.n_learned_ == 0 and sel.n_survivors_ == 0
+    with pytest.raises(AttributeError, match="warming up"):
+        sel.predict(X)
+    sel.flush()
+    assert sel.n_learned_ == 60 and sel.n_survivors_ == 3
+
+
+@pytest.mark.parametrize("cut", [50, 700, 1300, 2100])
+def test_a_saved_state_continues_identically(moons, cut):
+    X, y = moons
+    sel = feed(small(), X[:cut], y[:cut], [333])
+    arrays, meta = decode_state(encode_state(*sel.get_state()))
+    back = estimator_from_state(arrays, meta)
+    assert type(back) is SelectionClassifier and back.n_received_ == cut
+    feed_rest = [(sel, X, y), (back, X, y)]
+    for est, Xs, ys in feed_rest:
+        for lo in range(cut, 2800, 250):
+            est.partial_fit(Xs[lo : min(lo + 250, 2800)], ys[lo : min(lo + 250, 2800)], classes=[0, 1])
+        est.flush()
+    assert back.rungs_ == sel.rungs_ and back.leader_ == sel.leader_
+    np.testing.assert_array_equal(back.decision_function(X[2800:]), sel.decision_function(X[2800:]))
+
+
+def test_sparse_rows_in_the_window_are_saved_and_restored():
+    X = sp.random(300, 400, density=0.02, format="csr", random_state=0)
+    sums = np.asarray(X.sum(axis=1)).ravel()
+    y = (sums > np.median(sums)).astype(int)
+    sel = small(warmup=200).partial_fit(X[:150], y[:150], classes=[0, 1])
+    back = estimator_from_state(*decode_state(encode_state(*sel.get_state())))
+    for est in (sel, back):
+        est.partial_fit(X[150:], y[150:]).flush()
+    np.testing.assert_array_equal(back.decision_function(X[:20]), sel.decision_function(X[:20]))
+
+
+def test_invalid_candidates_are_refused_by_name():
+    X, y = make_moons(n_samples=50, random_state=0)
+    with pytest.raises(ValueError, match=r"candidates\[1\]\.gamma_factor"):
+        small(candidates=[{"gamma_factor": 1.0}, {"gamma_factor": -2.0}]).fit(X, y)
+    with pytest.raises(ValueError, match=r"candidates\[0\]: unknown key"):
+        small(candidates=[{"gamma": 1.0}]).fit(X, y)
+    with pytest.raises(ValueError, match="first_rung"):
+        small(first_rung=0).fit(X, y)
+
+
+def test_a_new_class_and_new_features_reach_every_survivor(moons):
+    X, y = moons
+    sel = feed(small(), X[:600], y[:600], [200])
+    assert sel.n_survivors_ == 3
+    sel.add_class(2).grow_features(3)
+    assert all(c.classes_.tolist() == [0, 1, 2] and c.n_features_in_ == 3 for c in sel.candidates_)
+    X3 = np.hstack([X, np.zeros((X.shape[0], 1))])
+    y3 = np.where(np.arange(X.shape[0]) % 7 == 0, 2, y)
+    X3[y3 == 2, 2] = 3.0
+    sel.partial_fit(X3[600:1400], y3[600:1400], classes=[0, 1, 2])
+    assert sel.n_received_ == 1400 == sel.n_learned_ + sel.n_pending_
+    with pytest.raises(ValueError, match="expecting 3 features"):
+        sel.partial_fit(X[:5], y[:5])
+    assert sel.n_received_ == 1400
