@@ -177,6 +177,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         'drift without loss: `on_drift="challenger"` against `"reset_schedule"` and `"none"` '
         "(label-flip recovery, stationary streams, false alarms)",
     ),
+    "bench_selection": Benchmark(
+        "[--explore] [--resume]",
+        "online model selection with no settings (successive halving over gamma candidates), file order "
+        "and shuffled, against `SVC()` and the best single candidate; CPU per example, interleaved",
+    ),
     "bench_versions": Benchmark(
         "[--parts AB]",
         "versions: ijcnn1 through a Redis stream, 5,000 flipped labels, rollback to the clean version "
