@@ -20,7 +20,7 @@ def _learn(client, name, X, y):
 
 
 def _remember(client, name, X):
-    r = client.post("/predict", json={"model": name, "X": X.tolist(), "remember": True})
+    r = client.post("/predict", json={"model": name, "X": X.tolist(), "remember": True, "proba": True})
     assert r.status_code == 200, r.text
     body = r.json()
     assert len(body["ids"]) == len(X) and len(set(body["ids"])) == len(X)

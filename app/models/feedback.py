@@ -152,13 +152,9 @@ class Feedback:
 
         ``X``: the rows as conformed for ``view`` (dense float64 (n, d) or CSR); ``decision``:
         (n,) or (n, K) float64; ``labels``: the served JSON labels; ``proba``: the served
-        ``(classes, (n, K) probabilities)`` when the answer has them (else computed here: the
-        served log-loss needs them; ~0.1 ms of a single-row prediction's cost)."""
-        if proba is None:
-            try:
-                proba = view.predict_proba(X, decision)
-            except Exception:  # a model without probabilities yet: labels only
-                proba = None
+        ``(classes, (n, K) probabilities)`` when the answer has them, else None: the served
+        log-loss is that of probabilities that were served (computing them for every remembered
+        row cost a single-row prediction 0.12 ms of its 0.17 ms of remembering)."""
         now = time.time()
         records = [
             encode_row(view.name, view.version, now, X, i, orjson.dumps(labels[i]), decision, proba)
