@@ -8,7 +8,8 @@ code as ``/learn``; no HTTP parsing), default model with B = 500 (``docs/challen
   before the flip, for seeds 0..S-1.
 * **falsealarm** -- ijcnn1 in file order with a tuned raw setting (no scaling, no buffer), where
   the detector fires without a concept change: test accuracy with ``"challenger"`` and ``"none"``.
-* **stationary** -- ijcnn1, a9a, phishing (a 75/25 split), shuffled, one pass, then ``flush``:
+* **stationary** -- ijcnn1, a9a, phishing (the registry's 70/30 split; results written before
+  used a 75/25 one), shuffled, one pass, then ``flush``:
   test accuracy with ``on_drift="challenger"`` and with ``"none"``, examples discarded,
   detections, promotions (seeds 0..S-1).
 
@@ -25,14 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.bench_online import SETS, _recovery
-from benchmarks.common import load_pair, machine, write_results
-from svmstream.app.jobs.datasets import load_dataset
+from benchmarks import datasets
+from benchmarks.bench_online import _recovery
+from benchmarks.common import machine, write_results
 from svmstream.app.models.registry import Registry
 from svmstream.app.settings import Settings
 
 BATCH = 500
-DATA = Path("/work/shared/data")
 
 
 def _registry(tmp: Path) -> Registry:
@@ -79,7 +79,7 @@ def _run(X, y, on_drift: str, seed: int, flip_at: int | None = None, Xt=None, yt
 
 
 def part_flip(seeds: int) -> list[dict]:
-    X, y, _, _ = load_pair(*SETS["ijcnn1"][:2], n_features=22)
+    X, y, _, _ = datasets.load("ijcnn1", dense=True)
     y = (y > 0).astype(np.int64)
     n = X.shape[0]
     rows = []
@@ -96,15 +96,12 @@ def part_flip(seeds: int) -> list[dict]:
 
 
 def _stationary_sets():
-    X, y, Xt, yt = load_pair(*SETS["ijcnn1"][:2], n_features=22)
+    X, y, Xt, yt = datasets.load("ijcnn1", dense=True)
     yield "ijcnn1", X, y, Xt, yt
-    X, y, Xt, yt = load_pair(*SETS["a9a"][:2], n_features=123)
+    X, y, Xt, yt = datasets.load("a9a", dense=True)
     yield "a9a", X, y, Xt, yt
-    Xp, yp = load_dataset(DATA / "phishing.bz2", fmt="libsvm")
-    Xp = np.ascontiguousarray(Xp.toarray())
-    order = np.random.default_rng(12345).permutation(Xp.shape[0])
-    cut = int(0.75 * Xp.shape[0])
-    yield "phishing", Xp[order[:cut]], yp[order[:cut]], Xp[order[cut:]], yp[order[cut:]]
+    X, y, Xt, yt = datasets.load("phishing", order="shuffled", dense=True)
+    yield "phishing", X, y, Xt, yt
 
 
 def part_stationary(seeds: int) -> list[dict]:
@@ -143,7 +140,7 @@ RAW = {"gamma": 2.0, "C": 32.0, "scaling": "none", "shuffle_buffer": 0, "run_gua
 
 
 def part_false_alarm(seeds: int) -> list[dict]:
-    X, y, Xt, yt = load_pair(*SETS["ijcnn1"][:2], n_features=22)
+    X, y, Xt, yt = datasets.load("ijcnn1", dense=True)
     y, yt = (y > 0).astype(np.int64), (yt > 0).astype(np.int64)
     rows = []
     for s in range(seeds):

@@ -27,8 +27,9 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from benchmarks import datasets
 from benchmarks.bench_predict import Clients, _latency, _server_cpu
-from benchmarks.common import Server, load_pair, machine, write_results
+from benchmarks.common import Server, machine, write_results
 
 CONFIG = {"budget": 500, "gamma": 2.0, "C": 32.0, "n_features": 22, "classes": [-1, 1]}
 JSON = {"content-type": "application/json"}
@@ -130,7 +131,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--connections", type=int, default=8)
     args = parser.parse_args()
-    X, y, Xt, _ = load_pair("ijcnn1.bz2", "ijcnn1.t.bz2")
+    X, y, Xt, _ = datasets.load("ijcnn1", dense=True)
     y = y.astype(np.int64)
     rows = []
     for round_no in range(args.rounds):

@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks import datasets
 from benchmarks.common import machine, write_results
 
 CHILD = r"""
@@ -39,9 +40,8 @@ import json, os, signal, socket, subprocess, sys, tempfile, threading, time
 import httpx, numpy as np, orjson, psutil
 from sklearn.datasets import load_svmlight_file
 
-data = os.environ["SVMSTREAM_DATA"]
-seconds, threads = float(sys.argv[1]), int(sys.argv[2])
-X, y = load_svmlight_file(os.path.join(data, "ijcnn1.bz2"))
+seconds, threads, train_file = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+X, y = load_svmlight_file(train_file)
 X = np.ascontiguousarray(X.toarray())
 y = y.astype(int).tolist()
 bodies = [
@@ -124,12 +124,11 @@ print(json.dumps({
 def run_once(tree: Path, python: str, seconds: float, threads: int) -> dict:
     """One run of :data:`CHILD` in ``tree`` with ``python``: figures, CPU s, wall s, load."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.setdefault("SVMSTREAM_DATA", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load = os.getloadavg()[0]
     started = time.perf_counter()
     done = subprocess.run(
-        [python, "-c", CHILD, str(seconds), str(threads)],
+        [python, "-c", CHILD, str(seconds), str(threads), str(datasets.path("ijcnn1"))],
         cwd=tree,
         env=env,
         check=True,
