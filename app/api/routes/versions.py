@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read, require_write
@@ -50,7 +50,14 @@ class VersionList(BaseModel):
 
 class RollbackRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    version: StrictInt = Field(ge=0, description="a version listed by GET /models/{name}/versions")
+    version: int = Field(ge=0, description="a version listed by GET /models/{name}/versions")
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _a_number(cls, value: Any) -> Any:
+        if isinstance(value, (str, bool)):  # JSON numbers only ("3" and true are not versions)
+            raise ValueError("Input should be a valid integer")
+        return value
 
 
 class RollbackResponse(BaseModel):
@@ -89,6 +96,12 @@ async def list_versions(name: ModelName, request: Request, versions: VersionsDep
     response_model=RollbackResponse,
     responses=errors(401, 404, 409, 429, 500, *JSON_BODY_ERRORS),
     dependencies=[Depends(require_write)],
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": RollbackRequest.model_json_schema()}},
+        }
+    },
 )
 async def rollback(name: ModelName, request: Request, versions: VersionsDep) -> OrjsonResponse:
     """Make a version of the model's history the live model, as a new version, and snapshot it
