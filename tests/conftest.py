@@ -155,6 +155,17 @@ class ServerProcess:
         return code
 
 
+@pytest.fixture(scope="session", autouse=True)
+def compiled_solvers():
+    """Compile every solver kernel once (or load it from numba's on-disk cache) before the first
+    test.  The servers the tests start then load the kernels from that cache: on a fresh clone a
+    server compiling them itself made the first test that learns wait minutes on a loaded machine,
+    past its client's timeout."""
+    from svmstream.app.models.warmup import warm_up
+
+    warm_up()
+
+
 @pytest.fixture
 def start_server(tmp_path):
     """Factory: ``start_server(snapshot_dir=None, **kw)`` -> a ready :class:`ServerProcess`.

@@ -6,6 +6,7 @@ duplicate and expired ids."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import httpx
@@ -112,7 +113,8 @@ def _stream_entries(ids, y, rng):
 
 
 def test_sigkill_the_learner_during_a_feedback_stream(start_server, own_redis, tmp_path):
-    n0, n = 300, 6000
+    # CI size; SVMSTREAM_TEST_FEEDBACK_ROWS=50000 runs the issue's size (docs/feedback.md)
+    n0, n = 300, int(os.environ.get("SVMSTREAM_TEST_FEEDBACK_ROWS", "6000"))
     env = {
         "SVMSTREAM_REDIS_URL": own_redis.url,
         "SVMSTREAM_STREAM_COUNT": "100",
@@ -155,12 +157,17 @@ def test_sigkill_the_learner_during_a_feedback_stream(start_server, own_redis, t
                 (m := httpx.get(f"{url}/models/fb", timeout=10).json()["n_seen"]) >= t and m
             ),
             what="progress",
+            timeout=60.0 * max(1.0, n / 6000),
         )
         server.kill()
         killed_at.append(seen)
         server = start_server(snap, env=env)
     with server.client() as c:
-        _wait(lambda: c.get("/models/fb").json()["n_seen"] >= n0 + n, what="the stream consumed")
+        _wait(
+            lambda: c.get("/models/fb").json()["n_seen"] >= n0 + n,
+            what="the stream consumed",
+            timeout=60.0 * max(1.0, n / 6000),
+        )
         _wait(lambda: redis.xpending("svmstream:fb:examples", "svmstream:fb")["pending"] == 0, what="acks")
         info = c.get("/models/fb").json()
         probe = X[n0 + n :]
