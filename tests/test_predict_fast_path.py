@@ -176,9 +176,9 @@ def spied(tmp_path, monkeypatch):
     routed = []
     real = predict_route._predict
 
-    def spy(registry, body, default_model):
+    def spy(registry, body, default_model, *rest):
         routed.append(body)
-        return real(registry, body, default_model)
+        return real(registry, body, default_model, *rest)
 
     monkeypatch.setattr(predict_route, "_predict", spy)
     settings = Settings(snapshot_dir=tmp_path / "snap", warm_up=False, create_default_model=False)
