@@ -50,7 +50,11 @@ def test_predictions_of_two_replicas_labelled_at_the_learner(start_server, own_r
         assert lc.put(f"/models/{name}", json=CONFIG).status_code == 201
         assert lc.post("/learn", json={"model": name, "X": X[:400].tolist(), "y": y[:400]}).status_code == 200
     for rc in rcs:
-        _wait(lambda rc=rc: rc.get("/models/fb").status_code == 200, what="the replica to follow")
+        # the replica follows once it serves a fitted version (the model exists before it has learned)
+        _wait(
+            lambda rc=rc: rc.get("/models/fb").status_code == 200 and rc.get("/models/fb").json()["fitted"],
+            what="the replica to follow",
+        )
     ids: list[str] = []
     served_by = []
     for k, start in enumerate(range(400, 1600, 100)):  # each replica serves every other batch
