@@ -314,6 +314,18 @@ def browser():
         driver.quit()
 
 
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition", interval: float = 0.05):
+    """``predicate()``'s first true value, polled every ``interval`` s; AssertionError naming
+    ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def assert_examples_account(client: httpx.Client, model: str, sent: int | None = None) -> dict:
     """The invariant of every model: received = learned + pending + refused (``GET
     /models/{name}``'s ``examples``), and, when the test knows it, received = ``sent``."""

@@ -6,27 +6,20 @@ duplicate and expired ids."""
 
 from __future__ import annotations
 
+import functools
 import os
-import time
 
 import httpx
 import numpy as np
 
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.factory import make_estimator
-from tests.conftest import two_moons_like
+from tests.conftest import two_moons_like, wait_for
 
 CONFIG = {"warmup": 100, "shuffle_buffer": 200, "budget": 50, "classes": [-1, 1]}
 
 
-def _wait(predicate, timeout=60.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+_wait = functools.partial(wait_for, timeout=60.0)
 
 
 def _decisions(client, name, probe):

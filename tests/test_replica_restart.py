@@ -5,25 +5,16 @@ newest version.  Real processes on a real redis-server."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import redis
 
-from tests.conftest import two_moons_like
+from tests.conftest import two_moons_like, wait_for
 
 VERSIONS = "svmstream:replication:versions"
 NEVER = "3600"  # a snapshot interval the test never reaches: only the shutdown snapshots
 
 
-def _wait(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+_wait = wait_for
 
 
 def _published(url: str, name: str) -> int | None:

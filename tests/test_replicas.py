@@ -10,17 +10,9 @@ import time
 import httpx
 import numpy as np
 
-from tests.conftest import two_moons_like
+from tests.conftest import two_moons_like, wait_for
 
-
-def _wait(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+_wait = wait_for
 
 
 def _version(client, name):

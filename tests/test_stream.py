@@ -5,6 +5,7 @@ SIGKILL of the service, XAUTOCLAIM of a dead consumer, Redis restarts, trimming,
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 import uuid
 
@@ -20,6 +21,7 @@ from svmstream.app.settings import Settings
 from svmstream.app.stream.manager import StreamManager
 from svmstream.app.stream.redis_ops import format_id, next_id, parse_id
 from tests.conftest import two_moons_like
+from tests.conftest import wait_for as conftest_wait_for
 
 D = 6
 CONFIG = {"budget": 40, "gamma": 1.0, "C": 10.0, "n_samples": 20_000, "random_state": 0, "classes": [-1, 1]}
@@ -95,14 +97,7 @@ def streaming(settings: Settings, name: str, config=CONFIG):
         manager.flush()
 
 
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = functools.partial(conftest_wait_for, interval=0.02)
 
 
 def n_seen(registry: Registry, name: str) -> int:

@@ -4,6 +4,7 @@ during a rollback leaves the old live model or the rolled-back one, never a mixt
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -14,7 +15,7 @@ import pytest
 
 from svmstream.app.api.routes.v2 import INPUT_NAME
 from svmstream.app.models.history import KeptFile, files_to_prune
-from tests.conftest import assert_examples_account, run_cli, two_moons_like, write_libsvm
+from tests.conftest import assert_examples_account, run_cli, two_moons_like, wait_for, write_libsvm
 
 NEVER = "100000"  # snapshots only when the test asks (POST /models/{name}/snapshot)
 
@@ -337,10 +338,4 @@ def _produce(client, key, entries) -> None:
     pipe.execute()
 
 
-def _wait(condition, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise TimeoutError("condition not met")
+_wait = functools.partial(wait_for, timeout=120.0)
