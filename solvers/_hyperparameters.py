@@ -223,6 +223,10 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
     H("sv_storage", str, "auto", 'support vectors: "dense" (a d x (B+1) matrix), "sparse" (their '
       'nonzeros only; needs scaling auto, maxabs or none), or "auto": sparse when the first batch '
       "is sparse rows with d > 256 and at most 10% nonzeros", "estimator", choices=SV_STORAGES),
+    H("selection", bool, None, "race candidate models on the stream and serve the winner (gamma 1/4, 1 "
+      'and 4 x "scale", successive halving; docs/selection.md); null: true when the model is created '
+      "with no learning setting (only classes, max_classes, n_features, remember), false otherwise",
+      "service", nullable=True, cli=(), same_in_estimator=False),
     H("remember", bool, False, "every /predict of this model keeps its rows and answers ids for "
       "/feedback, as if it asked remember (docs/feedback.md)", "service", cli=(),
       same_in_estimator=False),

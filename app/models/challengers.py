@@ -99,7 +99,7 @@ def challenger_config(champion: ModelConfig, settings: dict[str, Any]) -> ModelC
     fixed = sorted(set(settings) & set(MODEL_FIELDS))
     if fixed:
         raise ValueError(f"{fixed[0]} is the model's, the same for every challenger")
-    return ModelConfig.model_validate({**champion.to_json(), **settings})
+    return ModelConfig.model_validate({**champion.to_json(), "selection": False, **settings})
 
 
 def differences(champion: ModelConfig, config: ModelConfig) -> dict[str, Any]:

@@ -57,6 +57,24 @@ from svmstream.solvers._hyperparameters import (  # noqa: F401  (re-exported: th
 Label = StrictInt | StrictFloat | str
 """A class label as it appears in JSON: a number or a string (never a boolean)."""
 
+#: The fields that are not learning settings: a model created with only these races candidates
+#: (``selection`` null, ``docs/selection.md``).
+NOT_SETTINGS = ("classes", "max_classes", "n_features", "remember", "selection")
+
+
+def resolve_selection(fields: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` (JSON names, as given) with ``selection`` resolved: as given, else as the
+    server's default (``SVMSTREAM_DEFAULT_SELECTION``), else true when no field outside
+    :data:`NOT_SETTINGS` is given and no server default (``defaults``, JSON names) of those
+    fields differs from the table's (an operator's default is a setting too)."""
+    if fields.get("selection") is not None or defaults.get("selection") is not None:
+        return fields
+    given = any(k not in NOT_SETTINGS for k, v in fields.items() if v is not None)
+    table = {row.json_name: row.server_default for row in HYPERPARAMETERS}
+    changed = any(k not in NOT_SETTINGS and k in table and v != table[k] for k, v in defaults.items())
+    return {**fields, "selection": not (given or changed)}
+
+
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 MODEL_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 """Valid model names: 1-64 characters ``[A-Za-z0-9_.-]``, starting alphanumeric (they are
@@ -165,6 +183,17 @@ class ModelConfig(_ModelConfigFields):
         if self.C is None and self.lambda_ is None:
             raise ValueError("give either C or lambda")
         return self
+
+    @field_validator("selection")
+    @classmethod
+    def _check_selection(cls, value: bool | None, info: ValidationInfo) -> bool | None:
+        if value:
+            data = info.data
+            if data.get("algorithm") != "bsgd" or data.get("kernel") != "rbf":
+                raise ValueError('races budgeted RBF models: algorithm "bsgd" and kernel "rbf" only')
+            if data.get("gamma") != "scale":
+                raise ValueError('races gamma (factors of "scale"): give gamma or selection, not both')
+        return value
 
     @property
     def reference_n(self) -> int:

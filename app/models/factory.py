@@ -21,6 +21,7 @@ from svmstream.solvers import (
     StreamingClassifier,
 )
 from svmstream.solvers._hyperparameters import stage_params
+from svmstream.solvers.online.selection import SelectionClassifier
 from svmstream.solvers.persistence import estimator_from_state
 
 #: The online estimator of each algorithm.
@@ -67,7 +68,18 @@ def make_estimator(config: ModelConfig):
     stages = {**routed["scaler"], **routed["order"], **routed["rehearsal"], **routed["drift"]}
     if stages.get("on_drift") == "challenger":  # the service starts the challenger: the estimator reports
         stages["on_drift"] = "none"
+    if config.selection:
+        return _selection(routed["estimator"], stages)
     return StreamingClassifier(_plain_estimator(config.algorithm, routed["estimator"]), **stages)
+
+
+def _selection(params: dict[str, Any], stages: dict[str, Any]) -> SelectionClassifier:
+    """The model of ``selection``: candidates racing γ (a factor of "scale") and rehearsal
+    (``docs/selection.md``), each with the model's other settings; ``rehearsal`` is each
+    candidate's after its early rehearsal."""
+    params = {k: v for k, v in params.items() if k not in ("gamma", "kernel")}
+    own = {k: stages.pop(k) for k in ("warmup", "shuffle_buffer", "rehearsal")}
+    return SelectionClassifier(_plain_estimator("bsgd", params), **own, pipeline_params=stages)
 
 
 def _plain_estimator(algorithm: str, params: dict[str, Any]):

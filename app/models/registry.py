@@ -51,7 +51,7 @@ from svmstream.app.errors import (
 )
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import NewLabels
-from svmstream.app.models.config import MODEL_NAME_RE, ModelConfig, check_model_name
+from svmstream.app.models.config import MODEL_NAME_RE, ModelConfig, check_model_name, resolve_selection
 from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
 from svmstream.app.models.learners import LearnerPool
@@ -128,7 +128,7 @@ class Registry:
         pydantic.ValidationError
         """
         merged = self.settings.model_defaults()
-        merged.update({k: v for k, v in fields.items() if v is not None})
+        merged.update({k: v for k, v in resolve_selection(fields, merged).items() if v is not None})
         return ModelConfig.model_validate(merged)
 
     def check_config(self, config: ModelConfig) -> None:

@@ -39,7 +39,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_X_y
 
 from .._params import DEFAULT_SHUFFLE_BUFFER, DEFAULT_WARMUP
-from ..budgeted import BudgetedSGDClassifier
+from ..budgeted import BudgetedSGDClassifier, WarmingUp
 from ..persistence import estimator_from_state, register_estimator
 from .pipeline import StreamingClassifier
 
@@ -98,9 +98,20 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
     shuffle_buffer : int >= 0, default=20000
         Every candidate's shuffle buffer.
     rehearsal : int >= 0, default=1
-        Every candidate's rehearsal unless the candidate sets its own.
+        Every candidate's rehearsal once it has learned ``early_until`` examples, unless the
+        candidate sets its own.
+    early_rehearsal : int >= 0, default=4
+        Every candidate's rehearsal until it has learned ``early_until`` examples (a short stream
+        is where one pass is short), unless the candidate sets its own.
+    early_until : int >= 0, default=4000
+        Learned examples after which a candidate rehearses ``rehearsal`` (checked at multiples of
+        :data:`CHECK_EVERY` examples received; 4,000 is the last rung of the default race).
     first_rung : int >= 1, default=2000
         Examples every candidate has learned at the first rung.
+    pipeline_params : dict or None, default=None
+        Further parameters of every candidate's :class:`StreamingClassifier` (``scaling``,
+        ``run_guard``, ``rehearsal_memory``, ``on_drift``, ...; not ``warmup``,
+        ``shuffle_buffer`` or ``rehearsal``, which are this selector's).
     eta : float > 1, default=2.0
         At each rung ``ceil(s / eta)`` of the ``s`` survivors are kept; rung k is held when every
         survivor has learned ``first_rung · eta^(k-1)`` examples.
@@ -143,8 +154,11 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         "warmup": [Interval(Integral, 1, None, closed="left")],
         "shuffle_buffer": [Interval(Integral, 0, None, closed="left")],
         "rehearsal": [Interval(Integral, 0, None, closed="left")],
+        "early_rehearsal": [Interval(Integral, 0, None, closed="left")],
+        "early_until": [Interval(Integral, 0, None, closed="left")],
         "first_rung": [Interval(Integral, 1, None, closed="left")],
         "eta": [Interval(Real, 1, None, closed="neither")],
+        "pipeline_params": [dict, None],
     }
 
     def __init__(
@@ -155,16 +169,22 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         warmup=DEFAULT_WARMUP,
         shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
         rehearsal=1,
+        early_rehearsal=4,
+        early_until=4000,
         first_rung=2000,
         eta=2.0,
+        pipeline_params=None,
     ):
         self.estimator = estimator
         self.candidates = candidates
         self.warmup = warmup
         self.shuffle_buffer = shuffle_buffer
         self.rehearsal = rehearsal
+        self.early_rehearsal = early_rehearsal
+        self.early_until = early_until
         self.first_rung = first_rung
         self.eta = eta
+        self.pipeline_params = pipeline_params
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -206,6 +226,11 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         if not isinstance(plain, BudgetedSGDClassifier):
             raise ValueError(f"estimator must be a BudgetedSGDClassifier, got {type(plain).__name__}")
         plain.check_params()
+        fixed = sorted(
+            {"warmup", "shuffle_buffer", "rehearsal", "estimator"} & set(self.pipeline_params or {})
+        )
+        if fixed:
+            raise ValueError(f"pipeline_params: {fixed[0]} is the selector's own parameter")
         return self
 
     # ------------------------------------------------------------------ candidates
@@ -219,6 +244,8 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
                     "gamma_factor": float(cand.get("gamma_factor", 1.0)),
                     "C": float(cand.get("C", plain.C)),
                     "rehearsal": int(cand.get("rehearsal", self.rehearsal)),
+                    "early_rehearsal": int(cand.get("rehearsal", self.early_rehearsal)),
+                    "early": True,
                     "scaling": scaling,
                 }
             )
@@ -229,16 +256,18 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         params = {**plain.get_params(), "gamma": setting["gamma"], "C": setting["C"]}
         return StreamingClassifier(
             type(plain)(**params),
-            scaling=setting["scaling"],
+            **{**(self.pipeline_params or {}), "scaling": setting["scaling"]},
             warmup=self.warmup,
             shuffle_buffer=self.shuffle_buffer,
-            rehearsal=setting["rehearsal"],
+            rehearsal=setting["early_rehearsal"] if setting["early"] else setting["rehearsal"],
         )
 
     def _start_candidates(self):
         """Close the selector's window: resolve scaling and γ, start every candidate and pass it
         the held rows."""
-        scaling, gamma = _probe_gamma(self._held, self.warmup, "auto")
+        scaling, gamma = _probe_gamma(
+            self._held, self.warmup, (self.pipeline_params or {}).get("scaling", "auto")
+        )
         self.gamma_scale_ = gamma
         self.settings_ = self._settings(scaling, gamma)
         self.candidates_ = [self._pipeline(s) for s in self.settings_]
@@ -267,6 +296,11 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         self._score[i] += (correct, y.shape[0], correct, y.shape[0])
         self._hits[i] = np.concatenate([self._hits[i], hits.astype(np.int8)])
 
+    def _settled(self):
+        """One candidate left, past its early rehearsal: the steady state."""
+        alive = self._alive()
+        return len(alive) == 1 and not self.settings_[alive[0]].get("early", False)
+
     def _alive(self):
         return [i for i, est in enumerate(self.candidates_) if est is not None]
 
@@ -282,6 +316,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
     def _checkpoint(self):
         """At a multiple of :data:`CHECK_EVERY` received examples: open the scoring segment, or
         hold the rung, when every survivor has learned that many examples."""
+        self._settle()
         marks = self._marks()
         if marks is None:
             return
@@ -292,6 +327,19 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         elif self._segment_open and learned >= marks[0]:
             self._rung()
             self._segment_open = False
+
+    def _settle(self):
+        """Each candidate that has learned ``early_until`` examples goes from ``early_rehearsal``
+        to ``rehearsal`` (the pipeline's parameter and its rehearsal stages: saved as such)."""
+        for i in self._alive():
+            setting, est = self.settings_[i], self.candidates_[i]
+            if setting["early"] and est.n_learned_ >= self.early_until:
+                setting["early"] = False
+                est.rehearsal = setting["rehearsal"]
+                stage = est.model_._rehearsal
+                for s in [stage, *stage.children]:
+                    if s is not None:
+                        s.rehearsal = setting["rehearsal"]
 
     def _rung(self):
         alive = self._alive()
@@ -341,7 +389,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
     def _leader(self):
         check_is_fitted(self)
         if not self._alive():
-            raise AttributeError(
+            raise WarmingUp(
                 f"{type(self).__name__} is warming up: {self._n_held()} of {self.warmup} examples received"
             )
         return self.candidates_[self.leader_]
@@ -362,7 +410,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
             if classes is None:
                 raise ValueError("classes must be passed on the first call to partial_fit")
             self._begin(classes)
-        elif len(self._alive()) == 1 and np.shape(X)[1:] == (self.n_features_in_,):
+        elif self._settled() and np.shape(X)[1:] == (self.n_features_in_,):
             # the race is over: the survivor alone, which validates and counts (steady state)
             survivor = self.candidates_[self._alive()[0]]
             survivor.partial_fit(X, y, classes=classes)
@@ -504,12 +552,67 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         return self._leader().predict_proba(X)
 
     def statistics(self):
-        """The leader's counters plus the race: survivors, rungs, leader."""
+        """The leader's counters plus the race under ``selection`` (:meth:`race`)."""
         stats = dict(self._leader().statistics()) if self._alive() else {}
-        stats.update({"survivors": self.n_survivors_, "rungs": len(self.rungs_)})
-        if self._alive():
-            stats["leader"] = self.leader_
+        stats["selection"] = self.race()
         return stats
+
+    def race(self):
+        """The race as JSON: ``candidates`` (each one's settings, whether it still races, examples
+        learned, prequential accuracy over its last scored segment and over the second half of
+        what it learned), ``rungs`` and ``leader`` (None while the window is open)."""
+        check_is_fitted(self)
+        alive = self._alive()
+        cands = []
+        for i, setting in enumerate(self.settings_):
+            est = self.candidates_[i]
+            seg = self._score[i]
+            cands.append(
+                {
+                    "settings": {k: v for k, v in setting.items() if k != "scaling"},
+                    "racing": est is not None,
+                    "learned": int(seg[3]),
+                    "segment_accuracy": float(seg[0] / seg[1]) if seg[1] else None,
+                    "recent_accuracy": self._recent_accuracy(i)
+                    if est is not None and len(alive) > 1
+                    else None,
+                }
+            )
+        return {
+            "candidates": cands,
+            "rungs": [dict(r) for r in self.rungs_],
+            "leader": self.leader_ if alive else None,
+            "window": {"held": self._n_held(), "warmup": int(self.warmup)},
+        }
+
+    #: Figures of the leader a service reads (``GET /models``, the finite check, the meters).
+    LEADER_ATTRIBUTES = frozenset(
+        {
+            "n_support_vectors_", "t_", "n_merges_", "n_seen_", "lambda_eff_", "gamma_", "scaling_",
+            "scaling_reason_", "n_replayed_", "n_discarded_", "drift_", "dual_coef_", "intercept_",
+            "last_margins_", "last_y_", "support_vectors_",
+        }
+    )  # fmt: skip
+
+    def __getattr__(self, name):
+        """The leader's :data:`LEADER_ATTRIBUTES` (AttributeError, or WarmingUp, otherwise)."""
+        if name in SelectionClassifier.LEADER_ATTRIBUTES and "candidates_" in self.__dict__:
+            return getattr(self._leader(), name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def published_copy(self):
+        """What predictions read: the leader's ``published_copy()``; while the window is open, a
+        selector holding no rows whose predictions raise :class:`WarmingUp`."""
+        check_is_fitted(self)
+        if self._alive():
+            return self._leader().published_copy()
+        twin = type(self)(
+            self.estimator, **{k: v for k, v in self.get_params(deep=False).items() if k != "estimator"}
+        )
+        twin._begin(self.classes_)
+        twin._held = list(self._held)  # read for the count in the message only
+        twin.n_received_ = self.n_received_
+        return twin
 
     # ------------------------------------------------------------------ persistence
     STATE_VERSION = 1
@@ -588,7 +691,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
             est.candidates_.append(estimator_from_state(sub, cm))
         est._score = np.array(arrays["score"], dtype=np.int64).reshape(-1, 4)
         est._hits = [np.array(arrays[f"hits{i}"], dtype=np.int8) for i in range(est._score.shape[0])]
-        est.settings_ = [dict(s) for s in meta["settings"]]
+        est.settings_ = [{"early": False, **s} for s in meta["settings"]]
         est.rungs_ = [dict(r) for r in meta["rungs"]]
         if meta.get("gamma_scale") is not None:
             est.gamma_scale_ = float(meta["gamma_scale"])
