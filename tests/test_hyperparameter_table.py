@@ -355,7 +355,14 @@ def test_stage_params_routes_each_value_to_its_stage():
     assert routed["order"] == {"shuffle_buffer": table.DEFAULT_SHUFFLE_BUFFER, "run_guard": True}
     assert routed["rehearsal"] == {"rehearsal": 1, "rehearsal_memory": table.DEFAULT_REHEARSAL_MEMORY}
     assert routed["drift"] == {"on_drift": "reset_schedule"}
-    assert set(routed["service"]) == {"algorithm", "n_features", "max_classes", "classes", "remember"}
+    assert set(routed["service"]) == {
+        "algorithm",
+        "n_features",
+        "max_classes",
+        "classes",
+        "remember",
+        "selection",
+    }
     assert {"schedule", "kernel", "eta"} <= set(routed["estimator"])
     bsca = stage_params(values, "bsca")["estimator"]
     assert not {"schedule", "eta", "radius", "fit_intercept", "kernel"} & set(bsca)
