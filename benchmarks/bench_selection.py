@@ -6,6 +6,8 @@ One command::
     python -m benchmarks.bench_selection                 # the acceptance table -> results/selection.*
     python -m benchmarks.bench_selection --explore       # the grid the candidates were chosen from
                                                          #   -> results/selection_explore.*
+    python -m benchmarks.bench_selection --http          # through a real server's /learn
+                                                         #   -> results/selection_http.*
 
 Each set is one pass, B = 500 per candidate, no settings: the estimator the service would run
 (:class:`svmstream.solvers.online.selection.SelectionClassifier`, measured directly, batches of
@@ -17,6 +19,12 @@ rows in the same order:
 * scikit-learn ``SVC()`` with its defaults on the raw features, on at most :data:`SVC_ROWS`
   training rows (a uniform sample of the larger sets, seed 0; the row count is in the table);
 * CPU seconds per example (``time.process_time`` of this process; the models are single-threaded).
+
+``--http``: the same streams through a real ``svmstream serve`` process: a model created with only
+its classes (no settings: the service builds the selector), ``POST /learn`` in batches of 1,000
+rows (sparse sets as ``{"index": value}`` rows), ``POST /models/{name}/flush``, ``POST /predict``;
+the service process's CPU seconds; beside it the selector run in this process on the same batches
+(the accuracies must agree) and ``SVC()``.
 
 The steady-state CPU ratio (selector after its last rung / the surviving pipeline alone, over the
 same following rows) is measured interleaved, A B A B for :data:`ROUNDS` rounds, median of the
@@ -210,6 +218,101 @@ def compare(name, order, X, y, Xt, yt) -> dict:
     return row
 
 
+def http_run(name: str, order: str, X, y, Xt, yt) -> dict:
+    """The no-settings model through a real server: PUT with the classes only, /learn, flush,
+    /predict; accuracy, the service's CPU seconds and the race as ``GET /models`` shows it."""
+    import tempfile
+    from pathlib import Path
+
+    import httpx
+    import orjson
+    import psutil
+
+    from benchmarks.bench_defaults import rows_json
+    from benchmarks.common import Server
+
+    def labels(v):
+        return [x.item() if hasattr(x, "item") else x for x in v]
+
+    classes = sorted(labels(np.unique(np.concatenate([np.unique(y), np.unique(yt)]))))
+    sparse = sp.issparse(X)
+    post = {"headers": {"content-type": "application/json"}}
+    with tempfile.TemporaryDirectory() as tmp, Server(Path(tmp) / "snap") as server:
+        proc = psutil.Process(server.proc.pid)
+        with httpx.Client(base_url=server.url, timeout=600) as c:
+            c.put("/models/m", json={"classes": classes}).raise_for_status()
+            cpu0, t0 = sum(proc.cpu_times()[:2]), time.perf_counter()
+            for lo in range(0, X.shape[0], BATCH):
+                body = {
+                    "model": "m",
+                    "x": rows_json(X[lo : lo + BATCH], sparse),
+                    "y": labels(y[lo : lo + BATCH]),
+                }
+                c.post("/learn", content=orjson.dumps(body), **post).raise_for_status()
+            c.post("/models/m/flush").raise_for_status()
+            cpu, wall = sum(proc.cpu_times()[:2]) - cpu0, time.perf_counter() - t0
+            info = c.get("/models/m").json()
+            predicted = []
+            for lo in range(0, Xt.shape[0], 5000):
+                body = {"model": "m", "x": rows_json(Xt[lo : lo + 5000], sparse)}
+                r = c.post("/predict", content=orjson.dumps(body), **post)
+                r.raise_for_status()
+                predicted += r.json()["labels"]
+    race = info["statistics"]["selection"]
+    examples = info["examples"]
+    assert (
+        examples["received"] == examples["learned"] + examples["pending"] + examples["refused"] == X.shape[0]
+    )
+    leader = race["candidates"][race["leader"]]["settings"]
+    return {
+        "http selection_%": 100
+        * float(np.mean(np.asarray(predicted, dtype=object) == np.asarray(labels(yt), dtype=object))),
+        "http leader": f"{leader['gamma_factor']:g}·scale",
+        "http rungs": len(race["rungs"]),
+        "service cpu_s": cpu,
+        "wall_s": wall,
+        "service µs/example": 1e6 * cpu / X.shape[0],
+    }
+
+
+def http_table(sets, orders, out: str = "selection_http") -> int:
+    """Every set and order through HTTP, beside the in-process selector and SVC()."""
+    rows = []
+    for order in orders:
+        for name in sets:
+            X, y, Xt, yt = stream(name, order)
+            if name not in _SVC:
+                _SVC[name] = svc_reference(X, y, Xt, yt)
+            ref = _SVC[name]
+            sel = selector()
+            local = run(sel, X, y, Xt, yt)
+            row = {
+                "set": name,
+                "role": "choose" if name in CHOOSE else "check",
+                "order": order,
+                "train rows": X.shape[0],
+                **http_run(name, order, X, y, Xt, yt),
+                "in-process selection_%": local["accuracy_%"],
+                "in-process leader": f"{sel.settings_[sel.leader_]['gamma_factor']:g}·scale",
+                "svc_%": ref["svc_%"],
+                "load_avg": os.getloadavg()[0],
+            }
+            row["gap to SVC() pp"] = row["http selection_%"] - ref["svc_%"]
+            row["same as in-process"] = bool(row["http selection_%"] == row["in-process selection_%"])
+            rows.append(row)
+            print(row, flush=True)
+            write_results(
+                out,
+                {"machine": machine(), "rows": rows, "candidates": list(DEFAULT_CANDIDATES)},
+                rows,
+                "Online model selection for no settings, through HTTP /learn",
+                f"A model created with only its classes on a real server, /learn in batches of {BATCH}, "
+                "flush, /predict. 'in-process': the same selector on the same batches in this process. "
+                "CPU: the service process (psutil user + system seconds).",
+            )
+    return 0
+
+
 def write(out: str, rows: list[dict]) -> None:
     payload = {"machine": machine(), "rows": rows, "candidates": list(DEFAULT_CANDIDATES)}
     params = selector().get_params()
@@ -254,8 +357,12 @@ def main(argv=None) -> int:
     ap.add_argument("--explore", action="store_true", help="the single-candidate grid on the CHOOSE sets")
     ap.add_argument("--out", default="selection", help="result file name under benchmarks/results")
     ap.add_argument("--resume", action="store_true", help="keep the rows already in results/<out>.json")
+    ap.add_argument("--http", action="store_true", help="through a real server's /learn -> selection_http")
     args = ap.parse_args(argv)
     orders = args.orders.split(",")
+    if args.http:
+        sets = CHOOSE if args.sets == ",".join(CHOOSE + CHECK) else tuple(args.sets.split(","))
+        return http_table(sets, orders)
     if args.explore:
         sets = CHOOSE if args.sets == ",".join(CHOOSE + CHECK) else tuple(args.sets.split(","))
         return explore(sets, orders)
