@@ -136,12 +136,12 @@ def test_prequential_window_grows_and_wraps_as_a_ring():
 
 
 # ---------------------------------------------------------------------------- lazy restore
-def _teach_models(registry, names, seed=0, rows=300):
-    """Create each model with a small warm-up (so that it predicts) and teach it one batch of
-    raw rows with string labels, as ``POST /learn`` does."""
+def _teach_models(registry, names, seed=0, rows=300, config=None):
+    """Create each model with a small warm-up (so that it predicts; ``config``: these settings
+    instead) and teach it one batch of raw rows with string labels, as ``POST /learn`` does."""
     rng = np.random.default_rng(seed)
     for name in names:
-        registry.create(name, registry.resolve_config({"warmup": 100, "budget": 30}))
+        registry.create(name, registry.resolve_config(config or {"warmup": 100, "budget": 30}))
         X = rng.normal(size=(rows, 6)) * 40.0 + 5.0
         labels = np.where(X[:, 0] + 0.3 * X[:, 1] > 5.0, "churn", "stay").tolist()
         handle = registry.get(name)
@@ -309,15 +309,17 @@ def _state(handle):
     return {k: np.array(v, copy=True) for k, v in arrays.items()}, meta
 
 
-def test_parked_models_predict_and_learn_exactly_as_models_never_parked(tmp_path):
+@pytest.mark.parametrize("config", [None, {"selection": True, "warmup": 100, "budget": 30}])
+def test_parked_models_predict_and_learn_exactly_as_models_never_parked(tmp_path, config):
     """Two registries taught the same models; one keeps at most 2 decoded: the others are
     snapshotted and parked (estimator dropped), predict the same decisions, decode on use,
-    learn on to the very same state as their never-parked twins, and are parked again."""
+    learn on to the very same state as their never-parked twins, and are parked again (plain
+    pipelines, and selectors racing candidates: ``docs/selection.md``)."""
     names = [f"m{k}" for k in range(6)]
     parking = _registry(tmp_path / "a", max_loaded_models=2, park_idle_s=0)
     twin = _registry(tmp_path / "b", max_loaded_models=0)
     for registry in (parking, twin):
-        _teach_models(registry, names)
+        _teach_models(registry, names, config=config)
     probe = np.random.default_rng(5).normal(size=(50, 6)) * 40.0 + 5.0
     for k, name in enumerate(names):  # m5 is the most recently used
         parking.get(name).last_used = float(k)

@@ -9,6 +9,7 @@ import time
 
 import httpx
 import numpy as np
+import pytest
 
 from tests.conftest import two_moons_like, wait_for
 
@@ -20,7 +21,10 @@ def _version(client, name):
     return r.json()["version"] if r.status_code == 200 else None
 
 
-def test_replicas_serve_every_snapshot_of_the_learner_exactly(start_server, own_redis, tmp_path):
+@pytest.mark.parametrize("selection", [False, True])
+def test_replicas_serve_every_snapshot_of_the_learner_exactly(start_server, own_redis, tmp_path, selection):
+    """Plain pipelines, and selectors racing candidates (``docs/selection.md``): a replica serves
+    the leader the learner's snapshot holds."""
     learner = start_server(
         tmp_path / "learner",
         args=(
@@ -41,7 +45,8 @@ def test_replicas_serve_every_snapshot_of_the_learner_exactly(start_server, own_
     X, y = two_moons_like(3000, d=6, seed=4)
     X = X * 25.0 - 4.0  # raw, unscaled
     labels = np.where(y > 0, "spam", "ham").tolist()
-    assert lc.put("/models/mail", json={"warmup": 200, "shuffle_buffer": 500}).status_code == 201
+    body = {"warmup": 200, "shuffle_buffer": 500, "selection": selection}
+    assert lc.put("/models/mail", json=body).status_code == 201
     probe = X[:200].tolist()
     checked = 0
     for start in range(0, 3000, 500):
@@ -66,6 +71,8 @@ def test_replicas_serve_every_snapshot_of_the_learner_exactly(start_server, own_
                 )
                 if theirs["version"] == mine["version"]:  # no newer batch in between: exact equality
                     assert theirs["decision"] == mine["decision"] and theirs["labels"] == mine["labels"]
+                    race = rc.get("/models/mail").json()["statistics"].get("selection")
+                    assert (race is not None and race["leader"] is not None) is selection, race
                     checked += 1
     assert checked >= 4
 
