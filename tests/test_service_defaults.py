@@ -69,8 +69,10 @@ def test_readme_walkthrough_warm_up_409_then_flush(client):
     assert r.status_code == 200 and r.json()["flushed"] == 3 and r.json()["buffered"] == 0
     info = client.get("/models/default").json()
     assert not info["warming_up"] and info["pending"] == 0 and info["scaling"] == "maxabs"
-    assert info["gamma_eff"] > 0 and info["t"] == 6  # 3 examples, each with 1 rehearsal step (default)
-    assert info["statistics"]["rehearsal_steps"] == 3 and info["n_seen"] == 3
+    # no settings: candidates race (docs/selection.md); each rehearses 4 steps per example early on
+    assert info["gamma_eff"] > 0 and info["t"] == 15
+    assert info["statistics"]["rehearsal_steps"] == 12 and info["n_seen"] == 3
+    assert info["config"]["selection"] and len(info["statistics"]["selection"]["candidates"]) == 3
     pred = client.post("/predict", json={"X": [[0.2, 0.8], [0.9, 0.0]]}).json()
     assert len(pred["labels"]) == 2 and all(np.isfinite(pred["decision"]))
     assert client.post("/models/nope/flush").status_code == 404

@@ -40,6 +40,7 @@ from sklearn.utils.validation import check_is_fitted, check_X_y
 
 from .._params import DEFAULT_SHUFFLE_BUFFER, DEFAULT_WARMUP
 from ..budgeted import BudgetedSGDClassifier, WarmingUp
+from ..budgeted._base import resolve_lambda
 from ..persistence import estimator_from_state, register_estimator
 from .pipeline import StreamingClassifier
 
@@ -595,8 +596,21 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
     )  # fmt: skip
 
     def __getattr__(self, name):
-        """The leader's :data:`LEADER_ATTRIBUTES` (AttributeError, or WarmingUp, otherwise)."""
+        """The leader's :data:`LEADER_ATTRIBUTES` (AttributeError, or WarmingUp, otherwise; while
+        the window is open: the plain estimator's ``lambda_eff_``, which no candidate changes, the
+        held rows as ``n_seen_``, no step, SV or merge)."""
         if name in SelectionClassifier.LEADER_ATTRIBUTES and "candidates_" in self.__dict__:
+            if not self._alive():
+                plain = self._plain()
+                window = {
+                    "lambda_eff_": resolve_lambda(plain.lambda_, plain.C, plain.n_samples),
+                    "n_seen_": self._n_held(),
+                    "t_": 0,
+                    "n_support_vectors_": 0,
+                    "n_merges_": 0,
+                }
+                if name in window:
+                    return window[name]
             return getattr(self._leader(), name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
