@@ -60,8 +60,10 @@ BATCH = 1000
 ROUNDS = 3
 TAIL_MIN = 5000
 TAIL_ROWS = 150_000
-EXPLORE_GAMMA = (1 / 16, 1 / 4, 1.0, 4.0, 16.0)
-EXPLORE_C = (1.0, 10.0)
+EXPLORE_GAMMA = tuple(
+    float(g) for g in os.environ.get("SELECTION_EXPLORE_GAMMA", "0.0625,0.25,1,4,16").split(",")
+)
+EXPLORE_C = tuple(float(c) for c in os.environ.get("SELECTION_EXPLORE_C", "1,10").split(","))
 
 
 def stream(name: str, order: str):
@@ -327,25 +329,47 @@ def write(out: str, rows: list[dict]) -> None:
     write_results(out, payload, rows, "Online model selection for no settings", notes)
 
 
-def explore(sets, orders) -> int:
-    """Each (gamma_factor, C) alone: the grid the candidate set was chosen from."""
+def explore(
+    sets,
+    orders,
+    rehearsals=(None,),
+    budgets=(500,),
+    out="selection_explore",
+    gammas=EXPLORE_GAMMA,
+    cs=EXPLORE_C,
+) -> int:
+    """Each (gamma_factor, C) alone — and each rehearsal and budget given: the grid the candidate
+    set was chosen from.  A rehearsal r is the candidate's own, throughout (no early rehearsal);
+    None: the selector's default schedule."""
     rows = []
     for name in sets:
         for order in orders:
             X, y, Xt, yt = stream(name, order)
-            row = {"set": name, "order": order, "train rows": X.shape[0], "classes": len(np.unique(y))}
-            for c in EXPLORE_C:
-                for g in EXPLORE_GAMMA:
-                    res = run(selector(candidates=[{"gamma_factor": g, "C": c}]), X, y, Xt, yt)
-                    row[f"γ×{g:g} C={c:g}"] = res["accuracy_%"]
-            rows.append(row)
-            print(row, flush=True)
+            for budget in budgets:
+                for reh in rehearsals:
+                    row = {
+                        "set": name,
+                        "order": order,
+                        "train rows": X.shape[0],
+                        "classes": len(np.unique(y)),
+                    }
+                    row.update({"budget": budget, "rehearsal": "default" if reh is None else reh})
+                    for c in cs:
+                        for g in gammas:
+                            cand = {"gamma_factor": g, "C": c, **({} if reh is None else {"rehearsal": reh})}
+                            est = SelectionClassifier(
+                                BudgetedSGDClassifier(budget=budget, random_state=0), candidates=[cand]
+                            )
+                            row[f"γ×{g:g} C={c:g}"] = run(est, X, y, Xt, yt)["accuracy_%"]
+                    rows.append(row)
+                    print(row, flush=True)
     write_results(
-        "selection_explore",
+        out,
         {"machine": machine(), "rows": rows},
         rows,
-        "Each candidate alone: test accuracy % after one pass (B = 500, no other setting)",
-        "γ×f: f times the plain gamma='scale' of the 1,000-row warm-up window (no multi-class factor).",
+        "Each candidate alone: test accuracy % after one pass",
+        "γ×f: f times the plain gamma='scale' of the 1,000-row warm-up window (no multi-class factor); "
+        "rehearsal r: the candidate's own rehearsal throughout.",
     )
     return 0
 
@@ -357,6 +381,10 @@ def main(argv=None) -> int:
     ap.add_argument("--explore", action="store_true", help="the single-candidate grid on the CHOOSE sets")
     ap.add_argument("--out", default="selection", help="result file name under benchmarks/results")
     ap.add_argument("--resume", action="store_true", help="keep the rows already in results/<out>.json")
+    ap.add_argument("--rehearsals", default="default", help="--explore: e.g. 1,4,8 (default: the schedule)")
+    ap.add_argument("--budgets", default="500", help="--explore: budgets B, e.g. 500,2000")
+    ap.add_argument("--gammas", default="", help="--explore: gamma factors (default 1/16,1/4,1,4,16)")
+    ap.add_argument("--Cs", default="", help="--explore: C values (default 1,10)")
     ap.add_argument("--http", action="store_true", help="through a real server's /learn -> selection_http")
     args = ap.parse_args(argv)
     orders = args.orders.split(",")
@@ -365,7 +393,12 @@ def main(argv=None) -> int:
         return http_table(sets, orders)
     if args.explore:
         sets = CHOOSE if args.sets == ",".join(CHOOSE + CHECK) else tuple(args.sets.split(","))
-        return explore(sets, orders)
+        rehearsals = tuple(None if r == "default" else int(r) for r in args.rehearsals.split(","))
+        budgets = tuple(int(b) for b in args.budgets.split(","))
+        out = args.out if args.out != "selection" else "selection_explore"
+        gammas = tuple(float(g) for g in args.gammas.split(",")) if args.gammas else EXPLORE_GAMMA
+        cs = tuple(float(c) for c in args.Cs.split(",")) if args.Cs else EXPLORE_C
+        return explore(sets, orders, rehearsals, budgets, out, gammas, cs)
     return acceptance(tuple(args.sets.split(",")), orders, args.out, args.resume)
 
 
