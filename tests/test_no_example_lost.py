@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification
 
-from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
+from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers.online.selection import SelectionClassifier
 from tests.conftest import assert_examples_account
 
 
@@ -108,7 +109,8 @@ def test_explicit_settings_with_the_stages_off_are_the_plain_estimator(start_ser
 
 def test_no_settings_through_the_service_is_the_pipelines_fit(start_server):
     """No hyperparameters, raw label-sorted rows through HTTP then flush: the same model as
-    ``StreamingClassifier(BudgetedSGDClassifier(random_state=0)).fit`` on the same rows."""
+    ``SelectionClassifier(BudgetedSGDClassifier(random_state=0)).fit`` on the same rows (no
+    settings: candidates race, ``docs/selection.md``)."""
     server = start_server()
     X, y = _raw_sorted()
     with server.client() as client:
@@ -117,7 +119,7 @@ def test_no_settings_through_the_service_is_the_pipelines_fit(start_server):
         client.post("/models/nosettings/flush")
         assert_examples_account(client, "nosettings", X.shape[0])
         served = _decisions(client, "nosettings", X[::7])
-    local = StreamingClassifier(BudgetedSGDClassifier(random_state=0)).fit(X, y)
+    local = SelectionClassifier(BudgetedSGDClassifier(random_state=0)).fit(X, y)
     np.testing.assert_allclose(served, local.decision_function(X[::7]), rtol=0, atol=1e-12)
     assert np.mean((served > 0) == (y[::7] == 1)) > 0.8  # and it learned, from label-sorted raw rows
 
