@@ -255,8 +255,8 @@ def http_run(name: str, order: str, X, y, Xt, yt) -> dict:
             cpu, wall = sum(proc.cpu_times()[:2]) - cpu0, time.perf_counter() - t0
             info = c.get("/models/m").json()
             predicted = []
-            for lo in range(0, Xt.shape[0], 5000):
-                body = {"model": "m", "x": rows_json(Xt[lo : lo + 5000], sparse)}
+            for lo in range(0, Xt.shape[0], 1000):
+                body = {"model": "m", "x": rows_json(Xt[lo : lo + 1000], sparse)}
                 r = c.post("/predict", content=orjson.dumps(body), **post)
                 r.raise_for_status()
                 predicted += r.json()["labels"]
