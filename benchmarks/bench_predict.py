@@ -224,7 +224,15 @@ def _http_round(X, y, Xt, seconds, connections, round_no) -> list[dict]:
         c = httpx.Client(base_url=server.url, timeout=120)
         c.put(
             "/models/m",
-            json={"budget": 500, "gamma": 2.0, "C": 32.0, "n_features": 22, "classes": [-1, 1], **RAW},
+            json={
+                "algorithm": "bsgd",
+                "budget": 500,
+                "gamma": 2.0,
+                "C": 32.0,
+                "n_features": 22,
+                "classes": [-1, 1],
+                **RAW,
+            },
         ).raise_for_status()
         learn_bodies = [
             orjson.dumps(

@@ -161,7 +161,15 @@ def part_b(tmp: Path, rows: list[dict]) -> dict:
         c = httpx.Client(base_url=server.url, timeout=60)
         c.put(
             "/models/h",
-            json={"budget": 50, "gamma": 1.0, "C": 10, "n_features": 8, "rehearsal": 0, "shuffle_buffer": 0},
+            json={
+                "algorithm": "bsgd",
+                "budget": 50,
+                "gamma": 1.0,
+                "C": 10,
+                "n_features": 8,
+                "rehearsal": 0,
+                "shuffle_buffer": 0,
+            },
         )
         marked = []
         for k in range(1000):

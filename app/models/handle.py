@@ -340,6 +340,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             "budget": self.config.budget,
             "config": self.config.to_json(),
             "lambda_reason": self.config.lambda_reason,
+            "algorithm_reason": self.config.algorithm_reason,
             "n_features": self._n_features,
             "n_features_fixed": self._fixed,
             "classes": view.codec.public_classes,

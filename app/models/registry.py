@@ -61,6 +61,7 @@ from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
 from svmstream.app.models.warmup import note_waiting, warm_for
 from svmstream.app.settings import Settings
+from svmstream.solvers._hyperparameters import default_algorithm
 from svmstream.solvers.persistence import CorruptStateError
 
 log = logging.getLogger("svmstream.registry")
@@ -121,14 +122,19 @@ class Registry:
 
     # ------------------------------------------------------------------ lifecycle
     def resolve_config(self, fields: dict[str, Any]) -> ModelConfig:
-        """Fill the fields not given (JSON names) from the ``SVMSTREAM_DEFAULT_*`` settings.
+        """Fill the fields not given (JSON names) from the ``SVMSTREAM_DEFAULT_*`` settings; an
+        ``algorithm`` given by neither is :func:`~svmstream.solvers._hyperparameters.default_algorithm`
+        of what the request and the explicitly set settings give.
 
         Raises
         ------
         pydantic.ValidationError
         """
+        given = {k: v for k, v in fields.items() if v is not None}
         merged = self.settings.model_defaults()
-        merged.update({k: v for k, v in fields.items() if v is not None})
+        merged.update(given)
+        if "algorithm" not in given:  # a C without lambda runs BSCA (docs/defaults.md)
+            merged["algorithm"] = default_algorithm({**self.settings.given_model_defaults(), **given})
         return ModelConfig.model_validate(merged)
 
     def check_config(self, config: ModelConfig) -> None:
