@@ -526,6 +526,7 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, X):
         """(n,) labels from ``classes_``."""
+        check_is_fitted(self)
         scores = self.decision_function(X)
         if scores.ndim == 1:
             return self.model_.classes_[(scores > 0).astype(np.intp)]
@@ -533,6 +534,7 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X):
         """(n, n_classes) float64 calibrated probabilities (argmax = :meth:`predict`)."""
+        check_is_fitted(self)
         return self._calibration.predict_proba(self.decision_function(X))
 
     def statistics(self):
