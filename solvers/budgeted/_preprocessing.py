@@ -142,7 +142,7 @@ def buffer_and_guard(
     X : (n, d) float64 scaled rows; y : (n,) encoded labels (±1 binary, class index else);
     u : (n, DRAWS_PER_ROW) uniforms in [0, 1); cap : K, the buffer's capacity (0: rows pass
     straight through); buf_X : (≥ min(K, m + n), d), buf_y : (≥ min(K, m + n),) — the buffer,
-    m = ``st[S_BUF_N]`` rows filled (its arrays grow with the fill, :meth:`Preprocessor._reserve`:
+    m = ``st[S_BUF_N]`` rows filled (its arrays grow with the fill, ``OrderStage._reserve``:
     only K decides, so the draws are those of a buffer allocated whole); st : (N_STATE,) int64
     (buffer fill, run class and length, rows seen by the guard, replayed); guard : bool;
     binary : bool; res_X : (n_classes, ≥ min(R, max(res_n) + n), d), res_cap : R,
