@@ -49,7 +49,7 @@ ON_DRIFT = ("none", "reset_schedule")
 #: challenger from the detection point, promoted only if it wins (``docs/challengers.md``; its
 #: estimator runs with ``"none"``: the champion is left as it is).
 ON_DRIFT_SERVICE = (*ON_DRIFT, "challenger")
-#: Feature scaling of online models (``svmstream.solvers.budgeted._preprocessing``).
+#: Feature scaling of online models (the scaler stage, ``svmstream.solvers.online.stages.scaler``).
 SCALINGS = ("auto", "standard", "maxabs", "none")
 #: Kernels of the online BSGD model: the budgeted Gaussian-kernel SVM, or a linear SVM with an
 #: explicit weight matrix (Pegasos; no support vectors, no budget; ``docs/defaults.md``).
