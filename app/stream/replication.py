@@ -1,21 +1,25 @@
 """Prediction replicas follow a learner through Redis (``docs/deployment.md``).
 
 The learner (``svmstream serve``, role ``learner``, with ``SVMSTREAM_REDIS_URL``) runs a
-:class:`SnapshotPublisher`: after each snapshot it writes the snapshot file's bytes to Redis
-and announces the version.  A replica (``svmstream serve --role replica``) runs a
-:class:`SnapshotFollower`: it loads every newer snapshot and swaps it in (``Registry.install``),
-so its predictions are the learner's of that version, exactly (the same saved state).
+:class:`SnapshotPublisher`: after each snapshot it writes the snapshot's *serving encoding*
+(:mod:`svmstream.app.models.serving`: the saved state without the rows kept only for learning,
+encoded from memory, not re-read from the file) to Redis and announces the version.  A replica
+(``svmstream serve --role replica``) runs a :class:`SnapshotFollower`: it loads every newer
+version and swaps it in (``Registry.install``), so its predictions are the learner's of that
+version, exactly (the same saved model; its counters and figures too).
 
 Keys (``{model}``: the model's name):
 
 =====================================  =================================================
 ``svmstream:replication:versions``     hash model -> newest published version
-``svmstream:replication:{model}``      hash ``version``, ``blob`` (the snapshot bytes)
+``svmstream:replication:{model}``      hash ``version``, ``serving`` (the serving encoding)
 ``svmstream:replication:learner``      the learner's advertised URL (named by 409s)
 ``svmstream:replication:events``       pub/sub channel: ``{"model", "version"}`` JSON
 =====================================  =================================================
 
-A snapshot's blob and version are written in one MULTI/EXEC, before the versions hash and
+A snapshot's bytes and version are written in one MULTI/EXEC (which also removes a ``blob``
+field, the whole snapshot file that earlier versions published; a replica reads it when
+``serving`` is absent, so replicas can be upgraded before their learner), before the versions hash and
 the announcement, so a reader never sees a version without its bytes.  At start the publisher
 first republishes every restored model whose published version differs from its newest
 snapshot's (written while Redis was away, or by a shutdown that could not publish it), and the
@@ -34,6 +38,10 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from svmstream.app.models.serving import decode_serving, serving_blob
+from svmstream.app.models.snapshots import decode_snapshot
+from svmstream.solvers.persistence import CorruptStateError, decode_state
 
 log = logging.getLogger("svmstream.replication")
 
@@ -67,7 +75,7 @@ class SnapshotPublisher:
         self.registry = registry
         self.advertise_url = advertise_url
         self.reconcile_s = reconcile_s
-        self._queue: queue.SimpleQueue[tuple[str, int, str] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="snapshot-publisher", daemon=True)
         self.published = 0
 
@@ -77,9 +85,11 @@ class SnapshotPublisher:
         self._thread.start()
         return self
 
-    def on_snapshot(self, handle, view, path: str) -> None:
-        """Snapshot listener: queue ``(model, version, file)`` for publishing."""
-        self._queue.put((handle.name, int(view.version), path))
+    def on_snapshot(self, handle, view, path: str, arrays=None, meta=None) -> None:
+        """Snapshot state listener (``Registry.snapshot_state_listeners``): queue the saved
+        ``arrays`` and ``meta`` of ``(model, version)`` for publishing (without them, the file
+        at ``path`` is read)."""
+        self._queue.put((handle.name, int(view.version), path, arrays, meta))
 
     def _run(self) -> None:
         try:
@@ -103,19 +113,28 @@ class SnapshotPublisher:
             except Exception:  # Redis down: the next snapshot (or reconcile) retries
                 log.exception("replication: publishing failed")
 
-    def publish(self, name: str, version: int, path: str) -> bool:
-        """Write one snapshot's bytes and version to Redis and announce it; False if the file
-        was already pruned (a newer snapshot is queued behind it)."""
-        try:
-            blob = Path(path).read_bytes()
-        except FileNotFoundError:
-            return False
+    def publish(self, name: str, version: int, path: str, arrays=None, meta=None) -> bool:
+        """Write one snapshot's serving encoding and version to Redis and announce it.  The
+        encoding is made from the saved ``arrays`` and ``meta`` (a snapshot just written), else
+        from the file at ``path``; False if that file was already pruned (a newer snapshot is
+        queued behind it) or does not decode (logged)."""
+        if arrays is None or meta is None:
+            try:
+                arrays, meta = decode_state(Path(path).read_bytes())
+            except FileNotFoundError:
+                return False
+            except CorruptStateError as exc:
+                log.warning("replication: snapshot %s not published: %s", path, exc)
+                return False
+        blob = serving_blob(arrays, meta)
         pipe = self.client.pipeline(transaction=True)
-        pipe.hset(model_key(name), mapping={"version": version, "blob": blob})
+        pipe.hset(model_key(name), mapping={"version": version, "serving": blob})
+        pipe.hdel(model_key(name), "blob")
         pipe.hset(VERSIONS_KEY, name, version)
         pipe.publish(CHANNEL, json.dumps({"model": name, "version": version}))
         pipe.execute()
         self.published += 1
+        log.debug("replication: model %r version %d published (%d bytes)", name, version, len(blob))
         return True
 
     def republish_restored(self) -> int:
@@ -225,8 +244,6 @@ class SnapshotFollower:
     def sync_model(self, name: str, version: Any) -> None:
         """Install model ``name``'s published snapshot if newer than ours (``version`` None:
         the learner deleted it)."""
-        from svmstream.app.models.snapshots import decode_snapshot
-
         if version is None:
             if self.installed.pop(name, None) is not None and name in self.registry:
                 self.registry.delete(name)
@@ -234,15 +251,20 @@ class SnapshotFollower:
             return
         if self.installed.get(name, -1) >= int(version):
             return
-        blob = self.client.hget(model_key(name), "blob")
-        if blob is None:
+        serving, whole = self.client.hmget(model_key(name), ["serving", "blob"])
+        if serving is None and whole is None:
             return
-        restored = decode_snapshot(blob)
+        restored = decode_serving(serving) if serving is not None else decode_snapshot(whole)
         if self.installed.get(name, -1) >= restored.version:
             return
         self.registry.install(restored, follower_of=self.learner_url or "the learner")
         self.installed[name] = restored.version
-        log.info("replica: model %r now at version %d", name, restored.version)
+        log.info(
+            "replica: model %r now at version %d (%.3f s after its snapshot by this host's clock)",
+            name,
+            restored.version,
+            time.time() - restored.saved_at,
+        )
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
