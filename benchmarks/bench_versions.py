@@ -7,13 +7,17 @@ A. 30,000 clean ijcnn1 rows, flush, ``POST /models/ijcnn1/snapshot`` (the *clean
    5,000 rows with flipped labels, flush, snapshot (the *bad* version); test accuracy of each
    (ijcnn1.t, 20,000 rows, pinned predictions); ``POST /models/ijcnn1/rollback`` to the clean
    version: the live decisions against that snapshot's (pinned, and the file decoded here),
-   the delay until the replica serves the rolled-back version, then 2,000 more clean rows
-   learned from the stream on top of it, and a second rollback (to the bad version) that undoes
-   the first.
+   the delay from the rollback's answer until the replica serves the rolled-back version (the
+   replica polled every 10 ms from the answer on), then 2,000 more clean rows learned from the
+   stream on top of it, and a second rollback (to the bad version) that undoes the first; then
+   :data:`ROLLBACK_ROUNDS` more rollbacks, alternately to each version, each timed the same way
+   (median and maximum), and the bytes published for the replica against the snapshot file's.
 B. 1,000 snapshots of a small model (``keep_versions`` 20, ``max_history_bytes`` 2 MB) with two
    rollbacks marking versions: files and bytes on disk after every 100 snapshots.
 
 Run: ``python -m benchmarks.bench_versions``.  Writes ``benchmarks/results/versions.{json,md}``.
+Under load: ``python -m benchmarks.bench_versions --parts A --burners 2 --name versions_burners``
+(two CPU-bound busy loops run alongside part A).
 """
 
 from __future__ import annotations
@@ -165,7 +169,8 @@ def part_a(tmp: Path, rows: list[dict]) -> dict:
         out["replica_delay_median_s"] = float(np.median(delays))
         out["replica_delay_max_s"] = max(delays)
         out["load_avg_during_rounds"] = [min(loads), max(loads)]
-        out["replica_published_bytes"] = len(rc.hget(f"svmstream:replication:{MODEL}", "serving") or b"")
+        published = rc.hmget(f"svmstream:replication:{MODEL}", ["serving", "blob"])
+        out["replica_published_bytes"] = len(published[0] or published[1] or b"")
         out["snapshot_file_bytes"] = max(
             p.stat().st_size for p in (tmp / "learner" / MODEL).glob("*.svmstate")
         )
