@@ -27,9 +27,9 @@ import numpy as np
 from svmstream.app.models.snapshots import RestoredModel, restored_from_state
 from svmstream.solvers.persistence import CorruptStateError, decode_state, encode_state
 
-#: Arrays no prediction reads, by name (after any ``ovr{k}__`` or challenger prefix).
+#: Arrays no prediction reads, by name (after any ``ovr{k}__`` or ``challengers.{i}.`` prefix).
 OMITTED = re.compile(
-    r"(?:^|__)(?:reh_X|reh_y|reh_alpha|pp_buf_X|pp_buf_y|pp_res_X|"
+    r"(?:^|__|\.)(?:reh_X|reh_y|reh_alpha|pp_buf_X|pp_buf_y|pp_res_X|"
     r"pp_sbuf_data|pp_sbuf_indices|pp_sres_data|pp_sres_indices)\Z"
 )
 
