@@ -39,9 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from svmstream.app.models.serving import decode_serving, serving_blob
+from svmstream.app.models.serving import decode_serving, serving_state
 from svmstream.app.models.snapshots import decode_snapshot
-from svmstream.solvers.persistence import CorruptStateError, decode_state
+from svmstream.solvers.persistence import CorruptStateError, decode_state, encode_state
 
 log = logging.getLogger("svmstream.replication")
 
@@ -86,10 +86,12 @@ class SnapshotPublisher:
         return self
 
     def on_snapshot(self, handle, view, path: str, arrays=None, meta=None) -> None:
-        """Snapshot state listener (``Registry.snapshot_state_listeners``): queue the saved
-        ``arrays`` and ``meta`` of ``(model, version)`` for publishing (without them, the file
-        at ``path`` is read)."""
-        self._queue.put((handle.name, int(view.version), path, arrays, meta))
+        """Snapshot state listener (``Registry.snapshot_state_listeners``): queue the serving
+        state (:func:`~svmstream.app.models.serving.serving_state`, no copy) of the saved
+        ``arrays`` and ``meta`` of ``(model, version)`` for publishing — the queue does not keep
+        the rows held for learning alive; without them, the file at ``path`` is read."""
+        serving = serving_state(arrays, meta) if arrays is not None and meta is not None else None
+        self._queue.put((handle.name, int(view.version), path, serving))
 
     def _run(self) -> None:
         try:
@@ -113,21 +115,21 @@ class SnapshotPublisher:
             except Exception:  # Redis down: the next snapshot (or reconcile) retries
                 log.exception("replication: publishing failed")
 
-    def publish(self, name: str, version: int, path: str, arrays=None, meta=None) -> bool:
+    def publish(self, name: str, version: int, path: str, serving=None) -> bool:
         """Write one snapshot's serving encoding and version to Redis and announce it.  The
-        encoding is made from the saved ``arrays`` and ``meta`` (a snapshot just written), else
-        from the file at ``path``; False if that file was already pruned (a newer snapshot is
-        queued behind it) or does not decode (logged)."""
-        if arrays is None or meta is None:
+        encoding is made from ``serving``, the :func:`~svmstream.app.models.serving.serving_state`
+        of a snapshot just written, else from the file at ``path``; False if that file was
+        already pruned (a newer snapshot is queued behind it) or does not decode (logged)."""
+        if serving is None:
             try:
-                arrays, meta = decode_state(Path(path).read_bytes())
+                serving = serving_state(*decode_state(Path(path).read_bytes()))
             except FileNotFoundError:
                 return False
-            except CorruptStateError as exc:
+            except (CorruptStateError, KeyError) as exc:  # KeyError: no service metadata
                 log.warning("replication: snapshot %s not published: %s", path, exc)
                 return False
         started = time.perf_counter()
-        blob = serving_blob(arrays, meta)
+        blob = encode_state(*serving)
         encoded = time.perf_counter()
         pipe = self.client.pipeline(transaction=True)
         pipe.hset(model_key(name), mapping={"version": version, "serving": blob})
