@@ -4,6 +4,7 @@ the learner's exact decisions, refuse learning naming the learner, survive a sib
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -184,5 +185,16 @@ def test_replicas_receive_the_serving_state_and_read_an_older_learners_whole_fil
     omitted = decode_meta(serving)["service"]["omitted"]
     assert any(name.endswith("reh_X") for name in omitted) and "pp_buf_X" in omitted, sorted(omitted)
     assert 4 * len(serving) < newest.stat().st_size, (len(serving), newest.stat().st_size)
+
+    # bytes that do not decode: the replica keeps serving its version, then follows the next one
+    rcli.hset(key, mapping={"version": second + 100, "serving": b"SVMSTATE not a state"})
+    rcli.hset("svmstream:replication:versions", "three", second + 100)
+    rcli.publish("svmstream:replication:events", json.dumps({"model": "three", "version": second + 100}))
+    wait_for(lambda: "does not decode" in replica.log_text(), what="the replica to log the bad bytes")
+    assert _version(rc, "three") == second
+    assert rc.post("/predict", json={"model": "three", "X": probe[:5]}).status_code == 200
+    third = learn(0, 500)
+    _wait(lambda: (_version(rc, "three") or -1) >= third, what=f"replica at version {third}")
+    same_as_learner(rc, third)
     for c in (lc, rc):
         c.close()

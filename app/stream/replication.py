@@ -254,7 +254,8 @@ class SnapshotFollower:
 
     def sync_model(self, name: str, version: Any) -> None:
         """Install model ``name``'s published snapshot if newer than ours (``version`` None:
-        the learner deleted it)."""
+        the learner deleted it).  Bytes that do not decode are logged and skipped (the model
+        stays at its version; the next announcement or poll tries again)."""
         if version is None:
             if self.installed.pop(name, None) is not None and name in self.registry:
                 self.registry.delete(name)
@@ -267,7 +268,11 @@ class SnapshotFollower:
         fetched = time.perf_counter()
         if serving is None and whole is None:
             return
-        restored = decode_serving(serving) if serving is not None else decode_snapshot(whole)
+        try:
+            restored = decode_serving(serving) if serving is not None else decode_snapshot(whole)
+        except CorruptStateError as exc:  # kept: the current version; other models go on
+            log.warning("replica: model %r version %s does not decode (%s); retried", name, version, exc)
+            return
         decoded = time.perf_counter()
         if self.installed.get(name, -1) >= restored.version:
             return
