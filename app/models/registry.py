@@ -95,6 +95,9 @@ class Registry:
         # one object per distinct configuration in use (ModelConfig is frozen; see create)
         self._configs: weakref.WeakValueDictionary[str, ModelConfig] = weakref.WeakValueDictionary()
         self.snapshot_listeners: list[Callable[[ModelHandle, ModelView, str], None]] = []
+        #: called after the snapshot listeners with the saved ``(arrays, meta)`` as well (read
+        #: them, never modify them; the replication publisher encodes them for the replicas)
+        self.snapshot_state_listeners: list[Callable[[ModelHandle, ModelView, str, dict, dict], None]] = []
         #: remembered predictions and their labels (:mod:`.feedback`; set by the app)
         self.feedback: Any = None
         # shared by all models
@@ -298,7 +301,7 @@ class Registry:
                 return None
             view, state = handle.capture_state()  # the learner's state at the view's version
             try:
-                path, saved_at = self.store.write(
+                written = self.store.write(
                     view.name,
                     view.config,
                     state,
@@ -313,6 +316,7 @@ class Registry:
             except Exception:
                 handle.snapshot_failures += 1  # svmstream_snapshot_failures_total
                 raise
+            path, saved_at = written.path, written.saved_at
             handle.saved_version = view.version
             handle.last_snapshot_time = saved_at
             handle.last_snapshot_path = str(path)
@@ -322,6 +326,11 @@ class Registry:
             for listener in list(self.snapshot_listeners):
                 try:
                     listener(handle, view, str(path))
+                except Exception:
+                    log.exception("snapshot listener failed")
+            for listener in list(self.snapshot_state_listeners):
+                try:
+                    listener(handle, view, str(path), written.arrays, written.meta)
                 except Exception:
                     log.exception("snapshot listener failed")
         log.info(
