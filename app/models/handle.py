@@ -183,7 +183,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         """The widest sparse rows this model accepts now (None: its dimension is fixed)."""
         if self._fixed or self.config.algorithm in BATCH_ALGORITHMS:
             return None
-        return max_width(self.config, self.settings)
+        return max_width(self.config, self.settings, self.counted_configs())
 
     @property
     def pending(self) -> int:
@@ -247,7 +247,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             self._check_can_queue()
             d = self._n_features
             if d is None or (sparse and not self._fixed and X.shape[1] > d):
-                check_width(X, self.config, self.settings, sparse)
+                check_width(X, self.config, self.settings, sparse, self.counted_configs())
                 d = max(int(X.shape[1]), d or 0)
             X = conform(X, d, declared, self.name)
             self._n_features = d

@@ -1,0 +1,102 @@
+"""Challengers count in the model-size bounds (``docs/challengers.md``, "Bounds"), through the real
+service: ``max_model_bytes`` holds the champion and its challengers together (and the slot of a
+drift challenger), ``max_total_model_bytes`` counts them among all models; a ``PUT`` over a
+bound is a 422 naming ``challengers`` (``on_drift`` for the drift slot alone) that changes
+nothing, and a batch that would widen a challenged model past a bound is refused naming
+``X[0]`` with the challengers in the message.  The bounds are set from the same estimates the
+service uses (:func:`svmstream.app.models.limits.estimate_bytes`), one byte short of the sum."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from svmstream.app.models.config import ModelConfig
+from svmstream.app.models.limits import estimate_bytes
+from svmstream.app.settings import Settings
+from tests.conftest import assert_examples_account
+
+D = 100
+CHAMPION = {"budget": 200, "gamma": 1.0, "shuffle_buffer": 0, "warmup": 0, "classes": [-1, 1]}
+BIG = {"budget": 400}  # a challenger that does not fit beside the champion
+SMALL = {"budget": 20}  # one that does
+
+
+def _bytes(fields: dict, d: int = D) -> int:
+    """The service's estimate of a model of ``fields`` (the server's defaults under them)."""
+    defaults = Settings(_env_file=None).model_defaults()
+    return estimate_bytes(ModelConfig.model_validate({**defaults, **fields}), d)
+
+
+def _rows(n: int, d: int, seed: int = 0) -> tuple[list, list]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X.tolist(), np.where(X[:, 0] > 0, 1, -1).tolist()
+
+
+def test_max_model_bytes_holds_the_champion_with_its_challengers(start_server):
+    champion, big = _bytes({**CHAMPION, "n_features": D}), _bytes({**CHAMPION, **BIG, "n_features": D})
+    bound = champion + big - 1
+    assert champion + _bytes({**CHAMPION, **SMALL, "n_features": D}) <= bound
+    server = start_server(env={"SVMSTREAM_MAX_MODEL_BYTES": str(bound)})
+    with server.client() as c:
+        X, y = _rows(300, D)
+        assert c.put("/models/m", json={**CHAMPION, "n_features": D}).status_code == 201
+        assert c.post("/learn", json={"model": "m", "X": X, "y": y}).status_code == 200
+        before = c.get("/models/m").json()
+        # replacing m by a champion with a challenger over the bound: 422, m unchanged
+        r = c.put("/models/m", json={**CHAMPION, "n_features": D, "challengers": [SMALL, BIG]})
+        assert r.status_code == 422 and r.json()["field"] == "challengers", r.text
+        assert "max_model_bytes" in r.json()["detail"] and "2 challengers" in r.json()["detail"], r.text
+        after = c.get("/models/m").json()
+        assert (after["version"], after["n_seen"], after["config"]) == (
+            before["version"], before["n_seen"], before["config"]
+        )  # fmt: skip
+        assert after["challengers"] == [] and after["promotion"] is None
+        # a new model: refused, not created
+        r = c.put("/models/n", json={**CHAMPION, "n_features": D, "challengers": [BIG]})
+        assert r.status_code == 422 and r.json()["field"] == "challengers", r.text
+        assert c.get("/models/n").status_code == 404
+        # the slot a drift challenger would take counts too
+        r = c.put("/models/n", json={**CHAMPION, "n_features": D, "budget": 400, "on_drift": "challenger"})
+        assert r.status_code == 422 and r.json()["field"] == "on_drift", r.text
+        assert c.get("/models/n").status_code == 404
+        # what fits is accepted
+        r = c.put("/models/n", json={**CHAMPION, "n_features": D, "challengers": [SMALL]})
+        assert r.status_code == 201 and len(r.json()["challengers"]) == 1, r.text
+        # no declared dimension: the batch that fixes it past the bound is refused, nothing learned
+        assert c.put("/models/w", json={**CHAMPION, "challengers": [BIG]}).status_code == 201
+        r = c.post("/learn", json={"model": "w", "X": X, "y": y})
+        assert r.status_code in (413, 422) and r.json()["field"] == "X[0]", r.text
+        assert "challengers" in r.json()["detail"] and "max_model_bytes" in r.json()["detail"], r.text
+        assert c.get("/models/w").json()["n_seen"] == 0
+        narrow, labels = _rows(300, 10)
+        assert c.post("/learn", json={"model": "w", "X": narrow, "y": labels}).status_code == 200
+        for name, sent in (("m", 300), ("w", 300)):
+            assert_examples_account(c, name, sent=sent)
+    server.terminate()
+
+
+def test_max_total_model_bytes_counts_the_challengers(start_server):
+    champion, big = _bytes({**CHAMPION, "n_features": D}), _bytes({**CHAMPION, **BIG, "n_features": D})
+    bound = champion + big - 1
+    env = {"SVMSTREAM_MAX_TOTAL_MODEL_BYTES": str(bound), "SVMSTREAM_CREATE_DEFAULT_MODEL": "false"}
+    server = start_server(env=env)
+    with server.client() as c:
+        r = c.put("/models/m", json={**CHAMPION, "n_features": D, "challengers": [BIG]})
+        assert r.status_code == 422 and r.json()["field"] == "challengers", r.text
+        assert "max_total_model_bytes" in r.json()["detail"], r.text
+        assert c.get("/models").json()["models"] == []
+        assert c.put("/models/m", json={**CHAMPION, "n_features": D}).status_code == 201  # alone it fits
+        assert c.delete("/models/m").status_code == 200
+        # no declared dimension: the batch that would grow the model and its challenger past the
+        # total is refused (413), nothing learned; a narrower one is learned
+        assert c.put("/models/w", json={**CHAMPION, "challengers": [BIG]}).status_code == 201
+        X, y = _rows(300, D)
+        r = c.post("/learn", json={"model": "w", "X": X, "y": y})
+        assert r.status_code == 413 and r.json()["field"] == "X[0]", r.text
+        assert "max_total_model_bytes" in r.json()["detail"], r.text
+        assert c.get("/models/w").json()["n_seen"] == 0
+        narrow, labels = _rows(300, 10)
+        assert c.post("/learn", json={"model": "w", "X": narrow, "y": labels}).status_code == 200
+        assert_examples_account(c, "w", sent=300)
+    server.terminate()
