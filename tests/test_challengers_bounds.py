@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from svmstream.app.models.config import ModelConfig
-from svmstream.app.models.limits import estimate_bytes
+from svmstream.app.models.limits import set_bytes
 from svmstream.app.settings import Settings
 from tests.conftest import assert_examples_account
 
@@ -21,10 +21,11 @@ BIG = {"budget": 400}  # a challenger that does not fit beside the champion
 SMALL = {"budget": 20}  # one that does
 
 
-def _bytes(fields: dict, d: int = D) -> int:
-    """The service's estimate of a model of ``fields`` (the server's defaults under them)."""
+def _bytes(*models: dict, d: int = D) -> int:
+    """The service's estimate of a champion and challengers of these fields (the server's
+    defaults under them)."""
     defaults = Settings(_env_file=None).model_defaults()
-    return estimate_bytes(ModelConfig.model_validate({**defaults, **fields}), d)
+    return set_bytes([ModelConfig.model_validate({**defaults, **fields}) for fields in models], d)
 
 
 def _rows(n: int, d: int, seed: int = 0) -> tuple[list, list]:
@@ -34,9 +35,9 @@ def _rows(n: int, d: int, seed: int = 0) -> tuple[list, list]:
 
 
 def test_max_model_bytes_holds_the_champion_with_its_challengers(start_server):
-    champion, big = _bytes({**CHAMPION, "n_features": D}), _bytes({**CHAMPION, **BIG, "n_features": D})
-    bound = champion + big - 1
-    assert champion + _bytes({**CHAMPION, **SMALL, "n_features": D}) <= bound
+    champion = {**CHAMPION, "n_features": D}
+    bound = _bytes(champion, {**champion, **BIG}) - 1
+    assert _bytes(champion, {**champion, **SMALL}) <= bound
     server = start_server(env={"SVMSTREAM_MAX_MODEL_BYTES": str(bound)})
     with server.client() as c:
         X, y = _rows(300, D)
@@ -77,8 +78,9 @@ def test_max_model_bytes_holds_the_champion_with_its_challengers(start_server):
 
 
 def test_max_total_model_bytes_counts_the_challengers(start_server):
-    champion, big = _bytes({**CHAMPION, "n_features": D}), _bytes({**CHAMPION, **BIG, "n_features": D})
-    bound = champion + big - 1
+    champion = {**CHAMPION, "n_features": D}
+    bound = _bytes(champion, {**champion, **BIG}) - 1
+    assert _bytes(champion) <= bound
     env = {"SVMSTREAM_MAX_TOTAL_MODEL_BYTES": str(bound), "SVMSTREAM_CREATE_DEFAULT_MODEL": "false"}
     server = start_server(env=env)
     with server.client() as c:

@@ -80,8 +80,13 @@ def set_bytes(
     labels: Sequence[Any] | None = None,
 ) -> int:
     """:func:`estimate_bytes` summed over ``configs`` (a champion and its challengers): they
-    learn the same rows, so they share the dimension, classes and labels."""
-    return sum(estimate_bytes(c, n_features, n_classes, labels) for c in configs)
+    learn the same rows, so they share the dimension and classes; the labels (the model's
+    codec) are counted once."""
+    if not configs:
+        return 0
+    shared = label_bytes(labels if labels is not None else configs[0].classes)
+    total = sum(estimate_bytes(c, n_features, n_classes, labels) for c in configs)
+    return total - shared * (len(configs) - 1)
 
 
 def warmup_bytes(config: ModelConfig, n_features: int) -> int:
