@@ -102,3 +102,36 @@ def test_max_total_model_bytes_counts_the_challengers(start_server):
         assert c.post("/learn", json={"model": "w", "X": narrow, "y": labels}).status_code == 200
         assert_examples_account(c, "w", sent=300)
     server.terminate()
+
+
+def test_a_drift_challenger_that_would_not_fit_is_not_started(start_server):
+    """After a promotion of a larger challenger, the slot of a drift challenger (the new
+    champion's settings) no longer fits ``max_model_bytes``: a detection records "drift
+    challenger not started" with the estimate, the champion keeps learning, nothing is lost."""
+    from tests.conftest import two_moons_like
+
+    small = {"budget": 10, "gamma": 1000.0, "C": 10.0, "shuffle_buffer": 0, "warmup": 200, "rehearsal": 0,
+             "classes": [-1, 1], "n_features": 6, "on_drift": "challenger"}  # fmt: skip
+    large = {"budget": 10_000, "gamma": 1.0}
+    bound = _bytes(small, {**small, **large}, small, d=6)  # what the PUT admits
+    assert _bytes({**small, **large}, {**small, **large}, d=6) > bound  # after the promotion
+    X, y = two_moons_like(8000, d=6, seed=31)
+    y = y.copy()
+    y[3000:] = -y[3000:]
+    server = start_server(env={"SVMSTREAM_MAX_MODEL_BYTES": str(bound)})
+    with server.client() as c:
+        r = c.put("/models/d", json={**small, "challengers": [large]})
+        assert r.status_code == 201, r.text
+        for start in range(0, 8000, 250):
+            r = c.post("/learn", json={"model": "d", "X": X[start : start + 250].tolist(),
+                                       "y": y[start : start + 250].tolist()})  # fmt: skip
+            assert r.status_code == 200, r.text
+        info = c.get("/models/d").json()
+        events = [e["event"] for e in info["promotion"]["history"]]
+        assert events[:3] == ["promoted", "drift detected", "drift challenger not started"], events
+        (refused,) = [e for e in info["promotion"]["history"] if e["event"] == "drift challenger not started"]
+        assert "max_model_bytes" in refused["reason"] and refused["at"] > 3000, refused
+        assert info["challengers"] == [] and info["config"]["budget"] == 10_000
+        assert info["n_discarded"] == 0
+        assert_examples_account(c, "d", sent=8000)
+    server.terminate()
