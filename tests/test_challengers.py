@@ -213,6 +213,21 @@ def test_a_replica_serves_the_champion_and_lists_the_challengers(start_server, o
         np.testing.assert_array_equal(decisions(rc, "m", probe), decisions(lc, "m", probe))
         assert rc.post("/models/m/promote", json={"challenger": 0}).status_code == 409
         assert rc.delete("/models/m/challengers/0").status_code == 409
+        # a promotion by hand at the learner: the replica serves the new champion
+        before = decisions(lc, "m", probe)
+        r = lc.post("/models/m/promote", json={"challenger": 0})  # gamma 50, now the champion
+        assert r.status_code == 200 and r.json()["config"]["gamma"] == 50.0, r.text
+        mine = lc.get("/models/m").json()
+        wait_for(
+            lambda: rc.get("/models/m").json()["promotion"]["promotions"] == 2,
+            what="replica after the promotion",
+        )
+        theirs = rc.get("/models/m").json()
+        assert theirs["config"]["gamma"] == 50.0 and theirs["challengers"] == mine["challengers"]
+        assert theirs["promotion"]["history"] == mine["promotion"]["history"]
+        served = decisions(rc, "m", probe)
+        np.testing.assert_array_equal(served, decisions(lc, "m", probe))
+        assert np.max(np.abs(served - before)) > 0  # another model serves
     replica.terminate()
     learner.terminate()
 
