@@ -76,7 +76,11 @@ def _env(redis_url: str, name: str, snapshots: bool = True) -> dict[str, str]:
 
 
 def _info(server, name: str) -> dict:
-    return httpx.get(f"{server.url}/models/{name}", timeout=30).json()
+    """``GET /models/{name}``, read while the learner works: the promotion figures are those of
+    the published version (never a promotion before the examples that led to it)."""
+    info = httpx.get(f"{server.url}/models/{name}", timeout=30).json()
+    assert info["promotion"]["position"] == info["n_seen"], (info["promotion"], info["n_seen"])
+    return info
 
 
 def _saved_promotions(snap: Path, name: str) -> tuple[int, int]:

@@ -76,7 +76,11 @@ class Challenged:
         return cs.counted_configs(self.config) if cs is not None else []
 
     def challengers_info(self) -> dict[str, Any]:
-        """``{"challengers": [...], "promotion": {...}}`` (empty without a set)."""
+        """``{"challengers": [...], "promotion": {...}}`` as published with the current view
+        (the live set's when the view carries none; empty without a set)."""
+        published = self.view.challengers
+        if published is not None:
+            return published
         cs = self.challengers
         return cs.info() if cs is not None else {"challengers": [], "promotion": None}
 

@@ -207,6 +207,7 @@ class Learning:
             stats=self._view_stats(est),
             extra={**old.extra, **extra} if extra else old.extra,
             n_features_fixed=self._fixed,
+            challengers=self.challengers.info() if self.challengers is not None else None,
         )
         self.view = view
         return view

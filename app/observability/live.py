@@ -204,14 +204,21 @@ def promotion_figures(handle: Any) -> dict[str, Any]:
     (example), ``time``, ``manual``, ``origin`` (``user``/``drift``), the challenger's
     ``settings`` and its evidence (``e_value``, ``threshold``, ``wins``, ``losses``,
     ``paired_examples``; ``docs/challengers.md``).  Counters only: no wait for the learner."""
-    cs = getattr(handle, "challengers", None)
-    if cs is None:
-        return {"challengers": 0, "promotions": 0, "recent_promotions": []}
-    history = list(cs.history)  # a copy: the learner appends to it
+    described = getattr(handle.view, "challengers", None)  # as published with the view
+    if described is None:
+        cs = getattr(handle, "challengers", None)
+        if cs is None:
+            return {"challengers": 0, "promotions": 0, "recent_promotions": []}
+        described = {
+            "challengers": cs.entries,
+            "promotion": {"promotions": cs.promotions, "history": cs.history},
+        }
+    promotion = described["promotion"] or {}
+    history = list(promotion.get("history", []))  # a copy: the learner may append to a live one
     promoted = [e for e in reversed(history) if e.get("event") == "promoted"][:MAX_PROMOTIONS]
     return {
-        "challengers": len(cs.entries),
-        "promotions": int(cs.promotions),
+        "challengers": len(described["challengers"]),
+        "promotions": int(promotion.get("promotions", 0)),
         "recent_promotions": [_promotion_event(e) for e in promoted],
     }
 
