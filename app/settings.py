@@ -298,6 +298,15 @@ class Settings(_ModelDefaults):
             defaults["classes"] = list(defaults["classes"])
         return defaults
 
+    def given_model_defaults(self) -> dict[str, Any]:
+        """The model defaults that were set explicitly (environment, ``.env`` or ``serve`` flags;
+        JSON names), which count as the user's settings where defaults are chosen from them."""
+        return {
+            row.json_name: getattr(self, row.setting)
+            for row in HYPERPARAMETERS
+            if row.setting in self.model_fields_set
+        }
+
     def token(self) -> str | None:
         """The API token, or None when auth is off (an empty value counts as unset)."""
         if self.api_token is None:

@@ -136,7 +136,14 @@ def part_stationary(seeds: int) -> list[dict]:
 
 #: ijcnn1 in file order with the tuned raw setting of ``bench_skeleton`` (no scaling, no shuffle
 #: buffer): the error rate rises in places and the detector fires without a concept change.
-RAW = {"gamma": 2.0, "C": 32.0, "scaling": "none", "shuffle_buffer": 0, "run_guard": False}
+RAW = {
+    "algorithm": "bsgd",
+    "gamma": 2.0,
+    "C": 32.0,
+    "scaling": "none",
+    "shuffle_buffer": 0,
+    "run_guard": False,
+}
 
 
 def part_false_alarm(seeds: int) -> list[dict]:

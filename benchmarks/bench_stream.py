@@ -45,7 +45,7 @@ from benchmarks import datasets
 from benchmarks.common import REPO, RedisServer, Server, child_pythonpath, machine, write_results
 
 MODEL = "ijcnn1"
-HYPER = {"budget": 500, "gamma": 2.0, "C": 32.0, "merge_solver": "lookup-wd"}
+HYPER = {"algorithm": "bsgd", "budget": 500, "gamma": 2.0, "C": 32.0, "merge_solver": "lookup-wd"}
 
 
 class Service(Server):

@@ -334,3 +334,22 @@ def assert_examples_account(client: httpx.Client, model: str, sent: int | None =
     if sent is not None:
         assert examples["received"] == sent, (examples, sent)
     return examples
+
+
+def engine_state_with_stages(arrays, pipeline_meta, version=7):
+    """``(arrays, meta)`` of a pipeline's engine as an engine that still ran the scaler and the
+    order stage saved it (state version ≤ 7): the stages' settings among its parameters, their
+    meta as its ``preprocessing``, the order stage's generator as its ``rng_state``; the arrays
+    (``pp_*``) are the same.  For tests of old states."""
+    scaler, order = pipeline_meta["stages"]["scaler"], pipeline_meta["stages"]["order"]
+    params = pipeline_meta["params"]
+    meta = {k: v for k, v in pipeline_meta["model"].items() if k not in ("gamma", "pool")}
+    meta["params"] = dict(meta["params"], scaling=scaler["scaling"], warmup=params["warmup"])
+    meta["params"].update(shuffle_buffer=params["shuffle_buffer"], run_guard=params["run_guard"])
+    pp = {name: scaler[name] for name in ("ready", "kind", "gamma", "warmup", "needs_window")}
+    pp.update({name: order[name] for name in ("buffer_capacity", "run_guard", "guard_capacity")})
+    if scaler["keep_sparse"]:
+        pp.update(linear=scaler["text_like"], sparse_rows=order["sparse_rows"], rows=order["rows"])
+        pp.update(shuffle_buffer=order["shuffle_buffer"], row_nnz=order["row_nnz"])
+    meta.update(preprocessing=pp, rng_state=order["rng_state"], state_version=version)
+    return dict(arrays), meta

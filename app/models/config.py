@@ -178,6 +178,11 @@ class ModelConfig(_ModelConfigFields):
         know, so a C without ``n_samples`` says which n it assumed."""
         if self.lambda_ is not None:
             return "lambda given"
+        if self.algorithm == "bsca":
+            return (
+                f"bsca: C = {self.C:g} bounds each example's dual coefficient, on a stream of any length "
+                "(lambda_eff = 1/(C * n) is shown for comparison with bsgd only)"
+            )
         if self.n_samples is not None:
             return f"lambda = 1/(C * n_samples) = 1/({self.C:g} * {self.n_samples:,}): C and n_samples given"
         return (
@@ -185,6 +190,19 @@ class ModelConfig(_ModelConfigFields):
             f"{self.reference_n:,} is assumed for a stream of unknown length; give n_samples (the rows "
             "C was chosen on) for C's batch meaning, or lambda"
         )
+
+    @property
+    def algorithm_reason(self) -> str:
+        """Why the model runs its algorithm (``GET /models/{name}``; the rule:
+        :func:`~svmstream.solvers._hyperparameters.default_algorithm`, ``docs/defaults.md``)."""
+        if self.algorithm == "bsca" and self.C is not None and self.lambda_ is None:
+            return (
+                "bsca: given, or chosen because C was given without lambda (bsca's C is the box "
+                "constraint of each dual coefficient and needs no n; bsgd's would need lambda = 1/(C n))"
+            )
+        if self.algorithm == "bsgd":
+            return "bsgd: given, or the default (no C without lambda; bsgd-only settings select it too)"
+        return f"{self.algorithm}: given"
 
     @property
     def learns_classes(self) -> bool:

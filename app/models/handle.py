@@ -340,6 +340,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             "budget": view.config.budget,
             "config": view.config.to_json(),
             "lambda_reason": view.config.lambda_reason,
+            "algorithm_reason": view.config.algorithm_reason,
             "n_features": self._n_features,
             "n_features_fixed": self._fixed,
             "classes": view.codec.public_classes,
