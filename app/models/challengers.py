@@ -175,15 +175,12 @@ class ChallengerSet:
         )
 
     def counted_configs(self, champion: ModelConfig | None = None) -> list[ModelConfig]:
-        """The configurations whose bytes count beside the champion's (``champion``: default the
-        set's) in the model's size bounds (``max_model_bytes``, ``max_total_model_bytes``):
-        every challenger's, and the slot a drift challenger would take (:func:`drift_config`)
-        while one may start (:meth:`may_spawn`)."""
-        champion = champion or self.champion_config
-        configs = [e.config for e in self.entries]
-        if self.may_spawn(champion):
-            configs.append(drift_config(champion))
-        return configs
+        """The configurations whose bytes count beside the champion's in the model's size bounds
+        (``max_model_bytes``, ``max_total_model_bytes``): every running challenger's (a user's
+        or a drift one).  No slot is reserved for a drift challenger that may start (every
+        service model has ``on_drift="challenger"`` by default): it starts only if it fits
+        ``max_model_bytes`` then (:class:`~svmstream.app.models.contest.Contest`)."""
+        return [e.config for e in self.entries]
 
     def alpha_of(self, entry: Challenger) -> float:
         """The level ``entry`` is tested at (:func:`~.evidence.challenger_alpha`)."""

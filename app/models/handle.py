@@ -94,10 +94,9 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         self.settings = settings
         # learned classes (restored from a snapshot: ``classes``) are committed by the learner
         # thread only; readers use the published view's codec
-        if config.learns_classes:
-            self.codec = shared_codec(classes or [], learn=True)
-        else:
-            self.codec = shared_codec(config.classes)
+        self.codec = (
+            shared_codec(classes or [], learn=True) if config.learns_classes else shared_codec(config.classes)
+        )
         self.max_pending = settings.max_pending_batches
         # a prediction replica's model (follower_of: its learner's URL) never learns: no
         # private copy, no checkpoint; learning is refused naming the learner
@@ -146,6 +145,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             stats=dict(stats) if stats is not None else estimator_stats(estimator),
             extra=dict(extra or {}),
             n_features_fixed=self._fixed,
+            challengers=self.challengers.info() if self.challengers is not None else None,
         )
         self._init_meters(settings)
 

@@ -16,7 +16,7 @@ min(d, 2,048) x 12 bytes (:func:`svmstream.solvers.model_bytes`, ``docs/defaults
 
 A model with challengers (``docs/challengers.md``) is bounded as a whole: ``extra`` -- the
 configurations :meth:`~svmstream.app.models.challengers.ChallengerSet.counted_configs` gives,
-its challengers and the slot a drift challenger would take -- counts beside the champion in
+its running challengers -- counts beside the champion in
 ``max_model_bytes`` (:func:`max_width`, :func:`size_message`, :func:`label_refusal`) and in
 ``max_total_model_bytes`` (:func:`held_bytes`, :func:`check_capacity`, :func:`check_growth`).
 """
@@ -115,7 +115,7 @@ def size_message(
     total = size + set_bytes(extra, n_features)
     if size <= settings.max_model_bytes < total:
         return (
-            f"a model of {n_features} features with its {len(extra)} challengers (drift slot included) needs "
+            f"a model of {n_features} features with its {len(extra)} challengers needs "
             f"an estimated {_mb(total)} ({_mb(size)} for the champion), over max_model_bytes = "
             f"{settings.max_model_bytes / MIB:g} MiB"
         )

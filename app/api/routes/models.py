@@ -59,21 +59,20 @@ def new_challengers(config, specs: list, settings) -> ChallengerSet | None:
 
 
 def check_challenger_bytes(config, challengers: ChallengerSet | None, settings) -> None:
-    """422 naming ``challengers`` (``on_drift`` for the slot of a drift challenger alone) when the
-    champion's and its challengers' estimated bytes together exceed ``max_model_bytes`` at the
-    declared dimension (1 when not declared: the least the model will need)."""
+    """422 naming ``challengers`` when the champion's and its challengers' estimated bytes
+    together exceed ``max_model_bytes`` at the declared dimension (1 when not declared: the
+    least the model will need)."""
     extra = challengers.counted_configs(config) if challengers is not None else []
     if not extra:
         return
     d = config.n_features or 1
     total = set_bytes([config, *extra], d)
     if total > settings.max_model_bytes:
-        field = "challengers" if challengers.entries else "on_drift"
         raise InvalidInput(
-            f"{field}: the champion and {len(extra)} challengers (the slot of a drift challenger included) "
+            f"challengers: the champion and {len(extra)} challengers "
             f"need an estimated {total / 1e6:,.1f} MB at {d} features ({estimate_bytes(config, d) / 1e6:,.1f} MB "
             f"for the champion), over max_model_bytes = {settings.max_model_bytes / 2**20:g} MiB",
-            field=field,
+            field="challengers",
         )
 
 
