@@ -52,6 +52,8 @@ class Policy:
     min_examples: int = 500
     drift_horizon: int = 20_000
     window: int = 1000
+    #: the size bound of the champion and its challengers together (None: not checked)
+    max_model_bytes: int | None = None
 
     @classmethod
     def from_settings(cls, settings) -> Policy:
@@ -62,6 +64,7 @@ class Policy:
             min_examples=settings.promotion_min_examples,
             drift_horizon=settings.drift_challenger_horizon,
             window=settings.challenger_window,
+            max_model_bytes=settings.max_model_bytes,
         )
 
 
@@ -100,6 +103,11 @@ def challenger_config(champion: ModelConfig, settings: dict[str, Any]) -> ModelC
     if fixed:
         raise ValueError(f"{fixed[0]} is the model's, the same for every challenger")
     return ModelConfig.model_validate({**champion.to_json(), **settings})
+
+
+def drift_config(champion: ModelConfig) -> ModelConfig:
+    """The configuration of a drift challenger: the champion's with no shuffle buffer."""
+    return champion.model_copy(update={"shuffle_buffer": 0})
 
 
 def differences(champion: ModelConfig, config: ModelConfig) -> dict[str, Any]:
@@ -154,6 +162,25 @@ class ChallengerSet:
         if not entries and config.on_drift != "challenger":
             return None
         return cls(policy, entries)
+
+    def may_spawn(self, champion: ModelConfig | None = None) -> bool:
+        """Whether a drift detection of the champion (``champion``: default the set's) starts a
+        challenger: ``on_drift="challenger"``, a free slot and no drift challenger running."""
+        champion = champion or self.champion_config
+        return (
+            champion is not None
+            and champion.on_drift == "challenger"
+            and len(self.entries) < self.policy.max_challengers
+            and not any(e.origin == "drift" for e in self.entries)
+        )
+
+    def counted_configs(self, champion: ModelConfig | None = None) -> list[ModelConfig]:
+        """The configurations whose bytes count beside the champion's in the model's size bounds
+        (``max_model_bytes``, ``max_total_model_bytes``): every running challenger's (a user's
+        or a drift one).  No slot is reserved for a drift challenger that may start (every
+        service model has ``on_drift="challenger"`` by default): it starts only if it fits
+        ``max_model_bytes`` then (:class:`~svmstream.app.models.contest.Contest`)."""
+        return [e.config for e in self.entries]
 
     def alpha_of(self, entry: Challenger) -> float:
         """The level ``entry`` is tested at (:func:`~.evidence.challenger_alpha`)."""

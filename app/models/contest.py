@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from svmstream.app.models.challengers import CELL, Challenger, ChallengerSet, differences
+from svmstream.app.models.challengers import CELL, Challenger, ChallengerSet, differences, drift_config
 from svmstream.app.models.evidence import PairedEvidence
+from svmstream.app.models.limits import set_bytes
 from svmstream.app.models.rows import fitted, join_rows, learn_rows, right_of
 from svmstream.app.models.view import check_finite
 
@@ -173,7 +174,14 @@ class Contest:
         if not _may_spawn(cs):
             return
         base = cs.champion_config
-        config = base.model_copy(update={"shuffle_buffer": 0})
+        config = drift_config(base)
+        d = 0 if self.X is None else int(self.X.shape[1])
+        size = set_bytes([base, *(e.config for e in cs.entries), config], d, self.n_classes) if d else 0
+        if cs.policy.max_model_bytes is not None and size > cs.policy.max_model_bytes:
+            cs.record("drift challenger not started", at=start, reason=(
+                f"the champion and {len(cs.entries) + 1} challengers would need an estimated {size / 1e6:,.1f} MB, "
+                f"over max_model_bytes = {cs.policy.max_model_bytes / 2**20:g} MiB"))  # fmt: skip
+            return
         cs.drift_started += 1
         entry = Challenger(config, differences(base, config), "drift", start, PairedEvidence(cs.policy.window),
                            drift_number=cs.drift_started)  # fmt: skip
@@ -204,14 +212,8 @@ class Contest:
 
 
 def _may_spawn(cs: ChallengerSet) -> bool:
-    """Whether a drift detection of the champion starts a challenger: ``on_drift="challenger"``,
-    a free slot and no drift challenger already running."""
-    return (
-        cs.champion_config is not None
-        and cs.champion_config.on_drift == "challenger"
-        and len(cs.entries) < cs.policy.max_challengers
-        and not any(e.origin == "drift" for e in cs.entries)
-    )
+    """:meth:`ChallengerSet.may_spawn`."""
+    return cs.may_spawn()
 
 
 def promote(cs: ChallengerSet, index: int, champion, name: str, *, manual: bool) -> Any:

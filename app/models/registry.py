@@ -52,6 +52,7 @@ from svmstream.app.errors import (
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import NewLabels
 from svmstream.app.models.config import MODEL_NAME_RE, ModelConfig, check_model_name
+from svmstream.app.models.contested import new_counted_configs
 from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
 from svmstream.app.models.learners import LearnerPool
@@ -162,7 +163,8 @@ class Registry:
             On an invalid name (allowed: ``[A-Za-z0-9][A-Za-z0-9_.-]{0,63}``).
         """
         check_model_name(name)
-        check_capacity(self._models, name, config, self.settings)  # max_models, max_total_model_bytes
+        extra = new_counted_configs(config, state.get("challengers"), self.settings)
+        check_capacity(self._models, name, config, self.settings, extra)  # max_models, max_total_model_bytes
         with self._lock:  # models of equal configurations share one (frozen) object: ~3 KB each
             config = self._configs.setdefault(config.model_dump_json(), config)
         warm_for(config)  # its kernel group, if the service's warm-up has not loaded it
