@@ -326,6 +326,15 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "condition", interval
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def learn_all(c: httpx.Client, name: str, X, y, batch: int = 200) -> None:
+    """POST ``/learn`` of rows (n, d) and labels (n,) to model ``name`` in batches of ``batch``
+    rows, each answered 200."""
+    for start in range(0, X.shape[0], batch):
+        r = c.post("/learn", json={"model": name, "X": X[start : start + batch].tolist(),
+                                   "y": y[start : start + batch].tolist()})  # fmt: skip
+        assert r.status_code == 200, r.text
+
+
 def assert_examples_account(client: httpx.Client, model: str, sent: int | None = None) -> dict:
     """The invariant of every model: received = learned + pending + refused (``GET
     /models/{name}``'s ``examples``), and, when the test knows it, received = ``sent``."""

@@ -11,18 +11,11 @@ import re
 import httpx
 import numpy as np
 
-from tests.conftest import assert_examples_account, two_moons_like
+from tests.conftest import assert_examples_account, learn_all, two_moons_like
 from tests.test_stream import wait_for
 
 D = 6
 GOOD = {"budget": 40, "gamma": 1.0, "C": 10.0, "shuffle_buffer": 0, "classes": [-1, 1]}
-
-
-def learn_all(c: httpx.Client, name: str, X, y, batch: int = 200) -> None:
-    for start in range(0, X.shape[0], batch):
-        r = c.post("/learn", json={"model": name, "X": X[start : start + batch].tolist(),
-                                   "y": y[start : start + batch].tolist()})  # fmt: skip
-        assert r.status_code == 200, r.text
 
 
 def decisions(c: httpx.Client, name: str, probe) -> np.ndarray:

@@ -12,7 +12,7 @@ import numpy as np
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.limits import set_bytes
 from svmstream.app.settings import Settings
-from tests.conftest import assert_examples_account
+from tests.conftest import assert_examples_account, learn_all
 
 D = 100
 CHAMPION = {
@@ -128,10 +128,7 @@ def test_a_drift_challenger_that_would_not_fit_is_not_started(start_server):
     with server.client() as c:
         r = c.put("/models/d", json={**small, "challengers": [large]})
         assert r.status_code == 201, r.text
-        for start in range(0, 8000, 250):
-            r = c.post("/learn", json={"model": "d", "X": X[start : start + 250].tolist(),
-                                       "y": y[start : start + 250].tolist()})  # fmt: skip
-            assert r.status_code == 200, r.text
+        learn_all(c, "d", X, y, batch=250)
         info = c.get("/models/d").json()
         events = [e["event"] for e in info["promotion"]["history"]]
         assert events[:3] == ["promoted", "drift detected", "drift challenger not started"], events

@@ -21,7 +21,7 @@ from svmstream.app.observability.live import (
     histogram_quantile,
     progress_fraction,
 )
-from tests.conftest import ServerProcess, two_moons_like, write_libsvm
+from tests.conftest import ServerProcess, learn_all, two_moons_like, write_libsvm
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -240,10 +240,7 @@ def test_events_carry_the_promotions_of_a_model(server):
     with server.client() as c:
         r = c.put("/models/promoted", json={**config, "challengers": [{"gamma": 1.0}, {"gamma": 50.0}]})
         assert r.status_code == 201, r.text
-        for i in range(0, 3_000, 250):
-            r = c.post("/learn", json={"model": "promoted", "X": X[i : i + 250].tolist(),
-                                       "y": y[i : i + 250].tolist()})  # fmt: skip
-            assert r.status_code == 200, r.text
+        learn_all(c, "promoted", X, y, batch=250)
         info = c.get("/models/promoted").json()
     assert info["promotion"]["promotions"] == 1, info["promotion"]
     (promoted,) = [e for e in info["promotion"]["history"] if e["event"] == "promoted"]

@@ -195,7 +195,8 @@ def test_dashboard_shows_promotions(start_server, browser):
     """A challenger promoted on evidence (docs/challengers.md) appears on the page: the totals and
     the models table count it, the model's card lists it with the challenger's settings and the
     evidence, the drift chart draws the promotions; no console error."""
-    from tests.test_challengers import GOOD, learn_all
+    from tests.conftest import learn_all
+    from tests.test_challengers import GOOD
 
     X, y = two_moons_like(3000, d=6, seed=4)
     server = start_server()
