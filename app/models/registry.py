@@ -137,8 +137,8 @@ class Registry:
         given = {k: v for k, v in fields.items() if v is not None}
         merged = self.settings.model_defaults()
         merged.update(given)
-        if "algorithm" not in given:  # a C without lambda runs BSCA (docs/defaults.md)
-            merged["algorithm"] = default_algorithm({**self.settings.given_model_defaults(), **given})
+        # the algorithm given, else a C without lambda runs BSCA (docs/defaults.md)
+        merged["algorithm"] = default_algorithm({**self.settings.given_model_defaults(), **given})
         return ModelConfig.model_validate(merged)
 
     def check_config(self, config: ModelConfig) -> None:
