@@ -612,21 +612,23 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             return
         self.calibrator_.update(margins, self._class_index(labels))
 
-    def restart_schedule(self):
-        """Restart the step-size schedule (:meth:`_reset_schedule`) and empty the rehearsal
-        memory (its rows hold the old concept; they were learned already): what the drift
-        stage asks for after a detection (:mod:`svmstream.solvers.online.stages.drift`).
-        Nothing received is dropped.  Returns self."""
+    def restart_schedule(self, t0=None):
+        """Restart the step-size schedule (:meth:`_reset_schedule`) at t = ``t0`` (None:
+        :data:`DRIFT_RESET_T0`; an int >= 1) and empty the rehearsal memory (its rows hold the
+        old concept; they were learned already): what the drift stage asks for after a
+        detection (:mod:`svmstream.solvers.online.stages.drift`), and a warm-started drift
+        challenger (:mod:`svmstream.solvers.online.warm`).  Nothing received is dropped.
+        Returns self."""
         check_is_fitted(self, "classes_")
-        self._reset_schedule()
+        self._reset_schedule(DRIFT_RESET_T0 if t0 is None else int(t0))
         if self._rehearsal is not None:
             self._rehearsal.clear()
         return self
 
-    def _reset_schedule(self):
-        """Restart the step-size schedule at t = :data:`DRIFT_RESET_T0` (the step count
-        ``t_`` is kept; the kernels read t − shift)."""
-        self._counters[C_SCHED_SHIFT] = max(0, int(self._counters[C_STEPS]) - DRIFT_RESET_T0)
+    def _reset_schedule(self, t0=DRIFT_RESET_T0):
+        """Restart the step-size schedule at t = ``t0`` (the step count ``t_`` is kept; the
+        kernels read t − shift)."""
+        self._counters[C_SCHED_SHIFT] = max(0, int(self._counters[C_STEPS]) - t0)
 
     def _learned(self, margins, labels):
         """Record the examples a call learned: ``last_margins_`` (f before each step, None:

@@ -189,17 +189,17 @@ class StreamingBSCA(BudgetedKernelModel):
         self._calibrate(self.last_margins_, index[original])
         self.last_y_ = self.classes_[index[original].astype(np.intp)]
 
-    def _reset_schedule(self):
+    def _reset_schedule(self, t0=DRIFT_RESET_T0):
         """BSCA has no step size: a restart (:meth:`restart_schedule`) scales the coefficients by t0 / (steps since
-        the last reset), so the old model weighs like t0 = ``DRIFT_RESET_T0`` examples."""
+        the last reset), so the old model weighs like ``t0`` examples (default ``DRIFT_RESET_T0``)."""
         if self._is_ovr():
             for binary in getattr(self, "estimators_", []):
-                binary._reset_schedule()
+                binary._reset_schedule(t0)
             return
         since = int(self._counters[C_STEPS] - self._counters[C_SCHED_SHIFT])
-        if since > DRIFT_RESET_T0:
-            self._coef *= DRIFT_RESET_T0 / since
-        self._counters[C_SCHED_SHIFT] = max(0, int(self._counters[C_STEPS]) - DRIFT_RESET_T0)
+        if since > t0:
+            self._coef *= t0 / since
+        self._counters[C_SCHED_SHIFT] = max(0, int(self._counters[C_STEPS]) - t0)
 
     def _add_class_arrays(self):
         """Binary → one-vs-rest with models (−w, w, 0); one-vs-rest: one more (empty) model."""
