@@ -139,6 +139,11 @@ class Settings(_ModelDefaults):
     """Paired examples a challenger needs before it may be promoted (whatever its evidence)."""
     drift_challenger_horizon: int = Field(20_000, ge=1)
     """Paired examples after which a drift challenger that has not won is retired."""
+    drift_challenger_start: Literal["warm", "fresh", "both"] = "warm"
+    """How drift challengers start: ``warm``, a copy of the champion at the detection that has
+    learned the champion's buffered rows, keeps no buffer and restarts its schedule; ``fresh``,
+    a new model with the champion's settings and no buffer; ``both`` (two slots), the two race
+    (``docs/challengers.md``)."""
     challenger_window: int = Field(1000, ge=1)
     """Paired examples of the sliding window whose accuracies ``GET /models/{name}`` shows."""
 

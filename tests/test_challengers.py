@@ -10,6 +10,7 @@ import re
 
 import httpx
 import numpy as np
+import pytest
 
 from tests.conftest import assert_examples_account, learn_all, two_moons_like
 from tests.test_stream import wait_for
@@ -225,30 +226,42 @@ def test_a_replica_serves_the_champion_and_lists_the_challengers(start_server, o
     learner.terminate()
 
 
-def test_a_label_flip_starts_a_drift_challenger_that_wins_and_nothing_is_lost(start_server):
-    """on_drift="challenger": the detection starts a fresh challenger at the next scoring cell
-    while the champion keeps learning; it is promoted on evidence; every example is accounted
-    for (received = learned + pending, nothing discarded)."""
-    X, y = two_moons_like(8000, d=D, seed=31)
+@pytest.mark.parametrize("start", ["warm", "both", "fresh"])
+def test_a_label_flip_starts_a_drift_challenger_that_wins_and_nothing_is_lost(start_server, start):
+    """on_drift="challenger": the detection starts challengers at the next scoring cell (by
+    default a copy of the champion; or a fresh model; or both, which race) while the champion
+    keeps learning; one is promoted on evidence; every example is accounted for (received =
+    learned + pending, nothing discarded); the model serves the new concept."""
+    X, y = two_moons_like(10_000, d=D, seed=31)
     y = y.copy()
     y[3000:] = -y[3000:]
-    server = start_server()
+    server = start_server(env={"SVMSTREAM_DRIFT_CHALLENGER_START": start})
     with server.client() as c:
         r = c.put("/models/d", json={**GOOD, "warmup": 200, "shuffle_buffer": 2000, "on_drift": "challenger"})
         assert r.status_code == 201 and r.json()["challengers"] == [], r.text
         learn_all(c, "d", X, y, batch=250)
         info = c.get("/models/d").json()
-        events = [e["event"] for e in info["promotion"]["history"]]
-        assert events[:3] == ["drift detected", "drift challenger started", "promoted"], info["promotion"]
-        started = info["promotion"]["history"][1]["at"]
+        history = info["promotion"]["history"]
+        kinds = ["warm", "fresh"] if start == "both" else [start]
+        events = [e["event"] for e in history]
+        assert events[: 1 + len(kinds)] == ["drift detected"] + ["drift challenger started"] * len(kinds), (
+            history
+        )
+        assert [e["start"] for e in history[1 : 1 + len(kinds)]] == kinds
+        started = history[1]["at"]
         assert 3000 < started < 6000 and started % 128 == 0
-        promoted = info["promotion"]["history"][2]
-        assert promoted["origin"] == "drift" and promoted["settings"] == {"shuffle_buffer": 0}
-        assert promoted["evidence"]["wins"] > promoted["evidence"]["losses"]
-        assert info["config"]["shuffle_buffer"] == 0 and promotions_metric(c, "d") >= 1
+        promoted = [e for e in history if e["event"] == "promoted"]
+        assert (
+            promoted and promoted[0]["origin"] == "drift" and promoted[0]["settings"] == {"shuffle_buffer": 0}
+        )
+        assert all(p["evidence"]["wins"] > p["evidence"]["losses"] for p in promoted)
+        assert info["config"]["shuffle_buffer"] == 0 and promotions_metric(c, "d") == len(promoted)
         assert info["n_discarded"] == 0
-        assert_examples_account(c, "d", sent=8000)
+        assert_examples_account(c, "d", sent=10_000)
         probe, truth = two_moons_like(300, d=D, seed=32)
         labels = c.post("/predict", json={"model": "d", "X": probe.tolist()}).json()["labels"]
-        assert np.mean(np.asarray(labels) == -truth) > 0.8  # the new concept
+        # a warm copy of a champion younger than DRIFT_RESET_T0 steps keeps its old concept's
+        # weight (its schedule cannot restart earlier than it is): 77 % here, 90 % with a fresh
+        # one (docs/challengers.md)
+        assert np.mean(np.asarray(labels) == -truth) > (0.7 if start == "warm" else 0.8)  # the new concept
     server.terminate()

@@ -54,6 +54,8 @@ class Policy:
     window: int = 1000
     #: the size bound of the champion and its challengers together (None: not checked)
     max_model_bytes: int | None = None
+    #: how drift challengers start: "both", "warm" (a copy of the champion, solvers.online.warm) or "fresh"
+    drift_start: str = "warm"
 
     @classmethod
     def from_settings(cls, settings) -> Policy:
@@ -65,6 +67,7 @@ class Policy:
             drift_horizon=settings.drift_challenger_horizon,
             window=settings.challenger_window,
             max_model_bytes=settings.max_model_bytes,
+            drift_start=settings.drift_challenger_start,
         )
 
 
@@ -83,6 +86,22 @@ class Challenger:
     estimator: Any | None = None
     seen: int = 0
     drift_number: int | None = None
+    #: examples the model received before the estimator's own count begins (None: ``started_at``,
+    #: a fresh estimator; a warm-started one counts what the champion it copied counted)
+    offset: int | None = None
+
+    @property
+    def start(self) -> str | None:
+        """How a drift challenger started: ``"warm"`` (a copy of the champion) or ``"fresh"``;
+        None for a user's challenger."""
+        if self.origin != "drift":
+            return None
+        return "fresh" if self.offset is None else "warm"
+
+    @property
+    def received_before(self) -> int:
+        """Examples the model received that this challenger's estimator does not count."""
+        return self.started_at if self.offset is None else self.offset
 
     def ensure_estimator(self):
         """The challenger's estimator, a fresh one (its configuration's) if it has none yet."""
@@ -235,6 +254,7 @@ class ChallengerSet:
                 "settings": entry.settings,
                 "config": entry.config.to_json(),
                 "started_at": entry.started_at,
+                "start": entry.start,
                 "examples_seen": entry.seen,
                 **self.evidence_of(entry),
             })  # fmt: skip
@@ -285,6 +305,7 @@ class ChallengerSet:
             entries.append({
                 "config": entry.config.to_json(), "settings": entry.settings, "origin": entry.origin,
                 "started_at": entry.started_at, "seen": entry.seen, "drift_number": entry.drift_number,
+                "offset": entry.offset,
                 "evidence": entry.evidence.to_json(), "state": _jsonable(sub),
             })  # fmt: skip
         arrays.update(rows_state(f"{PREFIX}held.", self.held_X))
@@ -315,7 +336,7 @@ class ChallengerSet:
             entries.append(Challenger(
                 ModelConfig.model_validate(data["config"]), dict(data["settings"]), data["origin"],
                 int(data["started_at"]), PairedEvidence.from_json(data["evidence"], policy.window),
-                est, int(data.get("seen", 0)), data.get("drift_number"),
+                est, int(data.get("seen", 0)), data.get("drift_number"), data.get("offset"),
             ))  # fmt: skip
         out = cls(policy, entries, int(saved.get("position", 0)))
         out.spawn_at = saved.get("spawn_at")

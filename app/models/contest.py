@@ -18,6 +18,8 @@ from svmstream.app.models.evidence import PairedEvidence
 from svmstream.app.models.limits import set_bytes
 from svmstream.app.models.rows import fitted, join_rows, learn_rows, right_of
 from svmstream.app.models.view import check_finite
+from svmstream.solvers.online.pipeline import StreamingClassifier
+from svmstream.solvers.online.warm import warm_copy
 
 log = logging.getLogger("svmstream.challengers")
 
@@ -57,6 +59,8 @@ class Contest:
         self.detections_before = 0
         self.margins: list[np.ndarray] = []  # the champion's prequential margins and labels
         self.learned_y: list[np.ndarray] = []
+        #: warm starts of drift challengers: the champion copied where one may start (position → copy)
+        self.warm_at: dict[int, Any] = {}
 
     def rows(self, lo: int, hi: int):
         """``(X, y)`` of rows ``lo:hi`` of the batch (held rows first)."""
@@ -68,8 +72,11 @@ class Contest:
         self.champion_right, self.champion_detections, self.margins, self.learned_y = [], [], [], []
         self.detections_before = before = _detections(est)
         scoring = self.scoring
+        starts = {self.cs.spawn_at} if self.cs.policy.drift_start != "fresh" else None
         for lo, hi in self.pieces:
             Xp, yp = self.rows(lo, hi)
+            if starts and self.first + lo in starts:
+                self._copy_for_warm_start(est, self.first + lo)
             self.champion_right.append(right_of(est, Xp, yp) if scoring else None)
             learn_rows(est, Xp, yp, self.n_classes)
             self._keep_margins(est)
@@ -77,10 +84,18 @@ class Contest:
             self.champion_detections.append(after)
             if self.can_spawn and after > before:
                 scoring = True  # a challenger starts at the end of this cell
+            if starts is not None and after > before:
+                starts.add(-(-(self.first + hi) // CELL) * CELL)  # where finish() may start one
             before = after
         if self.flush and fitted(est):
             est.flush()
         return self.X[:4] if self.X is not None and self.learned else None
+
+    def _copy_for_warm_start(self, est, position: int) -> None:
+        """Keep a warm copy of the champion as it is at ``position`` (it learns the whole
+        batch before the challengers do); none while it warms up or has not learned."""
+        if _warm_copyable(est):
+            self.warm_at[position] = warm_copy(est)
 
     def _keep_margins(self, est) -> None:
         margins, learned = getattr(est, "last_margins_", None), getattr(est, "last_y_", None)
@@ -100,7 +115,7 @@ class Contest:
             Xp, yp = self.rows(lo, hi)
             start, end = self.first + lo, self.first + hi
             if cs.spawn_at is not None and cs.spawn_at <= start:
-                self._spawn(current, name, start)
+                self._spawn(current, name, start, ahead=promoted is None)
             rights = self._learn_challengers(Xp, yp, name)
             if promoted is None:
                 right, det = self.champion_right[i], self.champion_detections[i]
@@ -167,27 +182,64 @@ class Contest:
                 break
         return current, None
 
-    def _spawn(self, current, name: str, start: int) -> None:
-        """Start a fresh drift challenger at ``start``: the champion's settings, no shuffle buffer."""
+    def _spawn(self, current, name: str, start: int, *, ahead: bool) -> None:
+        """Start the drift challengers at ``start`` (``Policy.drift_start``): a warm one (a copy
+        of the champion at ``start``), a fresh one (the champion's settings), or both, each
+        with no shuffle buffer, each in a free slot that fits ``max_model_bytes``.  A warm
+        start the champion cannot give (no model past its warm-up) is a fresh one.  ``ahead``:
+        ``current`` learned the whole batch already (its copy at ``start`` was kept)."""
         cs = self.cs
         cs.spawn_at = None
         if not _may_spawn(cs):
             return
-        base = cs.champion_config
-        config = drift_config(base)
+        kinds = ("warm", "fresh") if cs.policy.drift_start == "both" else (cs.policy.drift_start,)
+        warm = self._warm_start(current, start, ahead) if "warm" in kinds else None
+        estimators = [warm] if warm is not None else []
+        if "fresh" in kinds or warm is None:
+            estimators.append(None)
+        config = drift_config(cs.champion_config)
+        for est in estimators:
+            if len(cs.entries) >= cs.policy.max_challengers or not self._fits(config, start):
+                return
+            self._start_drift_challenger(config, start, est, name)
+
+    def _fits(self, config, start: int) -> bool:
+        """Whether the champion, its challengers and one more (``config``) fit ``max_model_bytes``
+        (if not, the history says so)."""
+        cs = self.cs
         d = 0 if self.X is None else int(self.X.shape[1])
-        size = set_bytes([base, *(e.config for e in cs.entries), config], d, self.n_classes) if d else 0
-        if cs.policy.max_model_bytes is not None and size > cs.policy.max_model_bytes:
-            cs.record("drift challenger not started", at=start, reason=(
-                f"the champion and {len(cs.entries) + 1} challengers would need an estimated {size / 1e6:,.1f} MB, "
-                f"over max_model_bytes = {cs.policy.max_model_bytes / 2**20:g} MiB"))  # fmt: skip
-            return
+        size = (
+            set_bytes([cs.champion_config, *(e.config for e in cs.entries), config], d, self.n_classes)
+            if d
+            else 0
+        )
+        if cs.policy.max_model_bytes is None or size <= cs.policy.max_model_bytes:
+            return True
+        cs.record("drift challenger not started", at=start, reason=(
+            f"the champion and {len(cs.entries) + 1} challengers would need an estimated {size / 1e6:,.1f} MB, "
+            f"over max_model_bytes = {cs.policy.max_model_bytes / 2**20:g} MiB"))  # fmt: skip
+        return False
+
+    def _start_drift_challenger(self, config, start: int, est, name: str) -> None:
+        """Add a drift challenger started at ``start``: ``est`` a warm copy, or None (fresh)."""
+        cs = self.cs
         cs.drift_started += 1
-        entry = Challenger(config, differences(base, config), "drift", start, PairedEvidence(cs.policy.window),
-                           drift_number=cs.drift_started)  # fmt: skip
+        entry = Challenger(config, differences(cs.champion_config, config), "drift", start,
+                           PairedEvidence(cs.policy.window), est, drift_number=cs.drift_started)  # fmt: skip
+        if est is not None:  # the copy counts what the champion counted
+            entry.offset = cs.champion_start
         cs.entries.append(entry)
-        cs.record("drift challenger started", challenger=len(cs.entries) - 1, at=start)
-        log.warning("model %r: drift challenger started at example %d", name, start)
+        kind = "fresh" if est is None else "warm"
+        cs.record("drift challenger started", challenger=len(cs.entries) - 1, at=start, start=kind)
+        log.warning("model %r: %s drift challenger started at example %d", name, kind, start)
+
+    def _warm_start(self, current, start: int, ahead: bool):
+        """The warm challenger's estimator at ``start``: the copy kept by the champion's step,
+        or a copy of ``current`` (which is at ``start``); None (a fresh one) when the champion
+        has no fitted model past its warm-up there."""
+        if ahead:
+            return self.warm_at.get(start)
+        return warm_copy(current) if _warm_copyable(current) else None
 
     def _hold_rest(self) -> None:
         """Hold the rows of the incomplete last cell until it completes (or a flush)."""
@@ -211,6 +263,11 @@ class Contest:
                     self.cs.remove(index, "dropped", reason=str(exc))
 
 
+def _warm_copyable(est) -> bool:
+    """A fitted streaming pipeline past its warm-up window (what :func:`warm_copy` takes)."""
+    return isinstance(est, StreamingClassifier) and fitted(est) and not est.warming_up_
+
+
 def _may_spawn(cs: ChallengerSet) -> bool:
     """:meth:`ChallengerSet.may_spawn`."""
     return cs.may_spawn()
@@ -226,12 +283,12 @@ def promote(cs: ChallengerSet, index: int, champion, name: str, *, manual: bool)
     old = cs.champion_config
     cs.entries.pop(index)
     cs.record(
-        "promoted", manual=manual, challenger=index, origin=entry.origin, settings=entry.settings,
+        "promoted", manual=manual, challenger=index, origin=entry.origin, start=entry.start, settings=entry.settings,
         config=entry.config.to_json(), previous=differences(entry.config, old) if old is not None else {},
         evidence=evidence,
     )  # fmt: skip
     cs.promotions += 1
-    cs.champion_start = entry.started_at
+    cs.champion_start = entry.received_before
     cs.drift_started = 0
     cs.champion_config = entry.config
     for other in cs.entries:
