@@ -220,8 +220,9 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
     H("rehearsal_memory", int, DEFAULT_REHEARSAL_MEMORY, "examples remembered for rehearsal (a "
       "uniform reservoir sample; at most 16 MiB)", "rehearsal", ge=0, le=REHEARSAL_MEMORY_MAX),
     H("on_drift", str, "reset_schedule", "when the drift detector fires: restart the step-size "
-      "schedule, only report it, or start a challenger from the detection point, promoted if it wins "
-      "(no example is ever dropped)", "drift", choices=ON_DRIFT_SERVICE),
+      "schedule, only report it, or start a challenger from the detection point (a copy of the "
+      "champion), promoted if it wins (no example is ever dropped; the service's default: challenger)",
+      "drift", choices=ON_DRIFT_SERVICE, setting_default="challenger"),
     H("sv_storage", str, "auto", 'support vectors: "dense" (a d x (B+1) matrix), "sparse" (their '
       'nonzeros only; needs scaling auto, maxabs or none), or "auto": sparse when the first batch '
       "is sparse rows with d > 256 and at most 10% nonzeros", "estimator", choices=SV_STORAGES),
