@@ -75,10 +75,10 @@ class Challenged:
         cs = self.challengers
         return cs.counted_configs(self.config) if cs is not None else []
 
-    def challengers_info(self) -> dict[str, Any]:
-        """``{"challengers": [...], "promotion": {...}}`` as published with the current view
-        (the live set's when the view carries none; empty without a set)."""
-        published = self.view.challengers
+    def challengers_info(self, view=None) -> dict[str, Any]:
+        """``{"challengers": [...], "promotion": {...}}`` as published with ``view`` (default the
+        current one; the live set's when the view carries none; empty without a set)."""
+        published = (self.view if view is None else view).challengers
         if published is not None:
             return published
         cs = self.challengers

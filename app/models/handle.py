@@ -315,13 +315,17 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         p50, p99 = np.percentile(times, [50, 99]) * 1e3
         return {"publish_ms_p50": float(p50), "publish_ms_p99": float(p99)}
 
-    def examples(self, status: dict[str, Any] | None | object = ...) -> dict[str, int]:
+    def examples(
+        self, status: dict[str, Any] | None | object = ..., view: ModelView | None = None
+    ) -> dict[str, int]:
         """The model's example account: ``received = learned + pending + refused``.  Learned and
         pending come from the model's state (they survive restarts); refused counts the stream
         entries this process dead-lettered (bad entries, batches the learner refused).  A
         refused HTTP request changes nothing and is not received.  ``status``: the stream status
-        a caller already read (None: no stream); by default it is read here."""
-        counts = dict(self.view.stats.get("examples") or {"received": 0, "learned": 0, "pending": 0})
+        a caller already read (None: no stream); by default it is read here.  ``view``: the
+        version to describe (default the current one)."""
+        view = self.view if view is None else view
+        counts = dict(view.stats.get("examples") or {"received": 0, "learned": 0, "pending": 0})
         if status is ...:
             status = self.stream_status() if self.stream_status is not None else None
         refused = int(status.get("dead_letters", 0)) if status else 0
@@ -333,7 +337,9 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         """JSON-ready description (``GET /models/{name}``)."""
         view = self.view
         stats = {k: v for k, v in view.stats.items() if k != "statistics"}
-        stats["examples"] = self.examples()
+        stats["examples"] = self.examples(
+            view=view
+        )  # one version throughout: the learner may publish meanwhile
         return {
             "name": self.name,
             "algorithm": view.config.algorithm,
@@ -354,5 +360,5 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             "extra": view.extra,
             "statistics": view.stats.get("statistics", {}),
             "metrics": self.metrics(),
-            **self.challengers_info(),
+            **self.challengers_info(view),
         }
