@@ -29,6 +29,7 @@ import numpy as np
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.evidence import PairedEvidence, challenger_alpha
 from svmstream.app.models.factory import estimator_from_state, make_estimator
+from svmstream.app.models.label_runs import LabelRuns
 from svmstream.app.models.rows import fitted, n_rows, rows_from_state, rows_state
 
 log = logging.getLogger("svmstream.challengers")
@@ -147,6 +148,8 @@ class ChallengerSet:
     held_y: np.ndarray | None = None
     spawn_at: int | None = None
     drift_started: int = 0
+    #: the received labels' one-class runs (pairs inside an improbable run are not counted)
+    runs: LabelRuns = field(default_factory=LabelRuns)
     detections_seen: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     promotions: int = 0
@@ -315,7 +318,7 @@ class ChallengerSet:
             "entries": entries, "position": self.position, "spawn_at": self.spawn_at,
             "drift_started": self.drift_started, "detections_seen": self.detections_seen,
             "history": _jsonable(self.history), "promotions": self.promotions, "held": self.n_held(),
-            "champion_start": self.champion_start,
+            "champion_start": self.champion_start, "runs": self.runs.to_json(),
         }  # fmt: skip
         return arrays, meta
 
@@ -345,6 +348,7 @@ class ChallengerSet:
         out.history = list(saved.get("history", []))
         out.promotions = int(saved.get("promotions", 0))
         out.champion_start = int(saved.get("champion_start", 0))
+        out.runs = LabelRuns.from_json(saved.get("runs"))
         if arrays is None:
             out.parked, out.held_saved = True, int(saved.get("held", 0))
         else:

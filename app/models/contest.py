@@ -68,28 +68,43 @@ class Contest:
 
     def champion_step(self, est):
         """The champion's step: predict then learn each complete cell (flush: then flush).
-        Records its right/wrong per cell while it is scored and its drift detections."""
+        Records its right/wrong per cell while it is scored and its drift detections.  While
+        nothing is scored (no challenger, none due to start) the rows of the open cell are
+        learned too instead of held: the champion's model does not depend on how its rows are
+        cut, and a challenger that a detection starts begins at the next grid point either way."""
         self.champion_right, self.champion_detections, self.margins, self.learned_y = [], [], [], []
-        self.detections_before = before = _detections(est)
+        self.detections_before = _detections(est)
         scoring = self.scoring
         starts = {self.cs.spawn_at} if self.cs.policy.drift_start != "fresh" else None
         for lo, hi in self.pieces:
-            Xp, yp = self.rows(lo, hi)
-            if starts and self.first + lo in starts:
-                self._copy_for_warm_start(est, self.first + lo)
-            self.champion_right.append(right_of(est, Xp, yp) if scoring else None)
-            learn_rows(est, Xp, yp, self.n_classes)
-            self._keep_margins(est)
-            after = _detections(est)
-            self.champion_detections.append(after)
-            if self.can_spawn and after > before:
-                scoring = True  # a challenger starts at the end of this cell
-            if starts is not None and after > before:
-                starts.add(-(-(self.first + hi) // CELL) * CELL)  # where finish() may start one
-            before = after
+            scoring = self._champion_piece(est, lo, hi, scoring, starts)
+        n = 0 if self.X is None else int(self.X.shape[0])
+        if not scoring and self.learned < n:
+            self.pieces.append((self.learned, n))
+            self.learned = n
+            self._champion_piece(est, *self.pieces[-1], scoring, starts)
         if self.flush and fitted(est):
             est.flush()
         return self.X[:4] if self.X is not None and self.learned else None
+
+    def _champion_piece(self, est, lo: int, hi: int, scoring: bool, starts: set | None) -> bool:
+        """Rows ``lo:hi``: the champion's right/wrong (while scored), its step, its detections;
+        a warm copy kept where a drift challenger may start.  Returns whether scoring is on."""
+        Xp, yp = self.rows(lo, hi)
+        if starts and self.first + lo in starts:
+            self._copy_for_warm_start(est, self.first + lo)
+        before = self.champion_detections[-1] if self.champion_detections else self.detections_before
+        self.champion_right.append(right_of(est, Xp, yp) if scoring else None)
+        learn_rows(est, Xp, yp, self.n_classes)
+        self._keep_margins(est)
+        after = _detections(est)
+        self.champion_detections.append(after)
+        if after > before:
+            if self.can_spawn:
+                scoring = True  # a challenger starts at the end of this cell
+            if starts is not None:
+                starts.add(-(-(self.first + hi) // CELL) * CELL)  # where finish() may start one
+        return scoring
 
     def _copy_for_warm_start(self, est, position: int) -> None:
         """Keep a warm copy of the champion as it is at ``position`` (it learns the whole
@@ -125,10 +140,7 @@ class Contest:
                 learn_rows(current, Xp, yp, self.n_classes)
                 check_finite(current, Xp[:4])
                 det_before, det = before, _detections(current)
-            if right is not None:
-                for entry, r in zip(cs.entries, rights):
-                    if r is not None:
-                        entry.evidence.add(right, r)
+            self._pair(right, rights, yp)
             cs.position = end
             if det > det_before and cs.spawn_at is None and _may_spawn(cs):
                 cs.spawn_at = -(-end // CELL) * CELL
@@ -141,6 +153,23 @@ class Contest:
         if self.flush:
             self._flush_challengers(name)
         return current, promoted
+
+    def _pair(self, right, rights, yp) -> None:
+        """Pair the champion's right/wrong with each challenger's on one cell, run by run: a
+        run's pairs are held until it ends (then counted) or proves improbable (then dropped,
+        :mod:`.label_runs`).  ``right`` None: the champion did not predict (warm-up)."""
+        entries = self.cs.entries
+        for lo, hi, new_run, void_before, void_after in self.cs.runs.pieces(yp):
+            if new_run:
+                for entry in entries:
+                    entry.evidence.commit()
+            if right is not None and not void_before:
+                for entry, r in zip(entries, rights):
+                    if r is not None:
+                        entry.evidence.add(right[lo:hi], r[lo:hi], tentative=True)
+            if void_after and not void_before:
+                for entry in entries:
+                    entry.evidence.discard()
 
     def _learn_challengers(self, Xp, yp, name: str) -> list[np.ndarray | None]:
         """Each challenger predicts then learns one cell; one that fails is dropped."""
@@ -177,8 +206,9 @@ class Contest:
         if best is not None:
             return promote(cs, cs.entries.index(best), current, name, manual=False), best
         for index, entry in enumerate(cs.entries):
-            if entry.origin == "drift" and entry.evidence.n >= cs.policy.drift_horizon:
-                cs.remove(index, "retired", reason=f"not better after {entry.evidence.n} paired examples")
+            if entry.origin == "drift" and entry.seen >= cs.policy.drift_horizon:
+                cs.remove(index, "retired", reason=(
+                    f"not better after {entry.seen} examples ({entry.evidence.n} paired)"))  # fmt: skip
                 break
         return current, None
 

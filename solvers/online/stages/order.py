@@ -63,6 +63,17 @@ from ...budgeted._preprocessing import (
 )
 
 
+def improbable_run(run_len: int, share: float) -> bool:
+    """The run guard's criterion: a run of ``run_len`` rows of one class whose share of the
+    stream so far is ``share`` (0 < share <= 1) is improbable when it is at least
+    ``GUARD_MIN_RUN`` (1,000) rows long and share^run_len <= ``GUARD_ALPHA`` (1e-6).  A run of
+    the only class seen so far (share 1) is improbable once it is ``GUARD_MIN_RUN`` long: a
+    classifier's stream that shows one class for that long is sorted or cannot tell."""
+    if run_len < GUARD_MIN_RUN or share <= 0.0:
+        return False
+    return share >= 1.0 or run_len * math.log(share) <= math.log(GUARD_ALPHA)
+
+
 class OrderStage:
     """The shuffle buffer and run guard of a streaming pipeline.
 
