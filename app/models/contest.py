@@ -85,6 +85,7 @@ class Contest:
             self._champion_piece(est, *self.pieces[-1], scoring, starts)
         if self.flush and fitted(est):
             est.flush()
+            self._keep_margins(est)  # the rows the flush learned count in the prequential accuracy
         return self.X[:4] if self.X is not None and self.learned else None
 
     def _champion_piece(self, est, lo: int, hi: int, scoring: bool, starts: set | None) -> bool:
