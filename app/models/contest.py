@@ -53,7 +53,7 @@ class Contest:
         self.pieces = list(zip([0, *ends[:-1]], ends))
         self.learned = ends[-1] if ends else 0
         self.scoring = bool(cs.entries) or cs.spawn_at is not None
-        self.can_spawn = cs.spawn_at is None and _may_spawn(cs)
+        self.can_spawn = cs.spawn_at is None and cs.may_spawn()
         self.champion_right: list[np.ndarray | None] = []
         self.champion_detections: list[int] = []
         self.detections_before = 0
@@ -143,7 +143,7 @@ class Contest:
                 det_before, det = before, _detections(current)
             self._pair(right, rights, yp)
             cs.position = end
-            if det > det_before and cs.spawn_at is None and _may_spawn(cs):
+            if det > det_before and cs.spawn_at is None and cs.may_spawn():
                 cs.spawn_at = -(-end // CELL) * CELL
                 cs.record("drift detected", detections=det, challenger_at=cs.spawn_at)
             det_before = det
@@ -221,7 +221,7 @@ class Contest:
         ``current`` learned the whole batch already (its copy at ``start`` was kept)."""
         cs = self.cs
         cs.spawn_at = None
-        if not _may_spawn(cs):
+        if not cs.may_spawn():
             return
         kinds = ("warm", "fresh") if cs.policy.drift_start == "both" else (cs.policy.drift_start,)
         warm = self._warm_start(current, start, ahead) if "warm" in kinds else None
@@ -297,11 +297,6 @@ class Contest:
 def _warm_copyable(est) -> bool:
     """A fitted streaming pipeline past its warm-up window (what :func:`warm_copy` takes)."""
     return isinstance(est, StreamingClassifier) and fitted(est) and not est.warming_up_
-
-
-def _may_spawn(cs: ChallengerSet) -> bool:
-    """:meth:`ChallengerSet.may_spawn`."""
-    return cs.may_spawn()
 
 
 def promote(cs: ChallengerSet, index: int, champion, name: str, *, manual: bool) -> Any:

@@ -97,11 +97,7 @@ class PairedEvidence:
         if tentative:
             self.tentative = [t + c for t, c in zip(self.tentative, counts)]
         else:
-            self.n, self.wins, self.losses = (
-                self.n + counts[0],
-                self.wins + counts[1],
-                self.losses + counts[2],
-            )
+            self._add_counts(*counts)
         codes = (2 * a.astype(np.uint8) + b.astype(np.uint8))[-self._ring.shape[0] :]
         k = codes.shape[0]
         size = self._ring.shape[0]
@@ -110,10 +106,12 @@ class PairedEvidence:
         self._pos = int((self._pos + k) % size)
         self._count = min(size, self._count + k)
 
+    def _add_counts(self, n: int, wins: int, losses: int) -> None:
+        self.n, self.wins, self.losses = self.n + n, self.wins + wins, self.losses + losses
+
     def commit(self) -> None:
         """Count the held pairs (their run ended before it proved improbable)."""
-        n, wins, losses = self.tentative
-        self.n, self.wins, self.losses = self.n + n, self.wins + wins, self.losses + losses
+        self._add_counts(*self.tentative)
         self.tentative = [0, 0, 0]
 
     def discard(self) -> None:

@@ -337,9 +337,8 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         """JSON-ready description (``GET /models/{name}``)."""
         view = self.view
         stats = {k: v for k, v in view.stats.items() if k != "statistics"}
-        stats["examples"] = self.examples(
-            view=view
-        )  # one version throughout: the learner may publish meanwhile
+        # one version throughout: the learner may publish meanwhile
+        stats["examples"] = self.examples(view=view)
         return {
             "name": self.name,
             "algorithm": view.config.algorithm,

@@ -12,8 +12,8 @@ test's guarantee (Ville's inequality) holds for the stream without the dropped r
 The criterion is the run guard's (:func:`svmstream.solvers.online.stages.order.improbable_run`):
 a run of class c is improbable when it is at least 1,000 rows long and q_c^run ≤ 1e-6, q_c being
 c's share of the labels received so far -- the chance that an exchangeable stream with that
-share shows such a run at a given point -- or when c is the only class received so far.  Here it is applied to the received labels (the guard
-watches the rows the buffer releases).
+share shows such a run at a given point -- or when c is the only class received so far.  Here
+it is applied to the received labels (the guard watches the rows the buffer releases).
 """
 
 from __future__ import annotations
