@@ -140,7 +140,7 @@ def _start_replication(app: FastAPI, settings: Settings, registry: Registry):
         return follower
     url = settings.advertise_url or f"http://{settings.host}:{settings.port}"
     publisher = SnapshotPublisher(client, registry, advertise_url=url).start()
-    registry.snapshot_listeners.append(publisher.on_snapshot)
+    registry.snapshot_state_listeners.append(publisher.on_snapshot)
     app.state.replication = publisher
     return publisher
 

@@ -139,6 +139,11 @@ class Settings(_ModelDefaults):
     """Paired examples a challenger needs before it may be promoted (whatever its evidence)."""
     drift_challenger_horizon: int = Field(20_000, ge=1)
     """Paired examples after which a drift challenger that has not won is retired."""
+    drift_challenger_start: Literal["warm", "fresh", "both"] = "warm"
+    """How drift challengers start: ``warm``, a copy of the champion at the detection that has
+    learned the champion's buffered rows, keeps no buffer and restarts its schedule; ``fresh``,
+    a new model with the champion's settings and no buffer; ``both`` (two slots), the two race
+    (``docs/challengers.md``)."""
     challenger_window: int = Field(1000, ge=1)
     """Paired examples of the sliding window whose accuracies ``GET /models/{name}`` shows."""
 
@@ -297,6 +302,15 @@ class Settings(_ModelDefaults):
         if defaults["classes"] is not None:
             defaults["classes"] = list(defaults["classes"])
         return defaults
+
+    def given_model_defaults(self) -> dict[str, Any]:
+        """The model defaults that were set explicitly (environment, ``.env`` or ``serve`` flags;
+        JSON names), which count as the user's settings where defaults are chosen from them."""
+        return {
+            row.json_name: getattr(self, row.setting)
+            for row in HYPERPARAMETERS
+            if row.setting in self.model_fields_set
+        }
 
     def token(self) -> str | None:
         """The API token, or None when auth is off (an empty value counts as unset)."""

@@ -101,7 +101,7 @@ def ours(
         seconds, cpu = time.perf_counter() - t0, sum(process.cpu_times()[:2]) - cpu0
         info = client.get(f"/models/{name}").json()
         predicted = []
-        for start in range(0, Xt.shape[0], 1000):
+        for start in range(0, Xt.shape[0], 1000):  # within the server's max_body_bytes
             body = {"model": name, "x": rows_json(Xt[start : start + 1000], sparse)}
             r = client.post(
                 "/predict", content=orjson.dumps(body), headers={"content-type": "application/json"}

@@ -31,7 +31,7 @@ from benchmarks import datasets
 from benchmarks.bench_predict import Clients, _latency, _server_cpu
 from benchmarks.common import Server, machine, write_results
 
-CONFIG = {"budget": 500, "gamma": 2.0, "C": 32.0, "n_features": 22, "classes": [-1, 1]}
+CONFIG = {"algorithm": "bsgd", "budget": 500, "gamma": 2.0, "C": 32.0, "n_features": 22, "classes": [-1, 1]}
 JSON = {"content-type": "application/json"}
 
 

@@ -70,7 +70,7 @@ with tempfile.TemporaryDirectory() as tmp:
             time.sleep(0.1)
         proc = psutil.Process(server.pid)
         cpu = lambda: sum(proc.cpu_times()[:2])
-        hyper = {"budget": 500, "gamma": 2, "C": 32, "random_state": 0, "scaling": "none", "warmup": 0,
+        hyper = {"algorithm": "bsgd", "budget": 500, "gamma": 2, "C": 32, "random_state": 0, "scaling": "none", "warmup": 0,
                  "shuffle_buffer": 0, "run_guard": False, "rehearsal": 0, "on_drift": "none"}
         with httpx.Client(base_url=url, timeout=120) as c:
             r = c.put("/models/ab", json=hyper)

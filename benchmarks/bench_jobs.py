@@ -225,6 +225,7 @@ def main(argv=None) -> int:
         c.put(
             "/models/hammer",
             json={
+                "algorithm": "bsgd",
                 "budget": 500,
                 "gamma": 2.0,
                 "C": 32.0,

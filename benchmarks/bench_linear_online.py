@@ -127,7 +127,7 @@ def main() -> None:
                     "diff_pp": 100 * (acc - svc_acc),
                     "scaling": est.scaling_,
                     "lambda": est.lambda_eff_,
-                    "buffer_rows": int(est.model_._pp.capacity),
+                    "buffer_rows": int(est._order.capacity),
                     "cpu_s": cpu,
                 }
             )

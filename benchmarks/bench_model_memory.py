@@ -83,9 +83,9 @@ def _component_bytes(handle) -> list[dict]:
     component counted there)."""
     est = handle._est
     view_est = handle.view.estimator
-    engine = getattr(est, "model_", est)  # a StreamingClassifier keeps its stages in the engine
     parts = [
-        ("estimator: preprocessor", getattr(engine, "_pp", None)),
+        ("estimator: scaler stage", getattr(est, "_scaler", None)),
+        ("estimator: order stage", getattr(est, "_order", None)),
         ("estimator: calibrator", getattr(est, "calibrator_", None)),
         ("estimator: drift monitor", getattr(est, "drift_", None)),
         ("estimator: rest (SV pool, scratch)", est),

@@ -47,7 +47,7 @@ RAW = dict(scaling="none", shuffle_buffer=0, run_guard=False)  # the service mod
 
 def per_row(est, X):
     """``decision_function`` as it was before: one kernel row per test point (dense pool)."""
-    X = est._pp_transform(est._validate_X(X, reset=False))
+    X = est._validate_X(X, reset=False)
     out = np.empty((X.shape[0], est._coef.shape[1]))
     row_buf = np.empty_like(est._row_buf)
     if est._sparse_svs():
@@ -68,7 +68,7 @@ def per_row(est, X):
 
 
 def blocked_one_thread(est, X):
-    X = est._pp_transform(est._validate_X(X, reset=False))
+    X = est._validate_X(X, reset=False)
     out = np.empty((X.shape[0], est._coef.shape[1]))
     args = (est._sv_t, est._sv_sq, est._coef, est._bias, est.n_support_vectors_, est.gamma_)
     dense_decision(X, *args, float(est._reals[R_SCALE]), out, np.empty_like(est._row_buf), threads=1)
@@ -224,7 +224,15 @@ def _http_round(X, y, Xt, seconds, connections, round_no) -> list[dict]:
         c = httpx.Client(base_url=server.url, timeout=120)
         c.put(
             "/models/m",
-            json={"budget": 500, "gamma": 2.0, "C": 32.0, "n_features": 22, "classes": [-1, 1], **RAW},
+            json={
+                "algorithm": "bsgd",
+                "budget": 500,
+                "gamma": 2.0,
+                "C": 32.0,
+                "n_features": 22,
+                "classes": [-1, 1],
+                **RAW,
+            },
         ).raise_for_status()
         learn_bodies = [
             orjson.dumps(

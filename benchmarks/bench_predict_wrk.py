@@ -95,7 +95,15 @@ def train(server, X, y) -> None:
     import httpx
 
     with httpx.Client(base_url=server.url, timeout=60) as c:
-        config = {"budget": 500, "gamma": 2.0, "C": 32.0, "n_samples": len(y), "warmup": 0, "random_state": 0}
+        config = {
+            "algorithm": "bsgd",
+            "budget": 500,
+            "gamma": 2.0,
+            "C": 32.0,
+            "n_samples": len(y),
+            "warmup": 0,
+            "random_state": 0,
+        }
         assert c.put("/models/m", json=config).status_code in (200, 201)
         for start in range(0, 20_000, 1000):
             body = {

@@ -36,11 +36,12 @@ def _arrays(obj):
             yield value
     for child in getattr(obj, "estimators_", []) or []:
         yield from _arrays(child)
-    pp = getattr(obj, "_pp", None)
-    if pp is not None:
-        yield from _arrays(pp)
-        if getattr(pp, "store", None) is not None:
-            yield from _arrays(pp.store)
+    for name in ("model_", "_scaler", "_order"):  # a StreamingClassifier: its engine and stages
+        part = getattr(obj, name, None)
+        if part is not None:
+            yield from _arrays(part)
+            if getattr(part, "store", None) is not None:
+                yield from _arrays(part.store)
 
 
 def run_storage(name, X, y, Xt, yt, storage, budget=500, **params):

@@ -45,7 +45,14 @@ from benchmarks import datasets
 from benchmarks.common import REPO, RedisServer, Server, child_pythonpath, machine, write_results
 
 MODEL = "ijcnn1"
-HYPER = {"budget": 500, "gamma": 2.0, "C": 32.0, "merge_solver": "lookup-wd"}
+HYPER = {
+    "algorithm": "bsgd",
+    "on_drift": "reset_schedule",
+    "budget": 500,
+    "gamma": 2.0,
+    "C": 32.0,
+    "merge_solver": "lookup-wd",
+}
 
 
 class Service(Server):
@@ -55,6 +62,8 @@ class Service(Server):
         service_env = {
             "SVMSTREAM_REDIS_URL": redis_url,
             "SVMSTREAM_DEFAULT_MODEL": MODEL,
+            "SVMSTREAM_DEFAULT_ALGORITHM": "bsgd",  # a C without lambda would run BSCA
+            "SVMSTREAM_DEFAULT_ON_DRIFT": "reset_schedule",  # as the solver-alone anchor
             "SVMSTREAM_DEFAULT_BUDGET": "500",
             "SVMSTREAM_DEFAULT_GAMMA": "2",
             "SVMSTREAM_DEFAULT_C": "32",

@@ -49,7 +49,7 @@ ON_DRIFT = ("none", "reset_schedule")
 #: challenger from the detection point, promoted only if it wins (``docs/challengers.md``; its
 #: estimator runs with ``"none"``: the champion is left as it is).
 ON_DRIFT_SERVICE = (*ON_DRIFT, "challenger")
-#: Feature scaling of online models (``svmstream.solvers.budgeted._preprocessing``).
+#: Feature scaling of online models (the scaler stage, ``svmstream.solvers.online.stages.scaler``).
 SCALINGS = ("auto", "standard", "maxabs", "none")
 #: Kernels of the online BSGD model: the budgeted Gaussian-kernel SVM, or a linear SVM with an
 #: explicit weight matrix (Pegasos; no support vectors, no budget; ``docs/defaults.md``).
@@ -168,7 +168,9 @@ _BSGD = ("bsgd",)
 
 # fmt: off
 HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
-    H("algorithm", str, "bsgd", "bsgd (budgeted SGD) or bsca (budgeted coordinate ascent)", "service",
+    H("algorithm", str, "bsgd", "bsgd (budgeted SGD) or bsca (budgeted coordinate ascent); not given: "
+      "bsca when C is given without lambda (C is then its box constraint, which needs no n), else bsgd",
+      "service",
       choices=ONLINE_ALGORITHMS, stored=BATCH_ALGORITHMS, same_in_estimator=False),
     H("kernel", str, "rbf", 'bsgd: "rbf" (budgeted Gaussian-kernel SVM) or "linear" (weight matrix, '
       "no support vectors; budget and gamma do not apply; lambda = 1/(C 5,000) by default)",
@@ -218,8 +220,9 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
     H("rehearsal_memory", int, DEFAULT_REHEARSAL_MEMORY, "examples remembered for rehearsal (a "
       "uniform reservoir sample; at most 16 MiB)", "rehearsal", ge=0, le=REHEARSAL_MEMORY_MAX),
     H("on_drift", str, "reset_schedule", "when the drift detector fires: restart the step-size "
-      "schedule, only report it, or start a challenger from the detection point, promoted if it wins "
-      "(no example is ever dropped)", "drift", choices=ON_DRIFT_SERVICE),
+      "schedule, only report it, or start a challenger from the detection point (a copy of the "
+      "champion), promoted if it wins (no example is ever dropped; the service's default: challenger)",
+      "drift", choices=ON_DRIFT_SERVICE, setting_default="challenger"),
     H("sv_storage", str, "auto", 'support vectors: "dense" (a d x (B+1) matrix), "sparse" (their '
       'nonzeros only; needs scaling auto, maxabs or none), or "auto": sparse when the first batch '
       "is sparse rows with d > 256 and at most 10% nonzeros", "estimator", choices=SV_STORAGES),
@@ -236,6 +239,7 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
 label check reads it)."""
 
 BY_NAME: dict[str, Hyperparameter] = {row.name: row for row in HYPERPARAMETERS}
+BY_JSON: dict[str, Hyperparameter] = {row.json_name: row for row in HYPERPARAMETERS}
 
 
 def rows(*, stage: str | None = None, algorithm: str | None = None, cli: str | None = None):
@@ -247,6 +251,35 @@ def rows(*, stage: str | None = None, algorithm: str | None = None, cli: str | N
         and (algorithm is None or algorithm in row.algorithms)
         and (cli is None or cli in row.cli)
     )
+
+
+def default_algorithm(given: Mapping[str, Any]) -> str:
+    """The online algorithm of a model whose request does not name one.
+
+    ``given``: the fields the user set (JSON names -> values: the request's, and the server's
+    ``SVMSTREAM_DEFAULT_*`` settings that were set explicitly).  A C without ``lambda`` (and
+    without a setting only BSGD takes, such as ``schedule``) gives ``"bsca"``: in BSCA, C is the
+    box constraint of each example's dual coefficient (α ∈ [0, C], Qaadan et al. 2019), so it
+    means on a stream of any length what it means to a batch SVM.  BSGD would need
+    λ = 1/(C·n) with n the training rows, which a stream does not know.  Everything else gives
+    ``"bsgd"`` (``docs/defaults.md``).
+
+    >>> default_algorithm({"budget": 500, "gamma": 8, "C": 8})
+    'bsca'
+    >>> default_algorithm({"C": 8, "lambda": 1e-4}), default_algorithm({})
+    ('bsgd', 'bsgd')
+    """
+    if given.get("algorithm") is not None:
+        return str(given["algorithm"])
+    if given.get("C") is None or given.get("lambda") is not None:
+        return "bsgd"
+    for key, value in given.items():
+        row = BY_JSON.get(key)
+        if row is None or value is None or "bsca" in row.algorithms:
+            continue
+        if not (row.name == "kernel" and value == "rbf"):
+            return "bsgd"  # a setting only BSGD takes says which algorithm the user means
+    return "bsca"
 
 
 def stage_params(values: Mapping[str, Any], algorithm: str) -> dict[str, dict[str, Any]]:

@@ -326,6 +326,15 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "condition", interval
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def learn_all(c: httpx.Client, name: str, X, y, batch: int = 200) -> None:
+    """POST ``/learn`` of rows (n, d) and labels (n,) to model ``name`` in batches of ``batch``
+    rows, each answered 200."""
+    for start in range(0, X.shape[0], batch):
+        r = c.post("/learn", json={"model": name, "X": X[start : start + batch].tolist(),
+                                   "y": y[start : start + batch].tolist()})  # fmt: skip
+        assert r.status_code == 200, r.text
+
+
 def assert_examples_account(client: httpx.Client, model: str, sent: int | None = None) -> dict:
     """The invariant of every model: received = learned + pending + refused (``GET
     /models/{name}``'s ``examples``), and, when the test knows it, received = ``sent``."""
@@ -334,3 +343,22 @@ def assert_examples_account(client: httpx.Client, model: str, sent: int | None =
     if sent is not None:
         assert examples["received"] == sent, (examples, sent)
     return examples
+
+
+def engine_state_with_stages(arrays, pipeline_meta, version=7):
+    """``(arrays, meta)`` of a pipeline's engine as an engine that still ran the scaler and the
+    order stage saved it (state version ≤ 7): the stages' settings among its parameters, their
+    meta as its ``preprocessing``, the order stage's generator as its ``rng_state``; the arrays
+    (``pp_*``) are the same.  For tests of old states."""
+    scaler, order = pipeline_meta["stages"]["scaler"], pipeline_meta["stages"]["order"]
+    params = pipeline_meta["params"]
+    meta = {k: v for k, v in pipeline_meta["model"].items() if k not in ("gamma", "pool")}
+    meta["params"] = dict(meta["params"], scaling=scaler["scaling"], warmup=params["warmup"])
+    meta["params"].update(shuffle_buffer=params["shuffle_buffer"], run_guard=params["run_guard"])
+    pp = {name: scaler[name] for name in ("ready", "kind", "gamma", "warmup", "needs_window")}
+    pp.update({name: order[name] for name in ("buffer_capacity", "run_guard", "guard_capacity")})
+    if scaler["keep_sparse"]:
+        pp.update(linear=scaler["text_like"], sparse_rows=order["sparse_rows"], rows=order["rows"])
+        pp.update(shuffle_buffer=order["shuffle_buffer"], row_nnz=order["row_nnz"])
+    meta.update(preprocessing=pp, rng_state=order["rng_state"], state_version=version)
+    return dict(arrays), meta

@@ -1,29 +1,22 @@
 """Challengers through the real service (``docs/challengers.md``): shadow models that learn the
 same examples as the champion, promotion only on evidence (a worse challenger never, a
 clearly better one always, with history and metric), manual promotion and removal, snapshots
-and restarts, parking, replicas, and exactly-once through the Redis stream with SIGKILLs."""
+and restarts, parking, replicas.  Exactly-once through the Redis stream with SIGKILLs:
+``tests/test_challengers_exactly_once.py``."""
 
 from __future__ import annotations
 
 import re
-import time
 
 import httpx
 import numpy as np
 import pytest
 
-from tests.conftest import assert_examples_account, two_moons_like
-from tests.test_stream import good_entries, produce, unique, wait_for
+from tests.conftest import assert_examples_account, learn_all, two_moons_like
+from tests.test_stream import wait_for
 
 D = 6
 GOOD = {"budget": 40, "gamma": 1.0, "C": 10.0, "shuffle_buffer": 0, "classes": [-1, 1]}
-
-
-def learn_all(c: httpx.Client, name: str, X, y, batch: int = 200) -> None:
-    for start in range(0, X.shape[0], batch):
-        r = c.post("/learn", json={"model": name, "X": X[start : start + batch].tolist(),
-                                   "y": y[start : start + batch].tolist()})  # fmt: skip
-        assert r.status_code == 200, r.text
 
 
 def decisions(c: httpx.Client, name: str, probe) -> np.ndarray:
@@ -184,62 +177,6 @@ def test_restart_keeps_challengers_their_scores_and_held_rows(start_server, tmp_
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("kills", [3])
-def test_exactly_once_with_challengers_through_the_stream_with_sigkills(
-    redis_server, start_server, tmp_path, kills
-):
-    """12,800 entries through the model's Redis stream, the service SIGKILLed 3 times: the
-    champion's and every challenger's decisions equal an uninterrupted run's (|Δ| = 0), with a
-    promotion on the way (the champion starts with gamma = 1000)."""
-    r = redis_server.client()
-    n = 12_800
-    X, y = two_moons_like(n, d=D, seed=21)
-    probe = two_moons_like(150, d=D, seed=96)[0]
-    config = {**GOOD, "gamma": 1000.0, "random_state": 2, "challengers": [{"gamma": 1.0}, {"gamma": 0.2}]}
-
-    def env(name):
-        return {
-            "SVMSTREAM_REDIS_URL": redis_server.url, "SVMSTREAM_STREAM_MODELS": name,
-            "SVMSTREAM_CREATE_DEFAULT_MODEL": "false", "SVMSTREAM_STREAM_COUNT": "100",
-            "SVMSTREAM_STREAM_BLOCK_MS": "100", "SVMSTREAM_WARM_UP": "false", "SVMSTREAM_STREAM_LEASE_S": "0.6",
-            "SVMSTREAM_STREAM_SNAPSHOT_EVERY": "700", "SVMSTREAM_SNAPSHOT_INTERVAL_S": "0.25",
-        }  # fmt: skip
-
-    results = []
-    for run, n_kills in (("ref", 0), ("killed", kills)):
-        name = unique(run)
-        snap = tmp_path / run
-        server = start_server(snap, env=env(name))
-        assert httpx.put(f"{server.url}/models/{name}", json=config, timeout=30).status_code == 201
-        produce(r, f"svmstream:{name}:examples", good_entries(X, y))
-        rng = np.random.default_rng(7)
-        for threshold in sorted(rng.uniform(0.1, 0.9, size=n_kills)):
-            while httpx.get(f"{server.url}/models/{name}", timeout=10).json()["n_seen"] < int(threshold * n):
-                time.sleep(0.005)
-            server.kill()
-            server = start_server(snap, env=env(name))
-        with server.client() as c:
-            wait_for(
-                lambda name=name: c.get(f"/models/{name}").json()["n_seen"] >= n,
-                timeout=120,
-                what="stream consumed",
-            )
-            info = c.get(f"/models/{name}").json()
-            assert info["n_seen"] == n and info["promotion"]["position"] == n
-            assert_examples_account(c, name, sent=n)
-            assert info["promotion"]["promotions"] >= 1
-            history = [(e["event"], e["at"], e.get("settings")) for e in info["promotion"]["history"]]
-            results.append(
-                (history, [ch["paired_examples"] for ch in info["challengers"]], _every_model(c, name, probe))
-            )
-        server.terminate()
-        assert r.xpending(f"svmstream:{name}:examples", f"svmstream:{name}")["pending"] == 0
-    (h_ref, p_ref, d_ref), (h_kill, p_kill, d_kill) = results
-    assert h_kill == h_ref and p_kill == p_ref  # the same promotion at the same example
-    for a, b in zip(d_kill, d_ref, strict=True):
-        assert np.max(np.abs(a - b)) == 0
-
-
 def test_a_replica_serves_the_champion_and_lists_the_challengers(start_server, own_redis, tmp_path):
     """A replica follows the learner's snapshots: it serves the champion's decisions (also after a
     promotion on evidence), lists the challengers and their evidence, and refuses promotions."""
@@ -270,34 +207,61 @@ def test_a_replica_serves_the_champion_and_lists_the_challengers(start_server, o
         np.testing.assert_array_equal(decisions(rc, "m", probe), decisions(lc, "m", probe))
         assert rc.post("/models/m/promote", json={"challenger": 0}).status_code == 409
         assert rc.delete("/models/m/challengers/0").status_code == 409
+        # a promotion by hand at the learner: the replica serves the new champion
+        before = decisions(lc, "m", probe)
+        r = lc.post("/models/m/promote", json={"challenger": 0})  # gamma 50, now the champion
+        assert r.status_code == 200 and r.json()["config"]["gamma"] == 50.0, r.text
+        mine = lc.get("/models/m").json()
+        wait_for(
+            lambda: rc.get("/models/m").json()["promotion"]["promotions"] == 2,
+            what="replica after the promotion",
+        )
+        theirs = rc.get("/models/m").json()
+        assert theirs["config"]["gamma"] == 50.0 and theirs["challengers"] == mine["challengers"]
+        assert theirs["promotion"]["history"] == mine["promotion"]["history"]
+        served = decisions(rc, "m", probe)
+        np.testing.assert_array_equal(served, decisions(lc, "m", probe))
+        assert np.max(np.abs(served - before)) > 0  # another model serves
     replica.terminate()
     learner.terminate()
 
 
-def test_a_label_flip_starts_a_drift_challenger_that_wins_and_nothing_is_lost(start_server):
-    """on_drift="challenger": the detection starts a fresh challenger at the next scoring cell
-    while the champion keeps learning; it is promoted on evidence; every example is accounted
-    for (received = learned + pending, nothing discarded)."""
-    X, y = two_moons_like(8000, d=D, seed=31)
+@pytest.mark.parametrize("start", ["warm", "both", "fresh"])
+def test_a_label_flip_starts_a_drift_challenger_that_wins_and_nothing_is_lost(start_server, start):
+    """on_drift="challenger": the detection starts challengers at the next scoring cell (by
+    default a copy of the champion; or a fresh model; or both, which race) while the champion
+    keeps learning; one is promoted on evidence; every example is accounted for (received =
+    learned + pending, nothing discarded); the model serves the new concept."""
+    X, y = two_moons_like(10_000, d=D, seed=31)
     y = y.copy()
     y[3000:] = -y[3000:]
-    server = start_server()
+    server = start_server(env={"SVMSTREAM_DRIFT_CHALLENGER_START": start})
     with server.client() as c:
         r = c.put("/models/d", json={**GOOD, "warmup": 200, "shuffle_buffer": 2000, "on_drift": "challenger"})
         assert r.status_code == 201 and r.json()["challengers"] == [], r.text
         learn_all(c, "d", X, y, batch=250)
         info = c.get("/models/d").json()
-        events = [e["event"] for e in info["promotion"]["history"]]
-        assert events[:3] == ["drift detected", "drift challenger started", "promoted"], info["promotion"]
-        started = info["promotion"]["history"][1]["at"]
+        history = info["promotion"]["history"]
+        kinds = ["warm", "fresh"] if start == "both" else [start]
+        events = [e["event"] for e in history]
+        assert events[: 1 + len(kinds)] == ["drift detected"] + ["drift challenger started"] * len(kinds), (
+            history
+        )
+        assert [e["start"] for e in history[1 : 1 + len(kinds)]] == kinds
+        started = history[1]["at"]
         assert 3000 < started < 6000 and started % 128 == 0
-        promoted = info["promotion"]["history"][2]
-        assert promoted["origin"] == "drift" and promoted["settings"] == {"shuffle_buffer": 0}
-        assert promoted["evidence"]["wins"] > promoted["evidence"]["losses"]
-        assert info["config"]["shuffle_buffer"] == 0 and promotions_metric(c, "d") >= 1
+        promoted = [e for e in history if e["event"] == "promoted"]
+        assert (
+            promoted and promoted[0]["origin"] == "drift" and promoted[0]["settings"] == {"shuffle_buffer": 0}
+        )
+        assert all(p["evidence"]["wins"] > p["evidence"]["losses"] for p in promoted)
+        assert info["config"]["shuffle_buffer"] == 0 and promotions_metric(c, "d") == len(promoted)
         assert info["n_discarded"] == 0
-        assert_examples_account(c, "d", sent=8000)
+        assert_examples_account(c, "d", sent=10_000)
         probe, truth = two_moons_like(300, d=D, seed=32)
         labels = c.post("/predict", json={"model": "d", "X": probe.tolist()}).json()["labels"]
-        assert np.mean(np.asarray(labels) == -truth) > 0.8  # the new concept
+        # a warm copy of a champion younger than DRIFT_RESET_T0 steps keeps its old concept's
+        # weight (its schedule cannot restart earlier than it is): 77 % here, 90 % with a fresh
+        # one (docs/challengers.md)
+        assert np.mean(np.asarray(labels) == -truth) > (0.7 if start == "warm" else 0.8)  # the new concept
     server.terminate()

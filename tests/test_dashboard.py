@@ -21,7 +21,7 @@ from svmstream.app.observability.live import (
     histogram_quantile,
     progress_fraction,
 )
-from tests.conftest import ServerProcess, two_moons_like, write_libsvm
+from tests.conftest import ServerProcess, learn_all, two_moons_like, write_libsvm
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -224,11 +224,41 @@ def test_events_carry_what_a_model_learned_from_raw_data(server):
     assert 0.6 < fig["accuracy"] <= 1.0  # prequential, over what was learned
     assert fig["accuracy"] == pytest.approx(info["metrics"]["prequential_accuracy"])
     assert fig["drift_detections"] == 0 and fig["stream"] is None and fig["warming_up"] is False
+    assert (fig["challengers"], fig["promotions"], fig["recent_promotions"]) == (0, 0, [])
     # the latency of the requests just made (window of 10 s), both routes, p50 <= p99
     learn, predict = fig["latency"]["learn"], fig["latency"]["predict"]
     assert learn["n"] == 6 and predict["n"] == 3
     assert 0 < learn["p50"] <= learn["p99"] and 0 < predict["p50"] <= predict["p99"]
     assert event["totals"]["models"] >= 2 and event["totals"]["examples_applied"] >= 3_000
+
+
+def test_events_carry_the_promotions_of_a_model(server):
+    """A challenger promoted on evidence (docs/challengers.md): the event counts it (model and
+    totals) and lists it as the history of ``GET /models/{name}`` holds it."""
+    X, y = two_moons_like(3_000, d=6, seed=4)
+    config = {"budget": 40, "gamma": 1000.0, "C": 10.0, "shuffle_buffer": 0, "classes": [-1, 1]}
+    with server.client() as c:
+        r = c.put("/models/promoted", json={**config, "challengers": [{"gamma": 1.0}, {"gamma": 50.0}]})
+        assert r.status_code == 201, r.text
+        learn_all(c, "promoted", X, y, batch=250)
+        info = c.get("/models/promoted").json()
+    assert info["promotion"]["promotions"] == 1, info["promotion"]
+    (promoted,) = [e for e in info["promotion"]["history"] if e["event"] == "promoted"]
+    sub = Subscription(server.url)
+    try:
+        event = sub.wait(lambda e: model_of(e, "promoted").get("promotions") == 1)
+    finally:
+        sub.close()
+    fig = model_of(event, "promoted")
+    assert fig["challengers"] == len(info["challengers"]) == 1
+    (shown,) = fig["recent_promotions"]
+    evidence = promoted["evidence"]
+    assert shown == {
+        "at": promoted["at"], "time": promoted["time"], "manual": False, "origin": "user",
+        "settings": {"gamma": 1.0}, "e_value": evidence["e_value"], "threshold": evidence["threshold"],
+        "wins": evidence["wins"], "losses": evidence["losses"], "paired_examples": evidence["paired_examples"],
+    }  # fmt: skip
+    assert event["totals"]["promotions"] >= 1
 
 
 def test_one_event_per_tick_is_shared_by_every_subscriber(server):

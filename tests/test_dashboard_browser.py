@@ -189,3 +189,44 @@ def test_with_a_token_the_page_asks_for_it(start_server, browser):
         errors
     )
     server.terminate()
+
+
+def test_dashboard_shows_promotions(start_server, browser):
+    """A challenger promoted on evidence (docs/challengers.md) appears on the page: the totals and
+    the models table count it, the model's card lists it with the challenger's settings and the
+    evidence, the drift chart draws the promotions; no console error."""
+    from tests.conftest import learn_all
+    from tests.test_challengers import GOOD
+
+    X, y = two_moons_like(3000, d=6, seed=4)
+    server = start_server()
+    driver = browser()
+    cell = "#models-table tr[data-model='m'] td[data-figure='promotions']"
+
+    def shown(selector: str) -> str:
+        nodes = driver.find_elements("css selector", selector)
+        return nodes[0].text if nodes else ""
+
+    with server.client() as c:
+        r = c.put(
+            "/models/m", json={**GOOD, "gamma": 1000.0, "challengers": [{"gamma": 1.0}, {"gamma": 50.0}]}
+        )
+        assert r.status_code == 201, r.text
+        driver.get(server.url + "/")
+        wait_for(lambda: shown(cell) == "0 (2 challengers)", 60, "no promotion yet, two challengers")
+        assert driver.find_element("css selector", ".promotions[data-model='m']").get_attribute("hidden")
+        learn_all(c, "m", X, y)
+        info = c.get("/models/m").json()
+    assert info["promotion"]["promotions"] == 1, info["promotion"]
+    (event,) = [e for e in info["promotion"]["history"] if e["event"] == "promoted"]
+    wait_for(lambda: shown(cell) == "1 (1 challengers)", 60, "the promotion in the models table")
+    (item,) = driver.find_elements("css selector", ".promotions[data-model='m'] li")
+    assert item.get_attribute("data-at") == str(event["at"]) and item.get_attribute("data-manual") == "false"
+    text = item.text
+    assert "gamma = 1" in text and "promoted on evidence (user challenger)" in text, text
+    assert f"threshold {event['evidence']['threshold']:g}" in text and "wins" in text, text
+    assert shown("[data-total='promotions']") == "1"
+    wait_for(lambda: chart_points(driver, "m", "drift") >= 1, 30, "a point of the promotions series")
+    errors = console_errors(driver)
+    assert errors == [], errors
+    server.terminate()

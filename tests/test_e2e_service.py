@@ -182,7 +182,9 @@ def test_sigkill_mid_replay_then_restart_keeps_learning(start_server, tmp_path):
     with server2.client() as c:
         info = c.get("/models/moons").json()
         assert info["fitted"] and 0 < info["n_seen"] < passes * len(X)
-        assert info["n_seen"] == info["t"] - info["statistics"]["rehearsal_steps"]
+        examples = info["examples"]  # pending: the open scoring cell's rows (on_drift="challenger")
+        assert examples["learned"] == info["t"] - info["statistics"]["rehearsal_steps"]
+        assert info["n_seen"] == examples["received"] == examples["learned"] + examples["pending"]
         assert info["n_support_vectors"] <= 60
         assert info["config"]["budget"] == 60 and info["n_features"] == 8
         r = c.post("/learn", json={"model": "moons", "X": X[:300].tolist(), "y": y[:300].tolist()})

@@ -29,7 +29,7 @@ from svmstream.solvers import BudgetedSGDClassifier, PegasosClassifier, Streamin
 from svmstream.solvers.budgeted import StreamingBSGD
 from svmstream.solvers.budgeted import _base as budgeted_base
 from svmstream.solvers.budgeted._linear import DENSE_WEIGHTS_MAX
-from svmstream.solvers.budgeted._preprocessing import linear_auto_scaling
+from svmstream.solvers.online.stages.scaler import linear_auto_scaling
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 
@@ -151,7 +151,7 @@ def test_sparse_and_dense_input_give_the_same_model(top, n_classes):
         np.arange(n_classes),
         250,
     )
-    assert sparse.model_._pp.rows == "sparse" and dense.model_._pp.rows == "dense"
+    assert sparse._order.rows == "sparse" and dense._order.rows == "dense"
     assert sparse.scaling_ == dense.scaling_ == ("none" if top <= 1 else "maxabs")
     assert sparse.n_replayed_ == dense.n_replayed_ > 0
     np.testing.assert_array_equal(sparse.last_margins_, dense.last_margins_)
@@ -167,7 +167,7 @@ def test_wide_sparse_rows_stay_sparse_with_the_full_buffer():
     d = 1_000_000  # dense rows: 8 MB each, a dense 64 MiB buffer would hold 8 of them
     X, y = _sparse_data(n=3000, d=d, density=2e-5, seed=5)
     est = _feed(StreamingClassifier(PegasosClassifier(random_state=0)), X, y, [0, 1], batch=500)
-    pp = est.model_._pp
+    pp = est._order
     assert pp.rows == "sparse" and pp.capacity == 20_000 and pp.buf_X.size == 0
     assert est.n_pending_ > 0 and pp.store.data.nbytes < 10 * 1024 * 1024
     assert est.gamma_ is None and est.scaling_ == "none"
@@ -269,7 +269,7 @@ def test_state_round_trip_is_exact(case):
         est.add_class(2)  # W is (400,000, 3): saved as its non-zeros
     arrays, meta = est.get_state()
     assert ("lin_w_index" in arrays) == (est.model_._W.size > DENSE_WEIGHTS_MAX) == (case == "wide")
-    assert est.n_pending_ > 0 and (est.model_._pp.res_n > 0).sum() >= 2  # buffer and reservoirs hold rows
+    assert est.n_pending_ > 0 and (est._order.res_n > 0).sum() >= 2  # buffer and reservoirs hold rows
     copy = estimator_from_state(*decode_state(encode_state(arrays, meta)))
     again = copy.get_state()[0]
     assert set(again) == set(arrays)

@@ -76,7 +76,15 @@ def app_client(tmp_path_factory):
 
 # the raw step (no warm-up window, buffer or guard): each request's rows are the rows learned
 RAW = {"scaling": "none", "warmup": 0, "shuffle_buffer": 0, "run_guard": False}
-CFG = {"budget": 25, "gamma": 1.0, "C": 10.0, "n_samples": 1000, "random_state": 0, **RAW}
+CFG = {
+    "algorithm": "bsgd",
+    "budget": 25,
+    "gamma": 1.0,
+    "C": 10.0,
+    "n_samples": 1000,
+    "random_state": 0,
+    **RAW,
+}
 
 
 def test_prequential_accuracy_and_prometheus_metrics_match_a_direct_computation(app_client):

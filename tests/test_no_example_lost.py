@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification
 
-from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, StreamingClassifier
 from svmstream.solvers.online.selection import SelectionClassifier
 from tests.conftest import assert_examples_account
 
@@ -25,8 +25,9 @@ def _flipping_stream(n=8000, seed=0):
     return X, labels
 
 
-def _learn(client, model, X, y, batch=500):
-    sent = 0
+def _learn(client, model, X, y, batch=500, sent=0):
+    """POST /learn of X, y in batches, checking the account after each (``sent``: rows the
+    model received before); returns the rows received in all."""
     for lo in range(0, X.shape[0], batch):
         r = client.post(
             "/learn",
@@ -43,12 +44,18 @@ def test_no_settings_user_a_drift_detection_drops_nothing_and_flush_learns_all(s
     X, y = _flipping_stream()
     with server.client() as client:
         assert client.put("/models/spam", json={"shuffle_buffer": 3000}).status_code in (200, 201)
-        sent = _learn(client, "spam", X, y)
+        half = X.shape[0] // 2
+        sent = _learn(client, "spam", X[:half], y[:half])
+        assert assert_examples_account(client, "spam", sent)["pending"] > 0  # the buffer holds rows
+        sent = _learn(client, "spam", X[half:], y[half:], sent=sent)
         info = client.get("/models/spam").json()
-        assert info["drift"]["detections"] >= 1, info["drift"]  # the flip was detected
+        # the flip was detected: the default on_drift starts a challenger there (a promoted one
+        # is the champion now, with no buffer and detections of its own)
+        events = [h["event"] for h in info["promotion"]["history"]]
+        assert "drift detected" in events, (info["drift"], events)
         assert info["n_discarded"] == 0
         examples = assert_examples_account(client, "spam", sent)
-        assert examples["pending"] > 0 and examples["refused"] == 0
+        assert examples["refused"] == 0
         flushed = client.post("/models/spam/flush").json()["flushed"]
         assert flushed == examples["pending"]
         after = assert_examples_account(client, "spam", sent)
@@ -68,14 +75,26 @@ def test_paper_settings_user_gets_their_gamma_on_their_features(start_server):
         info = client.get("/models/paper").json()
         assert info["scaling"] == "none" and info["gamma_eff"] == 0.5
         assert "gamma" in info["scaling_reason"]
-        # C without n_samples: the n assumed for λ = 1/(C·n) is said, and so is the way out
-        assert info["lambda_eff"] == pytest.approx(1 / (8 * 30_000))
-        assert "n = 30,000 is assumed" in info["lambda_reason"] and "n_samples" in info["lambda_reason"]
+        # C without lambda: bsca, whose C is the box constraint and needs no n; the answer says so
+        assert info["algorithm"] == "bsca" and "C was given without lambda" in info["algorithm_reason"]
+        assert info["lambda_reason"].startswith("bsca: C = 8 bounds each example's dual coefficient")
         assert info["warming_up"] is False  # nothing to fix from a window: learning starts at once
         client.post("/models/paper/flush")
         assert_examples_account(client, "paper", X.shape[0])
-        r = client.put("/models/rows", json={"budget": 50, "gamma": 0.5, "C": 8, "n_samples": 2000})
+        # bsgd named: C without n_samples says which n it assumed for lambda = 1/(C n), and the way out
+        r = client.put("/models/sgd", json={"algorithm": "bsgd", "budget": 50, "gamma": 0.5, "C": 8})
+        info = r.json()
+        assert info["algorithm"] == "bsgd"  # lambda_eff is shown once it has learned
+        assert "n = 30,000 is assumed" in info["lambda_reason"] and "n_samples" in info["lambda_reason"]
+        r = client.put(
+            "/models/rows", json={"algorithm": "bsgd", "budget": 50, "gamma": 0.5, "C": 8, "n_samples": 2000}
+        )
         assert r.json()["lambda_reason"].endswith("C and n_samples given")
+        # a setting only bsgd takes (its schedule) selects bsgd; lambda selects bsgd
+        for body in ({"C": 8, "schedule": "norma"}, {"lambda": 1e-4}, {"C": 8, "lambda": 1e-4}, {}):
+            r = client.put("/models/other", json=body)
+            assert r.status_code in (200, 201), r.text
+            assert r.json()["algorithm"] == "bsgd", body
 
 
 def _raw_sorted(n=1500, seed=1):
@@ -91,18 +110,26 @@ def _decisions(client, model, probe):
     return np.asarray(r.json()["decision"])
 
 
-def test_explicit_settings_with_the_stages_off_are_the_plain_estimator(start_server):
+@pytest.mark.parametrize(
+    "named, plain_class",
+    [(None, BudgetedSCAClassifier), ("bsgd", BudgetedSGDClassifier)],
+    ids=["C-bsca", "bsgd"],
+)
+def test_explicit_settings_with_the_stages_off_are_the_plain_estimator(start_server, named, plain_class):
     """A user's gamma and C through the service, stages switched off: exactly the plain
-    estimator's partial_fit over the same rows in the same order."""
+    estimator's partial_fit over the same rows in the same order (BSCA when C comes without an
+    algorithm, BSGD when it is named)."""
     server = start_server()
     X, y = _raw_stream_shuffled()
     settings = {"budget": 40, "gamma": 0.002, "C": 8.0, "n_samples": X.shape[0], "classes": [0, 1]}
     stages_off = {"shuffle_buffer": 0, "rehearsal": 0, "run_guard": False, "on_drift": "none"}
+    if named is not None:
+        settings["algorithm"] = named
     with server.client() as client:
         assert client.put("/models/plain", json={**settings, **stages_off}).status_code in (200, 201)
         _learn(client, "plain", X, y, batch=97)
         served = _decisions(client, "plain", X[:200])
-    plain = BudgetedSGDClassifier(budget=40, gamma=0.002, C=8.0, n_samples=X.shape[0], random_state=0)
+    plain = plain_class(budget=40, gamma=0.002, C=8.0, n_samples=X.shape[0], random_state=0)
     plain.partial_fit(X, y, classes=[0, 1])
     np.testing.assert_allclose(served, plain.decision_function(X[:200]), rtol=0, atol=1e-12)
 

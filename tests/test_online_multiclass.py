@@ -9,11 +9,11 @@ import pytest
 from sklearn.datasets import load_digits, make_classification
 
 from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, StreamingClassifier
-from svmstream.solvers.budgeted import StreamingBSGD
 from svmstream.solvers.budgeted._base import DRIFT_RESET_T0
 from svmstream.solvers.budgeted._bsgd import learning_rate
-from svmstream.solvers.budgeted._preprocessing import MULTICLASS_GAMMA_FACTOR, scale_gamma
+from svmstream.solvers.budgeted._preprocessing import scale_gamma
 from svmstream.solvers.budgeted._state import SCHED_CONSTANT
+from svmstream.solvers.online.stages.scaler import MULTICLASS_GAMMA_FACTOR
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 ESTIMATORS = [BudgetedSGDClassifier, BudgetedSCAClassifier]
@@ -203,13 +203,23 @@ def test_old_states_load_with_drift_handling_off():
     (stages included) and before drift handling; it loads as a StreamingClassifier with
     drift handling off."""
     X, y = _three_blobs()
-    est = StreamingBSGD(budget=20, warmup=50, random_state=0).partial_fit(X[:300], y[:300], classes=[0, 1, 2])
-    arrays, meta = est.get_state()
-    arrays = {k: v for k, v in arrays.items() if not k.startswith(("cal__", "drift__"))}
+    est = StreamingClassifier(BudgetedSGDClassifier(budget=20, random_state=0), warmup=50, rehearsal=0)
+    est.partial_fit(X[:300], y[:300], classes=[0, 1, 2])
+    arrays, pipeline_meta = est.get_state()
+    arrays = {k: v for k, v in arrays.items() if not k.startswith(("cal__", "drift__", "reh_"))}
     arrays["counters"] = arrays["counters"][:5]
-    meta = {k: v for k, v in meta.items() if k not in ("calibration", "drift")}
+    meta = dict(pipeline_meta["model"])  # the engine's state, as the engine saved it with its stages
+    scaler, order = pipeline_meta["stages"]["scaler"], pipeline_meta["stages"]["order"]
+    meta["params"] = dict(
+        meta["params"], scaling=scaler["scaling"], warmup=50, shuffle_buffer=est.shuffle_buffer
+    )
+    meta["params"]["run_guard"] = True
+    preprocessing = {name: scaler[name] for name in ("ready", "kind", "gamma", "warmup", "needs_window")}
+    preprocessing.update(buffer_capacity=order["buffer_capacity"], run_guard=True)
+    preprocessing["guard_capacity"] = order["guard_capacity"]
+    meta = {k: v for k, v in meta.items() if k not in ("gamma", "pool")}
+    meta.update(preprocessing=preprocessing, rng_state=order["rng_state"])
     meta["estimator"], meta["state_version"] = "BudgetedSGDClassifier", 4
-    meta["params"] = {k: v for k, v in meta["params"].items() if k != "on_drift"}
     old = estimator_from_state(arrays, meta)
     assert isinstance(old, StreamingClassifier) and isinstance(old.estimator, BudgetedSGDClassifier)
     assert old.on_drift == "none" and not hasattr(old.model_, "on_drift") and old.drift_.n_detections == 0

@@ -16,8 +16,8 @@ from sklearn.datasets import load_breast_cancer, load_iris, make_classification
 from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClassifier
 from svmstream.solvers.budgeted import StreamingBSCA, StreamingBSGD
 
-# the engines have no drift or rehearsal stage
-STAGES_OFF = dict(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
+# the engines have no stage at all (the pipeline's scaler, order, rehearsal, drift and calibration)
+STAGES_OFF: dict = {}
 
 
 def _raw_data(n=600, seed=0):

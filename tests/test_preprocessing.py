@@ -11,13 +11,9 @@ from sklearn.svm import SVC
 
 from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, StreamingClassifier
 from svmstream.solvers._params import DEFAULT_SHUFFLE_BUFFER, REFERENCE_N
-from svmstream.solvers.budgeted._preprocessing import (
-    GUARD_MIN_RUN,
-    GUARD_RESERVOIR,
-    Preprocessor,
-    buffer_capacity,
-    fit_scaler,
-)
+from svmstream.solvers.budgeted._preprocessing import GUARD_MIN_RUN, GUARD_RESERVOIR, buffer_capacity
+from svmstream.solvers.online.stages import OrderStage
+from svmstream.solvers.online.stages.scaler import fit_scaler
 from svmstream.solvers.persistence import estimator_from_state
 
 
@@ -72,10 +68,10 @@ def test_window_fixes_maxabs_scaling_and_gamma_scale():
     top = np.abs(window).max(axis=0)
     scaled = window / top
     assert est.scaling_ == "maxabs"
-    np.testing.assert_allclose(est.model_._pp.factor, 1.0 / top, rtol=0, atol=0)
+    np.testing.assert_allclose(est._scaler.factor, 1.0 / top, rtol=0, atol=0)
     assert est.gamma_ == pytest.approx(1.0 / (X.shape[1] * scaled.var()), rel=1e-12)
     # predictions scale with the frozen window statistics, never with later rows
-    np.testing.assert_allclose(est.model_._pp.transform(X[500:]), X[500:] / top, rtol=1e-15)
+    np.testing.assert_allclose(est._scaler.transform(X[500:]), X[500:] / top, rtol=1e-15)
 
 
 def test_lambda_is_fixed_by_reference_n():
@@ -137,16 +133,15 @@ def test_buffer_releases_each_row_exactly_once():
     n, d = 3000, 2
     X = np.column_stack([np.arange(n, dtype=float), np.zeros(n)])
     labels = np.where(np.arange(n) % 3 == 0, 1.0, -1.0)
-    pp = Preprocessor("none", 1.0, 0, 250, d)
-    rng = np.random.default_rng(0)
+    pp = OrderStage(250, False, d, random_state=0)
     out = []
     for start in range(0, n, 400):
-        Xo, yo, orig = pp.feed(X[start : start + 400], labels[start : start + 400], rng)
+        Xo, yo, orig = pp.feed(None, (X[start : start + 400], labels[start : start + 400]))
         assert orig.all()
         out.append(Xo[:, 0])
         assert pp.pending == min(start + 400, n) - sum(len(o) for o in out)
     assert pp.pending == 250  # full after 3000 arrivals (expected fill: K(1 − e^(−12)))
-    Xo, yo, orig = pp.drain(rng)
+    Xo, yo, orig = pp.drain()
     out.append(Xo[:, 0])
     ids = np.concatenate(out).astype(int)
     np.testing.assert_array_equal(np.sort(ids), np.arange(n))
@@ -208,20 +203,21 @@ def test_version_3_state_loads_with_the_guard_off():
     X, y = _raw_data()
     est = streaming(stages=dict(warmup=100, shuffle_buffer=100, rehearsal=0), budget=30, random_state=0)
     _feed(est, X[:300], y[:300], [300])
-    arrays, meta = est.get_state()
-    meta = dict(meta["model"], estimator="BudgetedSGDClassifier")  # the engine's state, old name
-    meta["params"] = dict(meta["params"])
-    for name in ("rehearsal", "rehearsal_memory"):  # version 3 had neither (today's engine neither)
-        meta["params"].pop(name, None)
+    arrays, pipeline_meta = est.get_state()
+    scaler, order = pipeline_meta["stages"]["scaler"], pipeline_meta["stages"]["order"]
+    meta = dict(pipeline_meta["model"], estimator="BudgetedSGDClassifier")  # the engine's state, old name
+    meta["params"] = dict(meta["params"], scaling=scaler["scaling"], warmup=100, shuffle_buffer=100)
     for name in ("pp_state", "pp_res_X", "pp_res_n", "pp_seen"):
         del arrays[name]
-    meta = dict(meta, state_version=3, preprocessing=dict(meta["preprocessing"]))
-    del meta["preprocessing"]["run_guard"], meta["preprocessing"]["guard_capacity"]
-    del meta["params"]["run_guard"]
+    # the engine ran the scaler and the buffer then: their meta was the engine's
+    preprocessing = {name: scaler[name] for name in ("ready", "kind", "gamma", "warmup", "needs_window")}
+    preprocessing["buffer_capacity"] = order["buffer_capacity"]
+    meta = dict(meta, state_version=3, preprocessing=preprocessing, rng_state=order["rng_state"])
+    del meta["gamma"], meta["pool"]
     old = estimator_from_state(arrays, meta)
     assert isinstance(old, StreamingClassifier) and isinstance(old.estimator, BudgetedSGDClassifier)
     assert old.run_guard is False and old.n_pending_ == est.n_pending_ and old.n_replayed_ == 0
-    assert old.model_.run_guard is False and (old.warmup, old.shuffle_buffer) == (100, 100)
+    assert old._order.guard is False and (old.warmup, old.shuffle_buffer) == (100, 100)
     assert old.rehearsal == 0  # an old model keeps learning as it did
     np.testing.assert_array_equal(old.decision_function(X), est.decision_function(X))
     old.partial_fit(X[300:], y[300:])
@@ -283,8 +279,8 @@ def test_guard_replays_only_after_a_run_and_only_other_classes():
     n, d = 6000, 2
     labels = np.r_[np.full(2000, -1.0), np.full(4000, 1.0)]
     X = np.column_stack([np.arange(n, dtype=float), labels])
-    pp = Preprocessor("none", 1.0, 0, 0, d, 2, run_guard=True)
-    Xo, yo, orig = pp.feed(X, labels, np.random.default_rng(0))
+    pp = OrderStage(0, True, d, 2, random_state=0)
+    Xo, yo, orig = pp.feed(None, (X, labels))
     replayed = ~orig
     assert np.array_equal(Xo[orig, 0], np.arange(n))  # no buffer: originals in order
     # the positive run fires from its GUARD_MIN_RUN-th example on: one replay per example
@@ -305,8 +301,8 @@ def test_guard_does_not_fire_on_a_rare_minority():
     change = np.flatnonzero(np.diff(labels)) + 1
     runs = np.diff(np.r_[0, change, n])
     assert runs.max() > GUARD_MIN_RUN
-    pp = Preprocessor("none", 1.0, 0, 0, 1, 2, run_guard=True)
-    _, _, orig = pp.feed(np.zeros((n, 1)), labels, rng)
+    pp = OrderStage(0, True, 1, 2, random_state=rng)
+    _, _, orig = pp.feed(None, (np.zeros((n, 1)), labels))
     assert orig.all() and pp.n_replayed == 0
 
 

@@ -116,8 +116,8 @@ def test_a_published_copy_shares_the_buffers_and_copies_only_the_live_svs():
     assert published._sv_t.shape == (5, n_sv) and published._coef.shape[0] == n_sv  # live SVs only
     assert not np.shares_memory(published._sv_t, engine._sv_t)
     assert not np.shares_memory(published._coef, engine._coef)
-    assert published._pp.buf_X is engine._pp.buf_X and engine._pp.buf_X.size > 0  # the shuffle buffer: shared
-    assert published._pp is not engine._pp and pub.calibrator_ is not est.calibrator_
+    assert pub._order.buf_X is est._order.buf_X and est._order.buf_X.size > 0  # the shuffle buffer: shared
+    assert pub._scaler is not est._scaler and pub.calibrator_ is not est.calibrator_
 
 
 def test_a_published_copy_of_a_warming_up_model_says_so():

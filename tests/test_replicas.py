@@ -4,6 +4,7 @@ the learner's exact decisions, refuse learning naming the learner, survive a sib
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -123,3 +124,84 @@ def test_a_replica_without_redis_refuses_to_start(start_server, tmp_path):
 
     with pytest.raises(RuntimeError, match="needs SVMSTREAM_REDIS_URL"):
         start_server(tmp_path / "r", args=("--role", "replica"))
+
+
+def test_replicas_receive_the_serving_state_and_read_an_older_learners_whole_file(
+    start_server, own_redis, tmp_path
+):
+    import redis
+
+    from svmstream.solvers.persistence import decode_meta
+
+    learner = start_server(
+        tmp_path / "learner", args=("--redis-url", own_redis.url, "--snapshot-interval", "100000")
+    )
+    lc = learner.client()
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(3000, 6)) * 20.0 + 3.0  # raw, unscaled
+    labels = np.array(["a", "b", "c"])[np.argmax(X[:, :3], axis=1)].tolist()
+    config = {"warmup": 200, "budget": 40, "shuffle_buffer": 2000, "rehearsal": 2}
+    assert lc.put("/models/three", json=config).status_code == 201
+    probe = X[:300].tolist()
+
+    def learn(lo, hi):  # no flush: the shuffle buffer keeps rows (pending) at the snapshot
+        r = lc.post("/learn", json={"model": "three", "X": X[lo:hi].tolist(), "y": labels[lo:hi]})
+        assert r.status_code == 200, r.text
+        return lc.post("/models/three/snapshot").json()["version"]
+
+    def same_as_learner(rc, version):
+        mine = lc.post("/predict", json={"model": "three", "X": probe, "proba": True}).json()
+        theirs = rc.post("/predict", json={"model": "three", "X": probe, "proba": True}).json()
+        assert mine["model_version"] == theirs["model_version"] == version
+        for key in ("decision", "labels", "proba"):
+            assert theirs[key] == mine[key], key
+        learner_info, replica_info = lc.get("/models/three").json(), rc.get("/models/three").json()
+        assert replica_info["examples"] == learner_info["examples"]
+        assert replica_info["examples"]["pending"] > 0  # rows in the learner's buffer, not sent
+        for key in (
+            "version",
+            "n_features",
+            "classes",
+            "n_support_vectors",
+            "n_seen",
+            "pending",
+            "statistics",
+        ):
+            assert replica_info.get(key) == learner_info.get(key), key
+
+    first = learn(0, 1500)
+    key = "svmstream:replication:three"
+    rcli = redis.Redis.from_url(own_redis.url)
+    wait_for(lambda: int(rcli.hget(key, "version") or -1) >= first, what="the learner's publication")
+    # what an older learner published: the whole snapshot file under "blob"
+    newest = max((tmp_path / "learner" / "three").glob("three-*.svmstate"))
+    rcli.hdel(key, "serving")
+    rcli.hset(key, "blob", newest.read_bytes())
+    replica = start_server(tmp_path / "replica", args=("--role", "replica", "--redis-url", own_redis.url))
+    rc = replica.client()
+    _wait(lambda: (_version(rc, "three") or -1) >= first, what=f"replica at version {first}")
+    same_as_learner(rc, first)
+
+    # this learner publishes the serving encoding only, a fraction of the file
+    second = learn(1500, 3000)
+    _wait(lambda: (_version(rc, "three") or -1) >= second, what=f"replica at version {second}")
+    same_as_learner(rc, second)
+    serving, whole = rcli.hmget(key, ["serving", "blob"])
+    assert whole is None and serving is not None
+    newest = max((tmp_path / "learner" / "three").glob("three-*.svmstate"))
+    omitted = decode_meta(serving)["service"]["omitted"]
+    assert any(name.endswith("reh_X") for name in omitted) and "pp_buf_X" in omitted, sorted(omitted)
+    assert 4 * len(serving) < newest.stat().st_size, (len(serving), newest.stat().st_size)
+
+    # bytes that do not decode: the replica keeps serving its version, then follows the next one
+    rcli.hset(key, mapping={"version": second + 100, "serving": b"SVMSTATE not a state"})
+    rcli.hset("svmstream:replication:versions", "three", second + 100)
+    rcli.publish("svmstream:replication:events", json.dumps({"model": "three", "version": second + 100}))
+    wait_for(lambda: "does not decode" in replica.log_text(), what="the replica to log the bad bytes")
+    assert _version(rc, "three") == second
+    assert rc.post("/predict", json={"model": "three", "X": probe[:5]}).status_code == 200
+    third = learn(0, 500)
+    _wait(lambda: (_version(rc, "three") or -1) >= third, what=f"replica at version {third}")
+    same_as_learner(rc, third)
+    for c in (lc, rc):
+        c.close()

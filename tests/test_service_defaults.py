@@ -20,6 +20,7 @@ from svmstream.app.main import create_app
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.settings import Settings
 from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
+from svmstream.solvers._hyperparameters import HYPERPARAMETERS
 from tests.conftest import two_moons_like
 
 
@@ -49,7 +50,11 @@ def test_config_and_settings_defaults_follow_the_estimator():
         cfg.run_guard,
     )
     defaults = Settings().model_defaults()
-    assert ModelConfig.model_validate({**defaults, "random_state": None}) == ModelConfig()
+    # where the table gives the server its own default (random_state 0, on_drift challenger),
+    # the settings say that; every other default is the model's
+    own = {h.json_name: h.default for h in HYPERPARAMETERS if h.server_default != h.default}
+    assert {k: defaults[k] for k in own} == {"random_state": 0, "on_drift": "challenger"}
+    assert ModelConfig.model_validate({**defaults, **own}) == ModelConfig()
     assert Settings(default_gamma="0.5").model_defaults()["gamma"] == 0.5
 
 

@@ -19,6 +19,7 @@ from svmstream.solvers import (
     resolve_sv_storage,
 )
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
+from tests.conftest import engine_state_with_stages
 
 
 def raw_sparse(n: int, d: int = 400, classes: int = 2, seed: int = 0):
@@ -177,7 +178,7 @@ def test_sparse_state_round_trip_continues_identically_and_is_proportional_to_no
     np.testing.assert_array_equal(restored.decision_function(X[1100:]), model.decision_function(X[1100:]))
     arrays, meta = model.get_state()
     meta = meta["model"]  # the engine's state inside the pipeline's
-    assert meta["state_version"] == 7 and meta["sv_storage"] == "sparse"
+    assert meta["state_version"] == 8 and meta["sv_storage"] == "sparse"
     assert (
         "sv_t" not in arrays and arrays["pp_factor"].size == arrays["pp_offset"].size == 0
     )  # nothing d-sized
@@ -196,16 +197,10 @@ def test_a_state_saved_before_sparse_storage_still_loads():
         X,
         y,
     )
-    arrays, meta = model.get_state()
-    meta = {
-        **meta["model"],
-        "estimator": "BudgetedSGDClassifier",
-        "state_version": 5,
-        "params": {k: v for k, v in meta["params"].items() if k != "sv_storage"},
-    }
+    arrays, meta = engine_state_with_stages(*model.get_state(), version=5)
+    meta["estimator"] = "BudgetedSGDClassifier"
+    meta["params"] = {k: v for k, v in meta["params"].items() if k != "sv_storage"}
     meta.pop("sv_storage")
-    pp = dict(meta["preprocessing"])
-    meta["preprocessing"] = pp
     old = estimator_from_state(*decode_state(encode_state(arrays, meta)))
     assert isinstance(old, StreamingClassifier)
     assert old.sv_storage_ == "dense" and old.estimator.sv_storage == old.model_.sv_storage == "auto"
@@ -234,11 +229,12 @@ def _arrays(obj):
     for value in vars(obj).values():
         if isinstance(value, np.ndarray):
             yield value
-    pp = getattr(obj, "_pp", None)
-    if pp is not None:
-        yield from _arrays(pp)
-        if pp.store is not None:
-            yield from _arrays(pp.store)
+    for name in ("_scaler", "_order"):
+        stage = getattr(obj, name, None)
+        if stage is not None:
+            yield from _arrays(stage)
+            if getattr(stage, "store", None) is not None:
+                yield from _arrays(stage.store)
 
 
 def test_a_million_feature_hashed_stream_keeps_the_model_within_the_budgets_nonzeros():
@@ -251,11 +247,11 @@ def test_a_million_feature_hashed_stream_keeps_the_model_within_the_budgets_nonz
     engine = model.model_
     assert model.sv_storage_ == "sparse" and model.n_support_vectors_ == 200 and model.n_merges_ > 1000
     assert model.score(X[5000:], y[5000:]) > 0.9
-    arrays = list(_arrays(engine))
+    arrays = list(_arrays(engine)) + list(_arrays(model))
     wide = [a for a in arrays if a.size >= d]
     assert len(wide) <= 4 and all(a.ndim == 1 and a.size == d for a in wide)  # scratch, scaling: (d,) each
     rest = sum(a.nbytes for a in arrays if a.size < d)
-    held = engine._pp.store.data.size  # the shuffle buffer and reservoirs (sparse rows)
+    held = model._order.store.data.size  # the shuffle buffer and reservoirs (sparse rows)
     budget_nnz = 200 * 2 * 20  # B SVs of up to twice a row's nonzeros (merged pairs)
     assert model.sv_nonzeros_ <= 5 * budget_nnz
     assert (

@@ -24,7 +24,15 @@ from tests.conftest import two_moons_like
 from tests.conftest import wait_for as conftest_wait_for
 
 D = 6
-CONFIG = {"budget": 40, "gamma": 1.0, "C": 10.0, "n_samples": 20_000, "random_state": 0, "classes": [-1, 1]}
+CONFIG = {
+    "algorithm": "bsgd",
+    "budget": 40,
+    "gamma": 1.0,
+    "C": 10.0,
+    "n_samples": 20_000,
+    "random_state": 0,
+    "classes": [-1, 1],
+}
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -392,6 +400,7 @@ def test_sigkill_the_service_while_it_consumes_then_restart_equals_an_uninterrup
         "SVMSTREAM_DEFAULT_MODEL": name,
         "SVMSTREAM_DEFAULT_BUDGET": str(CONFIG["budget"]),
         "SVMSTREAM_DEFAULT_GAMMA": "1.0",
+        "SVMSTREAM_DEFAULT_ALGORITHM": "bsgd",
         "SVMSTREAM_DEFAULT_C": "10",
         "SVMSTREAM_DEFAULT_N_SAMPLES": str(CONFIG["n_samples"]),
         "SVMSTREAM_STREAM_COUNT": "100",

@@ -130,7 +130,16 @@ def test_bsca_model_learns_predicts_snapshots_and_restores_over_http(tmp_path):
     ],
 )
 def test_bsgd_options_reach_the_solver(tmp_path, options):
-    config = {"budget": 20, "gamma": 1.0, "C": 5.0, "n_samples": 600, "random_state": 0, **RAW, **options}
+    config = {
+        "algorithm": "bsgd",
+        "budget": 20,
+        "gamma": 1.0,
+        "C": 5.0,
+        "n_samples": 600,
+        "random_state": 0,
+        **RAW,
+        **options,
+    }
     with TestClient(create_app(_settings(tmp_path))) as c:
         r = c.put("/models/opt", json=config)
         assert r.status_code == 201, r.text

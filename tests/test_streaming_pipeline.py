@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -156,3 +157,34 @@ def test_a_state_that_lost_its_pending_reset_would_differ():
     for lo in range(expected["saved_after"], X.shape[0], 50):
         est.partial_fit(X[lo : lo + 50], y[lo : lo + 50])
     assert not np.array_equal(est.flush().decision_function(X[:20]), np.asarray(expected["final_decision"]))
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["bsgd_sorted", "bsca_3class_window", "bsgd_3class_standard", "pegasos_sparse", "bsgd_sparse_svs_window"],
+)
+def test_a_version_2_state_continues_bit_for_bit_with_the_scaler_and_order_stages(name):
+    """States saved by 9163c9c (the engine ran the window, scaler, buffer and guard: state
+    version 2), mid-stream — in the warm-up window, with a buffer, dense and sparse rows — load
+    with the scaler and order stages under ``stages`` and learn the rest of the stream to the
+    decisions of an uninterrupted run there (``tests/data/make_v2_states.py``)."""
+    sys.path.insert(0, str(DATA))
+    try:
+        from make_v2_states import streams
+    finally:
+        sys.path.remove(str(DATA))
+    _, X, y, _, batch, save_after = streams()[name]
+    arrays, meta = decode_state((DATA / f"v2_{name}.state").read_bytes())
+    assert meta["state_version"] == 2 and "preprocessing" in meta["model"]
+    est = estimator_from_state(arrays, meta)
+    assert est.n_received_ == est.n_learned_ + est.n_pending_ == save_after and est.n_pending_ > 0
+    resaved = est.get_state()[1]
+    assert resaved["state_version"] == 3 and {"scaler", "order"} <= resaved["stages"].keys()
+    assert "preprocessing" not in resaved["model"] and "scaling" not in resaved["model"]["params"]
+    for lo in range(save_after, X.shape[0], batch):
+        est.partial_fit(X[lo : lo + batch], y[lo : lo + batch])
+        assert est.n_received_ == est.n_learned_ + est.n_pending_ == min(lo + batch, X.shape[0])
+    est.flush()
+    assert est.n_pending_ == 0 and est.n_learned_ == X.shape[0]
+    expected = np.array(json.loads((DATA / "v2_expected.json").read_text())[name])
+    np.testing.assert_array_equal(est.decision_function(X[:40]), expected)

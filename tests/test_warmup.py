@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import time
 
+import httpx
 import numpy as np
+
+from tests.conftest import wait_for
 
 
 def test_health_answers_before_the_kernels_are_compiled(start_server, tmp_path):
@@ -19,11 +22,18 @@ def test_health_answers_before_the_kernels_are_compiled(start_server, tmp_path):
     rng = np.random.default_rng(0)
     X = (rng.normal(size=(60, 4)) * 20).tolist()
     y = ["a" if row[0] > 0 else "b" for row in X]
-    with server.client() as c:
+    # the compilation from an empty cache takes minutes on a loaded machine: the learn request
+    # waits for it, and the model answers once its batch is applied
+    with httpx.Client(base_url=server.url, timeout=600) as c:
         assert c.put("/models/early", json={"warmup": 20, "shuffle_buffer": 0}).status_code == 201
         r = c.post("/learn", json={"model": "early", "X": X, "y": y})
         assert r.status_code == 200, r.text
-        assert c.post("/predict", json={"model": "early", "X": X[:3]}).status_code == 200
+        wait_for(
+            lambda: c.post("/predict", json={"model": "early", "X": X[:3]}).status_code == 200,
+            timeout=600,
+            what="the first prediction after the kernels compiled",
+            interval=0.5,
+        )
     deadline = time.monotonic() + 600
     while "solver warm-up done" not in server.log_text() and time.monotonic() < deadline:
         time.sleep(0.5)

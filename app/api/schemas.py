@@ -183,6 +183,9 @@ class ModelInfo(BaseModel):
     lambda_reason: str | None = Field(
         None, description="why lambda_eff is what it is (C, n_samples or lambda given)"
     )
+    algorithm_reason: str | None = Field(
+        None, description="why the model runs its algorithm (a C without lambda selects bsca)"
+    )
     gamma_eff: float | None = Field(None, description="the gamma in use (null while warming up)")
     scaling: str | None = Field(None, description="the feature scaling in use (null while warming up)")
     warming_up: bool = Field(False, description="true while the warm-up window is open (/predict: 409)")

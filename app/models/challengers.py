@@ -29,6 +29,7 @@ import numpy as np
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.evidence import PairedEvidence, challenger_alpha
 from svmstream.app.models.factory import estimator_from_state, make_estimator
+from svmstream.app.models.label_runs import LabelRuns
 from svmstream.app.models.rows import fitted, n_rows, rows_from_state, rows_state
 
 log = logging.getLogger("svmstream.challengers")
@@ -52,6 +53,10 @@ class Policy:
     min_examples: int = 500
     drift_horizon: int = 20_000
     window: int = 1000
+    #: the size bound of the champion and its challengers together (None: not checked)
+    max_model_bytes: int | None = None
+    #: how drift challengers start: "both", "warm" (a copy of the champion, solvers.online.warm) or "fresh"
+    drift_start: str = "warm"
 
     @classmethod
     def from_settings(cls, settings) -> Policy:
@@ -62,6 +67,8 @@ class Policy:
             min_examples=settings.promotion_min_examples,
             drift_horizon=settings.drift_challenger_horizon,
             window=settings.challenger_window,
+            max_model_bytes=settings.max_model_bytes,
+            drift_start=settings.drift_challenger_start,
         )
 
 
@@ -80,6 +87,22 @@ class Challenger:
     estimator: Any | None = None
     seen: int = 0
     drift_number: int | None = None
+    #: examples the model received before the estimator's own count begins (None: ``started_at``,
+    #: a fresh estimator; a warm-started one counts what the champion it copied counted)
+    offset: int | None = None
+
+    @property
+    def start(self) -> str | None:
+        """How a drift challenger started: ``"warm"`` (a copy of the champion) or ``"fresh"``;
+        None for a user's challenger."""
+        if self.origin != "drift":
+            return None
+        return "fresh" if self.offset is None else "warm"
+
+    @property
+    def received_before(self) -> int:
+        """Examples the model received that this challenger's estimator does not count."""
+        return self.started_at if self.offset is None else self.offset
 
     def ensure_estimator(self):
         """The challenger's estimator, a fresh one (its configuration's) if it has none yet."""
@@ -102,6 +125,11 @@ def challenger_config(champion: ModelConfig, settings: dict[str, Any]) -> ModelC
     return ModelConfig.model_validate({**champion.to_json(), "selection": False, **settings})
 
 
+def drift_config(champion: ModelConfig) -> ModelConfig:
+    """The configuration of a drift challenger: the champion's with no shuffle buffer."""
+    return champion.model_copy(update={"shuffle_buffer": 0})
+
+
 def differences(champion: ModelConfig, config: ModelConfig) -> dict[str, Any]:
     """The JSON fields where ``config`` differs from ``champion``."""
     a, b = champion.to_json(), config.to_json()
@@ -120,6 +148,8 @@ class ChallengerSet:
     held_y: np.ndarray | None = None
     spawn_at: int | None = None
     drift_started: int = 0
+    #: the received labels' one-class runs (pairs inside an improbable run are not counted)
+    runs: LabelRuns = field(default_factory=LabelRuns)
     detections_seen: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
     promotions: int = 0
@@ -154,6 +184,25 @@ class ChallengerSet:
         if not entries and config.on_drift != "challenger":
             return None
         return cls(policy, entries)
+
+    def may_spawn(self, champion: ModelConfig | None = None) -> bool:
+        """Whether a drift detection of the champion (``champion``: default the set's) starts a
+        challenger: ``on_drift="challenger"``, a free slot and no drift challenger running."""
+        champion = champion or self.champion_config
+        return (
+            champion is not None
+            and champion.on_drift == "challenger"
+            and len(self.entries) < self.policy.max_challengers
+            and not any(e.origin == "drift" for e in self.entries)
+        )
+
+    def counted_configs(self, champion: ModelConfig | None = None) -> list[ModelConfig]:
+        """The configurations whose bytes count beside the champion's in the model's size bounds
+        (``max_model_bytes``, ``max_total_model_bytes``): every running challenger's (a user's
+        or a drift one).  No slot is reserved for a drift challenger that may start (every
+        service model has ``on_drift="challenger"`` by default): it starts only if it fits
+        ``max_model_bytes`` then (:class:`~svmstream.app.models.contest.Contest`)."""
+        return [e.config for e in self.entries]
 
     def alpha_of(self, entry: Challenger) -> float:
         """The level ``entry`` is tested at (:func:`~.evidence.challenger_alpha`)."""
@@ -208,6 +257,7 @@ class ChallengerSet:
                 "settings": entry.settings,
                 "config": entry.config.to_json(),
                 "started_at": entry.started_at,
+                "start": entry.start,
                 "examples_seen": entry.seen,
                 **self.evidence_of(entry),
             })  # fmt: skip
@@ -258,6 +308,7 @@ class ChallengerSet:
             entries.append({
                 "config": entry.config.to_json(), "settings": entry.settings, "origin": entry.origin,
                 "started_at": entry.started_at, "seen": entry.seen, "drift_number": entry.drift_number,
+                "offset": entry.offset,
                 "evidence": entry.evidence.to_json(), "state": _jsonable(sub),
             })  # fmt: skip
         arrays.update(rows_state(f"{PREFIX}held.", self.held_X))
@@ -267,7 +318,7 @@ class ChallengerSet:
             "entries": entries, "position": self.position, "spawn_at": self.spawn_at,
             "drift_started": self.drift_started, "detections_seen": self.detections_seen,
             "history": _jsonable(self.history), "promotions": self.promotions, "held": self.n_held(),
-            "champion_start": self.champion_start,
+            "champion_start": self.champion_start, "runs": self.runs.to_json(),
         }  # fmt: skip
         return arrays, meta
 
@@ -288,7 +339,7 @@ class ChallengerSet:
             entries.append(Challenger(
                 ModelConfig.model_validate(data["config"]), dict(data["settings"]), data["origin"],
                 int(data["started_at"]), PairedEvidence.from_json(data["evidence"], policy.window),
-                est, int(data.get("seen", 0)), data.get("drift_number"),
+                est, int(data.get("seen", 0)), data.get("drift_number"), data.get("offset"),
             ))  # fmt: skip
         out = cls(policy, entries, int(saved.get("position", 0)))
         out.spawn_at = saved.get("spawn_at")
@@ -297,6 +348,7 @@ class ChallengerSet:
         out.history = list(saved.get("history", []))
         out.promotions = int(saved.get("promotions", 0))
         out.champion_start = int(saved.get("champion_start", 0))
+        out.runs = LabelRuns.from_json(saved.get("runs"))
         if arrays is None:
             out.parked, out.held_saved = True, int(saved.get("held", 0))
         else:

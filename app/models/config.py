@@ -62,17 +62,16 @@ Label = StrictInt | StrictFloat | str
 NOT_SETTINGS = ("classes", "max_classes", "n_features", "remember", "selection")
 
 
-def resolve_selection(fields: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    """``fields`` (JSON names, as given) with ``selection`` resolved: as given, else as the
-    server's default (``SVMSTREAM_DEFAULT_SELECTION``), else true when no field outside
-    :data:`NOT_SETTINGS` is given and no server default (``defaults``, JSON names) of those
-    fields differs from the table's (an operator's default is a setting too)."""
-    if fields.get("selection") is not None or defaults.get("selection") is not None:
-        return fields
-    given = any(k not in NOT_SETTINGS for k, v in fields.items() if v is not None)
-    table = {row.json_name: row.server_default for row in HYPERPARAMETERS}
-    changed = any(k not in NOT_SETTINGS and k in table and v != table[k] for k, v in defaults.items())
-    return {**fields, "selection": not (given or changed)}
+def resolve_selection(given: dict[str, Any], explicit_defaults: dict[str, Any]) -> dict[str, Any]:
+    """``given`` (the request's non-null fields, JSON names) with ``selection`` resolved: as given,
+    else as an explicitly set server default (``SVMSTREAM_DEFAULT_SELECTION``), else true when no
+    field outside :data:`NOT_SETTINGS` is given, by the request or by an explicitly set server
+    default (``explicit_defaults``: an operator's default is a setting too)."""
+    if "selection" in given or explicit_defaults.get("selection") is not None:
+        return given
+    settings = {**explicit_defaults, **given}
+    chosen = any(k not in NOT_SETTINGS for k, v in settings.items() if v is not None)
+    return {**given, "selection": not chosen}
 
 
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -207,6 +206,11 @@ class ModelConfig(_ModelConfigFields):
         know, so a C without ``n_samples`` says which n it assumed."""
         if self.lambda_ is not None:
             return "lambda given"
+        if self.algorithm == "bsca":
+            return (
+                f"bsca: C = {self.C:g} bounds each example's dual coefficient, on a stream of any length "
+                "(lambda_eff = 1/(C * n) is shown for comparison with bsgd only)"
+            )
         if self.n_samples is not None:
             return f"lambda = 1/(C * n_samples) = 1/({self.C:g} * {self.n_samples:,}): C and n_samples given"
         return (
@@ -214,6 +218,19 @@ class ModelConfig(_ModelConfigFields):
             f"{self.reference_n:,} is assumed for a stream of unknown length; give n_samples (the rows "
             "C was chosen on) for C's batch meaning, or lambda"
         )
+
+    @property
+    def algorithm_reason(self) -> str:
+        """Why the model runs its algorithm (``GET /models/{name}``; the rule:
+        :func:`~svmstream.solvers._hyperparameters.default_algorithm`, ``docs/defaults.md``)."""
+        if self.algorithm == "bsca" and self.C is not None and self.lambda_ is None:
+            return (
+                "bsca: given, or chosen because C was given without lambda (bsca's C is the box "
+                "constraint of each dual coefficient and needs no n; bsgd's would need lambda = 1/(C n))"
+            )
+        if self.algorithm == "bsgd":
+            return "bsgd: given, or the default (no C without lambda; bsgd-only settings select it too)"
+        return f"{self.algorithm}: given"
 
     @property
     def learns_classes(self) -> bool:

@@ -13,10 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from svmstream.app.models.challengers import CELL, Challenger, ChallengerSet, differences
+from svmstream.app.models.challengers import CELL, Challenger, ChallengerSet, differences, drift_config
 from svmstream.app.models.evidence import PairedEvidence
+from svmstream.app.models.limits import set_bytes
 from svmstream.app.models.rows import fitted, join_rows, learn_rows, right_of
 from svmstream.app.models.view import check_finite
+from svmstream.solvers.online.pipeline import StreamingClassifier
+from svmstream.solvers.online.warm import warm_copy
 
 log = logging.getLogger("svmstream.challengers")
 
@@ -50,12 +53,14 @@ class Contest:
         self.pieces = list(zip([0, *ends[:-1]], ends))
         self.learned = ends[-1] if ends else 0
         self.scoring = bool(cs.entries) or cs.spawn_at is not None
-        self.can_spawn = cs.spawn_at is None and _may_spawn(cs)
+        self.can_spawn = cs.spawn_at is None and cs.may_spawn()
         self.champion_right: list[np.ndarray | None] = []
         self.champion_detections: list[int] = []
         self.detections_before = 0
         self.margins: list[np.ndarray] = []  # the champion's prequential margins and labels
         self.learned_y: list[np.ndarray] = []
+        #: warm starts of drift challengers: the champion copied where one may start (position → copy)
+        self.warm_at: dict[int, Any] = {}
 
     def rows(self, lo: int, hi: int):
         """``(X, y)`` of rows ``lo:hi`` of the batch (held rows first)."""
@@ -63,23 +68,50 @@ class Contest:
 
     def champion_step(self, est):
         """The champion's step: predict then learn each complete cell (flush: then flush).
-        Records its right/wrong per cell while it is scored and its drift detections."""
+        Records its right/wrong per cell while it is scored and its drift detections.  While
+        nothing is scored (no challenger, none due to start) the rows of the open cell are
+        learned too instead of held: the champion's model does not depend on how its rows are
+        cut, and a challenger that a detection starts begins at the next grid point either way."""
         self.champion_right, self.champion_detections, self.margins, self.learned_y = [], [], [], []
-        self.detections_before = before = _detections(est)
+        self.detections_before = _detections(est)
         scoring = self.scoring
+        starts = {self.cs.spawn_at} if self.cs.policy.drift_start != "fresh" else None
         for lo, hi in self.pieces:
-            Xp, yp = self.rows(lo, hi)
-            self.champion_right.append(right_of(est, Xp, yp) if scoring else None)
-            learn_rows(est, Xp, yp, self.n_classes)
-            self._keep_margins(est)
-            after = _detections(est)
-            self.champion_detections.append(after)
-            if self.can_spawn and after > before:
-                scoring = True  # a challenger starts at the end of this cell
-            before = after
+            scoring = self._champion_piece(est, lo, hi, scoring, starts)
+        n = 0 if self.X is None else int(self.X.shape[0])
+        if not scoring and self.learned < n:
+            self.pieces.append((self.learned, n))
+            self.learned = n
+            self._champion_piece(est, *self.pieces[-1], scoring, starts)
         if self.flush and fitted(est):
             est.flush()
+            self._keep_margins(est)  # the rows the flush learned count in the prequential accuracy
         return self.X[:4] if self.X is not None and self.learned else None
+
+    def _champion_piece(self, est, lo: int, hi: int, scoring: bool, starts: set | None) -> bool:
+        """Rows ``lo:hi``: the champion's right/wrong (while scored), its step, its detections;
+        a warm copy kept where a drift challenger may start.  Returns whether scoring is on."""
+        Xp, yp = self.rows(lo, hi)
+        if starts and self.first + lo in starts:
+            self._copy_for_warm_start(est, self.first + lo)
+        before = self.champion_detections[-1] if self.champion_detections else self.detections_before
+        self.champion_right.append(right_of(est, Xp, yp) if scoring else None)
+        learn_rows(est, Xp, yp, self.n_classes)
+        self._keep_margins(est)
+        after = _detections(est)
+        self.champion_detections.append(after)
+        if after > before:
+            if self.can_spawn:
+                scoring = True  # a challenger starts at the end of this cell
+            if starts is not None:
+                starts.add(-(-(self.first + hi) // CELL) * CELL)  # where finish() may start one
+        return scoring
+
+    def _copy_for_warm_start(self, est, position: int) -> None:
+        """Keep a warm copy of the champion as it is at ``position`` (it learns the whole
+        batch before the challengers do); none while it warms up or has not learned."""
+        if _warm_copyable(est):
+            self.warm_at[position] = warm_copy(est)
 
     def _keep_margins(self, est) -> None:
         margins, learned = getattr(est, "last_margins_", None), getattr(est, "last_y_", None)
@@ -99,7 +131,7 @@ class Contest:
             Xp, yp = self.rows(lo, hi)
             start, end = self.first + lo, self.first + hi
             if cs.spawn_at is not None and cs.spawn_at <= start:
-                self._spawn(current, name, start)
+                self._spawn(current, name, start, ahead=promoted is None)
             rights = self._learn_challengers(Xp, yp, name)
             if promoted is None:
                 right, det = self.champion_right[i], self.champion_detections[i]
@@ -109,12 +141,9 @@ class Contest:
                 learn_rows(current, Xp, yp, self.n_classes)
                 check_finite(current, Xp[:4])
                 det_before, det = before, _detections(current)
-            if right is not None:
-                for entry, r in zip(cs.entries, rights):
-                    if r is not None:
-                        entry.evidence.add(right, r)
+            self._pair(right, rights, yp)
             cs.position = end
-            if det > det_before and cs.spawn_at is None and _may_spawn(cs):
+            if det > det_before and cs.spawn_at is None and cs.may_spawn():
                 cs.spawn_at = -(-end // CELL) * CELL
                 cs.record("drift detected", detections=det, challenger_at=cs.spawn_at)
             det_before = det
@@ -125,6 +154,23 @@ class Contest:
         if self.flush:
             self._flush_challengers(name)
         return current, promoted
+
+    def _pair(self, right, rights, yp) -> None:
+        """Pair the champion's right/wrong with each challenger's on one cell, run by run: a
+        run's pairs are held until it ends (then counted) or proves improbable (then dropped,
+        :mod:`.label_runs`).  ``right`` None: the champion did not predict (warm-up)."""
+        entries = self.cs.entries
+        for lo, hi, new_run, void_before, void_after in self.cs.runs.pieces(yp):
+            if new_run:
+                for entry in entries:
+                    entry.evidence.commit()
+            if right is not None and not void_before:
+                for entry, r in zip(entries, rights):
+                    if r is not None:
+                        entry.evidence.add(right[lo:hi], r[lo:hi], tentative=True)
+            if void_after and not void_before:
+                for entry in entries:
+                    entry.evidence.discard()
 
     def _learn_challengers(self, Xp, yp, name: str) -> list[np.ndarray | None]:
         """Each challenger predicts then learns one cell; one that fails is dropped."""
@@ -161,25 +207,70 @@ class Contest:
         if best is not None:
             return promote(cs, cs.entries.index(best), current, name, manual=False), best
         for index, entry in enumerate(cs.entries):
-            if entry.origin == "drift" and entry.evidence.n >= cs.policy.drift_horizon:
-                cs.remove(index, "retired", reason=f"not better after {entry.evidence.n} paired examples")
+            if entry.origin == "drift" and entry.seen >= cs.policy.drift_horizon:
+                cs.remove(index, "retired", reason=(
+                    f"not better after {entry.seen} examples ({entry.evidence.n} paired)"))  # fmt: skip
                 break
         return current, None
 
-    def _spawn(self, current, name: str, start: int) -> None:
-        """Start a fresh drift challenger at ``start``: the champion's settings, no shuffle buffer."""
+    def _spawn(self, current, name: str, start: int, *, ahead: bool) -> None:
+        """Start the drift challengers at ``start`` (``Policy.drift_start``): a warm one (a copy
+        of the champion at ``start``), a fresh one (the champion's settings), or both, each
+        with no shuffle buffer, each in a free slot that fits ``max_model_bytes``.  A warm
+        start the champion cannot give (no model past its warm-up) is a fresh one.  ``ahead``:
+        ``current`` learned the whole batch already (its copy at ``start`` was kept)."""
         cs = self.cs
         cs.spawn_at = None
-        if not _may_spawn(cs):
+        if not cs.may_spawn():
             return
-        base = cs.champion_config
-        config = base.model_copy(update={"shuffle_buffer": 0})
+        kinds = ("warm", "fresh") if cs.policy.drift_start == "both" else (cs.policy.drift_start,)
+        warm = self._warm_start(current, start, ahead) if "warm" in kinds else None
+        estimators = [warm] if warm is not None else []
+        if "fresh" in kinds or warm is None:
+            estimators.append(None)
+        config = drift_config(cs.champion_config)
+        for est in estimators:
+            if len(cs.entries) >= cs.policy.max_challengers or not self._fits(config, start):
+                return
+            self._start_drift_challenger(config, start, est, name)
+
+    def _fits(self, config, start: int) -> bool:
+        """Whether the champion, its challengers and one more (``config``) fit ``max_model_bytes``
+        (if not, the history says so)."""
+        cs = self.cs
+        d = 0 if self.X is None else int(self.X.shape[1])
+        size = (
+            set_bytes([cs.champion_config, *(e.config for e in cs.entries), config], d, self.n_classes)
+            if d
+            else 0
+        )
+        if cs.policy.max_model_bytes is None or size <= cs.policy.max_model_bytes:
+            return True
+        cs.record("drift challenger not started", at=start, reason=(
+            f"the champion and {len(cs.entries) + 1} challengers would need an estimated {size / 1e6:,.1f} MB, "
+            f"over max_model_bytes = {cs.policy.max_model_bytes / 2**20:g} MiB"))  # fmt: skip
+        return False
+
+    def _start_drift_challenger(self, config, start: int, est, name: str) -> None:
+        """Add a drift challenger started at ``start``: ``est`` a warm copy, or None (fresh)."""
+        cs = self.cs
         cs.drift_started += 1
-        entry = Challenger(config, differences(base, config), "drift", start, PairedEvidence(cs.policy.window),
-                           drift_number=cs.drift_started)  # fmt: skip
+        entry = Challenger(config, differences(cs.champion_config, config), "drift", start,
+                           PairedEvidence(cs.policy.window), est, drift_number=cs.drift_started)  # fmt: skip
+        if est is not None:  # the copy counts what the champion counted
+            entry.offset = cs.champion_start
         cs.entries.append(entry)
-        cs.record("drift challenger started", challenger=len(cs.entries) - 1, at=start)
-        log.warning("model %r: drift challenger started at example %d", name, start)
+        kind = "fresh" if est is None else "warm"
+        cs.record("drift challenger started", challenger=len(cs.entries) - 1, at=start, start=kind)
+        log.warning("model %r: %s drift challenger started at example %d", name, kind, start)
+
+    def _warm_start(self, current, start: int, ahead: bool):
+        """The warm challenger's estimator at ``start``: the copy kept by the champion's step,
+        or a copy of ``current`` (which is at ``start``); None (a fresh one) when the champion
+        has no fitted model past its warm-up there."""
+        if ahead:
+            return self.warm_at.get(start)
+        return warm_copy(current) if _warm_copyable(current) else None
 
     def _hold_rest(self) -> None:
         """Hold the rows of the incomplete last cell until it completes (or a flush)."""
@@ -203,15 +294,9 @@ class Contest:
                     self.cs.remove(index, "dropped", reason=str(exc))
 
 
-def _may_spawn(cs: ChallengerSet) -> bool:
-    """Whether a drift detection of the champion starts a challenger: ``on_drift="challenger"``,
-    a free slot and no drift challenger already running."""
-    return (
-        cs.champion_config is not None
-        and cs.champion_config.on_drift == "challenger"
-        and len(cs.entries) < cs.policy.max_challengers
-        and not any(e.origin == "drift" for e in cs.entries)
-    )
+def _warm_copyable(est) -> bool:
+    """A fitted streaming pipeline past its warm-up window (what :func:`warm_copy` takes)."""
+    return isinstance(est, StreamingClassifier) and fitted(est) and not est.warming_up_
 
 
 def promote(cs: ChallengerSet, index: int, champion, name: str, *, manual: bool) -> Any:
@@ -224,12 +309,12 @@ def promote(cs: ChallengerSet, index: int, champion, name: str, *, manual: bool)
     old = cs.champion_config
     cs.entries.pop(index)
     cs.record(
-        "promoted", manual=manual, challenger=index, origin=entry.origin, settings=entry.settings,
+        "promoted", manual=manual, challenger=index, origin=entry.origin, start=entry.start, settings=entry.settings,
         config=entry.config.to_json(), previous=differences(entry.config, old) if old is not None else {},
         evidence=evidence,
     )  # fmt: skip
     cs.promotions += 1
-    cs.champion_start = entry.started_at
+    cs.champion_start = entry.received_before
     cs.drift_started = 0
     cs.champion_config = entry.config
     for other in cs.entries:

@@ -35,6 +35,16 @@ def challenger_set(challengers: Any, config, settings, follower: bool) -> Challe
     return challengers
 
 
+def new_counted_configs(config, challengers: Any, settings) -> list:
+    """What a new model's challengers count beside its champion in the size bounds
+    (:meth:`ChallengerSet.counted_configs`; ``challengers`` as :func:`challenger_set` takes
+    it).  A restored set counts nothing new: the model was admitted when it was created."""
+    if challengers is not None and not isinstance(challengers, ChallengerSet):
+        return []
+    cs = challengers if challengers is not None else challenger_set(None, config, settings, False)
+    return cs.counted_configs(config) if cs is not None else []
+
+
 class Challenged:
     """Mixin: the methods above (the handle declares the slot ``challengers``)."""
 
@@ -59,8 +69,18 @@ class Challenged:
         drift = getattr(est, "drift_", None) if est is not None else None
         self._drift_logged = 0 if drift is None else int(drift.n_detections)
 
-    def challengers_info(self) -> dict[str, Any]:
-        """``{"challengers": [...], "promotion": {...}}`` (empty without a set)."""
+    def counted_configs(self) -> list:
+        """The configurations counted beside the champion's in the size bounds
+        (:meth:`ChallengerSet.counted_configs`; none without a set)."""
+        cs = self.challengers
+        return cs.counted_configs(self.config) if cs is not None else []
+
+    def challengers_info(self, view=None) -> dict[str, Any]:
+        """``{"challengers": [...], "promotion": {...}}`` as published with ``view`` (default the
+        current one; the live set's when the view carries none; empty without a set)."""
+        published = (self.view if view is None else view).challengers
+        if published is not None:
+            return published
         cs = self.challengers
         return cs.info() if cs is not None else {"challengers": [], "promotion": None}
 

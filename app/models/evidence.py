@@ -68,27 +68,36 @@ class PairedEvidence:
         Pairs kept for the sliding-window accuracies.
     """
 
-    __slots__ = ("n", "wins", "losses", "_ring", "_pos", "_count")
+    __slots__ = ("n", "wins", "losses", "tentative", "_ring", "_pos", "_count")
 
     def __init__(self, window: int):
         self.n = 0
         self.wins = 0
         self.losses = 0
+        #: pairs of the current one-class run, held until it ends (then counted) or proves
+        #: improbable (then dropped): [pairs, wins, losses]
+        self.tentative = [0, 0, 0]
         # code 2 * champion_right + challenger_right per pair, 255: empty
         self._ring = np.full(max(1, int(window)), 255, dtype=np.uint8)
         self._pos = 0
         self._count = 0
 
-    def add(self, champion_right: np.ndarray, challenger_right: np.ndarray) -> None:
-        """Append pairs: two (m,) bool arrays of the same examples, in order."""
+    def add(
+        self, champion_right: np.ndarray, challenger_right: np.ndarray, *, tentative: bool = False
+    ) -> None:
+        """Append pairs: two (m,) bool arrays of the same examples, in order; ``tentative``:
+        held (:meth:`commit`, :meth:`discard`) instead of counted now.  The window gets them
+        either way."""
         a = np.asarray(champion_right, dtype=bool)
         b = np.asarray(challenger_right, dtype=bool)
         m = a.shape[0]
         if m == 0:
             return
-        self.n += m
-        self.wins += int(np.count_nonzero(b & ~a))
-        self.losses += int(np.count_nonzero(a & ~b))
+        counts = [m, int(np.count_nonzero(b & ~a)), int(np.count_nonzero(a & ~b))]
+        if tentative:
+            self.tentative = [t + c for t, c in zip(self.tentative, counts)]
+        else:
+            self._add_counts(*counts)
         codes = (2 * a.astype(np.uint8) + b.astype(np.uint8))[-self._ring.shape[0] :]
         k = codes.shape[0]
         size = self._ring.shape[0]
@@ -96,6 +105,18 @@ class PairedEvidence:
         self._ring[idx] = codes
         self._pos = int((self._pos + k) % size)
         self._count = min(size, self._count + k)
+
+    def _add_counts(self, n: int, wins: int, losses: int) -> None:
+        self.n, self.wins, self.losses = self.n + n, self.wins + wins, self.losses + losses
+
+    def commit(self) -> None:
+        """Count the held pairs (their run ended before it proved improbable)."""
+        self._add_counts(*self.tentative)
+        self.tentative = [0, 0, 0]
+
+    def discard(self) -> None:
+        """Drop the held pairs (their run proved improbable)."""
+        self.tentative = [0, 0, 0]
 
     def log_e_value(self) -> float:
         """log E: the log of the mixture wealth ``mean_λ (1 + λ)^wins (1 - λ)^losses``."""
@@ -117,13 +138,14 @@ class PairedEvidence:
         chars[self._ring == 255] = ord(".")
         window = chars.tobytes().decode("ascii")
         return {"n": self.n, "wins": self.wins, "losses": self.losses, "pos": self._pos, "count": self._count,
-                "window": window}  # fmt: skip
+                "window": window, "tentative": list(self.tentative)}  # fmt: skip
 
     @classmethod
     def from_json(cls, data: dict[str, Any], window: int) -> PairedEvidence:
         """Rebuild from :meth:`to_json` (a window of another size: emptied)."""
         ev = cls(window)
         ev.n, ev.wins, ev.losses = int(data["n"]), int(data["wins"]), int(data["losses"])
+        ev.tentative = [int(k) for k in data.get("tentative", (0, 0, 0))]
         saved = str(data.get("window", ""))
         if len(saved) == ev._ring.shape[0]:
             chars = np.frombuffer(saved.encode("ascii"), dtype=np.uint8)

@@ -94,10 +94,9 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         self.settings = settings
         # learned classes (restored from a snapshot: ``classes``) are committed by the learner
         # thread only; readers use the published view's codec
-        if config.learns_classes:
-            self.codec = shared_codec(classes or [], learn=True)
-        else:
-            self.codec = shared_codec(config.classes)
+        self.codec = (
+            shared_codec(classes or [], learn=True) if config.learns_classes else shared_codec(config.classes)
+        )
         self.max_pending = settings.max_pending_batches
         # a prediction replica's model (follower_of: its learner's URL) never learns: no
         # private copy, no checkpoint; learning is refused naming the learner
@@ -146,6 +145,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             stats=dict(stats) if stats is not None else estimator_stats(estimator),
             extra=dict(extra or {}),
             n_features_fixed=self._fixed,
+            challengers=self.challengers.info() if self.challengers is not None else None,
         )
         self._init_meters(settings)
 
@@ -183,7 +183,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         """The widest sparse rows this model accepts now (None: its dimension is fixed)."""
         if self._fixed or self.config.algorithm in BATCH_ALGORITHMS:
             return None
-        return max_width(self.config, self.settings)
+        return max_width(self.config, self.settings, self.counted_configs())
 
     @property
     def pending(self) -> int:
@@ -247,7 +247,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             self._check_can_queue()
             d = self._n_features
             if d is None or (sparse and not self._fixed and X.shape[1] > d):
-                check_width(X, self.config, self.settings, sparse)
+                check_width(X, self.config, self.settings, sparse, self.counted_configs())
                 d = max(int(X.shape[1]), d or 0)
             X = conform(X, d, declared, self.name)
             self._n_features = d
@@ -315,13 +315,17 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         p50, p99 = np.percentile(times, [50, 99]) * 1e3
         return {"publish_ms_p50": float(p50), "publish_ms_p99": float(p99)}
 
-    def examples(self, status: dict[str, Any] | None | object = ...) -> dict[str, int]:
+    def examples(
+        self, status: dict[str, Any] | None | object = ..., view: ModelView | None = None
+    ) -> dict[str, int]:
         """The model's example account: ``received = learned + pending + refused``.  Learned and
         pending come from the model's state (they survive restarts); refused counts the stream
         entries this process dead-lettered (bad entries, batches the learner refused).  A
         refused HTTP request changes nothing and is not received.  ``status``: the stream status
-        a caller already read (None: no stream); by default it is read here."""
-        counts = dict(self.view.stats.get("examples") or {"received": 0, "learned": 0, "pending": 0})
+        a caller already read (None: no stream); by default it is read here.  ``view``: the
+        version to describe (default the current one)."""
+        view = self.view if view is None else view
+        counts = dict(view.stats.get("examples") or {"received": 0, "learned": 0, "pending": 0})
         if status is ...:
             status = self.stream_status() if self.stream_status is not None else None
         refused = int(status.get("dead_letters", 0)) if status else 0
@@ -333,17 +337,19 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         """JSON-ready description (``GET /models/{name}``)."""
         view = self.view
         stats = {k: v for k, v in view.stats.items() if k != "statistics"}
-        stats["examples"] = self.examples()
+        # one version throughout: the learner may publish meanwhile
+        stats["examples"] = self.examples(view=view)
         return {
             "name": self.name,
-            "algorithm": self.config.algorithm,
-            "budget": self.config.budget,
-            "config": self.config.to_json(),
-            "lambda_reason": self.config.lambda_reason,
+            "algorithm": view.config.algorithm,
+            "budget": view.config.budget,
+            "config": view.config.to_json(),
+            "lambda_reason": view.config.lambda_reason,
+            "algorithm_reason": view.config.algorithm_reason,
             "n_features": self._n_features,
             "n_features_fixed": self._fixed,
             "classes": view.codec.public_classes,
-            "classes_learned": self.config.learns_classes,
+            "classes_learned": view.config.learns_classes,
             "fitted": view.estimator is not None,
             **stats,
             "version": view.version,
@@ -353,5 +359,5 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             "extra": view.extra,
             "statistics": view.stats.get("statistics", {}),
             "metrics": self.metrics(),
-            **self.challengers_info(),
+            **self.challengers_info(view),
         }

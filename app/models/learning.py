@@ -61,7 +61,9 @@ class Learning:
         y = mapping[y]
         if not added:
             return y, codec
-        refusal = label_refusal(self.config, self.settings, self._n_features, codec.classes, added)
+        refusal = label_refusal(
+            self.config, self.settings, self._n_features, codec.classes, added, self.counted_configs()
+        )
         if refusal is not None:
             reason, label = refusal
             i = int(np.flatnonzero(y == len(codec.classes) + added.index(label))[0])
@@ -205,6 +207,7 @@ class Learning:
             stats=self._view_stats(est),
             extra={**old.extra, **extra} if extra else old.extra,
             n_features_fixed=self._fixed,
+            challengers=self.challengers.info() if self.challengers is not None else None,
         )
         self.view = view
         return view

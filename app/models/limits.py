@@ -13,6 +13,12 @@ guard, sparse rows counted at their bound twice for the arena's free half).  Spa
 vectors (``sv_storage="sparse"``, or ``"auto"`` at d > 256 unless the batch that fixes the
 dimension is dense or too dense for sparse SVs) are counted by their nonzeros: 3 x (B + 1) x
 min(d, 2,048) x 12 bytes (:func:`svmstream.solvers.model_bytes`, ``docs/defaults.md``).
+
+A model with challengers (``docs/challengers.md``) is bounded as a whole: ``extra`` -- the
+configurations :meth:`~svmstream.app.models.challengers.ChallengerSet.counted_configs` gives,
+its running challengers -- counts beside the champion in
+``max_model_bytes`` (:func:`max_width`, :func:`size_message`, :func:`label_refusal`) and in
+``max_total_model_bytes`` (:func:`held_bytes`, :func:`check_capacity`, :func:`check_growth`).
 """
 
 from __future__ import annotations
@@ -67,6 +73,22 @@ def estimate_bytes(
     )
 
 
+def set_bytes(
+    configs: Sequence[ModelConfig],
+    n_features: int,
+    n_classes: int | None = None,
+    labels: Sequence[Any] | None = None,
+) -> int:
+    """:func:`estimate_bytes` summed over ``configs`` (a champion and its challengers): they
+    learn the same rows, so they share the dimension and classes; the labels (the model's
+    codec) are counted once."""
+    if not configs:
+        return 0
+    shared = label_bytes(labels if labels is not None else configs[0].classes)
+    total = sum(estimate_bytes(c, n_features, n_classes, labels) for c in configs)
+    return total - shared * (len(configs) - 1)
+
+
 def warmup_bytes(config: ModelConfig, n_features: int) -> int:
     """Bytes of the warm-up window when full: ``warmup`` rows of ``n_features`` values and a
     label, 8 bytes each; rows wider than 256 features by their nonzeros (at most 2,048 of 12
@@ -82,11 +104,21 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
-def size_message(config: ModelConfig, n_features: int, settings: Settings) -> str | None:
-    """Why a model of dimension ``n_features`` is refused (None if it is not)."""
+def size_message(
+    config: ModelConfig, n_features: int, settings: Settings, extra: Sequence[ModelConfig] = ()
+) -> str | None:
+    """Why a model of dimension ``n_features`` (with its challengers' ``extra``
+    configurations) is refused (None if it is not)."""
     if n_features > settings.max_features:
         return f"{n_features} features exceed max_features = {settings.max_features}"
     size = estimate_bytes(config, n_features)
+    total = size + set_bytes(extra, n_features)
+    if size <= settings.max_model_bytes < total:
+        return (
+            f"a model of {n_features} features with its {len(extra)} challengers needs "
+            f"an estimated {_mb(total)} ({_mb(size)} for the champion), over max_model_bytes = "
+            f"{settings.max_model_bytes / MIB:g} MiB"
+        )
     if size > settings.max_model_bytes and config.kernel == "linear":
         k = 1 if config.classes is None or len(config.classes) == 2 else len(config.classes)
         return (
@@ -160,22 +192,27 @@ def check_config_limits(config: ModelConfig, settings: Settings) -> None:
             raise InvalidInput(f"n_features: {reason}", field="n_features")
 
 
-def max_width(config: ModelConfig, settings: Settings) -> int:
-    """The largest dimension a model of ``config`` may have (``max_features`` and the size bound)."""
+def max_width(config: ModelConfig, settings: Settings, extra: Sequence[ModelConfig] = ()) -> int:
+    """The largest dimension a model of ``config`` (with the challengers' ``extra``
+    configurations) may have (``max_features`` and the size bound)."""
+    configs = [config, *extra]
     lo, hi = 1, settings.max_features
-    if estimate_bytes(config, hi) <= settings.max_model_bytes:
+    if set_bytes(configs, hi) <= settings.max_model_bytes:
         return hi
     while lo < hi:  # the estimate grows with d
         mid = (lo + hi + 1) // 2
-        if estimate_bytes(config, mid) <= settings.max_model_bytes:
+        if set_bytes(configs, mid) <= settings.max_model_bytes:
             lo = mid
         else:
             hi = mid - 1
     return lo
 
 
-def check_width(X, config: ModelConfig, settings: Settings, sparse: bool) -> None:
-    """Refuse a batch that would make the model wider than :func:`max_width` allows.
+def check_width(
+    X, config: ModelConfig, settings: Settings, sparse: bool, extra: Sequence[ModelConfig] = ()
+) -> None:
+    """Refuse a batch that would make the model (with its challengers' ``extra``
+    configurations) wider than :func:`max_width` allows.
 
     Raises
     ------
@@ -187,7 +224,8 @@ def check_width(X, config: ModelConfig, settings: Settings, sparse: bool) -> Non
         # the batch that fixes the dimension also fixes the storage: dense rows get dense SVs
         storage = resolve_sv_storage("auto", X if sparse else np.zeros((0, 0)), config.scaling)
         config = config.model_copy(update={"sv_storage": storage})
-    limit = max_width(config, settings)
+        extra = [c.model_copy(update={"sv_storage": storage}) if c.sv_storage == "auto" else c for c in extra]
+    limit = max_width(config, settings, extra)
     if X.shape[1] <= limit:
         return
     if sparse and sp.issparse(X):
@@ -195,25 +233,30 @@ def check_width(X, config: ModelConfig, settings: Settings, sparse: bool) -> Non
         if pos is not None:
             i = int(np.searchsorted(X.indptr, pos, side="right") - 1)
             index = int(X.indices[pos])
-            reason = size_message(config, index + 1, settings)
+            reason = size_message(config, index + 1, settings, extra)
             raise InvalidInput(
                 f"X[{i}]: feature index {index} is out of range: {reason}", field=f"X[{i}]", index=i
             )
-    reason = size_message(config, int(X.shape[1]), settings)
+    reason = size_message(config, int(X.shape[1]), settings, extra)
     raise InvalidInput(f"X[0]: has {X.shape[1]} features: {reason}", field="X[0]", index=0)
 
 
-def held_bytes(config: ModelConfig, n_features: int | None, labels: Sequence[Any] | None = None) -> int:
-    """What :func:`check_capacity` counts for a model: its estimate at its dimension (1 while
-    unknown) with its ``labels`` (default: the declared ones); 0 for a batch-trained model (its
-    arrays are its support vectors, already built)."""
+def held_bytes(
+    config: ModelConfig,
+    n_features: int | None,
+    labels: Sequence[Any] | None = None,
+    extra: Sequence[ModelConfig] = (),
+) -> int:
+    """What :func:`check_capacity` counts for a model: its estimate (and its challengers'
+    ``extra``) at its dimension (1 while unknown) with its ``labels`` (default: the declared
+    ones); 0 for a batch-trained model (its arrays are its support vectors, already built)."""
     if config.algorithm in BATCH_ALGORITHMS:
         return 0
-    return estimate_bytes(config, n_features or 1, labels=labels or config.classes)
+    return set_bytes([config, *extra], n_features or 1, labels=labels or config.classes)
 
 
 def _held(handle: Any) -> int:
-    return held_bytes(handle.config, handle.n_features, handle.codec.classes)
+    return held_bytes(handle.config, handle.n_features, handle.codec.classes, handle.counted_configs())
 
 
 def label_refusal(
@@ -222,10 +265,12 @@ def label_refusal(
     n_features: int | None,
     classes: Sequence[Any],
     added: Sequence[Any],
+    extra: Sequence[ModelConfig] = (),
 ) -> tuple[str, Any] | None:
     """Why a model with ``classes`` may not add the labels ``added``, and the label that is
     refused first (None: it may).  The bounds: ``max_label_length`` (each string label),
-    ``max_classes`` (the configuration's), ``max_model_bytes`` (the estimate with every label)."""
+    ``max_classes`` (the configuration's), ``max_model_bytes`` (the estimate with every label,
+    the challengers' ``extra`` configurations included)."""
     for label in added:
         if isinstance(label, str) and len(label) > settings.max_label_length:
             return (
@@ -240,7 +285,7 @@ def label_refusal(
             added[config.max_classes - len(classes)] if config.max_classes >= len(classes) else added[0],
         )
     if n_features is not None:
-        size = estimate_bytes(config, n_features, labels=[*classes, *added])
+        size = set_bytes([config, *extra], n_features, labels=[*classes, *added])
         if size > settings.max_model_bytes:
             return (
                 f"{n_classes} classes need an estimated {_mb(size)} (their weights and labels), over "
@@ -270,7 +315,7 @@ def check_growth(handles: dict, handle: Any, X, new_labels: Any, sparse: bool, s
         return
     d1 = max(int(X.shape[1]), d0 or 0) if wider else d0
     labels = [*handle.codec.classes, *(new_labels.labels if new_labels is not None else ())]
-    new = held_bytes(handle.config, d1, labels)
+    new = held_bytes(handle.config, d1, labels, handle.counted_configs())
     if new <= _held(handle):
         return
     total = sum(_held(h) for h in list(handles.values()) if h is not handle)
@@ -285,15 +330,19 @@ def check_growth(handles: dict, handle: Any, X, new_labels: Any, sparse: bool, s
         )
 
 
-def check_capacity(handles: dict, name: str, config: ModelConfig, settings: Settings) -> None:
-    """Refuse a new model beyond ``max_models``, or one whose estimate would take the sum of
-    all models' estimates (:func:`held_bytes`) over ``max_total_model_bytes``; replacing a
-    model counts its new configuration instead of the old one.
+def check_capacity(
+    handles: dict, name: str, config: ModelConfig, settings: Settings, extra: Sequence[ModelConfig] = ()
+) -> None:
+    """Refuse a new model beyond ``max_models``, or one whose estimate (with its challengers'
+    ``extra`` configurations) would take the sum of all models' estimates (:func:`held_bytes`)
+    over ``max_total_model_bytes``; replacing a model counts its new configuration instead of
+    the old one.
 
     Raises
     ------
     InvalidInput
-        (422) naming ``name`` (the count) or ``n_features`` (the total) and the setting.
+        (422) naming ``name`` (the count), ``challengers`` (the total, when the champion alone
+        would fit) or ``n_features`` (the total) and the setting.
     """
     others = [h for n, h in list(handles.items()) if n != name]
     if len(others) >= settings.max_models:
@@ -302,13 +351,15 @@ def check_capacity(handles: dict, name: str, config: ModelConfig, settings: Sett
             "(SVMSTREAM_MAX_MODELS); delete one first",
             field="name",
         )
-    new = held_bytes(config, config.n_features)
+    new = held_bytes(config, config.n_features, extra=extra)
     if not new:
         return
     total = sum(_held(h) for h in others)
     if total + new > settings.max_total_model_bytes:
+        alone = total + held_bytes(config, config.n_features) <= settings.max_total_model_bytes
+        field, what = ("challengers", "with its challengers ") if alone else ("n_features", "")
         raise InvalidInput(
-            f"n_features: this model's estimated {_mb(new)} with the {len(others)} others' {_mb(total)} exceeds "
+            f"{field}: this model's estimated {_mb(new)} {what}with the {len(others)} others' {_mb(total)} exceeds "
             f"max_total_model_bytes = {settings.max_total_model_bytes / MIB:g} MiB (SVMSTREAM_MAX_TOTAL_MODEL_BYTES)",
-            field="n_features",
+            field=field,
         )

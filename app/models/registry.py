@@ -52,6 +52,7 @@ from svmstream.app.errors import (
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import NewLabels
 from svmstream.app.models.config import MODEL_NAME_RE, ModelConfig, check_model_name, resolve_selection
+from svmstream.app.models.contested import new_counted_configs
 from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
 from svmstream.app.models.learners import LearnerPool
@@ -61,6 +62,7 @@ from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
 from svmstream.app.models.warmup import note_waiting, warm_for
 from svmstream.app.settings import Settings
+from svmstream.solvers._hyperparameters import default_algorithm
 from svmstream.solvers.persistence import CorruptStateError
 
 log = logging.getLogger("svmstream.registry")
@@ -94,6 +96,9 @@ class Registry:
         # one object per distinct configuration in use (ModelConfig is frozen; see create)
         self._configs: weakref.WeakValueDictionary[str, ModelConfig] = weakref.WeakValueDictionary()
         self.snapshot_listeners: list[Callable[[ModelHandle, ModelView, str], None]] = []
+        #: called after the snapshot listeners with the saved ``(arrays, meta)`` as well (read
+        #: them, never modify them; the replication publisher encodes them for the replicas)
+        self.snapshot_state_listeners: list[Callable[[ModelHandle, ModelView, str, dict, dict], None]] = []
         #: remembered predictions and their labels (:mod:`.feedback`; set by the app)
         self.feedback: Any = None
         # shared by all models
@@ -121,14 +126,20 @@ class Registry:
 
     # ------------------------------------------------------------------ lifecycle
     def resolve_config(self, fields: dict[str, Any]) -> ModelConfig:
-        """Fill the fields not given (JSON names) from the ``SVMSTREAM_DEFAULT_*`` settings.
+        """Fill the fields not given (JSON names) from the ``SVMSTREAM_DEFAULT_*`` settings; an
+        ``algorithm`` given by neither is :func:`~svmstream.solvers._hyperparameters.default_algorithm`
+        of what the request and the explicitly set settings give.
 
         Raises
         ------
         pydantic.ValidationError
         """
+        given = {k: v for k, v in fields.items() if v is not None}
         merged = self.settings.model_defaults()
-        merged.update({k: v for k, v in resolve_selection(fields, merged).items() if v is not None})
+        explicit = self.settings.given_model_defaults()
+        merged.update(resolve_selection(given, explicit))
+        # the algorithm given, else a C without lambda runs BSCA (docs/defaults.md)
+        merged["algorithm"] = default_algorithm({**explicit, **given})
         return ModelConfig.model_validate(merged)
 
     def check_config(self, config: ModelConfig) -> None:
@@ -153,7 +164,8 @@ class Registry:
             On an invalid name (allowed: ``[A-Za-z0-9][A-Za-z0-9_.-]{0,63}``).
         """
         check_model_name(name)
-        check_capacity(self._models, name, config, self.settings)  # max_models, max_total_model_bytes
+        extra = new_counted_configs(config, state.get("challengers"), self.settings)
+        check_capacity(self._models, name, config, self.settings, extra)  # max_models, max_total_model_bytes
         with self._lock:  # models of equal configurations share one (frozen) object: ~3 KB each
             config = self._configs.setdefault(config.model_dump_json(), config)
         warm_for(config)  # its kernel group, if the service's warm-up has not loaded it
@@ -292,7 +304,7 @@ class Registry:
                 return None
             view, state = handle.capture_state()  # the learner's state at the view's version
             try:
-                path, saved_at = self.store.write(
+                written = self.store.write(
                     view.name,
                     view.config,
                     state,
@@ -307,6 +319,7 @@ class Registry:
             except Exception:
                 handle.snapshot_failures += 1  # svmstream_snapshot_failures_total
                 raise
+            path, saved_at = written.path, written.saved_at
             handle.saved_version = view.version
             handle.last_snapshot_time = saved_at
             handle.last_snapshot_path = str(path)
@@ -316,6 +329,11 @@ class Registry:
             for listener in list(self.snapshot_listeners):
                 try:
                     listener(handle, view, str(path))
+                except Exception:
+                    log.exception("snapshot listener failed")
+            for listener in list(self.snapshot_state_listeners):
+                try:
+                    listener(handle, view, str(path), written.arrays, written.meta)
                 except Exception:
                     log.exception("snapshot listener failed")
         log.info(

@@ -128,6 +128,7 @@ class LazyRestore:
             extra=dict(found.extra),
             published_at=stub.published_at,
             n_features_fixed=stub.n_features_fixed,
+            challengers=self.challengers.info() if self.challengers is not None else None,
         )
         self._restore = None
 

@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -97,6 +97,16 @@ class RestoredModel:
     #: arrays (None: read from the header only, not decoded)
     challengers: dict[str, Any] | None = None
     challenger_arrays: dict[str, np.ndarray] | None = None
+
+
+class Written(NamedTuple):
+    """A snapshot just written (:meth:`SnapshotStore.write`): its file, time, and the arrays and
+    meta (``meta["service"]`` set) it holds."""
+
+    path: Path
+    saved_at: float
+    arrays: dict[str, np.ndarray]
+    meta: dict[str, Any]
 
 
 @dataclass
@@ -170,7 +180,7 @@ class SnapshotStore:
         classes: list[Any] | None = None,
         stats: dict[str, Any] | None = None,
         figures: dict[str, Any] | None = None,
-    ) -> tuple[Path, float]:
+    ) -> Written:
         """Write a snapshot of model ``name`` and prune old files.
 
         Parameters
@@ -191,7 +201,7 @@ class SnapshotStore:
 
         Returns
         -------
-        (path, saved_at)
+        :class:`Written`: ``(path, saved_at, arrays, meta)``, the arrays and meta as saved
         """
         directory = self.model_dir(name)
         directory.mkdir(parents=True, exist_ok=True)
@@ -222,7 +232,7 @@ class SnapshotStore:
         path = directory / f"{name}-{seq:012d}{SUFFIX}"
         write_atomic(path, encode_state(arrays, meta))
         self.prune(name)
-        return path, saved_at
+        return Written(path, saved_at, arrays, meta)
 
     def kept_files(self, name: str) -> list[KeptFile]:
         """:meth:`files` of ``name`` with their sizes (newest first; a file gone meanwhile is
@@ -422,6 +432,14 @@ def decode_snapshot(blob: bytes, path: Path | None = None) -> RestoredModel:
         rebuild a model.
     """
     arrays, meta = decode_state(blob)
+    return restored_from_state(arrays, meta, path)
+
+
+def restored_from_state(
+    arrays: dict[str, np.ndarray], meta: dict[str, Any], path: Path | None
+) -> RestoredModel:
+    """The model of a decoded snapshot ``(arrays, meta)`` (:func:`decode_snapshot`; the serving
+    encoding's, :func:`svmstream.app.models.serving.decode_serving`).  Raises CorruptStateError."""
     try:
         fields = _service_fields(meta, path)
         estimator = None

@@ -143,6 +143,12 @@ class ModelView:
         :func:`estimator_stats` of the estimator.
     extra : dict
         Caller metadata attached to applied batches (e.g. last stream entry ID).
+    challengers : dict or None
+        The challengers and promotion figures at this version
+        (:meth:`~svmstream.app.models.challengers.ChallengerSet.info`), so that ``GET
+        /models/{name}`` never shows a promotion before the examples that led to it; None: the
+        model has no challengers, or the view was not published by the learner (then the live
+        set is read).
     """
 
     name: str
@@ -155,6 +161,7 @@ class ModelView:
     extra: dict[str, Any] = field(default_factory=dict)
     published_at: float = field(default_factory=time.time)
     n_features_fixed: bool = True
+    challengers: dict[str, Any] | None = None
 
     def decision_function(self, X) -> np.ndarray:
         """Decision values, shape (n,), float64.  Raises :class:`~svmstream.app.errors.ModelNotFitted`.

@@ -39,6 +39,8 @@ MAX_JOBS = 20
 """Jobs an event carries (the newest)."""
 MAX_CLASSES = 20
 """Class labels listed per model (``n_classes`` always counts all of them)."""
+MAX_PROMOTIONS = 5
+"""Promotions listed per model (the newest; ``promotions`` counts all of them)."""
 TICK_S = 1.0
 """Seconds between two events."""
 LATENCY_WINDOW_S = 10.0
@@ -179,6 +181,48 @@ def _stream_status(handle: Any) -> dict[str, Any] | None:
         return None
 
 
+def _promotion_event(event: dict[str, Any]) -> dict[str, Any]:
+    evidence = event.get("evidence") or {}
+    return {
+        "at": event.get("at"),
+        "time": event.get("time"),
+        "manual": bool(event.get("manual")),
+        "origin": event.get("origin"),
+        "settings": event.get("settings") or {},
+        "e_value": evidence.get("e_value"),
+        "threshold": evidence.get("threshold"),
+        "wins": evidence.get("wins"),
+        "losses": evidence.get("losses"),
+        "paired_examples": evidence.get("paired_examples"),
+    }
+
+
+def promotion_figures(handle: Any) -> dict[str, Any]:
+    """``challengers`` (how many), ``promotions`` (the model's count, as
+    ``svmstream_promotions_total``) and ``recent_promotions``: the newest
+    :data:`MAX_PROMOTIONS` ``promoted`` events of the history, newest first, each with ``at``
+    (example), ``time``, ``manual``, ``origin`` (``user``/``drift``), the challenger's
+    ``settings`` and its evidence (``e_value``, ``threshold``, ``wins``, ``losses``,
+    ``paired_examples``; ``docs/challengers.md``).  Counters only: no wait for the learner."""
+    described = getattr(handle.view, "challengers", None)  # as published with the view
+    if described is None:
+        cs = getattr(handle, "challengers", None)
+        if cs is None:
+            return {"challengers": 0, "promotions": 0, "recent_promotions": []}
+        described = {
+            "challengers": cs.entries,
+            "promotion": {"promotions": cs.promotions, "history": cs.history},
+        }
+    promotion = described["promotion"] or {}
+    history = list(promotion.get("history", []))  # a copy: the learner may append to a live one
+    promoted = [e for e in reversed(history) if e.get("event") == "promoted"][:MAX_PROMOTIONS]
+    return {
+        "challengers": len(described["challengers"]),
+        "promotions": int(promotion.get("promotions", 0)),
+        "recent_promotions": [_promotion_event(e) for e in promoted],
+    }
+
+
 def model_figures(handle: Any, now: float) -> dict[str, Any]:
     """The dashboard figures of one :class:`~svmstream.app.models.handle.ModelHandle`.
 
@@ -209,6 +253,7 @@ def model_figures(handle: Any, now: float) -> dict[str, Any]:
         "pending_examples": stats.get("pending", 0),
         "latency": {},
         "stream": None,
+        **promotion_figures(handle),
     }
     status = _stream_status(handle)
     if status:
@@ -289,7 +334,7 @@ def build_event(
     now = time.time() if now is None else now
     handles = sorted(handles, key=lambda h: h.name)
     totals = {"models": len(handles), "shown": 0, "examples_per_s": 0.0, "examples_applied": 0}
-    totals.update(support_vectors=0, merges=0, drift_detections=0, dead_letters=0)
+    totals.update(support_vectors=0, merges=0, drift_detections=0, promotions=0, dead_letters=0)
     shown: list[dict[str, Any]] = []
     for i, handle in enumerate(handles):
         if i < max_models:
@@ -306,9 +351,12 @@ def build_event(
                 "support_vectors": stats.get("n_support_vectors", 0),
                 "merges": stats.get("n_merges", 0),
                 "drift_detections": stats.get("drift", {}).get("detections", 0),
+                "promotions": getattr(getattr(handle, "challengers", None), "promotions", 0),
                 "stream": {"dead_letters": status.get("dead_letters", 0)} if status else None,
             }
-        for key in ("examples_per_s", "examples_applied", "support_vectors", "merges", "drift_detections"):
+        for key in (
+            "examples_per_s", "examples_applied", "support_vectors", "merges", "drift_detections", "promotions"
+        ):  # fmt: skip
             totals[key] += fig[key]
         if fig["stream"]:
             totals["dead_letters"] += fig["stream"]["dead_letters"]

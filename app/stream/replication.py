@@ -1,21 +1,25 @@
 """Prediction replicas follow a learner through Redis (``docs/deployment.md``).
 
 The learner (``svmstream serve``, role ``learner``, with ``SVMSTREAM_REDIS_URL``) runs a
-:class:`SnapshotPublisher`: after each snapshot it writes the snapshot file's bytes to Redis
-and announces the version.  A replica (``svmstream serve --role replica``) runs a
-:class:`SnapshotFollower`: it loads every newer snapshot and swaps it in (``Registry.install``),
-so its predictions are the learner's of that version, exactly (the same saved state).
+:class:`SnapshotPublisher`: after each snapshot it writes the snapshot's *serving encoding*
+(:mod:`svmstream.app.models.serving`: the saved state without the rows kept only for learning,
+encoded from memory, not re-read from the file) to Redis and announces the version.  A replica
+(``svmstream serve --role replica``) runs a :class:`SnapshotFollower`: it loads every newer
+version and swaps it in (``Registry.install``), so its predictions are the learner's of that
+version, exactly (the same saved model; its counters and figures too).
 
 Keys (``{model}``: the model's name):
 
 =====================================  =================================================
 ``svmstream:replication:versions``     hash model -> newest published version
-``svmstream:replication:{model}``      hash ``version``, ``blob`` (the snapshot bytes)
+``svmstream:replication:{model}``      hash ``version``, ``serving`` (the serving encoding)
 ``svmstream:replication:learner``      the learner's advertised URL (named by 409s)
 ``svmstream:replication:events``       pub/sub channel: ``{"model", "version"}`` JSON
 =====================================  =================================================
 
-A snapshot's blob and version are written in one MULTI/EXEC, before the versions hash and
+A snapshot's bytes and version are written in one MULTI/EXEC (which also removes a ``blob``
+field, the whole snapshot file that earlier versions published; a replica reads it when
+``serving`` is absent, so replicas can be upgraded before their learner), before the versions hash and
 the announcement, so a reader never sees a version without its bytes.  At start the publisher
 first republishes every restored model whose published version differs from its newest
 snapshot's (written while Redis was away, or by a shutdown that could not publish it), and the
@@ -34,6 +38,10 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from svmstream.app.models.serving import decode_serving, serving_state
+from svmstream.app.models.snapshots import decode_snapshot
+from svmstream.solvers.persistence import CorruptStateError, decode_state, encode_state
 
 log = logging.getLogger("svmstream.replication")
 
@@ -67,7 +75,7 @@ class SnapshotPublisher:
         self.registry = registry
         self.advertise_url = advertise_url
         self.reconcile_s = reconcile_s
-        self._queue: queue.SimpleQueue[tuple[str, int, str] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="snapshot-publisher", daemon=True)
         self.published = 0
 
@@ -77,9 +85,13 @@ class SnapshotPublisher:
         self._thread.start()
         return self
 
-    def on_snapshot(self, handle, view, path: str) -> None:
-        """Snapshot listener: queue ``(model, version, file)`` for publishing."""
-        self._queue.put((handle.name, int(view.version), path))
+    def on_snapshot(self, handle, view, path: str, arrays=None, meta=None) -> None:
+        """Snapshot state listener (``Registry.snapshot_state_listeners``): queue the serving
+        state (:func:`~svmstream.app.models.serving.serving_state`, no copy) of the saved
+        ``arrays`` and ``meta`` of ``(model, version)`` for publishing — the queue does not keep
+        the rows held for learning alive; without them, the file at ``path`` is read."""
+        serving = serving_state(arrays, meta) if arrays is not None and meta is not None else None
+        self._queue.put((handle.name, int(view.version), path, serving))
 
     def _run(self) -> None:
         try:
@@ -103,19 +115,37 @@ class SnapshotPublisher:
             except Exception:  # Redis down: the next snapshot (or reconcile) retries
                 log.exception("replication: publishing failed")
 
-    def publish(self, name: str, version: int, path: str) -> bool:
-        """Write one snapshot's bytes and version to Redis and announce it; False if the file
-        was already pruned (a newer snapshot is queued behind it)."""
-        try:
-            blob = Path(path).read_bytes()
-        except FileNotFoundError:
-            return False
+    def publish(self, name: str, version: int, path: str, serving=None) -> bool:
+        """Write one snapshot's serving encoding and version to Redis and announce it.  The
+        encoding is made from ``serving``, the :func:`~svmstream.app.models.serving.serving_state`
+        of a snapshot just written, else from the file at ``path``; False if that file was
+        already pruned (a newer snapshot is queued behind it) or does not decode (logged)."""
+        if serving is None:
+            try:
+                serving = serving_state(*decode_state(Path(path).read_bytes()))
+            except FileNotFoundError:
+                return False
+            except (CorruptStateError, KeyError) as exc:  # KeyError: no service metadata
+                log.warning("replication: snapshot %s not published: %s", path, exc)
+                return False
+        started = time.perf_counter()
+        blob = encode_state(*serving)
+        encoded = time.perf_counter()
         pipe = self.client.pipeline(transaction=True)
-        pipe.hset(model_key(name), mapping={"version": version, "blob": blob})
+        pipe.hset(model_key(name), mapping={"version": version, "serving": blob})
+        pipe.hdel(model_key(name), "blob")
         pipe.hset(VERSIONS_KEY, name, version)
         pipe.publish(CHANNEL, json.dumps({"model": name, "version": version}))
         pipe.execute()
         self.published += 1
+        log.debug(
+            "replication: model %r version %d published: %d bytes, encoded in %.3f s, written in %.3f s",
+            name,
+            version,
+            len(blob),
+            encoded - started,
+            time.perf_counter() - encoded,
+        )
         return True
 
     def republish_restored(self) -> int:
@@ -224,9 +254,8 @@ class SnapshotFollower:
 
     def sync_model(self, name: str, version: Any) -> None:
         """Install model ``name``'s published snapshot if newer than ours (``version`` None:
-        the learner deleted it)."""
-        from svmstream.app.models.snapshots import decode_snapshot
-
+        the learner deleted it).  Bytes that do not decode are logged and skipped (the model
+        stays at its version; the next announcement or poll tries again)."""
         if version is None:
             if self.installed.pop(name, None) is not None and name in self.registry:
                 self.registry.delete(name)
@@ -234,15 +263,31 @@ class SnapshotFollower:
             return
         if self.installed.get(name, -1) >= int(version):
             return
-        blob = self.client.hget(model_key(name), "blob")
-        if blob is None:
+        started = time.perf_counter()
+        serving, whole = self.client.hmget(model_key(name), ["serving", "blob"])
+        fetched = time.perf_counter()
+        if serving is None and whole is None:
             return
-        restored = decode_snapshot(blob)
+        try:
+            restored = decode_serving(serving) if serving is not None else decode_snapshot(whole)
+        except CorruptStateError as exc:  # kept: the current version; other models go on
+            log.warning("replica: model %r version %s does not decode (%s); retried", name, version, exc)
+            return
+        decoded = time.perf_counter()
         if self.installed.get(name, -1) >= restored.version:
             return
         self.registry.install(restored, follower_of=self.learner_url or "the learner")
         self.installed[name] = restored.version
-        log.info("replica: model %r now at version %d", name, restored.version)
+        log.info(
+            "replica: model %r now at version %d (%.3f s after its snapshot by this host's clock; "
+            "fetched in %.3f s, decoded in %.3f s, installed in %.3f s)",
+            name,
+            restored.version,
+            time.time() - restored.saved_at,
+            fetched - started,
+            decoded - fetched,
+            time.perf_counter() - decoded,
+        )
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()

@@ -23,7 +23,6 @@ from .._params import (
     MAINTENANCE,
     MERGE_SOLVERS,
     REFERENCE_N,
-    SCALINGS,
     SPARSE_MIN_FEATURES,
     check_choice,
     check_positive,
@@ -34,7 +33,7 @@ from ._linear import linear_model_bytes
 from ._lookup import merge_tables
 from ._maintenance import Maintenance, Scratch
 from ._merging import N_DIAG
-from ._preprocessing import Preprocessor, buffer_capacity, csr_arrays, guard_capacity
+from ._preprocessing import buffer_capacity, csr_arrays, guard_capacity, scale_gamma, scale_gamma_sparse
 from ._publish import published_copy
 from ._rehearsal import memory_capacity
 from ._sparse_pool import new_arena, resolve_sv_storage, sparse_model_bytes
@@ -169,6 +168,9 @@ def _already_valid(X, est) -> bool:
 _NO_TABLE = np.zeros((2, 2))
 #: Settings of the stages that left the engines; states saved before hold them in ``params``.
 PIPELINE_PARAMS = ("on_drift", "rehearsal", "rehearsal_memory")
+#: Settings of the scaler and order stages, which the engines ran until state version 7 (their
+#: states hold them in ``params``; :mod:`svmstream.solvers.online.stages.scaler`, ``.order``).
+LEGACY_STAGE_PARAMS = ("scaling", "warmup", "shuffle_buffer", "run_guard")
 
 
 class WarmingUp(NotFittedError):
@@ -200,39 +202,27 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     #: shift; 6: ``sv_storage`` — sparse SVs saved as compact CSR ``sv_data``/``sv_idx``/``sv_len``;
     #: 7: the same layout, saved under the engine's or the plain estimator's name — states of
     #: version <= 6 named ``BudgetedSGDClassifier``/``BudgetedSCAClassifier`` carried the stages
-    #: and load as a ``StreamingClassifier``, :func:`svmstream.solvers.online.pipeline.legacy_state`)
-    STATE_VERSION = 7
+    #: and load as a ``StreamingClassifier``, :func:`svmstream.solvers.online.pipeline.legacy_state`;
+    #: 8: no scaler, window, buffer or guard (the pipeline's scaler and order stages): ``gamma``
+    #: and ``pool`` in the meta; older states' ``preprocessing`` gives γ)
+    STATE_VERSION = 8
     #: versions :meth:`from_state` still loads (2: raw features; 3: no run guard; 4: no
     #: calibration or drift state — they start fresh; 5: dense SVs, ``sv_storage_ = "dense"``)
-    STATE_VERSIONS = (2, 3, 4, 5, 6, 7)
-
-    #: The parameters of the streaming stages the engines still run (warm-up scaling, shuffle
-    #: buffer and run guard): parameters of the engines, fixed off in the plain estimators.  The
-    #: rehearsal, drift and calibration stages live in :mod:`svmstream.solvers.online.stages`.
-    #: ``gamma="scale"`` times the multi-class factor for more than two classes (plain estimators: no)
-    MULTICLASS_GAMMA = True
-    STAGE_PARAMS = (
-        "scaling",
-        "warmup",
-        "shuffle_buffer",
-        "run_guard",
-    )
+    STATE_VERSIONS = (2, 3, 4, 5, 6, 7, 8)
     #: The rehearsal stage (:mod:`svmstream.solvers.online.stages.rehearsal`) a pipeline hands
     #: its engine: :meth:`_learn_fed` lets it plan and learn the rows released (None: no rehearsal)
     _rehearsal = None
 
     def engine_params(self):
-        """``get_params()`` plus the streaming stages' settings (whether parameters or fixed)."""
-        params = self.get_params()
-        params.update({name: getattr(self, name) for name in self.STAGE_PARAMS})
-        return params
+        """The parameters of the engine of this estimator's family (``get_params()``)."""
+        return self.get_params()
 
     @classmethod
     def from_params(cls, params):
-        """An unfitted estimator from saved parameters (a plain estimator drops the stages'
-        settings, which it fixes off itself; ``on_drift``, ``rehearsal`` and ``rehearsal_memory``,
-        saved by engines that carried those stages, belong to the pipeline)."""
-        params = {k: v for k, v in params.items() if k not in PIPELINE_PARAMS}
+        """An unfitted estimator from saved parameters (the settings of the stages that left
+        the engines — ``on_drift``, ``rehearsal``, ``rehearsal_memory``, ``scaling``, ``warmup``,
+        ``shuffle_buffer``, ``run_guard`` — belong to the pipeline and are dropped)."""
+        params = {k: v for k, v in params.items() if k not in PIPELINE_PARAMS + LEGACY_STAGE_PARAMS}
         return cls(**params)
 
     def __sklearn_tags__(self):
@@ -270,7 +260,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         return index.astype(np.float64)
 
     # ------------------------------------------------------------------ state
-    def _init_state(self, n_features, classes, n_rows=None, streaming=True):
+    def _init_state(self, n_features, classes, n_rows=None, streaming=True, ready=True):
         classes = np.unique(np.asarray(classes))
         if classes.shape[0] < 2:
             raise ValueError(
@@ -291,9 +281,9 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self._f_buf = np.zeros(n_cols, dtype=np.float64)
         self.merge_diagnostics_ = np.zeros(N_DIAG, dtype=np.float64)
         self.rng_ = np.random.default_rng(self.random_state)
-        self._pp = self._new_preprocessor(streaming)
+        self.gamma_ = self._given_gamma()
         self._new_calibrator()
-        if not streaming or self._pp.ready:
+        if not streaming or ready:
             self._ensure_pool()
         self.last_margins_ = np.zeros((0,) if n_cols == 1 else (0, n_cols))
         self.last_y_ = self.classes_[:0]
@@ -321,10 +311,11 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             self._pool_pending = False
 
     # ------------------------------------------------------------------ SV storage
-    def _resolve_sv_storage(self, X):
-        """Fix ``sv_storage_`` ("dense"/"sparse") from ``sv_storage`` and the first input X
-        (:func:`._sparse_pool.resolve_sv_storage`; raises ValueError naming ``sv_storage``)."""
-        self.sv_storage_ = resolve_sv_storage(self.sv_storage, X, self.scaling)
+    def _resolve_sv_storage(self, X, scaling="none"):
+        """Fix ``sv_storage_`` ("dense"/"sparse") from ``sv_storage``, the first input X and the
+        ``scaling`` it will have (a pipeline's scaler stage; :func:`._sparse_pool.resolve_sv_storage`;
+        raises ValueError naming ``sv_storage``)."""
+        self.sv_storage_ = resolve_sv_storage(self.sv_storage, X, scaling)
 
     def _sparse_svs(self):
         return getattr(self, "sv_storage_", "dense") == "sparse"
@@ -376,21 +367,23 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         None inside a streaming pipeline (its calibration stage calibrates)."""
         self.calibrator_ = MarginCalibrator(self.classes_.shape[0]) if self._calibrates else None
 
-    def _new_preprocessor(self, streaming):
-        """The warm-up window, scaler, shuffle buffer and run guard of a fresh model (buffer and
-        guard only when streaming: ``fit`` sees all its data at once)."""
-        return Preprocessor(
-            self.scaling,
-            self.gamma,
-            self.warmup,
-            self.shuffle_buffer if streaming else 0,
-            self.n_features_in_,
-            self.classes_.shape[0],
-            streaming and self.run_guard,
-            sparse_rows=self._sparse_svs(),
-            linear=self._linear(),
-            multiclass_gamma=self.MULTICLASS_GAMMA,
-        )
+    def _given_gamma(self):
+        """``gamma`` as a number, or None when it is ``"scale"`` (resolved from the first data,
+        :meth:`_resolve_gamma`) or the model has no kernel."""
+        return None if (self._linear() or isinstance(self.gamma, str)) else float(self.gamma)
+
+    def _resolve_gamma(self, X):
+        """``gamma="scale"``: γ = 1 / (d · Var(X)) over all entries of the first data seen
+        (scikit-learn's ``SVC(gamma="scale")``; CSR rows from their nonzeros), once."""
+        if self.gamma_ is None and not self._linear():
+            self.gamma_ = scale_gamma_sparse(X) if sp.issparse(X) else scale_gamma(X)
+
+    def use_gamma(self, gamma):
+        """Take γ resolved outside (the streaming pipeline's scaler stage, from its window)
+        before the first learning step; returns self."""
+        if not self._linear():
+            self.gamma_ = float(gamma)
+        return self
 
     def _linear(self):
         """``kernel="linear"`` (BSGD only: BSCA has no ``kernel``)."""
@@ -399,26 +392,12 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
     def _resolve_lambda(self, n_rows):
         return resolve_lambda(self.lambda_, self.C, self.n_samples, n_rows)
 
-    @property
-    def gamma_(self):
-        """The kernel width in use: ``gamma``, or the value ``"scale"`` resolved to when the
-        warm-up window closed (None before)."""
-        return self._pp.gamma
-
-    @property
-    def scaling_(self):
-        """The feature scaling in use ("standard", "maxabs" or "none"; None before the window closes)."""
-        return self._pp.kind
-
-    @property
-    def n_pending_(self):
-        """Examples received but not learned yet: in the warm-up window or the shuffle buffer."""
-        return self._pp.pending
-
-    @property
-    def warming_up_(self):
-        """True while the warm-up window is open (predictions raise :class:`WarmingUp`)."""
-        return not self._pp.ready
+    #: No hidden scaling: the estimator learns the features as given (the pipeline's scaler
+    #: stage scales, :mod:`svmstream.solvers.online.stages.scaler`).
+    scaling_ = "none"
+    #: Every example given is learned at once (the pipeline's window and buffer hold examples).
+    n_pending_ = 0
+    warming_up_ = False
 
     def _tables(self):
         """The merge lookup tables ``(H, W)`` if a lookup solver is in use, else 2×2 dummies."""
@@ -464,14 +443,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         if not 0.0 < self.gss_eps < 1.0:
             raise ValueError(f"gss_eps must be in (0, 1), got {self.gss_eps!r}")
         check_choice("maintenance", self.maintenance, MAINTENANCE)
-        check_choice("scaling", self.scaling, SCALINGS)
-        resolve_sv_storage(self.sv_storage, None, self.scaling)  # names sv_storage if it cannot be
-        if not isinstance(self.run_guard, (bool, np.bool_)):
-            raise ValueError(f"run_guard must be a bool, got {self.run_guard!r}")
-        for name in ("warmup", "shuffle_buffer"):
-            value = getattr(self, name)
-            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        resolve_sv_storage(self.sv_storage, None, "none")  # names sv_storage if it cannot be
         check_choice("merge_solver", self.merge_solver, MERGE_SOLVERS)
         if self.compare_merge_solver is not None:
             check_choice("compare_merge_solver", self.compare_merge_solver, MERGE_SOLVERS)
@@ -521,8 +493,8 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self._resolve_sv_storage(X)
         self._init_state(X.shape[1], np.unique(y), X.shape[0], streaming=False)
         labels = self._encode_labels(y)
-        # fit sees all its data: the statistics come from all of X
-        self._fit_epochs(self._pp.fit_transform(X), labels, callback)
+        self._resolve_gamma(X)  # fit sees all its data: gamma="scale" from all of X
+        self._fit_epochs(X, labels, callback)
         return self
 
     def _fit_epochs(self, X, labels, callback=None):
@@ -555,27 +527,32 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         elif classes is not None and not np.array_equal(np.unique(classes), self.classes_):
             raise ValueError(f"classes {list(classes)} differ from the first call's {self.classes_.tolist()}")
         labels = self._encode_labels(y)
-        self._learn_fed(self._pp.feed(X, labels, self.rng_))
+        self._resolve_gamma(X)  # gamma="scale": from the first batch
+        self._learn_fed((X, labels, np.ones(labels.shape[0], dtype=bool)))
+        return self
+
+    def learn_rows(self, fed):
+        """Learn rows released by a pipeline's order stage: ``fed`` = ``(X, labels, original)``
+        — X (m, d) dense or CSR, already scaled; labels (m,) encoded (±1 binary, class index
+        otherwise); original (m,) bool, False for the run guard's replayed rows — or None
+        (nothing released).  Returns self."""
+        self._learn_fed(fed)
         return self
 
     def flush(self):
-        """Learn every pending example now: close an open warm-up window with what it holds,
-        then empty the shuffle buffer in a random order (the end of a stream).  Returns self.
-
-        ``last_margins_``/``last_y_`` then describe the examples learned by this call."""
+        """Nothing is pending in an estimator (every row given is learned at once); kept for the
+        streaming API: ``last_margins_``/``last_y_`` are emptied.  Returns self."""
         check_is_fitted(self, "classes_")
-        self._learn_fed(self._pp.drain(self.rng_))
+        self._learn_fed((np.zeros((0, self.n_features_in_)), np.zeros(0), np.zeros(0, dtype=bool)))
         return self
 
     def grow_features(self, n_features):
         """Widen the model to ``n_features`` input features (sparse input whose largest index
         grew; a missing feature is a zero).  Returns self.
 
-        Support vectors, held and buffered rows get zeros in the new features, which are
-        scaled with offset 0 and factor 1; everything else is kept, so decisions on rows
-        that are zero in the new features do not change.  If the shuffle buffer's byte bound
-        (64 MiB of rows) now holds fewer rows, the rows beyond it are learned now, drawn at
-        random.  ``n_features`` below ``n_features_in_`` raises ValueError.
+        Support vectors (and remembered rows) get zeros in the new features; everything else
+        is kept, so decisions on rows that are zero in the new features do not change.
+        ``n_features`` below ``n_features_in_`` raises ValueError.
         """
         check_is_fitted(self, "classes_")
         d_old, d_new = self.n_features_in_, int(n_features)
@@ -586,7 +563,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         self._grow_arrays(d_new)
         if self._rehearsal is not None:
             self._rehearsal.widen(d_new)
-        self._learn_fed(self._pp.grow(d_new, self.shuffle_buffer, self.rng_))
+        self._learn_fed(None)
         return self
 
     def _grow_arrays(self, d_new):
@@ -635,21 +612,23 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             return
         self.calibrator_.update(margins, self._class_index(labels))
 
-    def restart_schedule(self):
-        """Restart the step-size schedule (:meth:`_reset_schedule`) and empty the rehearsal
-        memory (its rows hold the old concept; they were learned already): what the drift
-        stage asks for after a detection (:mod:`svmstream.solvers.online.stages.drift`).
-        Nothing received is dropped.  Returns self."""
+    def restart_schedule(self, t0=None):
+        """Restart the step-size schedule (:meth:`_reset_schedule`) at t = ``t0`` (None:
+        :data:`DRIFT_RESET_T0`; an int >= 1) and empty the rehearsal memory (its rows hold the
+        old concept; they were learned already): what the drift stage asks for after a
+        detection (:mod:`svmstream.solvers.online.stages.drift`), and a warm-started drift
+        challenger (:mod:`svmstream.solvers.online.warm`).  Nothing received is dropped.
+        Returns self."""
         check_is_fitted(self, "classes_")
-        self._reset_schedule()
+        self._reset_schedule(DRIFT_RESET_T0 if t0 is None else int(t0))
         if self._rehearsal is not None:
             self._rehearsal.clear()
         return self
 
-    def _reset_schedule(self):
-        """Restart the step-size schedule at t = :data:`DRIFT_RESET_T0` (the step count
-        ``t_`` is kept; the kernels read t − shift)."""
-        self._counters[C_SCHED_SHIFT] = max(0, int(self._counters[C_STEPS]) - DRIFT_RESET_T0)
+    def _reset_schedule(self, t0=DRIFT_RESET_T0):
+        """Restart the step-size schedule at t = ``t0`` (the step count ``t_`` is kept; the
+        kernels read t − shift)."""
+        self._counters[C_SCHED_SHIFT] = max(0, int(self._counters[C_STEPS]) - t0)
 
     def _learned(self, margins, labels):
         """Record the examples a call learned: ``last_margins_`` (f before each step, None:
@@ -666,7 +645,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         """f(x) = Σ_j α_j k(sv_j, x) (+ b): (n,) float64 for binary models (positive side =
         ``classes_[1]``), (n, n_classes) float64 for multi-class models."""
         check_is_fitted(self, "classes_")
-        X = self._pp_transform(self._validate_X(X, reset=False))
+        X = self._validate_X(X, reset=False)
         out = np.empty((X.shape[0], self._coef.shape[1]), dtype=np.float64)
         row_buf = np.empty_like(self._row_buf)  # own scratch: concurrent predictions are safe
         if self._sparse_svs():
@@ -693,15 +672,6 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             )
             done += local_order.shape[0]
         return out[:, 0] if out.shape[1] == 1 else out
-
-    def _pp_transform(self, X):
-        """X scaled for prediction; raises :class:`WarmingUp` while the window is open."""
-        if not self._pp.ready:
-            raise WarmingUp(
-                f"{type(self).__name__} is warming up: {self._pp.window_n} of {self._pp.warmup} examples "
-                "received; predictions start when the warm-up window closes"
-            )
-        return self._pp.transform(X)
 
     def predict(self, X):
         """Predicted labels (n,) from ``classes_``."""
@@ -732,7 +702,7 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         a multi-class one: BSGD's single weight vector w becomes the Crammer–Singer
         columns (−w/2, w/2, 0), whose margin f_y − f_r equals the binary margin y·f, so
         its decisions do not change; BSCA becomes one-vs-rest with models (−w, w, 0).
-        The preprocessing, the calibrator and the run guard grow with it.
+        The calibrator grows with it (a pipeline's stages grow their own state).
 
         Raises
         ------
@@ -746,7 +716,6 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             )
         self._add_class_arrays()
         self.classes_ = np.append(self.classes_, label)
-        self._pp.add_class()
         if self.calibrator_ is not None:
             self.calibrator_.add_class()
         n_cols = self.classes_.shape[0]
@@ -785,22 +754,15 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         """Learning steps taken, including the run guard's replayed examples (``n_replayed_``)."""
         return int(self._counters[C_STEPS])
 
-    @property
-    def n_replayed_(self):
-        """Examples the run guard replayed (each one a learning step counted in ``t_``)."""
-        return self._pp.n_replayed
-
-    @property
-    def n_discarded_(self):  # nonzero only for models restored from before drops were removed
-        """Buffered examples dropped when a drift was detected (``on_drift="reset_schedule"``)."""
-        return self._pp.n_discarded
+    #: The run guard and drops at drifts are the pipeline's (its order stage counts them).
+    n_replayed_ = 0
+    n_discarded_ = 0
 
     @property
     def n_seen_(self):
-        """Examples received: learned (``t_`` − ``n_rehearsed_`` − ``n_replayed_``) plus pending
-        (``n_pending_``) and discarded."""
-        learned = int(self._counters[C_STEPS]) - self.n_rehearsed_ - self._pp.n_replayed
-        return learned + self._pp.pending + self._pp.n_discarded
+        """Examples learned: ``t_`` − ``n_rehearsed_`` (inside a pipeline the run guard's replayed
+        rows are steps too; the pipeline counts what it received)."""
+        return int(self._counters[C_STEPS]) - self.n_rehearsed_
 
     @property
     def n_rehearsed_(self):
@@ -895,12 +857,11 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
             arrays["sv_t"] = self._sv_t[:, :n].copy()
         if self._k_inv.shape[0] > 1:
             arrays["k_inv"] = self._k_inv[:n, :n].copy()
-        pp_arrays, pp_meta = self._pp.get_state()
-        arrays.update(pp_arrays)
         monitors = self._calibrator_state(arrays)
         meta = {
             **monitors,
-            "preprocessing": pp_meta,
+            "gamma": self.gamma_,
+            "pool": not self.__dict__.get("_pool_pending", False),
             "estimator": type(self).__name__,
             "state_version": self.STATE_VERSION,
             "params": self.get_params(),
@@ -955,19 +916,11 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         version = meta.get("state_version")
         if version not in cls.STATE_VERSIONS:
             raise ValueError(f"unsupported {cls.__name__} state version {version}")
-        params = dict(meta["params"])
-        if version == 2:  # saved before scaling and the shuffle buffer existed: raw features
-            params.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
-        if version == 3:  # saved before the run guard existed: it stays off
-            params["run_guard"] = False
-        est = cls.from_params(params)
+        est = cls.from_params(dict(meta["params"]))
         est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
-        est._init_state(meta["n_features_in"], arrays["classes"], 1)
-        if version >= 3:
-            est._pp = Preprocessor.from_state(
-                arrays, meta["preprocessing"], est.scaling, est.n_features_in_, est.classes_.shape[0]
-            )
-        if est._pp.ready or arrays["coef"].shape[0]:  # a model still warming up has no pool yet
+        est._init_state(meta["n_features_in"], arrays["classes"], 1, ready=False)
+        est._load_gamma(meta)
+        if saved_pool(meta) or arrays["coef"].shape[0]:  # a model still warming up has no pool yet
             est._ensure_pool()
         est.lambda_eff_ = float(meta["lambda_eff"])
         n = arrays["coef"].shape[0]
@@ -990,3 +943,19 @@ class BudgetedKernelModel(ClassifierMixin, BaseEstimator):
         est.rng_.bit_generator.state = meta["rng_state"]
         est._load_calibrator(arrays, meta)  # a saved rehearsal memory ("rehearsal") is the pipeline's
         return est
+
+    def _load_gamma(self, meta):
+        """γ in use from a saved meta: ``gamma`` (version 8), or the preprocessing's (older)."""
+        if "gamma" in meta:
+            self.gamma_ = meta["gamma"]
+        elif meta.get("preprocessing") is not None and not self._linear():
+            self.gamma_ = meta["preprocessing"]["gamma"]
+
+
+def saved_pool(meta) -> bool:
+    """Whether a saved model had its SV pool (learning had started): ``pool`` (version 8), or
+    its preprocessing was ready (older; version 2: always)."""
+    if "pool" in meta:
+        return bool(meta["pool"])
+    pp = meta.get("preprocessing")
+    return True if pp is None else bool(pp["ready"])

@@ -14,8 +14,6 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._params import (
-    DEFAULT_SHUFFLE_BUFFER,
-    DEFAULT_WARMUP,
     KERNELS_ONLINE,
     REFERENCE_N,
     REFERENCE_N_LINEAR,
@@ -31,7 +29,7 @@ from ._bsgd import bsgd_steps
 from ._decision import squared_model_norm
 from ._gss import GSS_STANDARD_EPS
 from ._linear import linear_decision, linear_steps_csr, linear_steps_dense, pack_weights, unpack_weights
-from ._preprocessing import Preprocessor, csr_arrays
+from ._preprocessing import csr_arrays
 from ._publish import note_weight_rows
 from ._sparse_pool import run_with_room
 from ._state import C_SCHED_SHIFT, C_STEPS, N_COUNTERS, R_SCALE
@@ -42,9 +40,10 @@ _SPARSE_POOL = ("_sv_data", "_sv_idx", "_sv_start", "_sv_len", "_sv_used", "_sv_
 
 @register_estimator
 class StreamingBSCA(BudgetedKernelModel):
-    """The BSCA engine: budgeted stochastic coordinate ascent with the streaming stages in one
-    object.  Users meet it as :class:`svmstream.solvers.BudgetedSCAClassifier` (the stages off)
-    or inside :class:`svmstream.solvers.StreamingClassifier` (the stages on).
+    """The BSCA engine: budgeted stochastic coordinate ascent.  Users meet it as
+    :class:`svmstream.solvers.BudgetedSCAClassifier` or inside
+    :class:`svmstream.solvers.StreamingClassifier`, whose stages give it rows already scaled and
+    ordered (:meth:`learn_rows`).
 
     Source: Qaadan, Schüler & Glasmachers (2019), "Dual SVM training on a budget",
     Algorithm 2 (see :mod:`svmstream.solvers.budgeted._bsca`).  Budget maintenance as in the BSGD family
@@ -71,8 +70,6 @@ class StreamingBSCA(BudgetedKernelModel):
     maintenance, merge_solver, gss_eps, compare_merge_solver, profile : as in
         :class:`BudgetedSGDClassifier`
     random_state : int or None — seed of the coordinate draws
-    scaling, warmup, shuffle_buffer, run_guard : streaming preprocessing, as in
-        :class:`BudgetedSGDClassifier`; one-vs-rest models share one of each
     (drift: BSCA has no step size, so :meth:`restart_schedule` scales the coefficients by
     t0 / (steps since the last restart))
     sv_storage : {"auto", "dense", "sparse"} — as in :class:`BudgetedSGDClassifier`
@@ -94,7 +91,7 @@ class StreamingBSCA(BudgetedKernelModel):
     >>> X, y = make_moons(n_samples=400, noise=0.2, random_state=0)
     >>> clf = StreamingBSCA(budget=50, epochs=3, random_state=0).fit(X[:300], y[:300])
     >>> clf.n_support_vectors_ <= 50, round(clf.score(X[300:], y[300:]), 2)
-    (True, 0.94)
+    (True, 0.95)
     """
 
     def __init__(
@@ -112,10 +109,6 @@ class StreamingBSCA(BudgetedKernelModel):
         profile=False,
         random_state=None,
         sampling="permutation",
-        scaling="auto",
-        warmup=DEFAULT_WARMUP,
-        shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
-        run_guard=True,
         sv_storage="auto",
     ):
         self.budget = budget
@@ -131,10 +124,6 @@ class StreamingBSCA(BudgetedKernelModel):
         self.profile = profile
         self.random_state = random_state
         self.sampling = sampling
-        self.scaling = scaling
-        self.warmup = warmup
-        self.shuffle_buffer = shuffle_buffer
-        self.run_guard = run_guard
         self.sv_storage = sv_storage
 
     # ------------------------------------------------------------------ parameters
@@ -161,16 +150,9 @@ class StreamingBSCA(BudgetedKernelModel):
         return hasattr(self, "classes_") and self.classes_.shape[0] > 2
 
     def _make_binary(self, k):
-        """Binary model k of one-vs-rest: it sees rows the parent already scaled and shuffled."""
+        """Binary model k of one-vs-rest: it learns the rows the parent is given, with its γ."""
         params = self.engine_params()
-        params.update(
-            scaling="none",
-            gamma=self._pp.gamma,
-            warmup=0,
-            shuffle_buffer=0,
-            run_guard=False,
-            sv_storage=getattr(self, "sv_storage_", "dense"),
-        )
+        params.update(gamma=self.gamma_, sv_storage=getattr(self, "sv_storage_", "dense"))
         if self.random_state is not None:
             params["random_state"] = int(self.random_state) + k
         child = StreamingBSCA(**params)  # the engine, whatever face the parent wears
@@ -183,7 +165,7 @@ class StreamingBSCA(BudgetedKernelModel):
         self.classes_ = np.unique(classes)
         self.n_features_in_ = int(n_features)
         self.rng_ = np.random.default_rng(self.random_state)
-        self._pp = self._new_preprocessor(streaming)
+        self.gamma_ = self._given_gamma()
         self._new_calibrator()
         self._counters = np.zeros(N_COUNTERS, dtype=np.int64)  # one-vs-rest: zeros (the children count)
         self.last_margins_ = np.zeros((0, self.classes_.shape[0]))
@@ -207,17 +189,17 @@ class StreamingBSCA(BudgetedKernelModel):
         self._calibrate(self.last_margins_, index[original])
         self.last_y_ = self.classes_[index[original].astype(np.intp)]
 
-    def _reset_schedule(self):
+    def _reset_schedule(self, t0=DRIFT_RESET_T0):
         """BSCA has no step size: a restart (:meth:`restart_schedule`) scales the coefficients by t0 / (steps since
-        the last reset), so the old model weighs like t0 = ``DRIFT_RESET_T0`` examples."""
+        the last reset), so the old model weighs like ``t0`` examples (default ``DRIFT_RESET_T0``)."""
         if self._is_ovr():
             for binary in getattr(self, "estimators_", []):
-                binary._reset_schedule()
+                binary._reset_schedule(t0)
             return
         since = int(self._counters[C_STEPS] - self._counters[C_SCHED_SHIFT])
-        if since > DRIFT_RESET_T0:
-            self._coef *= DRIFT_RESET_T0 / since
-        self._counters[C_SCHED_SHIFT] = max(0, int(self._counters[C_STEPS]) - DRIFT_RESET_T0)
+        if since > t0:
+            self._coef *= t0 / since
+        self._counters[C_SCHED_SHIFT] = max(0, int(self._counters[C_STEPS]) - t0)
 
     def _add_class_arrays(self):
         """Binary → one-vs-rest with models (−w, w, 0); one-vs-rest: one more (empty) model."""
@@ -226,7 +208,9 @@ class StreamingBSCA(BudgetedKernelModel):
             if hasattr(self, "estimators_"):
                 self.estimators_.append(self._fresh_binary(k))
             return
-        if self._pp.ready:  # learning has started: the binary model becomes models 0 and 1
+        if not self.__dict__.get(
+            "_pool_pending", True
+        ):  # learning has started: the binary model becomes models 0 and 1
             self.estimators_ = [self._binary_copy(0, -1.0), self._binary_copy(1, 1.0), self._fresh_binary(2)]
         for name in ("_sv_t", "_sv_sq", "_coef", "_k_inv", "_x_buf", "_row_buf", *_SPARSE_POOL):
             if hasattr(self, name):
@@ -323,7 +307,7 @@ class StreamingBSCA(BudgetedKernelModel):
         self._resolve_sv_storage(X)
         self._init_state(X.shape[1], classes, X.shape[0], streaming=False)
         signs = self._encode_labels(y)
-        X = self._pp.fit_transform(X)  # fit sees all its data: the statistics come from all of X
+        self._resolve_gamma(X)  # fit sees all its data: gamma="scale" from all of X
         n = X.shape[0]
         self.dual_alpha_ = np.zeros(n, dtype=np.float64)
         if self._sparse_svs():
@@ -346,7 +330,8 @@ class StreamingBSCA(BudgetedKernelModel):
     def _fit_ovr(self, X, y, classes, callback):
         self._resolve_sv_storage(X)
         self._start_ovr(X.shape[1], classes, streaming=False)
-        X_raw, X = X, self._pp.fit_transform(X)
+        X_raw = X = X if sp.issparse(X) else np.ascontiguousarray(X)
+        self._resolve_gamma(X)
         self.estimators_ = []
         for k, label in enumerate(classes):
             binary = self._make_binary(k)
@@ -359,12 +344,11 @@ class StreamingBSCA(BudgetedKernelModel):
             callback(self, int(self.epochs))
 
     def partial_fit(self, X, y, classes=None):
-        """Streaming-mode BSCA: one step per row of X, in order (fresh coordinates), after the
-        warm-up window, scaling and shuffle buffer of :mod:`._preprocessing`.
+        """Streaming-mode BSCA: one step per row of X, in order (fresh coordinates).
 
-        ``classes`` is required on the first call; more than two: one-vs-rest, with one
-        window, scaler and buffer shared by the binary models.  Raises ValueError on bad
-        input; the model is unchanged in that case."""
+        ``classes`` is required on the first call; more than two: one-vs-rest (every binary
+        model learns every row).  Raises ValueError on bad input; the model is unchanged in
+        that case."""
         first = not hasattr(self, "classes_")
         if not (self._is_ovr() or (first and classes is not None and np.unique(classes).shape[0] > 2)):
             return super().partial_fit(X, y, classes)
@@ -375,14 +359,24 @@ class StreamingBSCA(BudgetedKernelModel):
             self._resolve_sv_storage(X)
             self._start_ovr(X.shape[1], classes, streaming=True)
         index = self._encode_labels(y)  # validates every label before any model changes
-        self._ovr_learn(self._pp.feed(X, index, self.rng_))
+        X = X if sp.issparse(X) else np.ascontiguousarray(X)
+        self._resolve_gamma(X)
+        self._ovr_learn((X, index, np.ones(index.shape[0], dtype=bool)))
+        return self
+
+    def learn_rows(self, fed):
+        """Learn rows released by a pipeline's order stage (see
+        :meth:`BudgetedKernelModel.learn_rows`); one-vs-rest: every binary model.  Returns self."""
+        if not self._is_ovr():
+            return super().learn_rows(fed)
+        self._ovr_learn(fed)
         return self
 
     def flush(self):
-        """Learn every pending example now (see :meth:`BudgetedKernelModel.flush`); returns self."""
+        """See :meth:`BudgetedKernelModel.flush`; returns self."""
         if not self._is_ovr():
             return super().flush()
-        self._ovr_learn(self._pp.drain(self.rng_))
+        self._ovr_learn(None)
         return self
 
     def grow_features(self, n_features):
@@ -397,9 +391,8 @@ class StreamingBSCA(BudgetedKernelModel):
         for binary in getattr(self, "estimators_", []):
             if hasattr(binary, "classes_"):
                 binary._grow_arrays(d_new)
-                binary._pp.grow(d_new, 0, binary.rng_)  # no buffer: nothing is released
         self.n_features_in_ = d_new
-        self._ovr_learn(self._pp.grow(d_new, self.shuffle_buffer, self.rng_))
+        self._ovr_learn(None)
         return self
 
     # ------------------------------------------------------------------ prediction
@@ -407,7 +400,7 @@ class StreamingBSCA(BudgetedKernelModel):
         """(n,) float64 for binary models; (n, n_classes) one-vs-rest scores otherwise."""
         check_is_fitted(self, "classes_")
         if self._is_ovr():
-            X = self._pp_transform(validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False))
+            X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=False)
             return np.column_stack([b.decision_function(X) for b in self.estimators_])
         return super().decision_function(X)
 
@@ -452,7 +445,7 @@ class StreamingBSCA(BudgetedKernelModel):
                     "n_support_vectors": 0,
                     "budget": int(self.budget),
                     "steps": 0,
-                    "examples_seen": self._pp.pending,
+                    "examples_seen": 0,
                     "violations": 0,
                     "maintenance_events": 0,
                     "merges": 0,
@@ -494,7 +487,7 @@ class StreamingBSCA(BudgetedKernelModel):
     @property
     def n_seen_(self):
         if self._is_ovr():
-            return self.t_ - self.n_rehearsed_ - self._pp.n_replayed + self._pp.pending + self._pp.n_discarded
+            return self.t_ - self.n_rehearsed_
         return super().n_seen_
 
     @property
@@ -512,8 +505,6 @@ class StreamingBSCA(BudgetedKernelModel):
             meta["C_eff"] = self.C_eff_
             return arrays, meta
         arrays = {"classes": self.classes_.copy(), "ovr_counters": self._counters.copy()}
-        pp_arrays, pp_meta = self._pp.get_state()
-        arrays.update(pp_arrays)
         monitors = self._calibrator_state(arrays)
         metas = []
         for k, binary in enumerate(getattr(self, "estimators_", [])):
@@ -530,7 +521,7 @@ class StreamingBSCA(BudgetedKernelModel):
             "n_features_in": self.n_features_in_,
             "sv_storage": getattr(self, "sv_storage_", "dense"),
             "ovr": metas,
-            "preprocessing": pp_meta,
+            "gamma": self.gamma_,
             **monitors,
             "rng_state": self.rng_.bit_generator.state,
         }
@@ -542,26 +533,19 @@ class StreamingBSCA(BudgetedKernelModel):
             est = super().from_state(arrays, meta)
             est.C_eff_ = float(meta["C_eff"])
             return est
-        params = dict(meta["params"])
         if meta.get("state_version") not in cls.STATE_VERSIONS:
             raise ValueError(f"unsupported {cls.__name__} state version {meta.get('state_version')}")
-        if meta.get("state_version") == 2:  # saved before scaling and the shuffle buffer existed
-            params.update(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False)
-        if meta.get("state_version") == 3:  # saved before the run guard existed: it stays off
-            params["run_guard"] = False
-        est = cls.from_params(params)
+        est = cls.from_params(dict(meta["params"]))
         est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
         est._start_ovr(meta["n_features_in"], arrays["classes"], streaming=True)
-        if "preprocessing" in meta:
-            est._pp = Preprocessor.from_state(
-                arrays, meta["preprocessing"], est.scaling, est.n_features_in_, est.classes_.shape[0]
-            )
+        est._load_gamma(meta)
+        if "rng_state" in meta:
             est.rng_.bit_generator.state = meta["rng_state"]
         if meta["ovr"]:
             est.estimators_ = []
         for k, sub_meta in enumerate(meta["ovr"]):
             if sub_meta is None:
-                ready = est._pp.gamma is not None
+                ready = est.gamma_ is not None
                 est.estimators_.append(est._fresh_binary(k) if ready else est._make_binary(k))
                 continue
             prefix = f"ovr{k}__"
@@ -578,18 +562,18 @@ class StreamingBSCA(BudgetedKernelModel):
             est.lambda_eff_ = fitted[0].lambda_eff_
         return est
 
-    def _init_state(self, n_features, classes, n_rows=None, streaming=True):
-        super()._init_state(n_features, classes, n_rows, streaming)
+    def _init_state(self, n_features, classes, n_rows=None, streaming=True, ready=True):
+        super()._init_state(n_features, classes, n_rows, streaming, ready)
         if self._coef.shape[1] != 1:
             raise ValueError(f"{type(self).__name__} models are binary; use fit for one-vs-rest")
 
 
 @register_estimator
 class StreamingBSGD(BudgetedKernelModel):
-    """The BSGD engine: budgeted SGD (binary, or multi-class by Crammer–Singer) with the
-    streaming stages in one object.  Users meet it as
-    :class:`svmstream.solvers.BudgetedSGDClassifier` or :class:`svmstream.solvers.PegasosClassifier`
-    (the stages off) or inside :class:`svmstream.solvers.StreamingClassifier` (the stages on).
+    """The BSGD engine: budgeted SGD (binary, or multi-class by Crammer–Singer).  Users meet it
+    as :class:`svmstream.solvers.BudgetedSGDClassifier` or :class:`svmstream.solvers.PegasosClassifier`,
+    or inside :class:`svmstream.solvers.StreamingClassifier`, whose stages give it rows already
+    scaled and ordered (:meth:`learn_rows`).
 
     Source: Wang, Crammer & Vucetic (2012), Algorithm 1 and §5 (multi-class), learning-rate
     schedules of Table 2, budget maintenance of §6; merging by golden section search or the
@@ -635,25 +619,7 @@ class StreamingBSGD(BudgetedKernelModel):
     profile : bool
         Measure the wall time of budget maintenance (``maintenance_seconds_``).
     random_state : int or None
-        Seed of the epoch shuffles, the warm-up window's order, the shuffle buffer and the
-        run guard.
-    scaling : {"auto", "maxabs", "standard", "none"}
-        Feature scaling frozen from the warm-up window (:meth:`fit`: from all of X).
-        ``"auto"`` = ``"maxabs"`` for dense and sparse input: standardising on a window of a
-        stream in file order broke ijcnn1 (91.5% against 97.5% with max-abs).
-    warmup : int >= 0
-        Examples of the warm-up window (streaming): held, not learned, until the scaling and
-        ``gamma="scale"`` are fixed; predictions raise ``WarmingUp`` before.
-    shuffle_buffer : int >= 0
-        K of the shuffle buffer (streaming; 0: off).  Learning starts right after the
-        window: while the buffer fills, each arriving row releases a buffered one with
-        probability (rows held)/K.  At most 64 MiB of dense rows: K = 1,008 for d = 8,315.
-    run_guard : bool
-        Streaming: while a run of one class is improbably long (≥ 1,000 learned examples and
-        q^run ≤ 1e-6 for its frequency q so far) and another class has been seen, follow each
-        learned example by one example of another class replayed from a per-class reservoir
-        (200 rows).  Needed for label-sorted streams (skin_nonskin in file order: 78.9% = the
-        majority rate without it).  See :mod:`._preprocessing`.
+        Seed of the epoch shuffles of :meth:`fit`.
     (rehearsal: the rehearsal stage of :class:`svmstream.solvers.online.StreamingClassifier`
     plans extra steps on remembered examples, :mod:`svmstream.solvers.online.stages.rehearsal`;
     :meth:`restart_schedule` empties its memory)
@@ -664,10 +630,9 @@ class StreamingBSGD(BudgetedKernelModel):
         classes, calibration and persistence (:mod:`._linear`).  It has no support vectors:
         ``budget``, ``maintenance``, ``merge_solver``, ``gss_eps``, ``compare_merge_solver``,
         ``gamma`` (``gamma_`` is None) are ignored and ``n_support_vectors_`` is 0.  Sparse
-        rows stay sparse (O(nnz·K) per step, buffer and guard included); its defaults differ
-        where one pass over text needs it (measured, ``docs/defaults.md``): λ = 1/(C · 5,000)
-        for a stream (2e-4 for C = 1), and ``scaling="auto"`` is ``"none"`` when the window's
-        values are all within [−1, 1] (else max-abs).
+        rows stay sparse (O(nnz·K) per step); its default λ differs where one pass over text
+        needs it (measured, ``docs/defaults.md``): λ = 1/(C · 5,000) for a stream (2e-4 for
+        C = 1).
 
     Attributes
     ----------
@@ -675,11 +640,11 @@ class StreamingBSGD(BudgetedKernelModel):
     n_features_in_ : int
     lambda_eff_ : float — the λ in use
     support_vectors_ : (n_sv, d) float64; dual_coef_ : effective α; intercept_ : (K,)
-    coef_ : (1, d) or (n_classes, d) float64 — ``kernel="linear"`` only: the weights on the raw
-        features, so that ``decision_function(X) = X @ coef_.T + intercept_``
+    coef_ : (1, d) or (n_classes, d) float64 — ``kernel="linear"`` only: the weights, so that
+        ``decision_function(X) = X @ coef_.T + intercept_``
     n_support_vectors_, t_, n_seen_, n_merges_, n_violations_, n_maintenance_ : int
-        ``t_`` counts learning steps, the run guard's replayed examples included
-        (``n_replayed_``); ``n_seen_`` counts received examples (learned or pending)
+        ``t_`` counts learning steps (a pipeline's replayed and rehearsed rows included);
+        ``n_seen_`` = ``t_`` − rehearsal steps
     weight_degradation_total_ : float — Σ of the WD of all maintenance events
     last_margins_ : f(x) before each step of the last fit/partial_fit/flush on a received
         example (replayed examples are left out); ``last_y_`` their labels
@@ -698,16 +663,15 @@ class StreamingBSGD(BudgetedKernelModel):
     >>> X, y = make_moons(n_samples=400, noise=0.2, random_state=0)
     >>> clf = StreamingBSGD(budget=50, epochs=3, random_state=0).fit(X[:300], y[:300])
     >>> clf.n_support_vectors_ <= 50, round(clf.score(X[300:], y[300:]), 2), round(clf.gamma_, 3)  # γ from the data
-    (True, 0.93, 3.543)
+    (True, 0.94, 0.923)
 
-    Streaming: the first ``warmup`` examples fix the scaling and γ, then examples pass a
-    shuffle buffer; :meth:`flush` learns what is still pending at the end of a stream.
+    Streaming: one step per example, in the order given.
 
-    >>> stream = StreamingBSGD(budget=50, warmup=100, shuffle_buffer=100, random_state=0)
+    >>> stream = StreamingBSGD(budget=50, random_state=0)
     >>> for start in range(0, 300, 50):
     ...     stream = stream.partial_fit(X[start : start + 50], y[start : start + 50], classes=[0, 1])
-    >>> stream.n_pending_, stream.flush().n_pending_, stream.n_support_vectors_ <= 50
-    (99, 0, True)
+    >>> stream.n_seen_, stream.n_support_vectors_ <= 50
+    (300, True)
     """
 
     def __init__(
@@ -728,10 +692,6 @@ class StreamingBSGD(BudgetedKernelModel):
         compare_merge_solver=None,
         profile=False,
         random_state=None,
-        scaling="auto",
-        warmup=DEFAULT_WARMUP,
-        shuffle_buffer=DEFAULT_SHUFFLE_BUFFER,
-        run_guard=True,
         kernel="rbf",
         sv_storage="auto",
     ):
@@ -751,10 +711,6 @@ class StreamingBSGD(BudgetedKernelModel):
         self.compare_merge_solver = compare_merge_solver
         self.profile = profile
         self.random_state = random_state
-        self.scaling = scaling
-        self.warmup = warmup
-        self.shuffle_buffer = shuffle_buffer
-        self.run_guard = run_guard
         self.kernel = kernel
         self.sv_storage = sv_storage
 
@@ -776,11 +732,11 @@ class StreamingBSGD(BudgetedKernelModel):
     # ------------------------------------------------------------------ kernel="linear"
     # A linear model keeps the kernel model's state (counters, reals, bias, an SV matrix with
     # no columns) and adds W (d, K); the methods below switch on ``kernel``.
-    def _resolve_sv_storage(self, X):
+    def _resolve_sv_storage(self, X, scaling="none"):
         if self._linear():  # no support vectors
             self.sv_storage_ = None
             return
-        super()._resolve_sv_storage(X)
+        super()._resolve_sv_storage(X, scaling)
 
     def _sv_capacity(self):
         return 0 if self._linear() else super()._sv_capacity()
@@ -791,8 +747,8 @@ class StreamingBSGD(BudgetedKernelModel):
         n = n_rows if n_rows is not None else REFERENCE_N_LINEAR  # a stream: the linear reference n
         return resolve_lambda(self.lambda_, self.C, self.n_samples, n)
 
-    def _init_state(self, n_features, classes, n_rows=None, streaming=True):
-        super()._init_state(n_features, classes, n_rows, streaming)
+    def _init_state(self, n_features, classes, n_rows=None, streaming=True, ready=True):
+        super()._init_state(n_features, classes, n_rows, streaming, ready)
         if self._linear():
             self._W = np.zeros((self.n_features_in_, self._coef.shape[1]))
             self._idx_buf = np.zeros(self.n_features_in_, dtype=np.int32)
@@ -837,7 +793,7 @@ class StreamingBSGD(BudgetedKernelModel):
         if not self._linear():
             return super().decision_function(X)
         check_is_fitted(self, "classes_")
-        X = self._pp_transform(self._validate_X(X, reset=False))
+        X = self._validate_X(X, reset=False)
         out = linear_decision(X, self._W, self._bias, self._reals[R_SCALE])
         return out[:, 0] if out.shape[1] == 1 else out
 
@@ -862,19 +818,12 @@ class StreamingBSGD(BudgetedKernelModel):
 
     @property
     def coef_(self):
-        """``kernel="linear"``: the weights on the raw features, (1, d) binary or (n_classes, d):
-        w = scale · W times the frozen scaling factors (AttributeError for ``kernel="rbf"``)."""
+        """``kernel="linear"``: the weights, (1, d) binary or (n_classes, d): w = scale · W
+        (AttributeError for ``kernel="rbf"``)."""
         if not self._linear():
             raise AttributeError("coef_ exists for linear models only (PegasosClassifier)")
         check_is_fitted(self, "classes_")
-        return (self._reals[R_SCALE] * self._W * self._pp.factor[:, None]).T.copy()
-
-    @property
-    def intercept_(self):
-        """The bias b (K,); linear models with ``scaling="standard"``: b − coef_ · offset."""
-        if not self._linear() or not self._pp.offset.any():
-            return super().intercept_
-        return self._bias - self.coef_ @ self._pp.offset
+        return (self._reals[R_SCALE] * self._W).T.copy()
 
     def statistics(self):
         """:meth:`BudgetedKernelModel.statistics`; linear models: no support vectors, no budget

@@ -8,9 +8,8 @@ rehearsal and no reaction to drift.  Those are the stages of the streaming pipel
 these estimators; a scikit-learn user scales with ``make_pipeline(StandardScaler(), ...)``.
 
 Each is the engine of its family (:class:`._classes.StreamingBSGD`,
-:class:`._classes.StreamingBSCA`) with the stages' settings fixed off as class attributes:
-the same code runs, so a plain estimator's decisions are the engine's with those settings,
-bit for bit (``tests/test_plain_estimators.py``).
+:class:`._classes.StreamingBSCA`), which has no stages either: the same code runs, so a plain
+estimator's decisions are the engine's, bit for bit (``tests/test_plain_estimators.py``).
 """
 
 from __future__ import annotations
@@ -30,25 +29,22 @@ from .._params import (
     SV_STORAGES,
 )
 from ..persistence import register_estimator
-from ._base import PIPELINE_PARAMS
+from ._base import LEGACY_STAGE_PARAMS, PIPELINE_PARAMS
 from ._classes import StreamingBSCA, StreamingBSGD
 from ._gss import GSS_STANDARD_EPS
 
 
 class _Plain:
-    """The streaming stages' settings, fixed off (class attributes, not parameters)."""
+    """What a plain face fixes of its engine (``ENGINE_FIXED``) and its parameter checks."""
 
-    scaling = "none"
-    warmup = 0
-    shuffle_buffer = 0
-    run_guard = False
-    MULTICLASS_GAMMA = False
+    #: the stages' settings a plain estimator's saved state may hold (off)
+    _STAGES_OFF = {"scaling": "none", "warmup": 0, "shuffle_buffer": 0, "run_guard": False}
     #: class attributes that are engine parameters (the engine of the family reads them)
     ENGINE_FIXED: tuple = ()
 
     def engine_params(self):
-        """The engine's parameters: ``get_params()``, the stages' settings (off) and the
-        settings this face fixes (``ENGINE_FIXED``)."""
+        """The engine's parameters: ``get_params()`` and the settings this face fixes
+        (``ENGINE_FIXED``)."""
         params = super().engine_params()
         params.update({name: getattr(self, name) for name in self.ENGINE_FIXED})
         return params
@@ -59,8 +55,8 @@ class _Plain:
         its fixed ones and are dropped (ValueError if a saved one differs: that state belongs
         to a streaming pipeline)."""
         params = {k: v for k, v in params.items() if k not in PIPELINE_PARAMS}  # the pipeline's
-        for name in cls.STAGE_PARAMS:
-            if name in params and params.pop(name) != getattr(cls, name):
+        for name in LEGACY_STAGE_PARAMS:
+            if name in params and params.pop(name) != cls._STAGES_OFF[name]:
                 raise ValueError(f"a {cls.__name__} has no {name}; load this state as a StreamingClassifier")
         return cls(**params)
 

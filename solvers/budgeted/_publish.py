@@ -7,11 +7,10 @@ estimator for that (its state through ``get_state``/``from_state``) cost 1.17 s 
 published copy instead
 
 * shares every object the learner never mutates in place once it is set — parameters,
-  ``classes_``, the frozen scaling arrays (the learner replaces them, see
-  ``Preprocessor.grow``), the shuffle buffer and reservoirs (never read by predictions),
-  scratch buffers whose shape only is read;
-* shallow-copies the small objects whose scalars the learner reassigns (the preprocessor:
-  ``ready``/``kind``/``gamma``; the calibrator: ``slope_``);
+  ``classes_``, scratch buffers whose shape only is read (a pipeline's stages are copied by
+  the pipeline, :meth:`svmstream.solvers.online.StreamingClassifier.published_copy`);
+* shallow-copies the small objects whose scalars the learner reassigns (the calibrator:
+  ``slope_``);
 * copies what the learner writes in place and predictions read: the counters, reals and bias
   (O(K)), the live coefficient rows (O(n_sv · K)), the live SVs of a dense pool
   (O(d · n_sv): 88 KB for ijcnn1 at B = 500), and for a sparse pool only its per-SV slot
@@ -126,9 +125,6 @@ def published_copy(est):
     """
     pub = object.__new__(type(est))
     state = dict(est.__dict__)
-    pp = state.get("_pp")
-    if pp is not None:
-        state["_pp"] = copy.copy(pp)
     calibrator = state.get("calibrator_")
     if calibrator is not None:
         state["calibrator_"] = copy.copy(calibrator)

@@ -18,25 +18,27 @@ in these stages, in this order (``docs/online.md``, ``docs/defaults.md``):
    learned (buffered rows included) or still pending;
 6. **calibration** — decision values → probabilities.
 
-The rehearsal, drift and calibration stages are modules of their own
-(:mod:`.stages.rehearsal`, :mod:`.stages.drift`, :mod:`.stages.calibration`), each with its
-state and its part of the saved state (``stages``); this class feeds the last two the
-prequential margins the estimator computes, cuts each batch into the drift stage's pieces, and
-hands the rehearsal stage to the estimator (it plans extra steps on the rows the order stage
-releases).  The scaler and order stages still run inside the budgeted family's engine
-(:mod:`..budgeted._preprocessing`, the engines of :mod:`..budgeted._classes`): this class
-builds the engine from the plain estimator's parameters and their settings, and the saved
-state keeps them apart (``params``, ``plain``, ``model``, ``stages``).  Every example received is counted:
-``n_received_ = n_learned_ + n_pending_`` at every moment.
+Each stage is a module of its own (:mod:`.stages.scaler`, :mod:`.stages.order`,
+:mod:`.stages.rehearsal`, :mod:`.stages.drift`, :mod:`.stages.calibration`) with its state
+and its part of the saved state (``stages``).  This class passes each received batch through
+the scaler and the order stage and gives the estimator's engine the rows they release, scaled
+and ordered (``learn_rows``); it sets the engine's γ when the scaler resolves ``"scale"``,
+hands the rehearsal stage to the engine (it plans extra steps on the released rows), feeds the
+drift and calibration stages the prequential margins the engine computes, and cuts each batch
+into the drift stage's pieces.  The engine is the plain estimator's (same parameters, no
+stages); the saved state keeps the parts apart (``params``, ``plain``, ``model``, ``stages``).
+Every example received is counted: ``n_received_ = n_learned_ + n_pending_`` at every moment.
 
 Source of the composition: River's ``compose.Pipeline`` and scikit-learn's ``Pipeline``.
 """
 
 from __future__ import annotations
 
+import copy as _copy
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
@@ -50,12 +52,25 @@ from .._params import (
     ON_DRIFT,
     SCALINGS,
 )
-from ..budgeted import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClassifier, StreamingBSCA
-from ..persistence import estimator_from_state, register_estimator, register_upgrade
-from .stages import CalibrationStage, DriftStage, RehearsalStage
+from ..budgeted import (
+    BudgetedSCAClassifier,
+    BudgetedSGDClassifier,
+    PegasosClassifier,
+    StreamingBSCA,
+    WarmingUp,
+    resolve_sv_storage,
+)
+from ..persistence import estimator_from_state, register_estimator
+from .stages import CalibrationStage, DriftStage, OrderStage, RehearsalStage, ScalerStage
+from .upgrades import legacy_state, scaler_and_order_out_of_the_engine, stages_out_of_the_engine
 
-#: The settings of the stages that left the engines (states of version 0 saved them there).
-_MOVED = ("on_drift", "rehearsal", "rehearsal_memory")
+__all__ = [
+    "StreamingClassifier",
+    "legacy_state",
+    "resolve_scaling",
+    "scaler_and_order_out_of_the_engine",
+    "stages_out_of_the_engine",
+]
 #: Where the engines kept the drift stage's pending-reset flag before it left them (index
 #: ``C_RESET_PENDING`` of ``counters``, or ``ovr_counters`` for one-vs-rest BSCA).
 _LEGACY_RESET_FLAG = 6
@@ -66,23 +81,15 @@ DELEGATED = (
     "n_features_in_",
     "n_support_vectors_",
     "t_",
-    "n_seen_",
-    "n_pending_",
-    "n_replayed_",
-    "n_discarded_",
     "n_rehearsed_",
     "n_merges_",
     "n_violations_",
     "n_maintenance_",
-    "warming_up_",
     "gamma_",
-    "scaling_",
     "lambda_eff_",
     "C_eff_",
     "support_vectors_",
     "dual_coef_",
-    "intercept_",
-    "coef_",
     "sv_storage_",
     "sv_nonzeros_",
     "estimators_",
@@ -111,7 +118,7 @@ def resolve_scaling(scaling, estimator):
     """The scaling a pipeline uses and why: ``(scaling, reason)``.
 
     ``"auto"`` with a numeric ``gamma`` on a kernel estimator is ``"none"``: the user's γ
-    applies to the features as sent.  Otherwise ``scaling`` is kept (the engine resolves
+    applies to the features as sent.  Otherwise ``scaling`` is kept (the scaler stage resolves
     ``"auto"`` from the warm-up window: max-abs, or none for text-like input).
     """
     if scaling != "auto":
@@ -154,9 +161,12 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
 
     Attributes
     ----------
-    model_ : the engine (stages and estimator state); scaling_reason_ : str
-    n_received_, n_learned_ : int — examples received and learned (``n_received_ =
-        n_learned_ + n_pending_``); plus the engine's attributes in :data:`DELEGATED`
+    model_ : the estimator's engine (it learns scaled, ordered rows); scaling_reason_ : str
+    n_received_, n_learned_, n_pending_ : int — examples received, learned, held by the scaler's
+        window and the order stage's buffer (``n_received_ = n_learned_ + n_pending_``)
+    scaling_, gamma_, warming_up_, n_replayed_, n_discarded_, coef_, intercept_ : from the
+        stages (``coef_``/``intercept_`` of a linear model: on the features as sent); plus the
+        engine's attributes in :data:`DELEGATED`
 
     Raises
     ------
@@ -222,13 +232,6 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
     def _plain(self):
         return self.estimator if self.estimator is not None else BudgetedSGDClassifier()
 
-    def stage_params(self):
-        """The settings of the stages the engine runs (scaler, order), as the engine takes them
-        (``scaling`` resolved)."""
-        params = {name: getattr(self, name) for name in StreamingBSCA.STAGE_PARAMS}
-        params["scaling"], _ = resolve_scaling(self.scaling, self._plain())
-        return params
-
     def check_params(self):
         """Validate this pipeline's and the estimator's parameters; returns self.  Raises
         ValueError naming the parameter."""
@@ -237,7 +240,9 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
             value = getattr(self, name)
             if isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
-        self._new_engine().check_params()
+        engine = self._new_engine().check_params()
+        if hasattr(engine, "sv_storage"):  # names sv_storage for sparse SVs with an offset
+            resolve_sv_storage(engine.sv_storage, None, resolve_scaling(self.scaling, self._plain())[0])
         return self
 
     def _new_engine(self):
@@ -245,9 +250,7 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         if type(plain).__name__ not in _FACES:
             raise ValueError(f"estimator must be one of {', '.join(_FACES)}, got {type(plain).__name__}")
         plain.check_params()
-        params = plain.engine_params()
-        params.update(self.stage_params())
-        engine = plain.ENGINE(**params)
+        engine = plain.ENGINE(**plain.engine_params())
         engine._calibrates = False  # the calibration stage calibrates
         seed = RehearsalStage.seed_of(engine.random_state)
         RehearsalStage(self.rehearsal, self.rehearsal_memory, seed).attach(engine)
@@ -260,6 +263,28 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         self.n_received_ = 0
         self._drift = DriftStage(self.on_drift)
         self._calibration = None  # made when the classes are known
+        self._scaler = self._order = None  # made with the first batch (its width and storage)
+
+    def _begin(self, X, classes):
+        """The first batch: fix the engine's SV storage, start its state and make the scaler
+        and order stages for X's width and the classes."""
+        model = self.model_
+        scaling = resolve_scaling(self.scaling, self._plain())[0]
+        model._resolve_sv_storage(X, scaling)
+        linear, sparse_rows = model._linear(), model._sparse_svs()
+        n_classes, d = np.unique(np.asarray(classes)).shape[0], X.shape[1]
+        self._scaler = ScalerStage(
+            scaling, None if linear else model.gamma, self.warmup, d, n_classes,
+            keep_sparse=linear or sparse_rows, text_like=linear,
+        )  # fmt: skip
+        self._order = OrderStage(
+            self.shuffle_buffer, self.run_guard, d, n_classes,
+            sparse_rows=sparse_rows, decide_rows=linear, random_state=model.random_state,
+        )  # fmt: skip
+        if isinstance(model, StreamingBSCA) and n_classes > 2:
+            model._start_ovr(d, classes, streaming=True)
+        else:
+            model._init_state(d, classes, ready=self._scaler.ready)
 
     def _observe(self):
         """Feed the margins the engine computed before its last steps on received examples
@@ -276,11 +301,16 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
 
     def _checked(self, X, y, classes, first):
         """The batch validated as a whole before any piece is learned (the model is unchanged
-        by a batch that raises).  Raises ValueError as the engine's ``partial_fit``."""
+        by a batch that raises).  Raises ValueError naming the problem."""
         X, y = validate_data(self.model_, X, y, accept_sparse="csr", dtype=np.float64, reset=first)
+        X = X if sp.issparse(X) else np.ascontiguousarray(X)
         if not first:
             self.model_._encode_labels(y)
-        elif classes is not None:
+            if classes is not None and not np.array_equal(np.unique(classes), self.model_.classes_):
+                raise ValueError(
+                    f"classes {list(classes)} differ from the first call's {self.model_.classes_.tolist()}"
+                )
+        else:
             known = np.unique(np.asarray(classes))
             index = np.minimum(np.searchsorted(known, y), known.shape[0] - 1)
             bad = np.flatnonzero(known[index] != y)
@@ -288,6 +318,20 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
                 label = y[bad[0]].item() if isinstance(y[bad[0]], np.generic) else y[bad[0]]
                 raise ValueError(f"y[{int(bad[0])}]: unknown label {label!r}; classes are {known.tolist()}")
         return X, y
+
+    def _scaler_closed(self):
+        """The window has closed: the engine takes the γ the scaler resolved."""
+        if self._scaler.gamma is not None and self.model_.gamma_ is None:
+            self.model_.use_gamma(self._scaler.gamma)
+
+    def _learn_piece(self, X, labels):
+        """Scale, order and learn received rows (encoded labels)."""
+        released = self._scaler.feed(X, labels)
+        if released is None:  # the window stays open
+            self.model_.learn_rows(None)
+            return
+        self._scaler_closed()
+        self.model_.learn_rows(self._order.feed(*released))
 
     # ------------------------------------------------------------------ learning
     def partial_fit(self, X, y, classes=None):
@@ -299,24 +343,27 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         first = not self.__sklearn_is_fitted__()
         if first:
             self._start()
+            if classes is None:
+                raise ValueError("classes must be passed on the first call to partial_fit")
+        X, y = self._checked(X, y, classes, first)
+        if first:
+            self._begin(X, classes)
         model = self.model_
+        labels = model._encode_labels(y)
         self.__dict__.pop("_last", None)
-        if self.on_drift == "none":  # no reset to place: the engine takes the batch whole
-            model.partial_fit(X, y, classes=classes)
+        base, n = self.n_received_, int(y.shape[0])
+        pieces = [(0, n)] if self.on_drift == "none" else self._drift.pieces(base, n)
+        margins, learned = [], []
+        for lo, hi in pieces:  # no reset to place (on_drift="none"): the batch whole
+            self._learn_piece(X[lo:hi], labels[lo:hi])
             self._observe()
-        else:
-            X, y = self._checked(X, y, classes, first)
-            margins, learned = [], []
-            for lo, hi in self._drift.pieces(model.n_seen_ if not first else 0, y.shape[0]):
-                model.partial_fit(X[lo:hi], y[lo:hi], classes=classes)
-                self._observe()
-                margins.append(model.last_margins_)
-                learned.append(model.last_y_)
-                if self._drift.reset_due(model.n_seen_):
-                    model.restart_schedule()
-            if len(margins) > 1:
-                self._last = (np.concatenate(margins), np.concatenate(learned))
-        self.n_received_ += int(np.shape(y)[0])
+            margins.append(model.last_margins_)
+            learned.append(model.last_y_)
+            if self.on_drift != "none" and self._drift.reset_due(base + hi):
+                model.restart_schedule()
+        if len(margins) > 1:
+            self._last = (np.concatenate(margins), np.concatenate(learned))
+        self.n_received_ += n
         return self
 
     def fit(self, X, y):
@@ -328,37 +375,103 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         return self.partial_fit(X, y, classes=np.unique(y)).flush()
 
     def flush(self):
-        """Learn everything pending now (the end of a stream).  Returns self."""
+        """Learn everything pending now (the end of a stream): an open window closes with what
+        it holds, then the buffer empties in a random order.  Returns self."""
         check_is_fitted(self)
         self.__dict__.pop("_last", None)
-        self.model_.flush()
+        window = None if self._scaler.ready else self._scaler.close()
+        if window is not None:
+            self._scaler_closed()
+        self.model_.learn_rows(self._order.drain(window))
         self._observe()
         return self
 
     def grow_features(self, n_features):
-        """Widen to ``n_features`` inputs (a missing feature is a zero).  Returns self."""
+        """Widen to ``n_features`` inputs (a missing feature is a zero, scaled with offset 0 and
+        factor 1).  If the buffer's byte bound now holds fewer rows, the rows beyond it are
+        learned now, drawn at random.  Returns self; ValueError below ``n_features_in_``."""
         check_is_fitted(self)
         d_old = self.model_.n_features_in_
         self.model_.grow_features(n_features)
         if int(n_features) > d_old:
+            self._scaler.grow(n_features)
+            self.model_.learn_rows(self._order.grow(n_features))
             self.__dict__.pop("_last", None)
-        if int(n_features) > d_old:  # buffered rows beyond the buffer's new bound were learned
-            self._observe()
+            self._observe()  # buffered rows beyond the buffer's new bound were learned
         return self
 
     def add_class(self, label):
-        """Add a class the model has not seen.  Returns self."""
+        """Add a class the model has not seen (it must sort after ``classes_``).  Returns self."""
         check_is_fitted(self)
         self.model_.add_class(label)
+        self._scaler.add_class()
+        self._order.add_class()
         self.__dict__.pop("_last", None)
         self._calibration.add_class()
         return self
+
+    # ------------------------------------------------------------------ counts
+    def _stage(self, name):
+        stage = self.__dict__.get(name)
+        if stage is None:
+            raise AttributeError(f"{type(self).__name__} has not received an example yet")
+        return stage
+
+    @property
+    def n_pending_(self):
+        """Examples received and not learned yet: in the scaler's window or the order stage's buffer."""
+        return self._stage("_scaler").pending + self._stage("_order").pending
+
+    @property
+    def n_replayed_(self):
+        """Rows the run guard replayed (learning steps in ``t_``, not received examples)."""
+        return self._stage("_order").n_replayed
+
+    @property
+    def n_discarded_(self):
+        """Buffered examples dropped at drift detections (states saved before detections stopped
+        dropping them keep their count; 0 otherwise)."""
+        return self._stage("_order").n_discarded
+
+    @property
+    def n_seen_(self):
+        """Examples received: learned (``t_`` − rehearsal steps − replayed rows), pending and
+        discarded."""
+        model = self.model_
+        learned = int(model.t_) - int(model.n_rehearsed_) - self.n_replayed_
+        return learned + self.n_pending_ + self.n_discarded_
 
     @property
     def n_learned_(self):
         """Received examples that were learned (rehearsal and run-guard replays not counted)."""
         check_is_fitted(self)
-        return int(self.model_.n_seen_) - int(self.model_.n_pending_) - int(self.model_.n_discarded_)
+        return self.n_seen_ - self.n_pending_ - self.n_discarded_
+
+    @property
+    def warming_up_(self):
+        """True while the scaler's warm-up window is open (predictions raise ``WarmingUp``)."""
+        return not self._stage("_scaler").ready
+
+    @property
+    def scaling_(self):
+        """The scaling in use ("standard", "maxabs" or "none"; None before the window closes)."""
+        return self._stage("_scaler").kind
+
+    @property
+    def coef_(self):
+        """Linear models: the weights on the features as sent, (1, d) or (n_classes, d): the
+        engine's (on scaled features) times the frozen scaling factors."""
+        coef = self.model_.coef_
+        return coef * self._stage("_scaler").factor[None, :]
+
+    @property
+    def intercept_(self):
+        """The bias (K,); a linear model with an offset (``scaling="standard"``): b − coef_ · offset."""
+        model = self.model_
+        offset = self._stage("_scaler").offset
+        if not model._linear() or not offset.any():
+            return model.intercept_
+        return model._bias - self.coef_ @ offset
 
     @property
     def last_margins_(self):
@@ -395,53 +508,75 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         return self._calibration.calibrator
 
     # ------------------------------------------------------------------ prediction
+    def _scaled(self, X):
+        """X validated and scaled for the engine; raises ``WarmingUp`` while the window is open."""
+        X = self.model_._validate_X(X, reset=False)
+        scaler = self._scaler
+        if not scaler.ready:
+            raise WarmingUp(
+                f"{type(self.model_).__name__} is warming up: {scaler.window_n} of {scaler.warmup} examples "
+                "received; predictions start when the warm-up window closes"
+            )
+        return scaler.transform(X)
+
     def decision_function(self, X):
         """(n,) float64 for binary models, (n, n_classes) otherwise."""
         check_is_fitted(self)
-        return self.model_.decision_function(X)
+        return self.model_.decision_function(self._scaled(X))
 
     def predict(self, X):
         """(n,) labels from ``classes_``."""
         check_is_fitted(self)
-        return self.model_.predict(X)
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.model_.classes_[(scores > 0).astype(np.intp)]
+        return self.model_.classes_[np.argmax(scores, axis=1)]
 
     def predict_proba(self, X):
         """(n, n_classes) float64 calibrated probabilities (argmax = :meth:`predict`)."""
         check_is_fitted(self)
-        return self._calibration.predict_proba(self.model_.decision_function(X))
+        return self._calibration.predict_proba(self.decision_function(X))
 
     def statistics(self):
-        """The engine's counters (dict)."""
+        """The engine's counters (dict); ``examples_seen`` counts received examples."""
         check_is_fitted(self)
-        return self.model_.statistics()
+        out = self.model_.statistics()
+        out["examples_seen"] = self.n_seen_
+        return out
 
     def published_copy(self):
         """A copy for predictions that shares what the learner never rewrites
         (:func:`..budgeted._publish.published_copy`); the drift monitor is shared (read for
-        its counts only)."""
+        its counts only), the order stage shallow-copied (its counts)."""
         copy = object.__new__(type(self))
         copy.__dict__.update(self.__dict__)
         copy.model_ = self.model_.published_copy()
         copy._calibration = self._calibration.published_copy()
+        copy._scaler = self._scaler.published_copy()
+        copy._order = _copy.copy(self._order)
         return copy
 
     # ------------------------------------------------------------------ persistence
-    #: 2: the rehearsal, drift and calibration stages saved under ``stages`` (1: by the engine, in
-    #: ``model``; 0: a state saved by an engine that carried every stage, see :func:`legacy_state`)
-    STATE_VERSION = 2
+    #: 3: the scaler and order stages saved under ``stages`` too (2: by the engine, in
+    #: ``model``; 1 and 0: the rehearsal, drift and calibration stages as well,
+    #: :mod:`.upgrades`)
+    STATE_VERSION = 3
 
     def get_state(self):
-        """``(arrays, meta)``: the engine's state under ``model``, the rehearsal, drift and
-        calibration stages' under ``stages`` (arrays ``reh_*``/``drift__*``/``cal__*``), this pipeline's
-        parameters and the plain estimator's class and parameters."""
+        """``(arrays, meta)``: the engine's state under ``model``, the stages' under ``stages``
+        (arrays ``pp_*`` of the scaler and order stages, ``reh_*``, ``drift__*``, ``cal__*``),
+        this pipeline's parameters and the plain estimator's class and parameters."""
         check_is_fitted(self)
         arrays, model_meta = self.model_.get_state()
-        drift_arrays, drift_meta = self._drift.get_state()
-        cal_arrays, cal_meta = self._calibration.get_state()
-        reh_arrays, reh_meta = self.model_._rehearsal.get_state()
-        arrays.update(drift_arrays)
-        arrays.update(cal_arrays)
-        arrays.update(reh_arrays)
+        parts = {
+            "scaler": self._scaler.get_state(),
+            "order": self._order.get_state(),
+            "rehearsal": self.model_._rehearsal.get_state(),
+            "drift": self._drift.get_state(),
+            "calibration": self._calibration.get_state(),
+        }
+        for part_arrays, _ in parts.values():
+            arrays.update(part_arrays)
         plain = self._plain()
         meta = {
             "estimator": type(self).__name__,
@@ -450,34 +585,34 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
             "plain": {"class": type(plain).__name__, "params": plain.get_params()},
             "n_received": int(self.n_received_),
             "model": model_meta,
-            "stages": {"rehearsal": reh_meta, "drift": drift_meta, "calibration": cal_meta},
+            "stages": {name: part_meta for name, (_, part_meta) in parts.items()},
         }
         return arrays, meta
 
     @classmethod
     def from_state(cls, arrays, meta):
-        """Rebuild from :meth:`get_state`, or from an older layout (:func:`legacy_state`,
-        :func:`stages_out_of_the_engine`)."""
+        """Rebuild from :meth:`get_state` (older layouts pass :mod:`.upgrades` first)."""
         model = estimator_from_state(arrays, meta["model"])
         plain_meta = meta.get("plain") or _plain_of(model)
         face = _FACES[plain_meta["class"]]
         plain = face(**{k: v for k, v in plain_meta["params"].items() if k in face().get_params()})
-        params = meta["params"]
-        if meta["state_version"] == 0:  # saved by an engine: its own settings, as they were
-            params = {name: getattr(model, name) for name in StreamingBSCA.STAGE_PARAMS}
-            params.update({name: meta["params"][name] for name in _MOVED if name in meta["params"]})
-        est = cls(plain, **params)
-        stages = meta.get("stages", {})
-        seed, d = RehearsalStage.seed_of(model.random_state), model.n_features_in_
+        est = cls(plain, **meta["params"])
+        stages = meta["stages"]
+        seed, d, n_classes = (
+            RehearsalStage.seed_of(model.random_state),
+            model.n_features_in_,
+            model.classes_.shape[0],
+        )
         rehearsal = stages.get("rehearsal")
         RehearsalStage.from_state(arrays, rehearsal, est.rehearsal, est.rehearsal_memory, seed, d).attach(
             model
         )
         est.model_ = model
         est.scaling_reason_ = resolve_scaling(est.scaling, plain)[1]
-        est.n_received_ = int(meta.get("n_received", model.n_seen_))
+        est._scaler = ScalerStage.from_state(arrays, stages["scaler"], d, n_classes)
+        est._order = OrderStage.from_state(arrays, stages["order"], d, n_classes)
+        est.n_received_ = int(meta["n_received"]) if "n_received" in meta else est.n_seen_
         est._drift = DriftStage.from_state(arrays, stages.get("drift"), est.on_drift)
-        n_classes = model.classes_.shape[0]
         est._calibration = CalibrationStage.from_state(arrays, stages.get("calibration"), n_classes)
         if stages.get("reset_flag_in_counters"):  # the engine held the pending reset
             counters = arrays["ovr_counters"] if "ovr_counters" in arrays else arrays["counters"]
@@ -494,64 +629,6 @@ def _plain_of(engine):
     else:
         name = "PegasosClassifier" if engine.kernel == "linear" else "BudgetedSGDClassifier"
     return {"class": name, "params": engine.get_params()}
-
-
-@register_upgrade
-def legacy_state(meta):
-    """A state saved by a budgeted estimator that still carried the stages (state version
-    ≤ 6 under the names ``BudgetedSGDClassifier``/``BudgetedSCAClassifier``) as the meta of a
-    :class:`StreamingClassifier` around its engine (its ``on_drift``: as saved, ``"none"``
-    for states saved before drift handling); any other meta unchanged."""
-    engines = {"BudgetedSGDClassifier": "StreamingBSGD", "BudgetedSCAClassifier": "StreamingBSCA"}
-    if meta.get("estimator") not in engines or int(meta.get("state_version", 0)) > 6:
-        return meta
-    params = meta.get("params", {})
-    stages = {name: params[name] for name in StreamingBSCA.STAGE_PARAMS if name in params}
-    stages["on_drift"] = params.get("on_drift", "none") if int(meta.get("state_version", 0)) > 4 else "none"
-    stages["rehearsal"] = params.get("rehearsal", 0)  # saved before rehearsal existed: off
-    stages["rehearsal_memory"] = params.get("rehearsal_memory", DEFAULT_REHEARSAL_MEMORY)
-    return {
-        "estimator": "StreamingClassifier",
-        "state_version": 0,
-        "params": stages,
-        "model": {**meta, "estimator": engines[meta["estimator"]]},
-    }
-
-
-@register_upgrade
-def stages_out_of_the_engine(meta):
-    """A :class:`StreamingClassifier` state of version 0 or 1, whose engine saved the rehearsal
-    memories, the drift monitor and the calibrator (``model["rehearsal"]``, each binary
-    model's ``"rehearsal"`` and settings, ``model["drift"]``, ``model["calibration"]``; arrays
-    ``reh_*``, ``ovr{k}__reh_*``, ``drift__*``, ``cal__*`` — the names the stages use) and the
-    pending-reset flag (in its counters), as the meta of version 2: the metas move under
-    ``stages``, the flag is read from the counters on loading; any other meta unchanged."""
-    if meta.get("estimator") != "StreamingClassifier" or int(meta.get("state_version", 0)) > 1:
-        return meta
-    model = dict(meta["model"])
-    drift = model.pop("drift", None)
-    stages = {
-        "rehearsal": {"memory": model.pop("rehearsal", None), "children": []},
-        "drift": None if drift is None else {"monitor": drift, "pending": False},
-        "calibration": model.pop("calibration", None),
-        "reset_flag_in_counters": True,
-    }
-    if model.get("ovr"):  # one-vs-rest: each binary model's memory and settings
-        model["ovr"] = [None if sub is None else dict(sub) for sub in model["ovr"]]
-        for sub in model["ovr"]:
-            if sub is None:
-                stages["rehearsal"]["children"].append(None)
-                continue
-            sub_params = sub["params"]
-            stages["rehearsal"]["children"].append(
-                {
-                    "rehearsal": sub_params.get("rehearsal", 0),
-                    "rehearsal_memory": sub_params.get("rehearsal_memory", DEFAULT_REHEARSAL_MEMORY),
-                    "seed": RehearsalStage.seed_of(sub_params.get("random_state")),
-                    "memory": sub.pop("rehearsal", None),
-                }
-            )
-    return {**meta, "model": model, "stages": stages}
 
 
 for _name in DELEGATED:

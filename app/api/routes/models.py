@@ -27,7 +27,7 @@ from svmstream.app.ingest.decode import decode_body
 from svmstream.app.models.challengers import ChallengerSet, Policy
 from svmstream.app.models.config import MODEL_NAME_PATTERN
 from svmstream.app.models.factory import check_config
-from svmstream.app.models.limits import estimate_bytes
+from svmstream.app.models.limits import estimate_bytes, set_bytes
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -41,8 +41,7 @@ message (PUT: 422 "name: invalid model name ..."; GET/DELETE: 404, no such model
 
 def new_challengers(config, specs: list, settings) -> ChallengerSet | None:
     """The challenger set of a new model (``docs/challengers.md``); 422 naming
-    ``challengers[i].field``, or ``challengers`` when there are too many or their estimated
-    bytes with the champion's exceed ``max_model_bytes``."""
+    ``challengers[i].field``, or ``challengers`` when there are too many."""
     try:
         challengers = ChallengerSet.for_model(config, specs, Policy.from_settings(settings))
         for i, entry in enumerate(challengers.entries if challengers is not None else []):
@@ -56,17 +55,25 @@ def new_challengers(config, specs: list, settings) -> ChallengerSet | None:
         raise InvalidInput(
             message if field != "challengers" else f"challengers: {message}", field=field
         ) from None
-    if challengers is not None and config.n_features is not None:
-        total = sum(
-            estimate_bytes(c, config.n_features) for c in [config] + [e.config for e in challengers.entries]
-        )
-        if total > settings.max_model_bytes:
-            raise InvalidInput(
-                f"challengers: the champion and its challengers need an estimated {total / 1e6:,.1f} MB, "
-                f"over max_model_bytes = {settings.max_model_bytes / 2**20:g} MiB",
-                field="challengers",
-            )
     return challengers
+
+
+def check_challenger_bytes(config, challengers: ChallengerSet | None, settings) -> None:
+    """422 naming ``challengers`` when the champion's and its challengers' estimated bytes
+    together exceed ``max_model_bytes`` at the declared dimension (1 when not declared: the
+    least the model will need)."""
+    extra = challengers.counted_configs(config) if challengers is not None else []
+    if not extra:
+        return
+    d = config.n_features or 1
+    total = set_bytes([config, *extra], d)
+    if total > settings.max_model_bytes:
+        raise InvalidInput(
+            f"challengers: the champion and {len(extra)} challengers "
+            f"need an estimated {total / 1e6:,.1f} MB at {d} features ({estimate_bytes(config, d) / 1e6:,.1f} MB "
+            f"for the champion), over max_model_bytes = {settings.max_model_bytes / 2**20:g} MiB",
+            field="challengers",
+        )
 
 
 def validation_error(exc: ValidationError) -> InvalidInput:
@@ -142,6 +149,7 @@ async def put_model(
         raise
     except ValueError as exc:
         raise InvalidInput(f"config: {exc}", field="config") from None
+    check_challenger_bytes(config, challengers, settings)
     try:
         handle, replaced = await run_in_threadpool(registry.create, name, config, challengers=challengers)
     except InvalidInput:  # the capacity bounds name their own field

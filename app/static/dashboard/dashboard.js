@@ -41,7 +41,9 @@
     { key: "stream", title: "stream lag and dead letters", series: [
       ["lag (entries)", "#e377c2", (m) => (m.stream ? m.stream.lag : null)],
       ["dead letters", "#7f7f7f", (m) => (m.stream ? m.stream.dead_letters : null)]] },
-    { key: "drift", title: "drift detections", series: [["detections", "#bcbd22", (m) => m.drift_detections]] },
+    { key: "drift", title: "drift detections and promotions", series: [
+      ["detections", "#bcbd22", (m) => m.drift_detections],
+      ["promotions", "#d62728", (m) => (m.promotions === undefined ? null : m.promotions)]] },
   ];
 
   const models = new Map(); // name -> {card, data: {key: [xs, ...ys]}, plots: {key: uPlot}}
@@ -54,11 +56,13 @@
     const card = el("article", { class: "model", "data-model": name });
     const head = el("h3", {}, name);
     const figs = el("p", { class: "figures" });
-    card.append(head, figs);
+    // the newest promotions (docs/challengers.md): which challenger replaced the champion, on what evidence
+    const promos = el("ul", { class: "promotions", "data-model": name, hidden: "" });
+    card.append(head, figs, promos);
     const grid = el("div", { class: "chart-grid" });
     card.append(grid);
     $("#charts").append(card);
-    const entry = { card, figs, data: {}, plots: {} };
+    const entry = { card, figs, promos, promoKey: "", data: {}, plots: {} };
     for (const spec of CHARTS) {
       const box = el("div", { class: "chart", "data-chart": spec.key, "data-model": name, "data-points": "0" });
       grid.append(box);
@@ -111,7 +115,33 @@
       (m.served_accuracy === null || m.served_accuracy === undefined ? "" : `served ${pct(m.served_accuracy)} · `) +
       `${fmt(m.examples_per_s)} examples/s · ${fmt(m.support_vectors)} SVs · ${fmt(m.merges)} merges` +
       (m.warming_up ? " · warming up" : "") +
+      (m.challengers || m.promotions ? ` · ${fmt(m.challengers)} challengers · ${fmt(m.promotions)} promotions` : "") +
       (m.stream ? ` · stream lag ${fmt(m.stream.lag)} · dead letters ${fmt(m.stream.dead_letters)}` : "");
+  }
+
+  function settingsText(settings) {
+    const parts = Object.entries(settings || {}).map(([k, v]) => `${k} = ${JSON.stringify(v)}`);
+    return parts.length ? parts.join(", ") : "the champion's settings";
+  }
+
+  function promotionText(p) {
+    const who = p.manual ? "promoted by hand" : `promoted on evidence (${p.origin || "user"} challenger)`;
+    const evidence = p.e_value === null || p.e_value === undefined ? "" :
+      ` · e-value ${fmt(p.e_value)} (threshold ${fmt(p.threshold)}), ${fmt(p.wins)} wins / ` +
+      `${fmt(p.losses)} losses over ${fmt(p.paired_examples)} pairs`;
+    const when = p.time ? ` · ${new Date(p.time * 1000).toLocaleTimeString()}` : "";
+    return `example ${fmt(p.at)}: ${settingsText(p.settings)} ${who}${evidence}${when}`;
+  }
+
+  function updatePromotions(entry, m) {
+    const list = m.recent_promotions || [];
+    const key = `${m.promotions}:${list.map((p) => p.at).join(",")}`;
+    if (key === entry.promoKey) return;
+    entry.promoKey = key;
+    entry.promos.hidden = list.length === 0;
+    entry.promos.replaceChildren(
+      ...list.map((p) => el("li", { "data-at": String(p.at), "data-manual": String(p.manual) }, promotionText(p))),
+    );
   }
 
   // ------------------------------------------------------------------ tables
@@ -128,12 +158,15 @@
         const classes = m.classes.join(", ") + (m.n_classes > m.classes.length ? ` … (${m.n_classes})` : "");
         const cells = [
           m.name, m.algorithm, fmt(m.budget), classes || "–", fmt(m.version), pct(m.accuracy),
-          fmt(m.examples_per_s), fmt(m.support_vectors), snapshotText(m.last_snapshot_time, event.time),
+          fmt(m.examples_per_s), fmt(m.support_vectors),
+          m.challengers ? `${fmt(m.promotions)} (${fmt(m.challengers)} challengers)` : fmt(m.promotions),
+          snapshotText(m.last_snapshot_time, event.time),
         ];
         cells.forEach((text, i) => {
           const cell = el("td", {}, text);
           if (i === 6) cell.dataset.figure = "examples_per_s";
           if (i === 5) cell.dataset.figure = "accuracy";
+          if (i === 8) cell.dataset.figure = "promotions";
           row.append(cell);
         });
         return row;
@@ -174,7 +207,9 @@
     const seen = new Set();
     for (const m of event.models) {
       seen.add(m.name);
-      updateCharts(models.get(m.name) || addModel(m.name), m, event.time);
+      const entry = models.get(m.name) || addModel(m.name);
+      updateCharts(entry, m, event.time);
+      updatePromotions(entry, m);
     }
     for (const name of [...models.keys()]) if (!seen.has(name)) removeModel(name);
     renderModels(event);

@@ -3,9 +3,9 @@
 After each example the estimator learns, ``rehearsal`` more steps on examples drawn uniformly
 from a reservoir of the stream so far (:class:`~svmstream.solvers.budgeted._rehearsal.RehearsalMemory`:
 the reservoir, the hash-drawn plan of steps and BSCA's dual variables; ``docs/online.md``).
-The pipeline hands this stage to the estimator (``rehearsal_stage``), which calls
-:meth:`RehearsalStage.learn` on each block of rows its order stage releases: rehearsal sits
-between the shuffle buffer and the step, both of which still run inside the budgeted engine.
+The pipeline hands this stage to the estimator's engine, which calls :meth:`RehearsalStage.learn`
+on each block of rows the order stage (:mod:`.order`) releases: rehearsal sits between the
+order stage and the step, which plans extra steps among the rows of that block.
 A one-vs-rest BSCA model gives each binary model a stage of its own (:meth:`RehearsalStage.child`).
 
 Saved state: ``{"memory": …, "children": […]}`` under ``stages.rehearsal``, the rows under
