@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification
 
-from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, StreamingClassifier
+from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier
 from svmstream.solvers.online.selection import SelectionClassifier
 from tests.conftest import assert_examples_account
 
