@@ -48,6 +48,7 @@ _LAZY = {
     "SelectionClassifier": ".online",
     "WarmingUp": ".budgeted",
     "model_bytes": ".budgeted",
+    "window_bytes": ".budgeted",
     "resolve_sv_storage": ".budgeted",
     "DCSVMClassifier": ".exact",
     "LinearDualCDClassifier": ".linear",
@@ -98,5 +99,6 @@ __all__ = [
     "LinearDualCDClassifier",
     "WarmingUp",
     "model_bytes",
+    "window_bytes",
     "resolve_sv_storage",
 ]

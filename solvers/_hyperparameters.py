@@ -230,6 +230,10 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
       'and 4 x "scale", successive halving; docs/selection.md); null: true when the model is created '
       "with no learning setting (only classes, max_classes, n_features, remember), false otherwise",
       "service", nullable=True, cli=(), same_in_estimator=False),
+    H("selection_bytes", int, None, "bytes the racing candidates may take with the warm-up window (each "
+      "counted as a model of the same settings); as many candidates race as fit, at least one; null: "
+      "max_model_bytes less room for max_classes labels, set when the model is created",
+      "service", nullable=True, ge=0, cli=(), same_in_estimator=False),
     H("remember", bool, False, "every /predict of this model keeps its rows and answers ids for "
       "/feedback, as if it asked remember (docs/feedback.md)", "service", cli=(),
       same_in_estimator=False),

@@ -362,6 +362,7 @@ def test_stage_params_routes_each_value_to_its_stage():
         "classes",
         "remember",
         "selection",
+        "selection_bytes",
     }
     assert {"schedule", "kernel", "eta"} <= set(routed["estimator"])
     bsca = stage_params(values, "bsca")["estimator"]

@@ -155,3 +155,44 @@ def test_a_new_class_and_new_features_reach_every_survivor(moons):
     with pytest.raises(ValueError, match="expecting 3 features"):
         sel.partial_fit(X[:5], y[:5])
     assert sel.n_received_ == 1400
+
+
+def test_max_bytes_starts_only_the_candidates_that_fit(moons):
+    """``max_bytes`` bounds the race: window + k candidates (their own size estimate) fit, at
+    least one races; the count is computed by hand from ``model_bytes``/``window_bytes``."""
+    from svmstream.solvers import model_bytes, window_bytes
+    from svmstream.solvers.online.selection import race_size
+
+    X, y = moons
+    probe = small()
+    one = probe.candidate_bytes(2)
+    assert one == model_bytes(40, 2, 100, True, 2, "merge", "rbf", "auto", probe._pipeline_rehearsal_memory())
+    window = window_bytes(100, 2)
+    for k in (1, 2, 3):
+        sel = feed(small(max_bytes=window + k * one), X[:600], y[:600], [600])
+        assert sel.race_size_ == k and sel.n_survivors_ == k and sel.race()["race_size"] == k
+        assert sel.n_received_ == sel.n_learned_ + sel.n_pending_ == 600
+    alone = feed(small(max_bytes=0), X[:2500], y[:2500], [600]).flush()
+    assert alone.race_size_ == 1 and alone.rungs_ == [] and alone.leader_ == 0
+    assert race_size(3, 10, 5, None) == 3 and race_size(3, 10, 5, 34) == 2 and race_size(3, 10, 50, 0) == 1
+    # the one that races alone is the default candidate as a plain pipeline would learn it
+    twin = small(candidates=[{"gamma_factor": 1.0}]).fit(X[:2500], y[:2500])
+    np.testing.assert_array_equal(alone.decision_function(X[2500:]), twin.decision_function(X[2500:]))
+    restored = estimator_from_state(*decode_state(encode_state(*alone.get_state())))
+    assert restored.race_size_ == 1 and restored.max_bytes == 0
+
+
+def test_drift_detections_count_after_the_race_only(moons):
+    """A service reacts to the sole survivor's detections after the race; while candidates race
+    the count stays 0 (the flip below makes every candidate detect)."""
+    X, y = moons
+    sel = small(first_rung=600, pipeline_params={"on_drift": "none"})
+    feed(sel, X[:900], y[:900], [300])
+    assert sel.n_survivors_ > 1 and sel.drift_detections_ == 0
+    feed_more = np.concatenate([y[900:2500], 1 - y[:3000]])
+    Xs = np.concatenate([X[900:2500], X[:3000]])
+    for lo in range(0, Xs.shape[0], 500):
+        sel.partial_fit(Xs[lo : lo + 500], feed_more[lo : lo + 500])
+    assert sel.n_survivors_ == 1
+    survivor = sel.candidates_[sel.leader_]
+    assert sel.drift_detections_ == survivor.drift_.n_detections - sel._race_end_detections >= 1

@@ -134,3 +134,64 @@ def test_contradictory_selection_is_422_naming_the_field(start_server, tmp_path,
         assert r.json()["field"] == "selection" and words in r.json()["detail"], r.text
         assert c.get("/models/m").status_code == 404
         wait_for(lambda: c.get("/health").status_code == 200, what="health")
+
+
+def test_the_race_fits_max_model_bytes(start_server, tmp_path):
+    """A no-settings model races as many candidates as fit ``selection_bytes`` (by default
+    ``max_model_bytes`` less room for the labels) at its dimension, at least one: 6 features
+    race three; 2,000 sparse features (sparse support vectors, estimated by their 2,048-nonzero
+    bound) race one under the default 256 MiB ``max_model_bytes``, the default candidate, and every
+    example is still counted; the server's size estimate counts the candidates that race."""
+    X, y = two_moons_like(1600, d=6, seed=5)
+    server = start_server(tmp_path / "snap")
+    with server.client() as c:
+        for name in ("narrow", "wide"):
+            r = c.put(f"/models/{name}", json={})
+            assert r.status_code == 201, r.text
+            bound = r.json()["config"]["selection_bytes"]
+            assert 0 < bound < 256 * 2**20, r.json()["config"]
+        _learn(c, "narrow", X, y)
+        rng = np.random.default_rng(0)
+        for lo in range(0, 1600, 400):
+            rows = [
+                {str(int(j)): float(v) for j, v in zip(rng.choice(2000, 5, replace=False), X[i, :5])}
+                for i in range(lo, lo + 400)
+            ]
+            r = c.post("/learn", json={"model": "wide", "X": rows, "y": y[lo : lo + 400].tolist()})
+            assert r.status_code == 200, r.text
+        narrow, wide = _race(c, "narrow"), _race(c, "wide")
+        assert narrow["race_size"] == 3 and sum(x["racing"] for x in narrow["candidates"]) == 3, narrow
+        assert wide["race_size"] == 1 and [x["racing"] for x in wide["candidates"]] == [True, False, False]
+        assert wide["leader"] == 0 and wide["candidates"][0]["settings"]["gamma_factor"] == 1.0
+        for name in ("narrow", "wide"):
+            assert_examples_account(c, name, sent=1600)
+
+
+def test_a_flip_after_the_race_starts_a_warm_challenger_from_the_survivor(start_server, tmp_path):
+    """The service's default ``on_drift="challenger"`` with a selection champion: a detection
+    while candidates race starts nothing (the race is the alternative); after the race a label
+    flip starts a drift challenger copied from the sole survivor, a plain pipeline with the
+    survivor's numeric γ and rehearsal; nothing is lost."""
+    X, y = two_moons_like(12_000, d=6, seed=7)
+    y = y.copy()
+    y[6000:] = -y[6000:]
+    server = start_server(tmp_path / "snap")
+    with server.client() as c:
+        r = c.put("/models/m", json={"selection": True, "warmup": 200, "shuffle_buffer": 200})
+        assert r.status_code == 201 and r.json()["config"]["on_drift"] == "challenger", r.text
+        _learn(c, "m", X[:6000], y[:6000])
+        race = _race(c, "m")
+        assert len(race["rungs"]) == 2, race
+        survivor = race["candidates"][race["leader"]]["settings"]
+        _learn(c, "m", X[6000:], y[6000:])
+        info = c.get("/models/m").json()
+        history = info["promotion"]["history"]
+        started = [e for e in history if e["event"] == "drift challenger started"]
+        assert started and started[0]["start"] == "warm" and started[0]["at"] > 6000, history
+        promoted = [e for e in history if e["event"] == "promoted"]
+        settings = promoted[0]["settings"] if promoted else info["challengers"][0]["settings"]
+        assert settings["selection"] is False and settings["gamma"] == survivor["gamma"], settings
+        # settings list what differs from the champion's configuration (rehearsal 1 there)
+        assert settings.get("rehearsal", 1) == survivor["rehearsal"], settings
+        assert_examples_account(c, "m", sent=12_000)
+        assert info["n_discarded"] == 0

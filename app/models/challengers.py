@@ -122,12 +122,21 @@ def challenger_config(champion: ModelConfig, settings: dict[str, Any]) -> ModelC
     fixed = sorted(set(settings) & set(MODEL_FIELDS))
     if fixed:
         raise ValueError(f"{fixed[0]} is the model's, the same for every challenger")
-    return ModelConfig.model_validate({**champion.to_json(), "selection": False, **settings})
+    return ModelConfig.model_validate(
+        {**champion.to_json(), "selection": False, "selection_bytes": None, **settings}
+    )
 
 
-def drift_config(champion: ModelConfig) -> ModelConfig:
-    """The configuration of a drift challenger: the champion's with no shuffle buffer."""
-    return champion.model_copy(update={"shuffle_buffer": 0})
+def drift_config(champion: ModelConfig, leader: dict[str, Any] | None = None) -> ModelConfig:
+    """The configuration of a drift challenger: the champion's with no shuffle buffer; a
+    selection champion's with its race's winner (``leader``: numeric ``gamma`` and
+    ``rehearsal``, as the selector's ``settings_``) as a plain pipeline."""
+    if not champion.selection:
+        return champion.model_copy(update={"shuffle_buffer": 0})
+    update = {"selection": False, "selection_bytes": None, "shuffle_buffer": 0}
+    if leader is not None:
+        update.update(gamma=float(leader["gamma"]), rehearsal=int(leader["rehearsal"]))
+    return ModelConfig.model_validate({**champion.to_json(), **update})
 
 
 def differences(champion: ModelConfig, config: ModelConfig) -> dict[str, Any]:

@@ -19,12 +19,15 @@ from svmstream.app.models.limits import set_bytes
 from svmstream.app.models.rows import fitted, join_rows, learn_rows, right_of
 from svmstream.app.models.view import check_finite
 from svmstream.solvers.online.pipeline import StreamingClassifier
+from svmstream.solvers.online.selection import SelectionClassifier
 from svmstream.solvers.online.warm import warm_copy
 
 log = logging.getLogger("svmstream.challengers")
 
 
 def _detections(est) -> int:
+    if isinstance(est, SelectionClassifier):  # the sole survivor's, once the race is over
+        return int(est.drift_detections_) if fitted(est) else 0
     drift = getattr(est, "drift_", None) if fitted(est) else None
     return 0 if drift is None else int(drift.n_detections)
 
@@ -111,7 +114,7 @@ class Contest:
         """Keep a warm copy of the champion as it is at ``position`` (it learns the whole
         batch before the challengers do); none while it warms up or has not learned."""
         if _warm_copyable(est):
-            self.warm_at[position] = warm_copy(est)
+            self.warm_at[position] = warm_copy(_pipeline(est))
 
     def _keep_margins(self, est) -> None:
         margins, learned = getattr(est, "last_margins_", None), getattr(est, "last_y_", None)
@@ -228,7 +231,7 @@ class Contest:
         estimators = [warm] if warm is not None else []
         if "fresh" in kinds or warm is None:
             estimators.append(None)
-        config = drift_config(cs.champion_config)
+        config = drift_config(cs.champion_config, _leader_settings(current))
         for est in estimators:
             if len(cs.entries) >= cs.policy.max_challengers or not self._fits(config, start):
                 return
@@ -270,7 +273,7 @@ class Contest:
         has no fitted model past its warm-up there."""
         if ahead:
             return self.warm_at.get(start)
-        return warm_copy(current) if _warm_copyable(current) else None
+        return warm_copy(_pipeline(current)) if _warm_copyable(current) else None
 
     def _hold_rest(self) -> None:
         """Hold the rows of the incomplete last cell until it completes (or a flush)."""
@@ -294,8 +297,25 @@ class Contest:
                     self.cs.remove(index, "dropped", reason=str(exc))
 
 
+def _pipeline(est):
+    """The streaming pipeline that serves: ``est``, or a selector's sole survivor."""
+    if isinstance(est, SelectionClassifier):
+        alive = [c for c in est.candidates_ if c is not None] if fitted(est) else []
+        return alive[0] if len(alive) == 1 else None
+    return est
+
+
+def _leader_settings(est) -> dict | None:
+    """A selector's sole survivor's settings (numeric ``gamma``, ``rehearsal``), else None."""
+    if isinstance(est, SelectionClassifier) and _pipeline(est) is not None:
+        return est.settings_[est.leader_]
+    return None
+
+
 def _warm_copyable(est) -> bool:
-    """A fitted streaming pipeline past its warm-up window (what :func:`warm_copy` takes)."""
+    """A fitted streaming pipeline past its warm-up window (what :func:`warm_copy` takes), or a
+    selector whose race is over (its survivor is copied)."""
+    est = _pipeline(est)
     return isinstance(est, StreamingClassifier) and fitted(est) and not est.warming_up_
 
 

@@ -69,17 +69,19 @@ def make_estimator(config: ModelConfig):
     if stages.get("on_drift") == "challenger":  # the service starts the challenger: the estimator reports
         stages["on_drift"] = "none"
     if config.selection:
-        return _selection(routed["estimator"], stages)
+        return _selection(routed["estimator"], stages, config.selection_bytes)
     return StreamingClassifier(_plain_estimator(config.algorithm, routed["estimator"]), **stages)
 
 
-def _selection(params: dict[str, Any], stages: dict[str, Any]) -> SelectionClassifier:
+def _selection(params: dict[str, Any], stages: dict[str, Any], max_bytes: int | None) -> SelectionClassifier:
     """The model of ``selection``: candidates racing γ (a factor of "scale") and rehearsal
     (``docs/selection.md``), each with the model's other settings; ``rehearsal`` is each
     candidate's after its early rehearsal."""
     params = {k: v for k, v in params.items() if k not in ("gamma", "kernel")}
     own = {k: stages.pop(k) for k in ("warmup", "shuffle_buffer", "rehearsal")}
-    return SelectionClassifier(_plain_estimator("bsgd", params), **own, pipeline_params=stages)
+    return SelectionClassifier(
+        _plain_estimator("bsgd", params), **own, pipeline_params=stages, max_bytes=max_bytes
+    )
 
 
 def _plain_estimator(algorithm: str, params: dict[str, Any]):

@@ -32,7 +32,9 @@ import scipy.sparse as sp
 from svmstream.app.errors import InvalidInput
 from svmstream.app.models.config import BATCH_ALGORITHMS, LAMBDA_MIN, ModelConfig
 from svmstream.app.settings import MIB, Settings
-from svmstream.solvers import model_bytes, resolve_sv_storage
+from svmstream.solvers import model_bytes, resolve_sv_storage, window_bytes
+from svmstream.solvers.online.selection import DEFAULT_CANDIDATES
+from svmstream.solvers.online.selection import race_size as selection_race_size
 
 LABEL_BYTES = 160
 """Bytes a label costs besides a string's UTF-8 length: the string object's header (49) and
@@ -51,26 +53,45 @@ def estimate_bytes(
 ) -> int:
     """Estimated bytes of an online model of dimension ``n_features``: its arrays with
     ``n_classes`` classes (default: ``len(labels)``, else the declared classes, else 2) and its
-    ``labels`` (default: the declared classes; :func:`label_bytes`)."""
+    ``labels`` (default: the declared classes; :func:`label_bytes`).  A ``selection`` model
+    counts as many models as candidates race at that dimension (:func:`race_size`)."""
     if labels is None:
         labels = config.classes
     if n_classes is None:
         n_classes = 2 if not labels else len(labels)
+    models = race_size(config, n_features) if config.selection else 1
     return (
         label_bytes(labels)
         + warmup_bytes(config, n_features)
-        + model_bytes(
-            config.budget,
-            n_features,
-            config.shuffle_buffer,
-            config.run_guard,
-            max(2, n_classes),
-            config.maintenance,
-            config.kernel,
-            config.sv_storage,
-            config.rehearsal_memory if config.rehearsal else 0,
-        )
+        + models * _model_bytes(config, n_features, n_classes)
     )
+
+
+def _model_bytes(config: ModelConfig, n_features: int, n_classes: int, rehearses: bool | None = None) -> int:
+    rehearses = bool(config.rehearsal) if rehearses is None else rehearses
+    return model_bytes(
+        config.budget, n_features, config.shuffle_buffer, config.run_guard, max(2, n_classes),
+        config.maintenance, config.kernel, config.sv_storage, config.rehearsal_memory if rehearses else 0,
+    )  # fmt: skip
+
+
+def race_size(config: ModelConfig, n_features: int) -> int:
+    """Candidates a ``selection`` model races at dimension ``n_features``: what
+    :class:`~svmstream.solvers.online.selection.SelectionClassifier` starts with
+    ``max_bytes = selection_bytes`` (its candidates rehearse early: counted with their rehearsal
+    memory, two classes)."""
+    one = _model_bytes(config, n_features, 2, rehearses=True)
+    return selection_race_size(
+        len(DEFAULT_CANDIDATES), one, warmup_bytes(config, n_features), config.selection_bytes
+    )
+
+
+def race_bound(settings: Settings, max_classes: int | None) -> int:
+    """The default ``selection_bytes``: ``max_model_bytes`` less room for ``max_classes``
+    labels of ``max_label_length`` characters (4 UTF-8 bytes each), so that the race, its
+    window and the labels stay within ``max_model_bytes``."""
+    labels = int(max_classes or 2) * (LABEL_BYTES + 4 * settings.max_label_length)
+    return max(0, int(settings.max_model_bytes) - labels)
 
 
 def set_bytes(
@@ -90,14 +111,10 @@ def set_bytes(
 
 
 def warmup_bytes(config: ModelConfig, n_features: int) -> int:
-    """Bytes of the warm-up window when full: ``warmup`` rows of ``n_features`` values and a
-    label, 8 bytes each; rows wider than 256 features by their nonzeros (at most 2,048 of 12
-    bytes, the bound of sparse support vectors).  The solver's estimate does not count it; the
-    window holds the raw rows as received until it closes."""
-    d = max(1, int(n_features))
-    if d > 256:  # wide rows: counted by their nonzeros, as sparse support vectors are
-        return int(config.warmup) * (min(d, 2048) * 12 + 8)
-    return int(config.warmup) * (d + 1) * 8
+    """Bytes of the warm-up window when full (:func:`svmstream.solvers.window_bytes`): the
+    solver's estimate does not count it; the window holds the raw rows as received until it
+    closes."""
+    return window_bytes(config.warmup, n_features)
 
 
 def _mb(n: int) -> str:

@@ -56,7 +56,7 @@ from svmstream.app.models.contested import new_counted_configs
 from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
 from svmstream.app.models.learners import LearnerPool
-from svmstream.app.models.limits import check_capacity, check_config_limits, check_growth
+from svmstream.app.models.limits import check_capacity, check_config_limits, check_growth, race_bound
 from svmstream.app.models.parking import park_idle
 from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
@@ -140,6 +140,8 @@ class Registry:
         merged.update(resolve_selection(given, explicit))
         # the algorithm given, else a C without lambda runs BSCA (docs/defaults.md)
         merged["algorithm"] = default_algorithm({**explicit, **given})
+        if merged.get("selection") and merged.get("selection_bytes") is None:
+            merged["selection_bytes"] = race_bound(self.settings, merged.get("max_classes"))
         return ModelConfig.model_validate(merged)
 
     def check_config(self, config: ModelConfig) -> None:

@@ -1,6 +1,6 @@
 """Budgeted online kernel SVMs: BSGD and BSCA with budget maintenance (merge, remove, project)."""
 
-from ._base import WarmingUp, model_bytes
+from ._base import WarmingUp, model_bytes, window_bytes
 from ._classes import StreamingBSCA, StreamingBSGD
 from ._estimators import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClassifier
 from ._rehearsal import RehearsalMemory, memory_capacity
@@ -16,5 +16,6 @@ __all__ = [
     "WarmingUp",
     "memory_capacity",
     "model_bytes",
+    "window_bytes",
     "resolve_sv_storage",
 ]

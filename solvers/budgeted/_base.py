@@ -36,7 +36,7 @@ from ._merging import N_DIAG
 from ._preprocessing import buffer_capacity, csr_arrays, guard_capacity, scale_gamma, scale_gamma_sparse
 from ._publish import published_copy
 from ._rehearsal import memory_capacity
-from ._sparse_pool import new_arena, resolve_sv_storage, sparse_model_bytes
+from ._sparse_pool import SV_NNZ_BOUND, new_arena, resolve_sv_storage, sparse_model_bytes
 from ._state import (
     C_MAINTENANCE,
     C_MERGES,
@@ -92,6 +92,17 @@ def resolve_lambda(lambda_, C, n_samples, n_rows=None):
             f"1/(lambda t)), got {lam!r}"
         )
     return lam
+
+
+def window_bytes(warmup, n_features):
+    """Bytes of a warm-up window when full: ``warmup`` rows of ``n_features`` values and a label,
+    8 bytes each; rows wider than 256 features by their nonzeros (at most 2,048 of 12 bytes, the
+    bound of sparse support vectors).  :func:`model_bytes` does not count it (the window holds
+    the raw rows as received until it closes)."""
+    d = max(1, int(n_features))
+    if d > SPARSE_MIN_FEATURES:  # wide rows: counted by their nonzeros, as sparse support vectors are
+        return int(warmup) * (min(d, SV_NNZ_BOUND) * 12 + 8)
+    return int(warmup) * (d + 1) * 8
 
 
 def model_bytes(

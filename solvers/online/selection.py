@@ -38,8 +38,8 @@ from sklearn.utils._param_validation import HasMethods, Interval
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_X_y
 
-from .._params import DEFAULT_SHUFFLE_BUFFER, DEFAULT_WARMUP
-from ..budgeted import BudgetedSGDClassifier, WarmingUp
+from .._params import DEFAULT_REHEARSAL_MEMORY, DEFAULT_SHUFFLE_BUFFER, DEFAULT_WARMUP
+from ..budgeted import BudgetedSGDClassifier, WarmingUp, model_bytes, window_bytes
 from ..budgeted._base import resolve_lambda
 from ..persistence import estimator_from_state, register_estimator
 from .pipeline import StreamingClassifier
@@ -55,6 +55,25 @@ CANDIDATE_KEYS = {"gamma_factor": Real, "C": Real, "rehearsal": Integral}
 #: Rungs are decided every this many examples received past the window (at exact counts, so the
 #: race does not depend on how the stream is cut into batches).
 CHECK_EVERY = 256
+
+
+def race_size(n_candidates, candidate_bytes, window, max_bytes):
+    """How many candidates race within ``max_bytes``: the first ``k`` (at least one) such that
+    the warm-up window (``window`` bytes) and ``k`` candidates of ``candidate_bytes`` each fit
+    (:func:`~svmstream.solvers.model_bytes`, :func:`~svmstream.solvers.window_bytes`);
+    ``max_bytes`` None: all ``n_candidates``.  Returns an int in ``[1, n_candidates]``."""
+    if max_bytes is None:
+        return int(n_candidates)
+    room = (int(max_bytes) - int(window)) // max(1, int(candidate_bytes))
+    return int(max(1, min(int(n_candidates), room)))
+
+
+def _detections(pipeline):
+    """Drift detections of a candidate pipeline (0 before it has learned)."""
+    try:
+        return int(pipeline.drift_.n_detections)
+    except AttributeError:
+        return 0
 
 
 def _probe_gamma(batches, warmup, scaling):
@@ -116,6 +135,10 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
     eta : float > 1, default=2.0
         At each rung ``ceil(s / eta)`` of the ``s`` survivors are kept; rung k is held when every
         survivor has learned ``first_rung · eta^(k-1)`` examples.
+    max_bytes : int >= 0 or None, default=None
+        Bytes the race may take: when the window closes (the dimension d known) only the first
+        :func:`race_size` candidates start (at least one), each counted by
+        :meth:`candidate_bytes`, with the window; None: every candidate races.
 
     Attributes
     ----------
@@ -160,6 +183,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         "first_rung": [Interval(Integral, 1, None, closed="left")],
         "eta": [Interval(Real, 1, None, closed="neither")],
         "pipeline_params": [dict, None],
+        "max_bytes": [Interval(Integral, 0, None, closed="left"), None],
     }
 
     def __init__(
@@ -175,6 +199,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         first_rung=2000,
         eta=2.0,
         pipeline_params=None,
+        max_bytes=None,
     ):
         self.estimator = estimator
         self.candidates = candidates
@@ -186,6 +211,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         self.first_rung = first_rung
         self.eta = eta
         self.pipeline_params = pipeline_params
+        self.max_bytes = max_bytes
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -263,6 +289,26 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
             rehearsal=setting["early_rehearsal"] if setting["early"] else setting["rehearsal"],
         )
 
+    def candidate_bytes(self, n_features):
+        """Estimated bytes of one candidate of dimension ``n_features`` with two classes
+        (:func:`~svmstream.solvers.model_bytes`: SVs, shuffle buffer, run guard, rehearsal
+        memory), the figure :func:`race_size` divides ``max_bytes`` by."""
+        plain, pp = self._plain(), self.pipeline_params or {}
+        return model_bytes(
+            plain.budget, n_features, self.shuffle_buffer, pp.get("run_guard", True), 2,
+            plain.maintenance, "rbf", plain.sv_storage, self._pipeline_rehearsal_memory(),
+        )  # fmt: skip
+
+    def _pipeline_rehearsal_memory(self):
+        """Rows each candidate remembers for rehearsal (0 when none rehearses)."""
+        if not (self.rehearsal or self.early_rehearsal):
+            return 0
+        return (self.pipeline_params or {}).get("rehearsal_memory", DEFAULT_REHEARSAL_MEMORY)
+
+    def _race_size(self, n_candidates):
+        d = self.n_features_in_
+        return race_size(n_candidates, self.candidate_bytes(d), window_bytes(self.warmup, d), self.max_bytes)
+
     def _start_candidates(self):
         """Close the selector's window: resolve scaling and γ, start every candidate and pass it
         the held rows."""
@@ -271,14 +317,17 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         )
         self.gamma_scale_ = gamma
         self.settings_ = self._settings(scaling, gamma)
-        self.candidates_ = [self._pipeline(s) for s in self.settings_]
+        self.race_size_ = self._race_size(len(self.settings_))
+        self.candidates_ = [
+            self._pipeline(s) if i < self.race_size_ else None for i, s in enumerate(self.settings_)
+        ]
         held, self._held = self._held, []
         k = len(self.candidates_)
         self._score = np.zeros((k, 4), dtype=np.int64)  # segment correct, total; all correct, total
         self._hits = [np.zeros(0, dtype=np.int8) for _ in range(k)]  # 1: right, in learning order
         for X, y in held:
-            for i, est in enumerate(self.candidates_):
-                est.partial_fit(X, y, classes=self.classes_)
+            for i in self._alive():
+                self.candidates_[i].partial_fit(X, y, classes=self.classes_)
                 self._record(i)
 
     def _record(self, i):
@@ -354,6 +403,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
                 self._hits[i] = np.zeros(0, dtype=np.int8)
         if len(keep) == 1:  # the race is over: the history is no longer read
             self._hits[keep[0]] = np.zeros(0, dtype=np.int8)
+            self._race_end_detections = _detections(self.candidates_[keep[0]])
         self.rungs_.append(
             {
                 "received": int(self.n_received_),
@@ -380,6 +430,16 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         hits = self._hits[i]
         recent = hits[hits.shape[0] // 2 :]
         return float(recent.mean()) if recent.shape[0] else 0.0
+
+    @property
+    def drift_detections_(self):
+        """Drift detections of the sole survivor since the race ended; 0 while the window is
+        open or candidates race (the race is then the alternative a detection would start)."""
+        check_is_fitted(self)
+        alive = self._alive()
+        if len(alive) != 1:
+            return 0
+        return max(0, _detections(self.candidates_[alive[0]]) - self._race_end_detections)
 
     @property
     def n_survivors_(self):
@@ -448,6 +508,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
 
     def _begin(self, classes):
         self.__dict__.pop("n_features_in_", None)
+        self.__dict__.pop("race_size_", None)
         self.classes_ = np.unique(np.asarray(classes))
         self._held = []
         self.candidates_ = []
@@ -456,6 +517,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         self.n_received_ = 0
         self._past = 0
         self._segment_open = False
+        self._race_end_detections = 0
         self._score = np.zeros((0, 4), dtype=np.int64)
         self._hits = []
 
@@ -584,6 +646,8 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
             "rungs": [dict(r) for r in self.rungs_],
             "leader": self.leader_ if alive else None,
             "window": {"held": self._n_held(), "warmup": int(self.warmup)},
+            "race_size": self.__dict__.get("race_size_"),
+            "max_bytes": self.max_bytes,
         }
 
     #: Figures of the leader a service reads (``GET /models``, the finite check, the meters).
@@ -673,6 +737,8 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
             "settings": self.settings_,
             "rungs": self.rungs_,
             "gamma_scale": getattr(self, "gamma_scale_", None),
+            "race_size": self.__dict__.get("race_size_"),
+            "race_end_detections": int(self._race_end_detections),
         }
         return arrays, meta
 
@@ -709,4 +775,9 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         est.rungs_ = [dict(r) for r in meta["rungs"]]
         if meta.get("gamma_scale") is not None:
             est.gamma_scale_ = float(meta["gamma_scale"])
+        if meta.get("race_size") is not None:
+            est.race_size_ = int(meta["race_size"])
+        elif est.settings_:  # saved before race_size: every candidate raced
+            est.race_size_ = len(est.settings_)
+        est._race_end_detections = int(meta.get("race_end_detections", 0))
         return est
