@@ -104,19 +104,23 @@ def test_a_short_stream_stays_in_the_window_until_flush():
     assert sel.n_learned_ == 60 and sel.n_survivors_ == 3
 
 
+@pytest.mark.parametrize("rule", ["recent", "evidence"])
 @pytest.mark.parametrize("cut", [50, 700, 1300, 2100])
-def test_a_saved_state_continues_identically(moons, cut):
+def test_a_saved_state_continues_identically(moons, cut, rule):
     X, y = moons
-    sel = feed(small(), X[:cut], y[:cut], [333])
+    sel = feed(small(leader=rule), X[:cut], y[:cut], [333])
     arrays, meta = decode_state(encode_state(*sel.get_state()))
     back = estimator_from_state(arrays, meta)
     assert type(back) is SelectionClassifier and back.n_received_ == cut
+    if cut > 100:  # the window has closed: the leader and its test as saved
+        assert back.leader_ == sel.leader_ and back.race() == sel.race()
     feed_rest = [(sel, X, y), (back, X, y)]
     for est, Xs, ys in feed_rest:
         for lo in range(cut, 2800, 250):
             est.partial_fit(Xs[lo : min(lo + 250, 2800)], ys[lo : min(lo + 250, 2800)], classes=[0, 1])
         est.flush()
-    assert back.rungs_ == sel.rungs_ and back.leader_ == sel.leader_
+    assert back.rungs_ == sel.rungs_ and back.leader_ == sel.leader_ and back.leader == rule
+    assert back.race() == sel.race()
     np.testing.assert_array_equal(back.decision_function(X[2800:]), sel.decision_function(X[2800:]))
 
 
