@@ -8,6 +8,8 @@ One command::
                                                          #   -> results/selection_explore.*
     python -m benchmarks.bench_selection --http          # through a real server's /learn
                                                          #   -> results/selection_http.*
+    python -m benchmarks.bench_selection --leader        # both leader rules, short streams
+                                                         #   -> results/selection_leader.*
 
 Each set is one pass, B = 500 per candidate, no settings: the estimator the service would run
 (:class:`svmstream.solvers.online.selection.SelectionClassifier`, measured directly, batches of
@@ -25,6 +27,15 @@ its classes (no settings: the service builds the selector), ``POST /learn`` in b
 rows (sparse sets as ``{"index": value}`` rows), ``POST /models/{name}/flush``, ``POST /predict``;
 the service process's CPU seconds; beside it the selector run in this process on the same batches
 (the accuracies must agree) and ``SVC()``.
+
+``--leader``: on the sets whose race ends with more than one survivor (no last rung), each leader
+rule (``leader="evidence"`` and ``"recent"``) and each variant of :data:`LEADER_VARIANTS`.  The rule
+changes only which candidate answers, so one run per variant serves both rules: after ``flush()``
+every surviving candidate is scored on the test rows and each rule's leader is read from the same
+selector (``set_params(leader=...)``).  With no rung every candidate survives, so "best single" is
+the best of them — the candidates alone, as the acceptance table runs them.  Each run also checks
+that the candidates' prequential hits are paired (every candidate learned the same labels in the
+same order: ``paired``).
 
 The steady-state CPU ratio (selector after its last rung / the surviving pipeline alone, over the
 same following rows) is measured interleaved, A B A B for :data:`ROUNDS` rounds, median of the
@@ -60,6 +71,17 @@ BATCH = 1000
 ROUNDS = 3
 TAIL_MIN = 5000
 TAIL_ROWS = 150_000
+#: The sets whose race ends before any rung (and the choose sets among them).
+LEADER_SETS = (
+    "dna", "pendigits", "phishing", "reuters",
+    "digits", "bananas", "breast_cancer", "vehicle", "segment", "satellite",
+)  # fmt: skip
+#: ``--leader``: the selector's own settings tried beside the defaults.
+LEADER_VARIANTS = {
+    "default": {},
+    "early_rehearsal 8": {"early_rehearsal": 8},
+    "+16·scale": {"candidates": [*DEFAULT_CANDIDATES, {"gamma_factor": 16.0}]},
+}
 EXPLORE_GAMMA = tuple(
     float(g) for g in os.environ.get("SELECTION_EXPLORE_GAMMA", "0.0625,0.25,1,4,16").split(",")
 )
@@ -315,6 +337,95 @@ def http_table(sets, orders, out: str = "selection_http") -> int:
     return 0
 
 
+class _PairedSelector(SelectionClassifier):
+    """The selector, also keeping each candidate's learned labels in order (the pairing check)."""
+
+    def _record(self, i):
+        if "_labels" not in self.__dict__:
+            self._labels = {}
+        est = self.candidates_[i]
+        self._labels.setdefault(i, []).append(np.asarray(est.last_y_).copy())
+        super()._record(i)
+
+    def paired(self) -> bool:
+        seqs = [np.concatenate(v) if v else np.zeros(0) for _, v in sorted(self._labels.items())]
+        return all(np.array_equal(seqs[0], q) for q in seqs[1:])
+
+
+def leader_table(sets, orders, variants, out: str = "selection_leader") -> int:
+    """Both leader rules on every set, order and variant of :data:`LEADER_VARIANTS`."""
+    rows = []
+    for name in sets:
+        for order in orders:
+            X, y, Xt, yt = stream(name, order)
+            if name not in _SVC:
+                _SVC[name] = svc_reference(X, y, Xt, yt)
+            ref = _SVC[name]
+            for variant in variants:
+                sel = _PairedSelector(
+                    BudgetedSGDClassifier(budget=500, random_state=0), **LEADER_VARIANTS[variant]
+                )
+                res = run(sel, X, y, Xt, yt)
+                row = {
+                    "set": name,
+                    "role": "choose" if name in CHOOSE else "check",
+                    "order": order,
+                    "variant": variant,
+                    "train rows": X.shape[0],
+                    "rungs": len(sel.rungs_),
+                    "survivors": sel.n_survivors_,
+                    "paired": sel.paired(),
+                    "svc_%": ref["svc_%"],
+                    "µs/example": res["cpu_us_per_example"],
+                }
+                if sel.n_survivors_ < 2:
+                    row["note"] = "one survivor: the leader rule cannot change it"
+                    rows.append(row)
+                    continue
+                accs = {i: 100 * float(np.mean(sel.candidates_[i].predict(Xt) == yt)) for i in sel._alive()}
+                for i, a in accs.items():
+                    row[f"{sel.settings_[i]['gamma_factor']:g}·scale_%"] = a
+                best = max(accs, key=lambda i: (accs[i], -i))
+                row["best single_%"] = accs[best] if not sel.rungs_ else None
+                row["best single"] = f"{sel.settings_[best]['gamma_factor']:g}·scale"
+                test = sel.leader_test()
+                row["window"] = test["window"]
+                row["prequential 2nd half %"] = {
+                    f"{sel.settings_[i]['gamma_factor']:g}·scale": round(100 * sel._recent_accuracy(i), 2)
+                    for i in sel._alive()
+                }
+                row["evidence p"] = {
+                    f"{sel.settings_[int(k)]['gamma_factor']:g}·scale": round(v["p"], 6)
+                    for k, v in test["challengers"].items()
+                }
+                for rule in ("evidence", "recent"):
+                    sel.set_params(leader=rule)
+                    i = sel.leader_
+                    row[f"{rule} leader"] = f"{sel.settings_[i]['gamma_factor']:g}·scale"
+                    row[f"{rule}_%"] = accs[i]
+                    row[f"{rule} gap to SVC() pp"] = accs[i] - ref["svc_%"]
+                    gap_best = accs[i] - accs[best]
+                    row[f"{rule} gap to best pp"] = gap_best
+                    row[f"{rule} meets"] = bool(accs[i] - ref["svc_%"] >= -1.0 and gap_best >= -0.5)
+                rows.append(row)
+                print(row, flush=True)
+                write_results(
+                    out,
+                    {"machine": machine(), "rows": rows, "variants": LEADER_VARIANTS},
+                    rows,
+                    "Online model selection: the leader rules on short streams",
+                    "One pass, B = 500 per candidate, batches of 1000, no settings except the variant. "
+                    "'evidence': the first candidate (1·scale) leads unless another survivor is better by "
+                    "a one-sided exact McNemar test on the paired prequential hits of the second half, "
+                    "Bonferroni over the other survivors, alpha 0.05 ('evidence p': each challenger's p); "
+                    "'recent': the best prequential accuracy over the second half. 'best single': the best "
+                    "surviving candidate on the test rows (hindsight). 'meets': within 1.0 pp of SVC() "
+                    "or above and within 0.5 pp of the best single. 'paired': every candidate learned the "
+                    "same labels in the same order.",
+                )
+    return 0
+
+
 def write(out: str, rows: list[dict]) -> None:
     payload = {"machine": machine(), "rows": rows, "candidates": list(DEFAULT_CANDIDATES)}
     params = selector().get_params()
@@ -386,8 +497,14 @@ def main(argv=None) -> int:
     ap.add_argument("--gammas", default="", help="--explore: gamma factors (default 1/16,1/4,1,4,16)")
     ap.add_argument("--Cs", default="", help="--explore: C values (default 1,10)")
     ap.add_argument("--http", action="store_true", help="through a real server's /learn -> selection_http")
+    ap.add_argument("--leader", action="store_true", help="both leader rules -> selection_leader")
+    ap.add_argument("--variants", default=",".join(LEADER_VARIANTS), help="--leader: of LEADER_VARIANTS")
     args = ap.parse_args(argv)
     orders = args.orders.split(",")
+    if args.leader:
+        sets = LEADER_SETS if args.sets == ",".join(CHOOSE + CHECK) else tuple(args.sets.split(","))
+        out = args.out if args.out != "selection" else "selection_leader"
+        return leader_table(sets, orders, args.variants.split(","), out)
     if args.http:
         sets = CHOOSE if args.sets == ",".join(CHOOSE + CHECK) else tuple(args.sets.split(","))
         return http_table(sets, orders)

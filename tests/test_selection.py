@@ -8,7 +8,7 @@ from sklearn.datasets import make_classification, make_moons
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
-from svmstream.solvers.online.selection import CHECK_EVERY, SelectionClassifier
+from svmstream.solvers.online.selection import CHECK_EVERY, SelectionClassifier, mcnemar_p
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 
@@ -104,19 +104,23 @@ def test_a_short_stream_stays_in_the_window_until_flush():
     assert sel.n_learned_ == 60 and sel.n_survivors_ == 3
 
 
+@pytest.mark.parametrize("rule", ["recent", "evidence"])
 @pytest.mark.parametrize("cut", [50, 700, 1300, 2100])
-def test_a_saved_state_continues_identically(moons, cut):
+def test_a_saved_state_continues_identically(moons, cut, rule):
     X, y = moons
-    sel = feed(small(), X[:cut], y[:cut], [333])
+    sel = feed(small(leader=rule), X[:cut], y[:cut], [333])
     arrays, meta = decode_state(encode_state(*sel.get_state()))
     back = estimator_from_state(arrays, meta)
     assert type(back) is SelectionClassifier and back.n_received_ == cut
+    if cut > 100:  # the window has closed: the leader and its test as saved
+        assert back.leader_ == sel.leader_ and back.race() == sel.race()
     feed_rest = [(sel, X, y), (back, X, y)]
     for est, Xs, ys in feed_rest:
         for lo in range(cut, 2800, 250):
             est.partial_fit(Xs[lo : min(lo + 250, 2800)], ys[lo : min(lo + 250, 2800)], classes=[0, 1])
         est.flush()
-    assert back.rungs_ == sel.rungs_ and back.leader_ == sel.leader_
+    assert back.rungs_ == sel.rungs_ and back.leader_ == sel.leader_ and back.leader == rule
+    assert back.race() == sel.race()
     np.testing.assert_array_equal(back.decision_function(X[2800:]), sel.decision_function(X[2800:]))
 
 
@@ -196,3 +200,103 @@ def test_drift_detections_count_after_the_race_only(moons):
     assert sel.n_survivors_ == 1
     survivor = sel.candidates_[sel.leader_]
     assert sel.drift_detections_ == survivor.drift_.n_detections - sel._race_end_detections >= 1
+
+
+def _brute_force_p(better, worse):
+    """P(X >= better), X ~ Binomial(better + worse, 1/2), by counting every sign vector."""
+    n = better + worse
+    if n == 0:
+        return 1.0
+    codes = np.arange(2**n, dtype=np.int64)
+    ones = sum((codes >> bit) & 1 for bit in range(n))
+    return float(np.count_nonzero(ones >= better)) / 2**n
+
+
+@pytest.mark.parametrize("better,worse", [(0, 0), (0, 3), (3, 0), (7, 2), (8, 0), (13, 4), (14, 5), (5, 5)])
+def test_mcnemar_p_is_the_exact_binomial_tail(better, worse):
+    assert mcnemar_p(better, worse) == pytest.approx(_brute_force_p(better, worse), rel=1e-12, abs=0)
+
+
+def _hits(first_half, second_half):
+    return np.array(list(first_half) + list(second_half), dtype=np.int8)
+
+
+def test_the_evidence_rule_on_hand_made_hits():
+    # window of 40 paired examples: the incumbent (candidate 0) is right on 20 of them; candidate 1
+    # is right on 8 more (8 better, 0 worse: p = 2^-8); candidate 2 on 9 more, but with 14 better
+    # and 5 worse (p = 0.0318 > 0.05 / 2): candidate 1 leads, though candidate 2 is more accurate
+    X, y = make_moons(n_samples=60, noise=0.2, random_state=0)
+    sel = small(leader="evidence").partial_fit(X, y, classes=[0, 1]).flush()
+    assert sel.n_survivors_ == 3 and not sel.rungs_
+    inc = [1] * 20 + [0] * 20
+    one = [1] * 20 + [1] * 8 + [0] * 12
+    two = [1] * 15 + [0] * 5 + [1] * 14 + [0] * 6
+    start = [0, 1] * 20  # the first half does not count
+    sel._hits = [_hits(start, h) for h in (inc, one, two)]
+    test = sel.leader_test()
+    assert test["window"] == 40 and test["incumbent"] == 0 and test["level"] == 0.025
+    c1, c2 = test["challengers"]["1"], test["challengers"]["2"]
+    assert (c1["better"], c1["worse"], c2["better"], c2["worse"]) == (8, 0, 14, 5)
+    assert c1["p"] == pytest.approx(_brute_force_p(8, 0)) and c1["passes"]
+    assert c2["p"] == pytest.approx(_brute_force_p(14, 5)) and not c2["passes"]
+    assert (c1["accuracy"], c2["accuracy"], test["incumbent_accuracy"]) == (0.7, 0.725, 0.5)
+    assert sel.leader_ == 1 == test["leader"]
+    assert sel.set_params(leader="recent").leader_ == 2
+    race = sel.race()
+    assert race["leader_rule"] == "recent" and race["leader_test"]["challengers"]["2"]["better"] == 14
+    # with candidate 0 out of the race the first survivor is the incumbent, and one challenger is
+    # tested at the whole level 0.05: candidate 2 against 1 has 6 better, 5 worse (p = 1/2)
+    sel.set_params(leader="evidence").candidates_[0] = None
+    test = sel.leader_test()
+    assert test["incumbent"] == 1 and test["level"] == 0.05
+    c2 = test["challengers"]["2"]
+    assert (c2["better"], c2["worse"]) == (6, 5) and c2["p"] == pytest.approx(_brute_force_p(6, 5))
+    assert c2["p"] == pytest.approx(0.5) and test["leader"] == 1 == sel.leader_
+    assert sel.set_params(leader="recent").leader_ == 2
+
+
+def test_no_discordant_pair_keeps_the_incumbent():
+    X, y = make_moons(n_samples=60, noise=0.2, random_state=0)
+    sel = small(leader="evidence").partial_fit(X, y, classes=[0, 1]).flush()
+    sel._hits = [_hits([1] * 10, [1, 0] * 10) for _ in range(3)]
+    assert sel.leader_ == 0 and sel.leader_test()["challengers"]["2"]["p"] == 1.0
+
+
+def test_candidates_learn_the_same_labels_in_the_same_order_whatever_the_rule():
+    # the paired test needs it: a label-sorted start (the run guard replays) and batches that
+    # never cross a checkpoint, so each call's last_y_ is all that call learned (the shuffle buffer
+    # is paired in benchmarks/results/selection_leader: column "paired")
+    X, y = make_moons(n_samples=4200, noise=0.25, random_state=3)
+    sort = 600 + np.argsort(y[600:3000], kind="stable")
+    order = np.concatenate([np.arange(600), sort, np.arange(3000, 4200)])
+    X, y = X[order], y[order]
+    runs = {}
+    for rule in ("evidence", "recent"):
+        sel = small(warmup=128, first_rung=1500, shuffle_buffer=0, leader=rule)
+        seen = {i: [] for i in range(3)}
+        for lo in range(0, 3840, 64):
+            sel.partial_fit(X[lo : lo + 64], y[lo : lo + 64], classes=[0, 1])
+            for i in sel._alive():
+                if sel.n_survivors_ > 1 and sel.candidates_[i].n_learned_:
+                    seen[i].append(sel.candidates_[i].last_y_.copy())
+        alive = sel._alive()
+        assert sum(c.n_replayed_ for c in sel.candidates_ if c is not None) > 0  # the guard fired
+        firsts = [np.concatenate(seen[i]) for i in range(3) if seen[i]]
+        n = min(f.shape[0] for f in firsts)
+        assert n > 500 and all(np.array_equal(firsts[0][:n], f[:n]) for f in firsts)
+        runs[rule] = (sel.rungs_, [sel.candidates_[i].decision_function(X[3840:]) for i in alive])
+    assert runs["evidence"][0] == runs["recent"][0]
+    for a, b in zip(runs["evidence"][1], runs["recent"][1], strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_rule_is_saved_and_an_older_state_keeps_the_recent_rule(moons):
+    X, y = moons
+    assert small().leader == "recent"
+    sel = feed(small(leader="evidence"), X[:1500], y[:1500], [500])
+    arrays, meta = decode_state(encode_state(*sel.get_state()))
+    assert estimator_from_state(arrays, meta).leader == "evidence"
+    del meta["params"]["leader"]
+    assert estimator_from_state(arrays, meta).leader == "recent"
+    with pytest.raises(ValueError, match="leader"):
+        small(leader="best").fit(X[:200], y[:200])

@@ -33,8 +33,9 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.stats import binom
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils._param_validation import HasMethods, Interval
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_X_y
 
@@ -52,6 +53,10 @@ DEFAULT_CANDIDATES = (
 )
 #: What a candidate may set.
 CANDIDATE_KEYS = {"gamma_factor": Real, "C": Real, "rehearsal": Integral}
+#: The leader rules (:attr:`SelectionClassifier.leader_`).
+LEADER_RULES = ("recent", "evidence")
+#: The evidence rule's family-wise level: a survivor replaces the first one only at p <= this / m.
+LEADER_ALPHA = 0.05
 #: Rungs are decided every this many examples received past the window (at exact counts, so the
 #: race does not depend on how the stream is cut into batches).
 CHECK_EVERY = 256
@@ -99,6 +104,21 @@ def _probe_gamma(batches, warmup, scaling):
     return probe.scaling_, float(probe.gamma_)
 
 
+def mcnemar_p(better: int, worse: int) -> float:
+    """One-sided exact McNemar test (McNemar, *Psychometrika* 12, 1947; the exact conditional
+    form, e.g. Fagerland, Lydersen & Laake, *BMC Med. Res. Methodol.* 13:91, 2013; recommended for
+    comparing two classifiers on the same examples by Dietterich, *Neural Computation* 10(7),
+    1998).  Of the ``better + worse`` discordant pairs — examples one classifier got right and the
+    other wrong — ``better`` favour the challenger; under the null hypothesis (equal accuracy)
+    ``better ~ Binomial(better + worse, 1/2)``.  Returns ``P(X >= better)``, a float in [0, 1]
+    (1.0 with no discordant pair).  The prequential hits of a learning model are not independent
+    examples: the level is nominal."""
+    n = int(better) + int(worse)
+    if n == 0:
+        return 1.0
+    return float(binom.sf(int(better) - 1, n, 0.5))
+
+
 @register_estimator
 class SelectionClassifier(ClassifierMixin, BaseEstimator):
     """Successive halving over candidate streaming pipelines: the model of a stream with no settings.
@@ -139,14 +159,23 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         Bytes the race may take: when the window closes (the dimension d known) only the first
         :func:`race_size` candidates start (at least one), each counted by
         :meth:`candidate_bytes`, with the window; None: every candidate races.
+    leader : {"recent", "evidence"}, default="recent"
+        Which survivor predicts while more than one races (a short stream ends so).  Both read the
+        prequential 0/1 hits of the second half of the examples learned (every candidate learns the
+        same examples in the same order, so the hits are paired).  ``"evidence"``: the first
+        survivor in candidate order (the default candidate, 1 × "scale", while it races) leads
+        unless another is better by a one-sided exact McNemar test (:func:`mcnemar_p`) at level
+        ``LEADER_ALPHA / m``, Bonferroni over the ``m`` other survivors; among those that pass,
+        the best accuracy.  ``"recent"``: the best accuracy, no test.  The rule changes only
+        which candidate answers, never what any candidate learns (the measurements that chose the
+        default: ``docs/selection.md``).
 
     Attributes
     ----------
     candidates_ : list of StreamingClassifier or None — the racing pipelines (None: dropped);
         empty while the warm-up window is open
     settings_ : list of dict — each candidate's resolved settings (``gamma`` is numeric)
-    leader_ : int — the candidate that predicts: the survivor with the best prequential accuracy
-        over the second half of the examples it learned (the sole survivor after the last rung)
+    leader_ : int — the candidate that predicts (``leader``; the sole survivor after the last rung)
     rungs_ : list of dict — each rung's position, scores and the candidates kept
     n_received_, n_learned_, n_pending_ : int — ``n_received_ = n_learned_ + n_pending_``
     classes_ : ndarray — the labels (from the first call's ``classes``)
@@ -184,6 +213,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         "eta": [Interval(Real, 1, None, closed="neither")],
         "pipeline_params": [dict, None],
         "max_bytes": [Interval(Integral, 0, None, closed="left"), None],
+        "leader": [StrOptions(set(LEADER_RULES))],
     }
 
     def __init__(
@@ -200,6 +230,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         eta=2.0,
         pipeline_params=None,
         max_bytes=None,
+        leader="recent",
     ):
         self.estimator = estimator
         self.candidates = candidates
@@ -212,6 +243,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         self.eta = eta
         self.pipeline_params = pipeline_params
         self.max_bytes = max_bytes
+        self.leader = leader
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -416,13 +448,17 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
 
     @property
     def leader_(self):
-        """The candidate that predicts (index into ``candidates_``)."""
+        """The candidate that predicts (index into ``candidates_``), by the ``leader`` rule."""
         check_is_fitted(self)
         alive = self._alive()
         if not alive:
             raise AttributeError("no candidate before the warm-up window closes")
-        acc = [self._recent_accuracy(i) for i in alive]
-        return alive[min(range(len(alive)), key=lambda j: (-acc[j], alive[j]))]
+        if len(alive) == 1:
+            return alive[0]
+        if self.leader == "recent":
+            acc = [self._recent_accuracy(i) for i in alive]
+            return alive[min(range(len(alive)), key=lambda j: (-acc[j], alive[j]))]
+        return self.leader_test()["leader"]
 
     def _recent_accuracy(self, i):
         """Prequential accuracy of candidate ``i`` over the second half of what it has learned
@@ -430,6 +466,48 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         hits = self._hits[i]
         recent = hits[hits.shape[0] // 2 :]
         return float(recent.mean()) if recent.shape[0] else 0.0
+
+    def _recent_hits(self, alive):
+        """The survivors' 0/1 hits over the second half of the examples they all learned,
+        (len(alive), m) int8, aligned column by column."""
+        n = min(self._hits[i].shape[0] for i in alive)
+        return np.stack([self._hits[i][n // 2 : n] for i in alive]) if alive else np.zeros((0, 0), np.int8)
+
+    def leader_test(self):
+        """The evidence rule's figures: ``incumbent`` (the first survivor), ``leader``, and per
+        other survivor its ``accuracy``, the discordant pairs ``better`` (it right, the incumbent
+        wrong) and ``worse``, the one-sided exact McNemar ``p`` and whether it ``passes``
+        ``p <= LEADER_ALPHA / m`` (JSON-ready; keys of ``challengers`` are candidate indices)."""
+        check_is_fitted(self)
+        alive = self._alive()
+        if not alive:
+            return {"incumbent": None, "leader": None, "window": 0, "level": None, "challengers": {}}
+        hits = self._recent_hits(alive)
+        acc = hits.mean(axis=1) if hits.shape[1] else np.zeros(len(alive))
+        level = LEADER_ALPHA / max(len(alive) - 1, 1)
+        out, leader = {}, 0
+        for j in range(1, len(alive)):
+            better = int(np.count_nonzero((hits[j] == 1) & (hits[0] == 0)))
+            worse = int(np.count_nonzero((hits[j] == 0) & (hits[0] == 1)))
+            p = mcnemar_p(better, worse)
+            passes = bool(p <= level)
+            out[str(alive[j])] = {
+                "accuracy": float(acc[j]),
+                "better": better,
+                "worse": worse,
+                "p": p,
+                "passes": passes,
+            }
+            if passes and (leader == 0 or acc[j] > acc[leader]):
+                leader = j
+        return {
+            "incumbent": alive[0],
+            "incumbent_accuracy": float(acc[0]),
+            "leader": alive[leader],
+            "window": int(hits.shape[1]),
+            "level": level,
+            "challengers": out,
+        }
 
     @property
     def drift_detections_(self):
@@ -623,7 +701,8 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
     def race(self):
         """The race as JSON: ``candidates`` (each one's settings, whether it still races, examples
         learned, prequential accuracy over its last scored segment and over the second half of
-        what it learned), ``rungs`` and ``leader`` (None while the window is open)."""
+        what it learned), ``rungs``, ``leader`` (None while the window is open), the ``leader_rule``
+        and, while more than one races, the evidence rule's ``leader_test`` (:meth:`leader_test`)."""
         check_is_fitted(self)
         alive = self._alive()
         cands = []
@@ -645,6 +724,8 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
             "candidates": cands,
             "rungs": [dict(r) for r in self.rungs_],
             "leader": self.leader_ if alive else None,
+            "leader_rule": self.leader,
+            "leader_test": self.leader_test() if len(alive) > 1 else None,
             "window": {"held": self._n_held(), "warmup": int(self.warmup)},
             "race_size": self.__dict__.get("race_size_"),
             "max_bytes": self.max_bytes,
@@ -745,7 +826,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
     @classmethod
     def from_state(cls, arrays, meta):
         """Rebuild from :meth:`get_state`; the result continues exactly as the saved one would."""
-        params = dict(meta["params"])
+        params = {"leader": "recent", **meta["params"]}  # states saved before the rule existed
         if params.get("candidates") is not None:
             params["candidates"] = [dict(c) for c in params["candidates"]]
         est = cls(BudgetedSGDClassifier(**meta["plain"]), **params)
