@@ -8,7 +8,7 @@ from sklearn.datasets import make_classification, make_moons
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
-from svmstream.solvers.online.selection import CHECK_EVERY, SelectionClassifier, mcnemar_p
+from svmstream.solvers.online.selection import CHECK_EVERY, DEFAULT_CANDIDATES, SelectionClassifier, mcnemar_p
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
 
@@ -101,7 +101,7 @@ def test_a_short_stream_stays_in_the_window_until_flush():
     with pytest.raises(AttributeError, match="warming up"):
         sel.predict(X)
     sel.flush()
-    assert sel.n_learned_ == 60 and sel.n_survivors_ == 3
+    assert sel.n_learned_ == 60 and sel.n_survivors_ == len(DEFAULT_CANDIDATES)
 
 
 @pytest.mark.parametrize("rule", ["recent", "evidence"])
@@ -148,7 +148,7 @@ def test_invalid_candidates_are_refused_by_name():
 def test_a_new_class_and_new_features_reach_every_survivor(moons):
     X, y = moons
     sel = feed(small(), X[:600], y[:600], [200])
-    assert sel.n_survivors_ == 3
+    assert sel.n_survivors_ == len(DEFAULT_CANDIDATES)
     sel.add_class(2).grow_features(3)
     assert all(c.classes_.tolist() == [0, 1, 2] and c.n_features_in_ == 3 for c in sel.candidates_)
     X3 = np.hstack([X, np.zeros((X.shape[0], 1))])
@@ -226,7 +226,8 @@ def test_the_evidence_rule_on_hand_made_hits():
     # is right on 8 more (8 better, 0 worse: p = 2^-8); candidate 2 on 9 more, but with 14 better
     # and 5 worse (p = 0.0318 > 0.05 / 2): candidate 1 leads, though candidate 2 is more accurate
     X, y = make_moons(n_samples=60, noise=0.2, random_state=0)
-    sel = small(leader="evidence").partial_fit(X, y, classes=[0, 1]).flush()
+    three = [{"gamma_factor": 1.0}, {"gamma_factor": 0.25}, {"gamma_factor": 4.0}]
+    sel = small(leader="evidence", candidates=three).partial_fit(X, y, classes=[0, 1]).flush()
     assert sel.n_survivors_ == 3 and not sel.rungs_
     inc = [1] * 20 + [0] * 20
     one = [1] * 20 + [1] * 8 + [0] * 12
@@ -258,7 +259,7 @@ def test_the_evidence_rule_on_hand_made_hits():
 def test_no_discordant_pair_keeps_the_incumbent():
     X, y = make_moons(n_samples=60, noise=0.2, random_state=0)
     sel = small(leader="evidence").partial_fit(X, y, classes=[0, 1]).flush()
-    sel._hits = [_hits([1] * 10, [1, 0] * 10) for _ in range(3)]
+    sel._hits = [_hits([1] * 10, [1, 0] * 10) for _ in range(len(DEFAULT_CANDIDATES))]
     assert sel.leader_ == 0 and sel.leader_test()["challengers"]["2"]["p"] == 1.0
 
 
@@ -273,7 +274,7 @@ def test_candidates_learn_the_same_labels_in_the_same_order_whatever_the_rule():
     runs = {}
     for rule in ("evidence", "recent"):
         sel = small(warmup=128, first_rung=1500, shuffle_buffer=0, leader=rule)
-        seen = {i: [] for i in range(3)}
+        seen = {i: [] for i in range(len(DEFAULT_CANDIDATES))}
         for lo in range(0, 3840, 64):
             sel.partial_fit(X[lo : lo + 64], y[lo : lo + 64], classes=[0, 1])
             for i in sel._alive():
@@ -281,7 +282,7 @@ def test_candidates_learn_the_same_labels_in_the_same_order_whatever_the_rule():
                     seen[i].append(sel.candidates_[i].last_y_.copy())
         alive = sel._alive()
         assert sum(c.n_replayed_ for c in sel.candidates_ if c is not None) > 0  # the guard fired
-        firsts = [np.concatenate(seen[i]) for i in range(3) if seen[i]]
+        firsts = [np.concatenate(seen[i]) for i in seen if seen[i]]
         n = min(f.shape[0] for f in firsts)
         assert n > 500 and all(np.array_equal(firsts[0][:n], f[:n]) for f in firsts)
         runs[rule] = (sel.rungs_, [sel.candidates_[i].decision_function(X[3840:]) for i in alive])
@@ -300,3 +301,19 @@ def test_the_rule_is_saved_and_an_older_state_keeps_the_recent_rule(moons):
     assert estimator_from_state(arrays, meta).leader == "recent"
     with pytest.raises(ValueError, match="leader"):
         small(leader="best").fit(X[:200], y[:200])
+
+
+def test_a_short_stream_candidate_retires_at_the_first_rung(moons):
+    """``short``: the candidate races until the first rung and retires there, even when it leads
+    (without the flag the same race keeps it); refused unless a boolean."""
+    X, y = moons
+    two = [{"gamma_factor": 0.05}, {"gamma_factor": 1.0}]
+    free = feed(small(candidates=two), X[:2500], y[:2500], [500])
+    assert free.rungs_[0]["kept"] == [1]
+    acc = free.rungs_[0]["accuracy"]
+    assert acc["1"] > acc["0"]
+    flagged = feed(small(candidates=[two[0], {**two[1], "short": True}]), X[:2500], y[:2500], [500])
+    assert flagged.rungs_[0]["accuracy"] == acc and flagged.rungs_[0]["kept"] == [0]
+    assert flagged.settings_[1]["short"] is True and flagged.leader_ == 0
+    with pytest.raises(ValueError, match=r"candidates\[0\]\.short must be true or false"):
+        small(candidates=[{"short": 1}]).fit(X, y)

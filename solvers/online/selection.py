@@ -50,9 +50,10 @@ DEFAULT_CANDIDATES = (
     {"gamma_factor": 1.0},
     {"gamma_factor": 0.25},
     {"gamma_factor": 4.0},
+    {"gamma_factor": 4.0, "C": 0.1, "short": True},
 )
 #: What a candidate may set.
-CANDIDATE_KEYS = {"gamma_factor": Real, "C": Real, "rehearsal": Integral}
+CANDIDATE_KEYS = {"gamma_factor": Real, "C": Real, "rehearsal": Integral, "short": bool}
 #: The leader rules (:attr:`SelectionClassifier.leader_`).
 LEADER_RULES = ("recent", "evidence")
 #: The evidence rule's family-wise level: a survivor replaces the first one only at p <= this / m.
@@ -131,8 +132,10 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         candidate's; it is cloned, never fitted itself.
     candidates : sequence of dict or None, default=None
         Each a dict of ``gamma_factor`` (float > 0, times the plain "scale" γ), ``C`` (float > 0,
-        default: the estimator's) and ``rehearsal`` (int >= 0, default: this selector's); None:
-        :data:`DEFAULT_CANDIDATES`.  Ties are won by the earlier candidate.
+        default: the estimator's), ``rehearsal`` (int >= 0, default: this selector's) and
+        ``short`` (bool, default false: a short-stream candidate, which races until the first
+        rung and retires there); None: :data:`DEFAULT_CANDIDATES`.  Ties are won by the earlier
+        candidate.
     warmup : int >= 1, default=1000
         Examples held before the scaling and γ are fixed and the candidates start.
     shuffle_buffer : int >= 0, default=20000
@@ -271,6 +274,10 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"candidates[{i}]: unknown key(s) {unknown}; use {sorted(CANDIDATE_KEYS)}")
             for key, kind in CANDIDATE_KEYS.items():
                 value = cand.get(key)
+                if kind is bool:
+                    if value is not None and not isinstance(value, bool):
+                        raise ValueError(f"candidates[{i}].{key} must be true or false, got {value!r}")
+                    continue
                 ok = value is None or (isinstance(value, kind) and not isinstance(value, bool))
                 if not ok or (value is not None and (value < 0 or (key != "rehearsal" and value == 0))):
                     raise ValueError(f"candidates[{i}].{key} must be a positive number, got {value!r}")
@@ -304,6 +311,7 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
                     "C": float(cand.get("C", plain.C)),
                     "rehearsal": int(cand.get("rehearsal", self.rehearsal)),
                     "early_rehearsal": int(cand.get("rehearsal", self.early_rehearsal)),
+                    "short": bool(cand.get("short", False)),
                     "early": True,
                     "scaling": scaling,
                 }
@@ -427,7 +435,11 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         alive = self._alive()
         seg = self._score[alive]
         acc = np.where(seg[:, 1] > 0, seg[:, 0] / np.maximum(seg[:, 1], 1), 0.0)
-        order = sorted(range(len(alive)), key=lambda j: (-acc[j], alive[j]))
+        # a short-stream candidate retires at the first rung (unless only such candidates race)
+        ranked = [j for j in range(len(alive)) if not self.settings_[alive[j]].get("short")] or list(
+            range(len(alive))
+        )
+        order = sorted(ranked, key=lambda j: (-acc[j], alive[j]))
         keep = sorted(alive[j] for j in order[: int(math.ceil(len(alive) / self.eta))])
         for i in alive:
             if i not in keep:
