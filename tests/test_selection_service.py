@@ -31,7 +31,7 @@ def _race(client, model):
 
 
 def test_no_settings_races_then_restores_identical_decisions(start_server, tmp_path):
-    """Only classes given: selection on, three candidates (γ ¼, 1, 4 × "scale"); a race small
+    """Only classes given: selection on, four candidates (γ ¼, 1, 4 × "scale", and 4 × with C = 0.1); a race small
     enough to finish (selection given explicitly with a small window, buffer and budget) drops
     candidates at its rungs; after SIGTERM and a restart both models answer identical decisions
     and learn on identically."""
@@ -49,11 +49,12 @@ def test_no_settings_races_then_restores_identical_decisions(start_server, tmp_p
         _learn(c, "plain", X[:1500], y[:1500])
         _learn(c, "race", X[:5500], y[:5500])
         race = _race(c, "race")
-        assert len(race["candidates"]) == 3 and len(race["rungs"]) == 2, race
+        assert len(race["candidates"]) == 4 and len(race["rungs"]) == 2, race
         assert sum(cand["racing"] for cand in race["candidates"]) == 1, race
         assert race["leader"] == next(i for i, cand in enumerate(race["candidates"]) if cand["racing"])
         factors = sorted(cand["settings"]["gamma_factor"] for cand in race["candidates"])
-        assert factors == [0.25, 1.0, 4.0]
+        assert factors == [0.25, 1.0, 4.0, 4.0]
+        assert [cand["settings"]["C"] for cand in race["candidates"]] == [1.0, 1.0, 1.0, 0.1]
         plain = _race(c, "plain")
         assert plain["leader"] is not None and all(cand["racing"] for cand in plain["candidates"]), plain
         before = {m: _decisions(c, m, Xt) for m in ("plain", "race")}
@@ -121,6 +122,8 @@ def test_selection_follows_the_settings_given(start_server, tmp_path, body, sele
     "body, words",
     [
         ({"selection": True, "gamma": 0.5}, "give gamma or selection, not both"),
+        ({"selection": True, "C": 1.0}, "give C or selection, not both"),
+        ({"selection": True, "lambda": 1e-4}, "give lambda or selection, not both"),
         ({"selection": True, "algorithm": "bsca"}, 'algorithm "bsgd" and kernel "rbf" only'),
         ({"selection": True, "kernel": "linear"}, 'algorithm "bsgd" and kernel "rbf" only'),
         ({"selection": "yes"}, "selection"),
@@ -139,7 +142,7 @@ def test_contradictory_selection_is_422_naming_the_field(start_server, tmp_path,
 def test_the_race_fits_max_model_bytes(start_server, tmp_path):
     """A no-settings model races as many candidates as fit ``selection_bytes`` (by default
     ``max_model_bytes`` less room for the labels) at its dimension, at least one: 6 features
-    race three; 2,000 sparse features (sparse support vectors, estimated by their 2,048-nonzero
+    race all four; 2,000 sparse features (sparse support vectors, estimated by their 2,048-nonzero
     bound) race one under the default 256 MiB ``max_model_bytes``, the default candidate, and every
     example is still counted; the server's size estimate counts the candidates that race."""
     X, y = two_moons_like(1600, d=6, seed=5)
@@ -160,8 +163,13 @@ def test_the_race_fits_max_model_bytes(start_server, tmp_path):
             r = c.post("/learn", json={"model": "wide", "X": rows, "y": y[lo : lo + 400].tolist()})
             assert r.status_code == 200, r.text
         narrow, wide = _race(c, "narrow"), _race(c, "wide")
-        assert narrow["race_size"] == 3 and sum(x["racing"] for x in narrow["candidates"]) == 3, narrow
-        assert wide["race_size"] == 1 and [x["racing"] for x in wide["candidates"]] == [True, False, False]
+        assert narrow["race_size"] == 4 and sum(x["racing"] for x in narrow["candidates"]) == 4, narrow
+        assert wide["race_size"] == 1 and [x["racing"] for x in wide["candidates"]] == [
+            True,
+            False,
+            False,
+            False,
+        ]
         assert wide["leader"] == 0 and wide["candidates"][0]["settings"]["gamma_factor"] == 1.0
         for name in ("narrow", "wide"):
             assert_examples_account(c, name, sent=1600)

@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from svmstream.app.errors import InvalidInput
 from svmstream.app.settings import hyperparameter_field
 from svmstream.solvers._hyperparameters import (  # noqa: F401  (re-exported: the service's names)
     BATCH_ALGORITHMS,
@@ -72,6 +73,19 @@ def resolve_selection(given: dict[str, Any], explicit_defaults: dict[str, Any]) 
     settings = {**explicit_defaults, **given}
     chosen = any(k not in NOT_SETTINGS for k, v in settings.items() if v is not None)
     return {**given, "selection": not chosen}
+
+
+def refuse_race_of_given_c(settings: dict[str, Any]) -> None:
+    """A selection model races C (``DEFAULT_CANDIDATES``): a ``C`` or ``lambda`` given (by the
+    request or an explicitly set server default; JSON names, non-null values) would be
+    overridden by a candidate, so it is refused (InvalidInput naming ``selection``)."""
+    given = sorted(k for k in ("C", "lambda") if settings.get(k) is not None)
+    if given:
+        raise InvalidInput(
+            f"selection: the race varies C (candidates with C = 1 and 0.1, docs/selection.md): give "
+            f"{given[0]} or selection, not both",
+            field="selection",
+        )
 
 
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"

@@ -51,7 +51,13 @@ from svmstream.app.errors import (
 )
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import NewLabels
-from svmstream.app.models.config import MODEL_NAME_RE, ModelConfig, check_model_name, resolve_selection
+from svmstream.app.models.config import (
+    MODEL_NAME_RE,
+    ModelConfig,
+    check_model_name,
+    refuse_race_of_given_c,
+    resolve_selection,
+)
 from svmstream.app.models.contested import new_counted_configs
 from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
@@ -133,6 +139,8 @@ class Registry:
         Raises
         ------
         pydantic.ValidationError
+        InvalidInput
+            ``selection`` with a given C or lambda (:func:`refuse_race_of_given_c`).
         """
         given = {k: v for k, v in fields.items() if v is not None}
         merged = self.settings.model_defaults()
@@ -140,8 +148,10 @@ class Registry:
         merged.update(resolve_selection(given, explicit))
         # the algorithm given, else a C without lambda runs BSCA (docs/defaults.md)
         merged["algorithm"] = default_algorithm({**explicit, **given})
-        if merged.get("selection") and merged.get("selection_bytes") is None:
-            merged["selection_bytes"] = race_bound(self.settings, merged.get("max_classes"))
+        if merged.get("selection"):
+            refuse_race_of_given_c({**explicit, **given})
+            if merged.get("selection_bytes") is None:
+                merged["selection_bytes"] = race_bound(self.settings, merged.get("max_classes"))
         return ModelConfig.model_validate(merged)
 
     def check_config(self, config: ModelConfig) -> None:
