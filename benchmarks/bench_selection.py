@@ -101,6 +101,13 @@ def stream(name: str, order: str):
     return X, y, Xt, yt
 
 
+def label(candidate: dict) -> str:
+    """``f·scale`` and, when the candidate sets one, ``C=c`` (a candidate or a selector's
+    ``settings_`` entry)."""
+    c = candidate.get("C")
+    return f"{candidate['gamma_factor']:g}·scale" + ("" if c is None or c == 1 else f" C={c:g}")
+
+
 def selector(candidates=None, **kw) -> SelectionClassifier:
     """The no-settings model: B = 500, random_state 0, the default stages."""
     return SelectionClassifier(BudgetedSGDClassifier(budget=500, random_state=0), candidates=candidates, **kw)
@@ -178,10 +185,12 @@ def steady_state(name: str, X, y) -> dict | None:
     }
 
 
-def acceptance(sets, orders, out: str = "selection", resume: bool = False) -> int:
+def acceptance(sets, orders, out: str = "selection", resume: bool = False, http: bool = False) -> int:
     """The table: every order of every set, then the steady-state CPU ratios; the result files are
     rewritten after each row (a long run leaves what it measured; ``resume`` keeps the rows of
-    ``results/<out>.json`` and measures only the others)."""
+    ``results/<out>.json`` and measures only the others).  ``http``: each row also gets the
+    no-settings model through a real server (:func:`http_run`, rows kept by ``resume`` too) and
+    ``meets (http)``, the acceptance on the service's accuracy."""
     rows, ratios = [], []
     if resume and (RESULTS / f"{out}.json").exists():
         for row in json.loads((RESULTS / f"{out}.json").read_text())["rows"]:
@@ -189,19 +198,29 @@ def acceptance(sets, orders, out: str = "selection", resume: bool = False) -> in
     done = {(r["set"], r["order"]) for r in rows}
     for order in orders:
         for name in sets:
-            if (name, order) in done:
+            if (name, order) in done and (not http or "http selection_%" in _row(rows, name, order)):
                 continue
             X, y, Xt, yt = stream(name, order)
-            row = compare(name, order, X, y, Xt, yt)
-            rows.append(row)
+            if (name, order) not in done:
+                rows.append(compare(name, order, X, y, Xt, yt))
+                if order == "file":
+                    st = steady_state(name, X, y)
+                    if st is not None:
+                        ratios.append({"part": "steady-state CPU (interleaved)", **st})
+                        print(st, flush=True)
+            row = _row(rows, name, order)
+            if http:
+                row.update(http_run(name, order, X, y, Xt, yt))
+                gap_svc, gap_best = (row["http selection_%"] - row[k] for k in ("svc_%", "best single_%"))
+                row.update({"http gap to SVC() pp": gap_svc, "http gap to best single pp": gap_best})
+                row["meets (http)"] = bool(gap_svc >= -1.0 and gap_best >= -0.5)
             print(row, flush=True)
-            if order == "file":
-                st = steady_state(name, X, y)
-                if st is not None:
-                    ratios.append({"part": "steady-state CPU (interleaved)", **st})
-                    print(st, flush=True)
             write(out, rows + ratios)
     return 0
+
+
+def _row(rows: list[dict], name: str, order: str) -> dict:
+    return next(r for r in rows if r["set"] == name and r["order"] == order)
 
 
 _SVC: dict = {}
@@ -226,12 +245,12 @@ def compare(name, order, X, y, Xt, yt) -> dict:
         "train rows": X.shape[0],
         "classes": len(np.unique(y)),
         "selection_%": res["accuracy_%"],
-        "leader": f"{sel.settings_[sel.leader_]['gamma_factor']:g}·scale",
+        "leader": label(sel.settings_[sel.leader_]),
         "rungs": len(sel.rungs_),
         **ref,
         "best single_%": best_acc,
-        "best single": f"{best_cand['gamma_factor']:g}·scale",
-        **{f"{s[3]['gamma_factor']:g}·scale_%": s[2]["accuracy_%"] for s in singles},
+        "best single": label(best_cand),
+        **{f"{label(s[3])}_%": s[2]["accuracy_%"] for s in singles},
         "gap to SVC() pp": res["accuracy_%"] - ref["svc_%"],
         "gap to best single pp": res["accuracy_%"] - best_acc,
         "selection µs/example": res["cpu_us_per_example"],
@@ -291,7 +310,7 @@ def http_run(name: str, order: str, X, y, Xt, yt) -> dict:
     return {
         "http selection_%": 100
         * float(np.mean(np.asarray(predicted, dtype=object) == np.asarray(labels(yt), dtype=object))),
-        "http leader": f"{leader['gamma_factor']:g}·scale",
+        "http leader": label(leader),
         "http rungs": len(race["rungs"]),
         "service cpu_s": cpu,
         "wall_s": wall,
@@ -317,7 +336,7 @@ def http_table(sets, orders, out: str = "selection_http") -> int:
                 "train rows": X.shape[0],
                 **http_run(name, order, X, y, Xt, yt),
                 "in-process selection_%": local["accuracy_%"],
-                "in-process leader": f"{sel.settings_[sel.leader_]['gamma_factor']:g}·scale",
+                "in-process leader": label(sel.settings_[sel.leader_]),
                 "svc_%": ref["svc_%"],
                 "load_avg": os.getloadavg()[0],
             }
@@ -384,24 +403,22 @@ def leader_table(sets, orders, variants, out: str = "selection_leader") -> int:
                     continue
                 accs = {i: 100 * float(np.mean(sel.candidates_[i].predict(Xt) == yt)) for i in sel._alive()}
                 for i, a in accs.items():
-                    row[f"{sel.settings_[i]['gamma_factor']:g}·scale_%"] = a
+                    row[f"{label(sel.settings_[i])}_%"] = a
                 best = max(accs, key=lambda i: (accs[i], -i))
                 row["best single_%"] = accs[best] if not sel.rungs_ else None
-                row["best single"] = f"{sel.settings_[best]['gamma_factor']:g}·scale"
+                row["best single"] = label(sel.settings_[best])
                 test = sel.leader_test()
                 row["window"] = test["window"]
                 row["prequential 2nd half %"] = {
-                    f"{sel.settings_[i]['gamma_factor']:g}·scale": round(100 * sel._recent_accuracy(i), 2)
-                    for i in sel._alive()
+                    label(sel.settings_[i]): round(100 * sel._recent_accuracy(i), 2) for i in sel._alive()
                 }
                 row["evidence p"] = {
-                    f"{sel.settings_[int(k)]['gamma_factor']:g}·scale": round(v["p"], 6)
-                    for k, v in test["challengers"].items()
+                    label(sel.settings_[int(k)]): round(v["p"], 6) for k, v in test["challengers"].items()
                 }
                 for rule in ("evidence", "recent"):
                     sel.set_params(leader=rule)
                     i = sel.leader_
-                    row[f"{rule} leader"] = f"{sel.settings_[i]['gamma_factor']:g}·scale"
+                    row[f"{rule} leader"] = label(sel.settings_[i])
                     row[f"{rule}_%"] = accs[i]
                     row[f"{rule} gap to SVC() pp"] = accs[i] - ref["svc_%"]
                     gap_best = accs[i] - accs[best]
@@ -497,6 +514,9 @@ def main(argv=None) -> int:
     ap.add_argument("--gammas", default="", help="--explore: gamma factors (default 1/16,1/4,1,4,16)")
     ap.add_argument("--Cs", default="", help="--explore: C values (default 1,10)")
     ap.add_argument("--http", action="store_true", help="through a real server's /learn -> selection_http")
+    ap.add_argument(
+        "--with-http", action="store_true", help="the acceptance table also through a real server's /learn"
+    )
     ap.add_argument("--leader", action="store_true", help="both leader rules -> selection_leader")
     ap.add_argument("--variants", default=",".join(LEADER_VARIANTS), help="--leader: of LEADER_VARIANTS")
     args = ap.parse_args(argv)
@@ -516,7 +536,7 @@ def main(argv=None) -> int:
         gammas = tuple(float(g) for g in args.gammas.split(",")) if args.gammas else EXPLORE_GAMMA
         cs = tuple(float(c) for c in args.Cs.split(",")) if args.Cs else EXPLORE_C
         return explore(sets, orders, rehearsals, budgets, out, gammas, cs)
-    return acceptance(tuple(args.sets.split(",")), orders, args.out, args.resume)
+    return acceptance(tuple(args.sets.split(",")), orders, args.out, args.resume, args.with_http)
 
 
 if __name__ == "__main__":
