@@ -317,3 +317,23 @@ def test_a_short_stream_candidate_retires_at_the_first_rung(moons):
     assert flagged.settings_[1]["short"] is True and flagged.leader_ == 0
     with pytest.raises(ValueError, match=r"candidates\[0\]\.short must be true or false"):
         small(candidates=[{"short": 1}]).fit(X, y)
+
+
+def test_a_tie_on_the_recent_half_goes_to_the_better_whole_record():
+    # candidates 1 and 2 are right on 15 of the last 20 examples; 2 on 18 of the first 20, 1 on 10:
+    # the recent rule picks 2 (the whole record), and with equal records the earlier one
+    X, y = make_moons(n_samples=60, noise=0.2, random_state=0)
+    three = [{"gamma_factor": 1.0}, {"gamma_factor": 0.25}, {"gamma_factor": 4.0}]
+    sel = small(candidates=three).partial_fit(X, y, classes=[0, 1]).flush()
+    recent = [1] * 15 + [0] * 5
+    sel._hits = [
+        _hits([1] * 20, [1] * 10 + [0] * 10),
+        _hits([1] * 10 + [0] * 10, recent),
+        _hits([1] * 18 + [0] * 2, recent),
+    ]
+    sel._score[:, 2] = [h.sum() for h in sel._hits]
+    sel._score[:, 3] = 40
+    assert sel.leader_ == 2
+    sel._hits[1] = sel._hits[2].copy()
+    sel._score[1, 2] = sel._score[2, 2]
+    assert sel.leader_ == 1

@@ -169,8 +169,9 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         survivor in candidate order (the default candidate, 1 × "scale", while it races) leads
         unless another is better by a one-sided exact McNemar test (:func:`mcnemar_p`) at level
         ``LEADER_ALPHA / m``, Bonferroni over the ``m`` other survivors; among those that pass,
-        the best accuracy.  ``"recent"``: the best accuracy, no test.  The rule changes only
-        which candidate answers, never what any candidate learns (the measurements that chose the
+        the best accuracy.  ``"recent"``: the best accuracy, no test (a tie goes to the better
+        accuracy over all it learned, then to the earlier candidate).  The rule changes only which
+        candidate answers, never what any candidate learns (the measurements that chose the
         default: ``docs/selection.md``).
 
     Attributes
@@ -467,9 +468,9 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
             raise AttributeError("no candidate before the warm-up window closes")
         if len(alive) == 1:
             return alive[0]
-        if self.leader == "recent":
-            acc = [self._recent_accuracy(i) for i in alive]
-            return alive[min(range(len(alive)), key=lambda j: (-acc[j], alive[j]))]
+        if self.leader == "recent":  # ties: the whole prequential record, then candidate order
+            acc = [(self._recent_accuracy(i), self._score[i, 2] / max(self._score[i, 3], 1)) for i in alive]
+            return alive[min(range(len(alive)), key=lambda j: (-acc[j][0], -acc[j][1], alive[j]))]
         return self.leader_test()["leader"]
 
     def _recent_accuracy(self, i):
