@@ -77,7 +77,7 @@ def test_readme_walkthrough_warm_up_409_then_flush(client):
     # no settings: candidates race (docs/selection.md); each rehearses 4 steps per example early on
     assert info["gamma_eff"] > 0 and info["t"] == 15
     assert info["statistics"]["rehearsal_steps"] == 12 and info["n_seen"] == 3
-    assert info["config"]["selection"] and len(info["statistics"]["selection"]["candidates"]) == 3
+    assert info["config"]["selection"] and len(info["statistics"]["selection"]["candidates"]) == 4
     pred = client.post("/predict", json={"X": [[0.2, 0.8], [0.9, 0.0]]}).json()
     assert len(pred["labels"]) == 2 and all(np.isfinite(pred["decision"]))
     assert client.post("/models/nope/flush").status_code == 404
