@@ -226,11 +226,16 @@ def _row(rows: list[dict], name: str, order: str) -> dict:
 _SVC: dict = {}
 
 
-def compare(name, order, X, y, Xt, yt) -> dict:
-    """The selector, each candidate alone and SVC() (once per set) on one order of one set."""
+def svc_once(name: str, X, y, Xt, yt) -> dict:
+    """:func:`svc_reference` of set ``name``, computed once per process (both orders share it)."""
     if name not in _SVC:
         _SVC[name] = svc_reference(X, y, Xt, yt)
-    ref = _SVC[name]
+    return _SVC[name]
+
+
+def compare(name, order, X, y, Xt, yt) -> dict:
+    """The selector, each candidate alone and SVC() (once per set) on one order of one set."""
+    ref = svc_once(name, X, y, Xt, yt)
     sel = selector()
     res = run(sel, X, y, Xt, yt)
     singles = []
@@ -301,17 +306,22 @@ def http_run(name: str, order: str, X, y, Xt, yt) -> dict:
                 r = c.post("/predict", content=orjson.dumps(body), **post)
                 r.raise_for_status()
                 predicted += r.json()["labels"]
-    race = info["statistics"]["selection"]
+    race = info["statistics"].get("selection")  # None once a drift challenger was promoted
+    promoted = [e for e in (info.get("promotion") or {}).get("history", []) if e["event"] == "promoted"]
     examples = info["examples"]
     assert (
         examples["received"] == examples["learned"] + examples["pending"] + examples["refused"] == X.shape[0]
     )
-    leader = race["candidates"][race["leader"]]["settings"]
+    if race is not None:
+        leader, rungs = label(race["candidates"][race["leader"]]["settings"]), len(race["rungs"])
+    else:
+        leader, rungs = f"drift challenger promoted at {promoted[-1]['at']}", None
     return {
         "http selection_%": 100
         * float(np.mean(np.asarray(predicted, dtype=object) == np.asarray(labels(yt), dtype=object))),
-        "http leader": label(leader),
-        "http rungs": len(race["rungs"]),
+        "http leader": leader,
+        "http rungs": rungs,
+        "http promotions": len(promoted),
         "service cpu_s": cpu,
         "wall_s": wall,
         "service µs/example": 1e6 * cpu / X.shape[0],
@@ -324,9 +334,7 @@ def http_table(sets, orders, out: str = "selection_http") -> int:
     for order in orders:
         for name in sets:
             X, y, Xt, yt = stream(name, order)
-            if name not in _SVC:
-                _SVC[name] = svc_reference(X, y, Xt, yt)
-            ref = _SVC[name]
+            ref = svc_once(name, X, y, Xt, yt)
             sel = selector()
             local = run(sel, X, y, Xt, yt)
             row = {
@@ -377,9 +385,7 @@ def leader_table(sets, orders, variants, out: str = "selection_leader") -> int:
     for name in sets:
         for order in orders:
             X, y, Xt, yt = stream(name, order)
-            if name not in _SVC:
-                _SVC[name] = svc_reference(X, y, Xt, yt)
-            ref = _SVC[name]
+            ref = svc_once(name, X, y, Xt, yt)
             for variant in variants:
                 sel = _PairedSelector(
                     BudgetedSGDClassifier(budget=500, random_state=0), **LEADER_VARIANTS[variant]
