@@ -155,6 +155,9 @@ def test_pinned_version_is_byte_identical_after_more_snapshots_and_a_restart(sta
         assert missing.status_code == 404 and "version" in missing.json()["detail"]
         bad = client.post("/predict", json={"model": "p", "x": probe.tolist(), "version": "x"})
         assert bad.status_code == 422 and "version" in bad.json()["detail"]
+        # a Unicode digit that int() refuses ("²".isdigit() is true) is an unknown version, not a 500
+        odd = client.post("/v2/models/p/versions/%C2%B2/infer", json={"inputs": [tensor]})
+        assert odd.status_code == 404 and "version" in odd.text, odd.text
     server.terminate()
     server2 = start_server(snap, args=("--snapshot-interval", NEVER))
     with server2.client() as client:

@@ -304,8 +304,8 @@ def for_version(registry, versions: Versions | None, name: str, version: str | N
     """What answers for ``version`` (a path segment) of ``name``: the registry itself for no
     version, the live one or a non-number (which the caller refuses), else a
     :class:`PinnedRegistry` of that version.  Raises VersionNotFound, NoHistory."""
-    if version is None or versions is None or not version.isdigit():
-        return registry
+    if version is None or versions is None or not (version.isascii() and version.isdigit()):
+        return registry  # "²" is a digit to str.isdigit but not to int()
     if int(version) == registry.get(name).view.version:
         return registry
     return PinnedRegistry(versions.view(name, int(version)))

@@ -104,7 +104,7 @@ async def upload(
     limit = settings.max_upload_bytes
     declared = request.headers.get("content-length")
     if declared is not None:
-        if not declared.strip().isdigit():
+        if not (declared.strip().isascii() and declared.strip().isdigit()):
             raise InvalidInput("body: invalid Content-Length header", field="body", status=400)
         if int(declared) > limit:
             raise _too_large(limit)
