@@ -32,6 +32,15 @@ def _accuracy_and_majority(c, model: str, Xte, yte) -> tuple[float, float]:
     return accuracy, float(max(np.mean(yte == 1), np.mean(yte == -1)))
 
 
+def _leader_c(info: dict) -> float:
+    """C of the candidate that serves a no-settings model (``docs/selection.md``; λ = 1/(C · 30,000)),
+    which is one of the default candidates' (1 or 0.1)."""
+    race = info["statistics"]["selection"]
+    c = race["candidates"][race["leader"]]["settings"]["C"]
+    assert c in (1.0, 0.1), race
+    return c
+
+
 def test_raw_label_sorted_data_without_settings_over_http(start_server):
     X, y, Xte, yte = _sorted_raw_breast_cancer()
     server = start_server()
@@ -42,7 +51,10 @@ def test_raw_label_sorted_data_without_settings_over_http(start_server):
             )
             assert r.status_code == 200, r.text
         info = c.get("/models/default").json()
-        assert info["lambda_eff"] == pytest.approx(1 / 30_000) and info["config"]["gamma"] == "scale"
+        assert (
+            info["lambda_eff"] == pytest.approx(1 / (30_000 * _leader_c(info)))
+            and info["config"]["gamma"] == "scale"
+        )
         assert info["metrics"]["single_label_runs"] == 0  # breast_cancer's runs are < 1,000
         assert c.post("/models/default/flush").json()["buffered"] == 0
         accuracy, majority = _accuracy_and_majority(c, "default", Xte, yte)
@@ -69,7 +81,7 @@ def test_raw_label_sorted_data_without_settings_through_the_stream(start_server,
             lambda: c.get(f"/models/{name}").json()["n_seen"] >= len(X), timeout=60, what="stream consumed"
         )
         info = c.get(f"/models/{name}").json()
-        assert info["pending"] > 0 and info["lambda_eff"] == pytest.approx(1 / 30_000)
+        assert info["pending"] > 0 and info["lambda_eff"] == pytest.approx(1 / (30_000 * _leader_c(info)))
         assert c.post(f"/models/{name}/flush").status_code == 200
         accuracy, majority = _accuracy_and_majority(c, name, Xte, yte)
     assert accuracy >= majority + 0.15, (accuracy, majority)

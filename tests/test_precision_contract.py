@@ -27,7 +27,8 @@ from svmstream.app.cli.producer import xadd_batch
 from svmstream.app.ingest.labels import LabelCodec
 from svmstream.app.ingest.stream_entries import parse_stream_entries
 from svmstream.app.jobs.datasets import load_dataset
-from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
+from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers.online.selection import SelectionClassifier
 from tests.conftest import run_cli
 from tests.test_stream import wait_for
 
@@ -65,8 +66,11 @@ def write_exact_libsvm(path: Path, X: np.ndarray, y: np.ndarray) -> Path:
 def estimator_decision(X, labels, classes, probe, cuts, random_state=0) -> np.ndarray:
     """The estimator's path: ``partial_fit`` batch by batch (``cuts``: row boundaries), then
     ``flush`` (what ``POST /models/{name}/flush`` does), decision values on ``probe``; the
-    service's model with no settings: the plain estimator in the default streaming stages."""
-    est = StreamingClassifier(BudgetedSGDClassifier(random_state=random_state))
+    service's model with no settings: the selector of the default candidates, whose pipelines
+    report a drift detection to the service (``on_drift="challenger"``: "none" in the estimator)."""
+    est = SelectionClassifier(
+        BudgetedSGDClassifier(random_state=random_state), pipeline_params={"on_drift": "none"}
+    )
     for a, b in zip(cuts[:-1], cuts[1:]):
         est.partial_fit(X[a:b], labels[a:b], classes=classes)
     est.flush()
