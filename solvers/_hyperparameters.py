@@ -229,7 +229,8 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
     H("selection", bool, None, "race candidate models on the stream and serve the winner (gamma 1/4, 1 "
       'and 4 x "scale", and 4 x with C = 0.1 until the first rung; successive halving; '
       "docs/selection.md); null: true when the model is created "
-      "with no learning setting (only classes, max_classes, n_features, remember), false otherwise",
+      "with no learning setting (only classes, max_classes, n_features, remember, selection_bytes), "
+      "false otherwise",
       "service", nullable=True, cli=(), same_in_estimator=False),
     H("selection_bytes", int, None, "bytes the racing candidates may take with the warm-up window (each "
       "counted as a model of the same settings); as many candidates race as fit, at least one; null: "
