@@ -300,8 +300,7 @@ class Contest:
 def _pipeline(est):
     """The streaming pipeline that serves: ``est``, or a selector's sole survivor."""
     if isinstance(est, SelectionClassifier):
-        alive = [c for c in est.candidates_ if c is not None] if fitted(est) else []
-        return alive[0] if len(alive) == 1 else None
+        return est.survivor_ if fitted(est) else None
     return est
 
 

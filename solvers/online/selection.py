@@ -526,11 +526,15 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
     def drift_detections_(self):
         """Drift detections of the sole survivor since the race ended; 0 while the window is
         open or candidates race (the race is then the alternative a detection would start)."""
+        survivor = self.survivor_
+        return 0 if survivor is None else max(0, _detections(survivor) - self._race_end_detections)
+
+    @property
+    def survivor_(self):
+        """The sole surviving candidate pipeline once the race is over, else None."""
         check_is_fitted(self)
         alive = self._alive()
-        if len(alive) != 1:
-            return 0
-        return max(0, _detections(self.candidates_[alive[0]]) - self._race_end_detections)
+        return self.candidates_[alive[0]] if len(alive) == 1 else None
 
     @property
     def n_survivors_(self):
