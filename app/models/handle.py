@@ -33,6 +33,7 @@ from svmstream.app.errors import (
     ServiceError,
 )
 from svmstream.app.ingest.features import conform
+from svmstream.app.ingest.named import encode_named, named_schema, refuse_mixed
 from svmstream.app.ingest.labels import NewLabels, shared_codec
 from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
 from svmstream.app.models.contested import Challenged, challenger_set
@@ -65,7 +66,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         "_closed", "_executor", "_restore", "_restore_lock", "view", "prequential", "rate",
         "label_runs", "overflows", "learn_failures", "snapshot_failures", "publish_seconds",
         "_drift_logged", "created_at", "stream_status", "saved_version", "last_snapshot_time",
-        "last_snapshot_path", "last_used", "challengers", "__weakref__",
+        "last_snapshot_path", "last_used", "challengers", "fields", "__weakref__",
     )  # fmt: skip
 
     def __init__(
@@ -87,8 +88,12 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         restore: Callable[[], Any] | None = None,
         stats: dict[str, Any] | None = None,
         challengers: Any = None,
+        fields: dict[str, Any] | None = None,
     ):
         settings = settings if settings is not None else Settings()
+        # the named-field schema (:mod:`svmstream.solvers.online.stages.fields`): None until the
+        # first batch of named fields; restored from a snapshot's ``fields``
+        self.fields = named_schema(config, fields)
         self.name = name
         self.config = config
         self.settings = settings
@@ -146,6 +151,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             extra=dict(extra or {}),
             n_features_fixed=self._fixed,
             challengers=self.challengers.info() if self.challengers is not None else None,
+            fields=self.fields,
         )
         self._init_meters(settings)
 
@@ -245,15 +251,41 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         self.last_used = time.monotonic()
         with self._lock:
             self._check_can_queue()
-            d = self._n_features
-            if d is None or (sparse and not self._fixed and X.shape[1] > d):
-                check_width(X, self.config, self.settings, sparse, self.counted_configs())
-                d = max(int(X.shape[1]), d or 0)
-            X = conform(X, d, declared, self.name)
-            self._n_features = d
-            self._fixed = self._fixed or not sparse or declared is not None
-            note_waiting(f"learning a batch of model {self.name!r}")
-            return self._queue(self._apply, X, y, extra, new_labels)
+            refuse_mixed(self, named=False)
+            return self._submit_locked(X, y, declared, extra, sparse, new_labels)
+
+    def submit_named(
+        self, rows: list, y: np.ndarray, *, extra: dict | None = None, new_labels=None, check=None
+    ) -> Future:
+        """:meth:`submit` for rows of named fields: encoded by the model's schema under the
+        handle's lock (batches take their new columns in queue order), the new columns kept
+        only when the batch is queued.  ``check(X)``: a further refusal (the server-wide size
+        bound).  Raises what :meth:`submit` raises, and InvalidInput naming ``X[i].field``."""
+        self._refuse_if_batch_trained()
+        if y.shape != (len(rows),):
+            raise InvalidInput(f"y: has {y.shape[0]} labels for {len(rows)} examples in X", field="y")
+        self.last_used = time.monotonic()
+        with self._lock:
+            self._check_can_queue()
+            refuse_mixed(self, named=True)
+            X, commit = encode_named(self, rows)
+            if check is not None:
+                check(X)
+            future = self._submit_locked(X, y, None, extra, True, new_labels)
+            commit()
+            return future
+
+    def _submit_locked(self, X, y, declared, extra, sparse, new_labels) -> Future:
+        """Under the lock: the dimension rules, then the learner's task."""
+        d = self._n_features
+        if d is None or (sparse and not self._fixed and X.shape[1] > d):
+            check_width(X, self.config, self.settings, sparse, self.counted_configs())
+            d = max(int(X.shape[1]), d or 0)
+        X = conform(X, d, declared, self.name)
+        self._n_features = d
+        self._fixed = self._fixed or not sparse or declared is not None
+        note_waiting(f"learning a batch of model {self.name!r}")
+        return self._queue(self._apply, X, y, extra, new_labels)
 
     def submit_flush(self) -> Future:
         """Queue a flush (learn every pending example now); returns a future of the new view.
@@ -350,6 +382,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             "n_features_fixed": self._fixed,
             "classes": view.codec.public_classes,
             "classes_learned": view.config.learns_classes,
+            "fields": view.fields.info() if view.fields is not None else None,
             "fitted": view.estimator is not None,
             **stats,
             "version": view.version,

@@ -50,6 +50,7 @@ from svmstream.app.errors import (
     ModelNotFound,
 )
 from svmstream.app.ingest.features import conform
+from svmstream.app.ingest.named import encode_for_view
 from svmstream.app.ingest.labels import NewLabels
 from svmstream.app.models.config import (
     MODEL_NAME_RE,
@@ -270,6 +271,14 @@ class Registry:
         check_growth(self._models, handle, X, kwargs.get("new_labels"), sparse, self.settings)
         return handle.submit(X, y, **kwargs)
 
+    def submit_named(self, handle: ModelHandle, rows: list, y: np.ndarray, **kwargs: Any) -> Future:
+        """:meth:`ModelHandle.submit_named` with the server-wide bound of :meth:`submit`."""
+
+        def check(X) -> None:
+            check_growth(self._models, handle, X, kwargs.get("new_labels"), True, self.settings)
+
+        return handle.submit_named(rows, y, check=check, **kwargs)
+
     def flush(self, name: str) -> Future:
         """Queue a flush of model ``name``: learn every pending example (warm-up window and
         shuffle buffer) now.  Returns a future of the published view.
@@ -296,6 +305,8 @@ class Registry:
             note_waiting(f"a prediction of model {name!r}")
         if view.estimator is None:
             raise ModelNotFitted(f"model {name!r} has not learned from any example yet")
+        if isinstance(X, list):  # rows of named fields
+            X = encode_for_view(view.fields, X, view.n_features)
         X = conform(X, view.n_features, declared, name)
         decision = view.decision_function(X)
         return (view, X, decision) if with_rows else (view, decision)
@@ -325,6 +336,7 @@ class Registry:
                     extra=view.extra,
                     n_features_fixed=view.n_features_fixed,
                     classes=view.codec.classes,
+                    fields=handle.fields.get_state()[1] if handle.fields is not None else None,
                     stats=view.stats,
                     figures={"prequential_accuracy": handle.prequential.accuracy()},
                 )
@@ -420,6 +432,7 @@ class Registry:
             n_features_fixed=found.n_features_fixed,
             extra=found.extra,
             classes=found.classes,
+            fields=found.fields,
             follower_of=follower_of,
             owned=True,  # decoded for this model alone: no copy
             checkpoint_path=found.path if follower_of is None else None,

@@ -28,7 +28,11 @@ def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
     obj = decode_body(body)
     name = obj.get("model") if isinstance(obj, dict) else None
     handle = registry.get(name if isinstance(name, str) else default_model)
-    batch = parse_examples(obj, handle.codec, check_bools=may_contain_bools(body))
+    batch = parse_examples(
+        obj, handle.codec, check_bools=may_contain_bools(body), has_schema=handle.fields is not None
+    )
+    if batch.rows is not None:
+        return handle.name, batch.n, registry.submit_named(handle, batch.rows, batch.y, new_labels=batch.new_labels)
     return (
         handle.name,
         batch.n,

@@ -29,8 +29,9 @@ def parse_predict(registry: Registry, body: bytes, default_model: str) -> tuple[
     obj = decode_body(body)
     name = obj.get("model") if isinstance(obj, dict) else None
     name = name if isinstance(name, str) else default_model
-    registry.get(name)
-    return name, obj, parse_examples(obj, None, check_bools=may_contain_bools(body))
+    handle = registry.get(name)
+    has_schema = handle.fields is not None
+    return name, obj, parse_examples(obj, None, check_bools=may_contain_bools(body), has_schema=has_schema)
 
 
 def answer_predict(
@@ -42,10 +43,11 @@ def answer_predict(
     Raises ModelNotFound, VersionNotFound (404), ModelNotFitted, ModelWarmingUp (409),
     InvalidInput."""
     version = pinned_version(obj)
+    X = batch.X if batch.rows is None else batch.rows
     if version is not None and versions is not None:
-        view, X, decision = versions.predict(name, version, batch.X, batch.n_features)
+        view, X, decision = versions.predict(name, version, X, batch.n_features)
     else:
-        view, X, decision = registry.predict(name, batch.X, declared=batch.n_features, with_rows=True)
+        view, X, decision = registry.predict(name, X, declared=batch.n_features, with_rows=True)
     out = {
         "model": name,
         "version": view.version,
