@@ -108,3 +108,9 @@ def encode_for_view(schema: FieldSchema | None, rows: list, width: int | None, l
         X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], width))
     X.sort_indices()
     return X
+
+
+def rows_for_view(view: Any, X: Any):
+    """``X`` as a version (a :class:`~svmstream.app.models.view.ModelView`) predicts it: rows of
+    named fields (a list) encoded by :func:`encode_for_view`, anything else unchanged."""
+    return encode_for_view(view.fields, X, view.n_features) if isinstance(X, list) else X

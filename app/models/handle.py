@@ -33,8 +33,8 @@ from svmstream.app.errors import (
     ServiceError,
 )
 from svmstream.app.ingest.features import conform
-from svmstream.app.ingest.named import encode_named, named_schema, refuse_mixed
 from svmstream.app.ingest.labels import NewLabels, shared_codec
+from svmstream.app.ingest.named import encode_named, named_schema, refuse_mixed
 from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
 from svmstream.app.models.contested import Challenged, challenger_set
 from svmstream.app.models.copies import published
@@ -91,9 +91,6 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         fields: dict[str, Any] | None = None,
     ):
         settings = settings if settings is not None else Settings()
-        # the named-field schema (:mod:`svmstream.solvers.online.stages.fields`): None until the
-        # first batch of named fields; restored from a snapshot's ``fields``
-        self.fields = named_schema(config, fields)
         self.name = name
         self.config = config
         self.settings = settings
@@ -123,8 +120,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             self._checkpoint = first_checkpoint(self._est, checkpoint_path)
         # challengers (:mod:`.challengers`): a ChallengerSet, or a restored model's (saved, arrays)
         self.challengers = challenger_set(challengers, config, settings, follower_of is not None)
-        self._journal: list[Callable[[Any], Any]] = []
-        self._journal_bytes = 0
+        self._journal, self._journal_bytes = [], 0  # list[Callable[[Any], Any]], bytes
         self._n_features = n_features if n_features is not None else config.n_features
         # sparse input widens a model until dense rows or a declared n_features fix d
         self._fixed = bool(config.n_features is not None if n_features_fixed is None else n_features_fixed)
@@ -136,10 +132,9 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         # lazy restore: ``restore()`` decodes the snapshot (a RestoredModel) on first use
         self._restore = restore if estimator is None else None
         self._restore_lock = threading.Lock()
-        if self._restore is not None:
-            view_estimator = RestorePending(self)
-        else:
-            view_estimator = published(self._est) if estimator is not None else None
+        view_estimator = published(self._est) if estimator is not None else None
+        view_estimator = RestorePending(self) if self._restore is not None else view_estimator
+        self.fields = named_schema(config, fields)
         self.view = ModelView(
             name=name,
             config=config,

@@ -50,8 +50,8 @@ from svmstream.app.errors import (
     ModelNotFound,
 )
 from svmstream.app.ingest.features import conform
-from svmstream.app.ingest.named import encode_for_view
 from svmstream.app.ingest.labels import NewLabels
+from svmstream.app.ingest.named import rows_for_view
 from svmstream.app.models.config import (
     MODEL_NAME_RE,
     ModelConfig,
@@ -266,18 +266,14 @@ class Registry:
         """:meth:`ModelHandle.submit` (``kwargs``: its keywords) after the server-wide bound on a
         model that grows (:func:`svmstream.app.models.limits.check_growth`: 413 naming
         ``max_total_model_bytes``).  Raises what they raise."""
+        if isinstance(X, list):  # rows of named fields: the handle's schema encodes them
+            new = kwargs.get("new_labels")
+            check = lambda Xe: check_growth(self._models, handle, Xe, new, True, self.settings)  # noqa: E731
+            return handle.submit_named(X, y, check=check, **kwargs)
         sparse = kwargs.get("sparse")
         sparse = sp.issparse(X) if sparse is None else bool(sparse)
         check_growth(self._models, handle, X, kwargs.get("new_labels"), sparse, self.settings)
         return handle.submit(X, y, **kwargs)
-
-    def submit_named(self, handle: ModelHandle, rows: list, y: np.ndarray, **kwargs: Any) -> Future:
-        """:meth:`ModelHandle.submit_named` with the server-wide bound of :meth:`submit`."""
-
-        def check(X) -> None:
-            check_growth(self._models, handle, X, kwargs.get("new_labels"), True, self.settings)
-
-        return handle.submit_named(rows, y, check=check, **kwargs)
 
     def flush(self, name: str) -> Future:
         """Queue a flush of model ``name``: learn every pending example (warm-up window and
@@ -305,9 +301,7 @@ class Registry:
             note_waiting(f"a prediction of model {name!r}")
         if view.estimator is None:
             raise ModelNotFitted(f"model {name!r} has not learned from any example yet")
-        if isinstance(X, list):  # rows of named fields
-            X = encode_for_view(view.fields, X, view.n_features)
-        X = conform(X, view.n_features, declared, name)
+        X = conform(rows_for_view(view, X), view.n_features, declared, name)
         decision = view.decision_function(X)
         return (view, X, decision) if with_rows else (view, decision)
 

@@ -27,7 +27,7 @@ from typing import Any
 from svmstream.app.errors import ModelNotFitted, ModelNotFound, ServiceError
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import shared_codec
-from svmstream.app.ingest.named import encode_for_view, named_schema
+from svmstream.app.ingest.named import named_schema, rows_for_view
 from svmstream.app.models.contested import challenger_set
 from svmstream.app.models.copies import detached_state, published
 from svmstream.app.models.history import add_marks, read_marks, reasons
@@ -213,9 +213,7 @@ class Versions:
         view = self.view(name, version)
         if view.estimator is None:
             raise ModelNotFitted(f"version {version} of model {name!r} has not learned from any example")
-        if isinstance(X, list):  # rows of named fields
-            X = encode_for_view(view.fields, X, view.n_features)
-        X = conform(X, view.n_features, declared, name)
+        X = conform(rows_for_view(view, X), view.n_features, declared, name)
         return view, X, view.decision_function(X)
 
     def forget(self, name: str) -> None:
@@ -299,9 +297,7 @@ class PinnedRegistry:
         view = self.view
         if view.estimator is None:
             raise ModelNotFitted(f"version {view.version} of model {name!r} has not learned from any example")
-        if isinstance(X, list):  # rows of named fields
-            X = encode_for_view(view.fields, X, view.n_features)
-        X = conform(X, view.n_features, declared, name)
+        X = conform(rows_for_view(view, X), view.n_features, declared, name)
         decision = view.decision_function(X)
         return (view, X, decision) if with_rows else (view, decision)
 

@@ -32,7 +32,11 @@ def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
         obj, handle.codec, check_bools=may_contain_bools(body), has_schema=handle.fields is not None
     )
     if batch.rows is not None:
-        return handle.name, batch.n, registry.submit_named(handle, batch.rows, batch.y, new_labels=batch.new_labels)
+        return (
+            handle.name,
+            batch.n,
+            registry.submit(handle, batch.rows, batch.y, new_labels=batch.new_labels),
+        )
     return (
         handle.name,
         batch.n,
