@@ -151,7 +151,7 @@ BAD_LEARN = {
     "bad_sparse_key": (
         _dense_body('[{"a": 1}]', "[1]"),
         422,
-        "X[0]: feature key 'a' is not a non-negative integer",
+        "X[0]: model 'default' learns positional rows of 4 features; it cannot take named fields",
         "X[0]",
         0,
     ),

@@ -2,7 +2,7 @@
 
 A model's :class:`~svmstream.solvers.online.stages.fields.FieldSchema` (``handle.fields``) turns
 them into CSR rows (``docs/fields.md``).  Which object rows are named: every object row of a model
-that has a schema; otherwise an object row with a key that is not a non-negative integer (rows
+that has a schema; otherwise an object row with a key that is not an integer (rows
 ``{"0": 1.5, "7": -2.0}`` stay the sparse positional form they always were).  A model learns
 either named fields or positional rows: the first batch decides, the other form is refused
 (422 naming ``X[0]``) — a column order and a schema cannot both be the model's.
@@ -26,7 +26,13 @@ from svmstream.solvers.online.stages.fields import FieldError, FieldSchema
 
 
 def _integer_key(key: Any) -> bool:
-    return isinstance(key, str) and key.strip().lstrip("+").isdigit()
+    """A key ``int()`` reads (``"7"``, ``"-1"``, ``" +3"``): the sparse positional form (whose
+    checks refuse the negative ones)."""
+    try:
+        int(key)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def named_rows(rows: Any, has_schema: bool = False) -> bool:
