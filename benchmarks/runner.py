@@ -187,6 +187,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "versions: ijcnn1 through a Redis stream, 5,000 flipped labels, rollback to the clean version "
         "(decisions, the replica's delay, learning on, undo); history on disk over 1,000 snapshots",
     ),
+    "bench_fields": Benchmark(
+        "[--quick]",
+        "named-field JSON through `/learn` (no settings; HouseVotes84, Soybean, credit_data, mlc_churn) against "
+        "the same model on a DictVectorizer encoding and `SVC()` on it; decode CPU against positional rows; "
+        "a field of 10^6 distinct values (vocabulary, RSS, restart and pinned decisions)",
+    ),
 }
 
 
