@@ -15,8 +15,11 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from svmstream.app.main import create_app
+from svmstream.app.models.registry import Registry
+from svmstream.app.models.serving import decode_serving, serving_blob
 from svmstream.app.settings import Settings
 from svmstream.solvers.online.stages.fields import FieldError, FieldSchema
+from svmstream.solvers.persistence import decode_state
 
 
 def events(n: int, seed: int = 0, missing: float = 0.1):
@@ -196,6 +199,14 @@ def test_named_fields_through_the_service(tmp_path):
         version = after["version"]
         c.post("/models/fraud/snapshot")
         live = np.asarray(pred["decision"])
+        # MLflow scoring: dataframe_records are named fields for a model that has a schema
+        params = {"model": "fraud", "output": "decision"}
+        inv = c.post("/invocations", json={"dataframe_records": test_rows[:20], "params": params})
+        assert inv.status_code == 200, inv.text
+        same = c.post("/predict", json={"model": "fraud", "X": test_rows[:20]}).json()["decision"]
+        assert np.max(np.abs(np.asarray(inv.json()["predictions"]) - np.asarray(same))) == 0.0
+        inv = c.post("/invocations", json={"dataframe_records": [{"amount": "x"}], "params": params})
+        assert inv.status_code == 400 and "X[0].amount" in inv.json()["message"], inv.text
         pinned = c.post("/predict", json={"model": "fraud", "X": test_rows, "version": version})
         assert pinned.status_code == 200, pinned.text
         assert np.max(np.abs(np.asarray(pinned.json()["decision"]) - live)) == 0.0
@@ -206,6 +217,16 @@ def test_named_fields_through_the_service(tmp_path):
         assert np.max(np.abs(np.asarray(pinned["decision"]) - live)) == 0.0
         c.post("/models/fraud/snapshot")
         live2 = np.asarray(c.post("/predict", json={"model": "fraud", "X": test_rows}).json()["decision"])
+    # a prediction replica installs the serving encoding of the newest snapshot
+    newest = sorted((tmp_path / "fraud").glob("*.svmstate"))[-1]
+    found = decode_serving(serving_blob(*decode_state(newest.read_bytes())))
+    replica = Registry(_settings(tmp_path / "replica"))
+    try:
+        replica.install(found, follower_of="http://127.0.0.1:1")
+        _, decision = replica.predict("fraud", test_rows)
+        assert np.max(np.abs(decision - live2)) == 0.0
+    finally:
+        replica.close()
     with TestClient(create_app(_settings(tmp_path))) as c:  # a restart
         restarted = c.post("/predict", json={"model": "fraud", "X": test_rows}).json()
         assert np.max(np.abs(np.asarray(restarted["decision"]) - live2)) == 0.0

@@ -169,7 +169,7 @@ def predict_rows(registry: Registry, name: str, X: np.ndarray, field: str, proba
         model without them.
     """
     view = registry.get(name).view
-    if view.n_features is not None and X.shape[1] != view.n_features:
+    if not isinstance(X, list) and view.n_features is not None and X.shape[1] != view.n_features:
         raise InvalidInput(
             f"{field}: rows of {X.shape[1]} features; model {name!r} expects {view.n_features}",
             field=field,

@@ -76,7 +76,11 @@ def _invoke(registry: Registry, body: bytes, default_model: str, versions=None) 
         obj = decode_json(body, "body", status=400)
     except RecursionError:
         raise InvalidInput("body: JSON nested too deeply", field="body", status=400) from None
-    request = parse_scoring_payload(obj, check_bools=may_contain_bools(body))
+    request = parse_scoring_payload(
+        obj,
+        check_bools=may_contain_bools(body),
+        named=lambda m: registry.get(m or default_model).fields is not None,
+    )
     name = request.model or default_model
     if request.version is not None:  # params.version: that version of the history answers
         registry = for_version(registry, versions, name, str(request.version))
