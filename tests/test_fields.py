@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import orjson
 import pytest
 from sklearn.feature_extraction import DictVectorizer
 from sklearn.utils import murmurhash3_32
@@ -231,3 +232,40 @@ def test_named_fields_through_the_service(tmp_path):
         restarted = c.post("/predict", json={"model": "fraud", "X": test_rows}).json()
         assert np.max(np.abs(np.asarray(restarted["decision"]) - live2)) == 0.0
         assert c.get("/models/fraud").json()["fields"]["n_fields"] == 5
+
+
+# ---------------------------------------------------------------------- Redis stream entries
+def test_stream_entries_of_named_fields(redis_server, tmp_path):
+    from tests.test_stream import n_seen, produce, stream_settings, streaming, unique, wait_for
+
+    r = redis_server.client()
+    name = unique("named")
+    settings = stream_settings(tmp_path, redis_server.url)
+    key, dead_key, _ = settings.stream_keys(name)
+    rows, y = events(1200, seed=6)
+    bad = [
+        ({b"y": b'"ok"', b"x": b'{"amount": "12", "country": "DE"}'}, "x.amount: expected a number"),
+        ({b"y": b'"ok"', b"x": b"[1.0, 2.0]"}, "x: this model learns named fields"),
+        ({b"y": b'"ok"', b"x": orjson.dumps({"country": "D" * 300})}, "x.country: a category has at most"),
+    ]
+    entries, kinds = [], []
+    for i, (row, label) in enumerate(zip(rows, y)):
+        if i % 100 == 50:
+            k = (i // 100) % len(bad)
+            entries.append(bad[k][0])
+            kinds.append(k)
+        entries.append({b"y": orjson.dumps(label), b"x": orjson.dumps(row)})
+        kinds.append(-1)
+    config = {"budget": 60, "warmup": 200, "random_state": 0}
+    with streaming(settings, name, config) as (registry, manager):
+        produce(r, key, entries)
+        wait_for(lambda: n_seen(registry, name) == len(rows), what="all good entries applied")
+        info = registry.get(name).info()
+        assert manager.consumers[name].dead_letters == sum(k >= 0 for k in kinds)
+    reasons = sorted(d[b"reason"].decode() for _, d in r.xrange(dead_key))
+    assert len(reasons) == sum(k >= 0 for k in kinds)
+    for reason in reasons:
+        assert any(reason.startswith(b[1]) for b in bad), reason
+    assert info["fields"]["n_fields"] == 5
+    ex = info["examples"]
+    assert ex["received"] == len(entries) and ex["learned"] + ex["pending"] == len(rows)

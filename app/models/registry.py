@@ -267,7 +267,7 @@ class Registry:
         model that grows (:func:`svmstream.app.models.limits.check_growth`: 413 naming
         ``max_total_model_bytes``).  Raises what they raise."""
         if isinstance(X, list):  # rows of named fields: the handle's schema encodes them
-            new = kwargs.get("new_labels")
+            new, _, _ = kwargs.get("new_labels"), kwargs.pop("sparse", None), kwargs.pop("declared", None)
             check = lambda Xe: check_growth(self._models, handle, Xe, new, True, self.settings)  # noqa: E731
             return handle.submit_named(X, y, check=check, **kwargs)
         sparse = kwargs.get("sparse")

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from svmstream.app.errors import InvalidInput, LearnerBusy
+from svmstream.app.ingest.named_entries import named_stream, parse_named_entries
 from svmstream.app.ingest.stream_entries import parse_stream_entries
 from svmstream.app.models.registry import ModelHandle, Registry
 from svmstream.app.settings import Settings
@@ -222,8 +223,11 @@ class StreamApplier:
             self.collect_done(client, block=True)
 
     def _parse(self, fresh):
+        entries = [f for _, f in fresh]
+        if named_stream(self.handle, entries):  # named fields (docs/fields.md)
+            return parse_named_entries(entries, self.handle.codec, self.handle.fields)
         return parse_stream_entries(
-            [f for _, f in fresh],
+            entries,
             self.handle.codec,
             self.handle.n_features,
             self.name,
