@@ -72,6 +72,17 @@ def test_encoding_equals_dictvectorizer_with_indicators():
     }
 
 
+def test_missing_and_new_categories_in_one_batch_keep_every_column():
+    schema = FieldSchema()
+    for batch in ([{"c": None}, {"c": "x"}], [{"c": "y"}, {"c": None}, {"t": None}, {"t": True}]):
+        X, g = schema.encode(batch)
+        schema.commit(g)
+        assert X.shape[1] == schema.n_columns
+    assert schema.column_names() == ["c?missing", "c=x", "c=y", "t", "t?missing"]
+    X, _ = schema.encode([{"c": None, "t": False}, {"c": "y", "t": True}], grow=False)
+    assert X.toarray().tolist() == [[1, 0, 0, 0, 0], [0, 0, 1, 1, 0]]
+
+
 def test_ragged_rows_and_new_fields_widen_at_the_end():
     schema = FieldSchema()
     X1, g = schema.encode([{"a": 1.0}, {"b": "x", "a": 2.0}])

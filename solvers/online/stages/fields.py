@@ -271,9 +271,10 @@ class FieldSchema:
             )
 
     def _mutable(self, growth: Growth, f: Field) -> Field:
-        """``f`` as this batch may change it (a copy the first time)."""
-        if growth.fields.get(f.name) is f:
-            return f
+        """``f`` as this batch may change it (a copy the first time; the same copy after)."""
+        mine = growth.fields.get(f.name)
+        if mine is not None:
+            return mine
         copy = Field(f.name, f.kind, f.column, f.missing, dict(f.categories), dict(f.buckets), f.declared)
         growth.fields[f.name] = copy
         return copy
