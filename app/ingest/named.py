@@ -24,6 +24,8 @@ import scipy.sparse as sp
 from svmstream.app.errors import InvalidInput
 from svmstream.solvers.online.stages.fields import FieldError, FieldSchema
 
+__all__ = ["FieldError", "FieldSchema", "encode_for_view", "encode_named", "named_rows", "named_schema"]
+
 
 def _integer_key(key: Any) -> bool:
     """A key ``int()`` reads (``"7"``, ``"-1"``, ``" +3"``): the sparse positional form (whose

@@ -23,9 +23,8 @@ from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import decode_json
 from svmstream.app.ingest.entry_format import entry_fields
 from svmstream.app.ingest.labels import LabelCodec, parse_stream_label
-from svmstream.app.ingest.named import named_rows
+from svmstream.app.ingest.named import FieldError, FieldSchema, named_rows
 from svmstream.app.ingest.stream_entries import EntryBatch
-from svmstream.solvers.online.stages.fields import FieldError, FieldSchema
 
 
 def named_stream(handle: Any, entries: Sequence[Any]) -> bool:
