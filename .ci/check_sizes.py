@@ -34,8 +34,6 @@ REASON = "# size:"
 PENDING = {
     "solvers/online/selection.py": "issue 37 item 4: the selector becomes a package (branch contract)",
     "solvers/online/pipeline.py": "issue 37 item 4/5: warm copy and rehearsal hand-over (branch rooms)",
-    "solvers/budgeted/_base.py": "issue 37 item 5: one class per algorithm (branch rooms)",
-    "solvers/budgeted/_classes.py": "issue 37 item 5: one class per algorithm (branch rooms)",
 }
 #: Names a numba decorator is called by (``numba.njit``, ``nb.jit(...)``, ``njit``).
 _NUMBA_DECORATORS = {"njit", "jit"}

@@ -56,7 +56,6 @@ from ..budgeted import (
     BudgetedSCAClassifier,
     BudgetedSGDClassifier,
     PegasosClassifier,
-    StreamingBSCA,
     WarmingUp,
     resolve_sv_storage,
 )
@@ -98,8 +97,8 @@ DELEGATED = (
     "merge_diagnostics_",
 )
 
-#: The plain faces, by name (saved states name them).
-_FACES = {cls.__name__: cls for cls in (BudgetedSGDClassifier, BudgetedSCAClassifier, PegasosClassifier)}
+#: The plain estimators, by name (saved states name them).
+_PLAIN = {cls.__name__: cls for cls in (BudgetedSGDClassifier, BudgetedSCAClassifier, PegasosClassifier)}
 
 
 def _read_through(name):
@@ -189,7 +188,7 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "estimator": [HasMethods(["partial_fit", "engine_params"]), None],
+        "estimator": [HasMethods(["partial_fit", "learn_rows"]), None],
         "scaling": [StrOptions(set(SCALINGS))],
         "warmup": [Interval(Integral, 0, None, closed="left")],
         "shuffle_buffer": [Interval(Integral, 0, None, closed="left")],
@@ -247,10 +246,10 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
 
     def _new_engine(self):
         plain = self._plain()
-        if type(plain).__name__ not in _FACES:
-            raise ValueError(f"estimator must be one of {', '.join(_FACES)}, got {type(plain).__name__}")
+        if type(plain).__name__ not in _PLAIN:
+            raise ValueError(f"estimator must be one of {', '.join(_PLAIN)}, got {type(plain).__name__}")
         plain.check_params()
-        engine = plain.ENGINE(**plain.engine_params())
+        engine = type(plain)(**plain.get_params())  # the plain estimator is the engine
         engine._calibrates = False  # the calibration stage calibrates
         seed = RehearsalStage.seed_of(engine.random_state)
         RehearsalStage(self.rehearsal, self.rehearsal_memory, seed).attach(engine)
@@ -281,7 +280,7 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
             self.shuffle_buffer, self.run_guard, d, n_classes,
             sparse_rows=sparse_rows, decide_rows=linear, random_state=model.random_state,
         )  # fmt: skip
-        if isinstance(model, StreamingBSCA) and n_classes > 2:
+        if isinstance(model, BudgetedSCAClassifier) and n_classes > 2:
             model._start_ovr(d, classes, streaming=True)
         else:
             model._init_state(d, classes, ready=self._scaler.ready)
@@ -594,7 +593,7 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         """Rebuild from :meth:`get_state` (older layouts pass :mod:`.upgrades` first)."""
         model = estimator_from_state(arrays, meta["model"])
         plain_meta = meta.get("plain") or _plain_of(model)
-        face = _FACES[plain_meta["class"]]
+        face = _PLAIN[plain_meta["class"]]
         plain = face(**{k: v for k, v in plain_meta["params"].items() if k in face().get_params()})
         est = cls(plain, **meta["params"])
         stages = meta["stages"]
@@ -623,12 +622,9 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
 
 
 def _plain_of(engine):
-    """The plain face's class and parameters of an engine saved before the split."""
-    if isinstance(engine, StreamingBSCA):
-        name = "BudgetedSCAClassifier"
-    else:
-        name = "PegasosClassifier" if engine.kernel == "linear" else "BudgetedSGDClassifier"
-    return {"class": name, "params": engine.get_params()}
+    """The plain estimator's class and parameters of a state saved without them (the engine
+    is the plain estimator: :func:`.upgrades.engines_renamed`)."""
+    return {"class": type(engine).__name__, "params": engine.get_params()}
 
 
 for _name in DELEGATED:
