@@ -33,7 +33,6 @@ REASON = "# size:"
 #: branch that splits them: reported on stderr, not counted.  Empty it as they land.
 PENDING = {
     "solvers/online/selection.py": "issue 37 item 4: the selector becomes a package (branch contract)",
-    "solvers/online/pipeline.py": "issue 37 item 4/5: warm copy and rehearsal hand-over (branch rooms)",
 }
 #: Names a numba decorator is called by (``numba.njit``, ``nb.jit(...)``, ``njit``).
 _NUMBA_DECORATORS = {"njit", "jit"}

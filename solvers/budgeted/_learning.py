@@ -194,7 +194,7 @@ class Learning:
         :data:`DRIFT_RESET_T0`; an int >= 1) and empty the rehearsal memory (its rows hold the
         old concept; they were learned already): what the drift stage asks for after a
         detection (:mod:`svmstream.solvers.online.stages.drift`), and a warm-started drift
-        challenger (:mod:`svmstream.solvers.online.warm`).  Nothing received is dropped.
+        challenger (:meth:`svmstream.solvers.online.StreamingClassifier.warm_copy`).  Nothing received is dropped.
         Returns self."""
         check_is_fitted(self, "classes_")
         self._reset_schedule(DRIFT_RESET_T0 if t0 is None else int(t0))
