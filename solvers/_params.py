@@ -72,6 +72,14 @@ def _constraint(row) -> list:
     return out
 
 
+def keep_params(estimator, values: dict) -> None:
+    """The body of a scikit-learn ``__init__``: each parameter stored as given, unvalidated
+    (``values``: the ``__init__``'s ``locals()``; ``self`` is skipped)."""
+    for name, value in values.items():
+        if name != "self":
+            setattr(estimator, name, value)
+
+
 def parameter_constraints(names) -> dict[str, list]:
     """``_parameter_constraints`` of an estimator whose parameters are ``names``: each from its
     row of the hyperparameter table (:data:`._hyperparameters.HYPERPARAMETERS`, or

@@ -9,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
-from .._params import BUDGET_MIN, REFERENCE_N_LINEAR, SCHEDULES, parameter_constraints
+from .._params import BUDGET_MIN, REFERENCE_N_LINEAR, SCHEDULES, keep_params, parameter_constraints
 from ..persistence import register_estimator
 from ._base import BudgetedKernelModel, resolve_lambda
 from ._gss import GSS_STANDARD_EPS
@@ -76,27 +76,10 @@ class PegasosClassifier(ScheduleChecks, BudgetedKernelModel):
     sv_storage = "auto"
 
     def __init__(
-        self,
-        *,
-        C=1.0,
-        lambda_=None,
-        n_samples=None,
-        epochs=1,
-        schedule="pegasos",
-        eta=1.0,
-        radius=None,
-        fit_intercept=False,
-        random_state=None,
-    ):
-        self.C = C
-        self.lambda_ = lambda_
-        self.n_samples = n_samples
-        self.epochs = epochs
-        self.schedule = schedule
-        self.eta = eta
-        self.radius = radius
-        self.fit_intercept = fit_intercept
-        self.random_state = random_state
+        self, *, C=1.0, lambda_=None, n_samples=None, epochs=1, schedule="pegasos", eta=1.0, radius=None,
+        fit_intercept=False, random_state=None,
+    ):  # fmt: skip
+        keep_params(self, locals())
 
     def check_params(self):
         """Validate the parameters (the family's checks, then ``_parameter_constraints``);

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._params import REFERENCE_N, SAMPLINGS, check_choice, parameter_constraints
+from .._params import REFERENCE_N, SAMPLINGS, check_choice, keep_params, parameter_constraints
 from ..persistence import register_estimator
 from ._base import DRIFT_RESET_T0, BudgetedKernelModel
 from ._bsca import bsca_steps
@@ -65,37 +65,11 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
     _parameter_constraints: dict = parameter_constraints((*KERNEL_PARAMS, "sampling"))
 
     def __init__(
-        self,
-        *,
-        budget=500,
-        gamma="scale",
-        C=1.0,
-        lambda_=None,
-        n_samples=None,
-        epochs=1,
-        maintenance="merge",
-        merge_solver="gss",
-        gss_eps=GSS_STANDARD_EPS,
-        compare_merge_solver=None,
-        profile=False,
-        random_state=None,
-        sampling="permutation",
-        sv_storage="auto",
-    ):
-        self.budget = budget
-        self.gamma = gamma
-        self.C = C
-        self.lambda_ = lambda_
-        self.n_samples = n_samples
-        self.epochs = epochs
-        self.maintenance = maintenance
-        self.merge_solver = merge_solver
-        self.gss_eps = gss_eps
-        self.compare_merge_solver = compare_merge_solver
-        self.profile = profile
-        self.random_state = random_state
-        self.sampling = sampling
-        self.sv_storage = sv_storage
+        self, *, budget=500, gamma="scale", C=1.0, lambda_=None, n_samples=None, epochs=1, maintenance="merge",
+        merge_solver="gss", gss_eps=GSS_STANDARD_EPS, compare_merge_solver=None, profile=False,
+        random_state=None, sampling="permutation", sv_storage="auto",
+    ):  # fmt: skip
+        keep_params(self, locals())
 
     # ------------------------------------------------------------------ parameters
     def check_params(self):

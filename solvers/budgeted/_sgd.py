@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._params import SCHEDULES, check_choice, check_positive, parameter_constraints
+from .._params import SCHEDULES, check_choice, check_positive, keep_params, parameter_constraints
 from ..persistence import register_estimator
 from ._base import BudgetedKernelModel
 from ._bsgd import bsgd_steps
@@ -129,43 +129,12 @@ class BudgetedSGDClassifier(ScheduleChecks, BudgetedKernelModel):
     kernel = "rbf"
 
     def __init__(
-        self,
-        *,
-        budget=500,
-        gamma="scale",
-        C=1.0,
-        lambda_=None,
-        n_samples=None,
-        epochs=1,
-        maintenance="merge",
-        merge_solver="gss",
-        schedule="pegasos",
-        eta=1.0,
-        radius=None,
-        fit_intercept=False,
-        gss_eps=GSS_STANDARD_EPS,
-        compare_merge_solver=None,
-        profile=False,
-        random_state=None,
+        self, *, budget=500, gamma="scale", C=1.0, lambda_=None, n_samples=None, epochs=1, maintenance="merge",
+        merge_solver="gss", schedule="pegasos", eta=1.0, radius=None, fit_intercept=False,
+        gss_eps=GSS_STANDARD_EPS, compare_merge_solver=None, profile=False, random_state=None,
         sv_storage="auto",
-    ):
-        self.budget = budget
-        self.gamma = gamma
-        self.C = C
-        self.lambda_ = lambda_
-        self.n_samples = n_samples
-        self.epochs = epochs
-        self.maintenance = maintenance
-        self.merge_solver = merge_solver
-        self.schedule = schedule
-        self.eta = eta
-        self.radius = radius
-        self.fit_intercept = fit_intercept
-        self.gss_eps = gss_eps
-        self.compare_merge_solver = compare_merge_solver
-        self.profile = profile
-        self.random_state = random_state
-        self.sv_storage = sv_storage
+    ):  # fmt: skip
+        keep_params(self, locals())
 
     def check_params(self):
         """Validate the parameters (the family's checks, then ``_parameter_constraints``);
