@@ -230,8 +230,8 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
       'and 4 x "scale", and 4 x with C = 0.1 until the first rung; successive halving; '
       "docs/selection.md); null: true when the model is created "
       "with no learning setting (only classes, max_classes, n_features, remember, selection_bytes), "
-      "false otherwise",
-      "service", nullable=True, cli=(), same_in_estimator=False),
+      "false otherwise (--no-selection alone: one plain model of the defaults)",
+      "service", nullable=True, same_in_estimator=False),
     H("selection_bytes", int, None, "bytes the racing candidates may take with the warm-up window (each "
       "counted as a model of the same settings); as many candidates race as fit, at least one; null: "
       "max_model_bytes less room for max_classes labels, set when the model is created",
