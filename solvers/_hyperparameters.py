@@ -352,3 +352,24 @@ def markdown(table: Iterable[Hyperparameter] = HYPERPARAMETERS) -> str:
             f" | {_cell(row.server_default)} | {allowed or '—'} | `{row.env}` | {flag} | {meaning} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def put_fields_markdown(table: Iterable[Hyperparameter] = HYPERPARAMETERS) -> str:
+    """The field list of ``PUT /models/{name}`` in ``docs/service.md`` (between
+    ``<!-- put-fields -->`` and ``<!-- /put-fields -->``; ``tests/test_docs.py`` checks it):
+    one line per row, its JSON name, type, server default, bounds or choices, and help."""
+    lines = []
+    for row in table:
+        if row.choices:
+            allowed = " / ".join(f"`{c}`" for c in row.choices)
+        else:
+            ops = {"ge": "≥", "gt": ">", "le": "≤"}
+            allowed = ", ".join(f"{ops[k]} {v:g}" for k, v in row.bounds.items())
+            allowed += "".join(f", or `{w!r}`" for w in row.words)
+        kind = row.type.__name__ + (" or null" if row.nullable else "")
+        only = "" if row.algorithms == ONLINE_ALGORITHMS else f"; {', '.join(row.algorithms)} only"
+        where = f" ({allowed})" if allowed else ""
+        lines.append(
+            f"- `{row.json_name}` — {kind}{where}, default {_cell(row.server_default)}{only}: {row.help}"
+        )
+    return "\n".join(lines) + "\n"
