@@ -49,8 +49,14 @@
 
   const models = new Map(); // name -> {card, data: {key: [xs, ...ys]}, plots: {key: uPlot}}
 
-  // one point (or a flat span) would make uPlot spread the time axis over years: keep a minute
-  const timeRange = (u, min, max) => (min === null || max - min < 60 ? [(min ?? 0) - 30, (max ?? 0) + 30] : [min, max]);
+  // one point (or a span under a minute) made uPlot spread the time axis over years
+  // ("2027 2028 2029"): such a span is shown as one minute around the points
+  function keepTimeSpan(plot, xs) {
+    if (xs.length && xs[xs.length - 1] - xs[0] < 60) {
+      const mid = (xs[0] + xs[xs.length - 1]) / 2;
+      plot.setScale("x", { min: mid - 30, max: mid + 30 });
+    }
+  }
 
   function chartWidth(box) {
     return Math.max(240, box.clientWidth - 8);
@@ -86,7 +92,7 @@
         height: 170,
         // live: false -- the legend names the series (no "--" values when the cursor is elsewhere)
         legend: { show: spec.series.length > 1, live: false },
-        scales: { x: { time: true, range: timeRange } },
+        scales: { x: { time: true } },
         series: [{}, ...spec.series.map(([label, stroke, , scale]) => ({
           label, stroke, width: 1.5, spanGaps: false, scale: scale || "y" }))],
         axes: [{}, { size: 50, values: axisValues }],
@@ -175,6 +181,7 @@
       });
       if (data[0].length > MAX_POINTS) for (const column of data) column.shift();
       entry.plots[spec.key].setData(data);
+      keepTimeSpan(entry.plots[spec.key], data[0]);
       // for tests and curious users: how many points the chart has a value for
       const filled = data.slice(1).reduce((n, column) => Math.max(n, column.filter((v) => v !== null).length), 0);
       entry.plots[spec.key].root.parentNode.dataset.points = String(filled);
