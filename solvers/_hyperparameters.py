@@ -234,8 +234,8 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
       'and 4 x "scale", and 4 x with C = 0.1 until the first rung; successive halving; '
       "docs/selection.md); null: true when the model is created "
       "with no learning setting (only classes, max_classes, n_features, remember, selection_bytes), "
-      "false otherwise",
-      "service", nullable=True, cli=(), same_in_estimator=False),
+      "false otherwise (--no-selection alone: one plain model of the defaults)",
+      "service", nullable=True, same_in_estimator=False),
     H("selection_bytes", int, None, "bytes the racing candidates may take with the warm-up window (each "
       "counted as a model of the same settings); as many candidates race as fit, at least one; null: "
       "max_model_bytes less room for max_classes labels, set when the model is created",
@@ -371,5 +371,26 @@ def markdown(table: Iterable[Hyperparameter] = HYPERPARAMETERS) -> str:
         lines.append(
             f"| `{row.json_name}` | {row.stage} | {', '.join(row.algorithms)} | {kind} | {_cell(row.default)}"
             f" | {_cell(row.server_default)} | {allowed or '—'} | `{row.env}` | {flag} | {meaning} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def put_fields_markdown(table: Iterable[Hyperparameter] = HYPERPARAMETERS) -> str:
+    """The field list of ``PUT /models/{name}`` in ``docs/service.md`` (between
+    ``<!-- put-fields -->`` and ``<!-- /put-fields -->``; ``tests/test_docs.py`` checks it):
+    one line per row, its JSON name, type, server default, bounds or choices, and help."""
+    lines = []
+    for row in table:
+        if row.choices:
+            allowed = " / ".join(f"`{c}`" for c in row.choices)
+        else:
+            ops = {"ge": "≥", "gt": ">", "le": "≤"}
+            allowed = ", ".join(f"{ops[k]} {v:g}" for k, v in row.bounds.items())
+            allowed += "".join(f", or `{w!r}`" for w in row.words)
+        kind = row.type.__name__ + (" or null" if row.nullable else "")
+        only = "" if row.algorithms == ONLINE_ALGORITHMS else f"; {', '.join(row.algorithms)} only"
+        where = f" ({allowed})" if allowed else ""
+        lines.append(
+            f"- `{row.json_name}` — {kind}{where}, default {_cell(row.server_default)}{only}: {row.help}"
         )
     return "\n".join(lines) + "\n"
