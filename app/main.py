@@ -36,6 +36,7 @@ from svmstream.app.api.openapi import install_openapi
 from svmstream.app.api.replica import ReplicaReadOnly
 from svmstream.app.api.routes import (
     challengers,
+    cluster,
     dashboard,
     events,
     feedback,
@@ -288,6 +289,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         uploads,
         events,
         dashboard,
+        cluster,
     ):
         app.include_router(module.router)
     # the standard protocols: Open Inference Protocol v2 and MLflow scoring (docs/protocols.md)

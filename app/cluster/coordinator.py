@@ -120,6 +120,10 @@ class Coordinator:
     def owned(self) -> list[str]:
         return sorted(self._leases)
 
+    def owner_of(self, name: str) -> str | None:
+        """The member holding ``name``'s lease now (None: nobody, a hand-off is under way)."""
+        return lease_ops.holder(self.client, self._stream_key(name))
+
     def catalogued(self, name: str) -> bool:
         return bool(self.client.sismember(membership.MODELS_KEY, name))
 
@@ -271,6 +275,8 @@ class Coordinator:
         try:
             handle = self.registry.get(name)
             self.registry.snapshot(handle, force=handle.saved_version is None)
+            if self.publisher is not None and handle.last_snapshot_path is not None:
+                self.publisher.queue(name, int(handle.saved_version), handle.last_snapshot_path)
         except ModelNotFound:
             pass
         self._move(name, "created", None, lease.fence)
@@ -346,8 +352,8 @@ class Coordinator:
             log.debug("cluster: recording a move failed", exc_info=True)
 
     # ------------------------------------------------------------------ GET /cluster
-    def describe(self) -> dict[str, Any]:
-        """Members, their URLs, every model's owner and the recent moves."""
+    def describe(self, moves: int = 50) -> dict[str, Any]:
+        """Members (URL, models held), every model's owner and fence, the newest ``moves``."""
         members = membership.live_members(self.client)
         urls = {k.decode(): v.decode() for k, v in self.client.hgetall(membership.URLS_KEY).items()}
         models = sorted(membership.catalogue(self.client))
@@ -367,5 +373,5 @@ class Coordinator:
             "member": self.member,
             "members": [{"name": m, "url": urls.get(m), "models": counts.get(m, 0)} for m in members],
             "models": owners,
-            "moves": membership.recent_moves(self.client),
+            "moves": membership.recent_moves(self.client, moves) if moves else [],
         }

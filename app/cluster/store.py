@@ -32,4 +32,6 @@ class FencedSnapshotStore(SnapshotStore):
         if self.client.eval(fencing.SNAPSHOT_OK, 2, key, MODELS_KEY, token, name) != 1:
             self.refused += 1
             raise fencing.Fenced(f"model {name!r}: not ours any more; snapshot refused")
+        # the writer and its fence, for audits (docs/cluster.md: fences never decrease by seq)
+        kwargs["extra"] = {**(kwargs.get("extra") or {}), "cluster_writer": token or "new"}
         return super().write(name, *args, **kwargs)
