@@ -352,6 +352,14 @@ class Coordinator:
             log.debug("cluster: recording a move failed", exc_info=True)
 
     # ------------------------------------------------------------------ GET /cluster
+    def deployment(self) -> dict[str, Any]:
+        """:meth:`describe` without the moves, or ``{"unavailable": reason}`` when Redis does not
+        answer (``GET /models`` still lists this learner's own models then)."""
+        try:
+            return self.describe(0)
+        except redis_errors() as exc:
+            return {"member": self.member, "unavailable": f"Redis: {type(exc).__name__}: {exc}"}
+
     def describe(self, moves: int = 50) -> dict[str, Any]:
         """Members (URL, models held), every model's owner and fence, the newest ``moves``."""
         members = membership.live_members(self.client)

@@ -97,7 +97,7 @@ async def list_models(request: Request, registry: RegistryDep) -> OrjsonResponse
     cluster = getattr(request.app.state, "cluster", None)
     if cluster is None:
         return OrjsonResponse({"models": infos})
-    deployment = await run_in_threadpool(cluster.describe, 0)
+    deployment = await run_in_threadpool(cluster.deployment)
     for info in infos:
         info["owner"] = cluster.member
     return OrjsonResponse({"models": infos, "deployment": deployment})
