@@ -237,7 +237,8 @@ class Coordinator:
         catalogue = membership.catalogue(self.client)
         local = set(self.registry.names())
         for name in sorted(local - catalogue - set(self._leases)):
-            self._adopt(name)
+            if self._created(name):
+                self._adopt(name)
         for name in sorted(set(self._leases) - local):
             self._deleted(name)
         catalogue = membership.catalogue(self.client)
@@ -260,6 +261,14 @@ class Coordinator:
 
     def _stream_key(self, name: str) -> str:
         return self.settings.stream_keys(name)[0]
+
+    def _created(self, name: str) -> bool:
+        """Whether the model made here has its first snapshot (``PUT /models`` writes it before
+        answering; until then the creation's fenced write must not find a lease taken)."""
+        try:
+            return self.registry.get(name).last_snapshot_path is not None
+        except ModelNotFound:
+            return False
 
     def _adopt(self, name: str) -> None:
         """A model created here (``POST /models``, the default model): take its lease and list
