@@ -217,7 +217,7 @@ class Settings(_ModelDefaults):
     """This learner's member name (default ``<hostname>-<pid>``); unique per live process."""
     cluster_lease_s: float = Field(3.0, gt=0.2, le=600)
     """TTL of a member's heartbeat and of each model lease: a learner that stops renewing loses
-    its models after this long; it stops learning them itself before (at 80 % of it)."""
+    its models after this long; it stops learning them itself before (at 60 % of it)."""
 
     # ---------------------------------------------------------------- batch jobs (docs/jobs.md)
     data_dir: Path | None = None

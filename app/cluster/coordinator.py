@@ -5,7 +5,7 @@ Two daemon threads (``docs/cluster.md`` has the protocol and its failure cases):
 * the **heartbeat** thread, every ``tick_s``: renews this member's heartbeat (and learns the
   live members) and every lease it holds, in two round trips.  A lease that is not ours any
   more is withdrawn at once (its model stops learning: :meth:`Coordinator.lease` answers None,
-  the consumer is fenced).  When Redis does not answer for 80 % of the lease TTL, every lease
+  the consumer is fenced).  When Redis does not answer for 60 % of the lease TTL, every lease
   is withdrawn (the member is cut off: it stops learning before its leases expire in Redis);
 * the **coordinator** thread, every ``tick_s``: reads the catalogue, works out the models this
   member should own (:func:`~svmstream.app.cluster.rendezvous.owner` over the live members),
@@ -37,7 +37,7 @@ from svmstream.app.stream.redis_ops import make_client, redis_errors
 log = logging.getLogger("svmstream.cluster")
 
 #: Part of the lease TTL after which a member that cannot reach Redis withdraws its leases.
-CUT_OFF_FRACTION = 0.8
+CUT_OFF_FRACTION = 0.6
 
 
 def default_member() -> str:
