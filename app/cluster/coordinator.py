@@ -174,7 +174,7 @@ class Coordinator:
         held = list(self._leases.values())
         for lease, ok in zip(held, lease_ops.renew_all(self._beat_client, held)):
             if not ok:
-                self._withdraw(lease.model, "renewal refused: another member holds it")
+                self._withdraw(lease.model, "renewal refused: the lease expired or another member took it")
         self._last_ok = sent
         self.connected = True
         if self.metrics is not None:
@@ -235,6 +235,9 @@ class Coordinator:
     def rebalance(self) -> None:
         """One pass: adopt models created here, forget deleted ones, hand off, gain."""
         catalogue = membership.catalogue(self.client)
+        if not catalogue:  # a Redis that restarted empty: the snapshot directory lists them
+            self._rebuild_catalogue()
+            catalogue = membership.catalogue(self.client)
         local = set(self.registry.names())
         for name in sorted(local - catalogue - set(self._leases)):
             if self._created(name):

@@ -448,6 +448,8 @@ class StreamConsumer:
     def _snapshot(self) -> None:
         try:
             self.registry.snapshot(self.handle)
+        except fencing.Fenced as exc:  # clustered: the model moved; its new owner snapshots it
+            log.info("model %r: %s", self.name, exc)
         except Exception:
             log.exception("model %r: snapshot requested by the stream consumer failed", self.name)
 
