@@ -306,7 +306,7 @@ def main(argv=None) -> None:
                 "learners": run["learners"],
                 "examples/s": run["examples_per_s"],
                 "examples/CPU s": run["examples_per_cpu_s"],
-                "wall s (20-80 %)": run["wall_s"],
+                "wall s (rename to all applied)": run["wall_s"],
                 "load": run["load_avg"],
                 "models per member": " / ".join(str(v) for _, v in sorted(run["spread"].items())),
             }
@@ -333,7 +333,7 @@ def main(argv=None) -> None:
         "bench_learners",
         {"machine": started, "args": vars(args), "summary": summary, "runs": runs},
         table,
-        "Several learners: 1,000 models, 1 vs 2 vs 3 learner processes",
+        f"Several learners: {args.models:,} models, 1 vs 2 vs 3 learner processes",
         notes,
     )
 
