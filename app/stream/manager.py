@@ -17,7 +17,6 @@ import threading
 import time
 import weakref
 
-from svmstream.app.models.config import BATCH_ALGORITHMS
 from svmstream.app.models.registry import ModelHandle, Registry
 from svmstream.app.models.view import ModelView
 from svmstream.app.settings import Settings
@@ -51,7 +50,7 @@ class StreamManager:
     def reconcile(self) -> None:
         """Start consumers for new/replaced streamed models, stop those of deleted ones.
 
-        Models trained by batch jobs (``BATCH_ALGORITHMS``) do not learn online and get no
+        Models trained by batch jobs (``config.learns_online`` false) do not learn online and get no
         consumer; a consumer that stopped because its model refused to learn is not restarted
         for the same model."""
         with self._lock:
@@ -59,7 +58,7 @@ class StreamManager:
                 h.name: h
                 for h in self.registry.handles()
                 if self.settings.streamed(h.name)
-                and h.config.algorithm not in BATCH_ALGORITHMS
+                and h.config.learns_online
                 and h not in self._refused
                 and (self.leases is None or self.leases(h.name) is not None)
             }
