@@ -208,6 +208,17 @@ class Settings(_ModelDefaults):
     stream_info_interval_s: float = Field(1.0, gt=0)
     """How often the consumer refreshes lag/pending (XINFO) for the metrics."""
 
+    # ---------------------------------------------------------------- several learners (docs/cluster.md)
+    cluster: bool = False
+    """Several learner processes share one Redis and one snapshot directory: each model is
+    owned by one of them (rendezvous hashing over the live members, a fenced lease per model).
+    Off: the one learner owns every model (as without the setting)."""
+    cluster_member: str | None = None
+    """This learner's member name (default ``<hostname>-<pid>``); unique per live process."""
+    cluster_lease_s: float = Field(3.0, gt=0.2, le=600)
+    """TTL of a member's heartbeat and of each model lease: a learner that stops renewing loses
+    its models after this long; it stops learning them itself before (at 60 % of it)."""
+
     # ---------------------------------------------------------------- batch jobs (docs/jobs.md)
     data_dir: Path | None = None
     """Directory whose files ``POST /jobs`` may name as ``data``/``test``; unset: server-side

@@ -109,6 +109,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "(RSS growth, publish time, snapshot size vs SV nonzeros, accuracy), next to `LinearSVC()` and `SVC()`; "
         "linear solver-only throughput",
     ),
+    "bench_learners": Benchmark(
+        "[--models 1000] [--entries 300] [--rounds 3]",
+        "several learner processes (docs/cluster.md): 1,000 models fed at once, 1 vs 2 vs 3 learners "
+        "interleaved, examples per second and per CPU second, models per member, share moved from 2 to 3, "
+        "SIGKILL of a learner to its models learning again",
+    ),
     "bench_replicas": Benchmark(
         "",
         "a learner and two prediction replicas on Redis: delay from each snapshot to the replicas serving it, "

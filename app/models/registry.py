@@ -201,14 +201,15 @@ class Registry:
             self.snapshot(handle)
         return handle, old is not None
 
-    def delete(self, name: str) -> None:
-        """Remove model ``name`` and its snapshot files.  Raises :class:`ModelNotFound`."""
+    def delete(self, name: str, *, keep_files: bool = False) -> None:
+        """Remove model ``name`` and its snapshot files (``keep_files``: from this process only, a
+        hand-off, ``docs/cluster.md``).  Raises :class:`ModelNotFound`."""
         with self._lock:
             handle = self._models.pop(name, None)
         if handle is None:
             raise ModelNotFound(f"model {name!r} not found")
         handle.close(wait=True)
-        if self.store is not None:
+        if self.store is not None and not keep_files:
             with self._snap_lock(name):
                 self.store.delete(name)
 

@@ -32,7 +32,7 @@ from svmstream.app.ingest.named_entries import named_stream, parse_named_entries
 from svmstream.app.ingest.stream_entries import parse_stream_entries
 from svmstream.app.models.registry import ModelHandle, Registry
 from svmstream.app.settings import Settings
-from svmstream.app.stream import redis_ops
+from svmstream.app.stream import fencing, redis_ops
 from svmstream.app.stream.feedback_entries import FeedbackResolution, has_fid
 from svmstream.app.stream.redis_ops import StreamId, as_str, fields_dict, parse_id
 
@@ -109,6 +109,8 @@ class StreamApplier:
         self.dead_letters = 0
         self.skipped = 0
         self.acked = 0
+        #: ``(lease key, token)`` of a clustered learner: acknowledgements are fenced
+        self.fence: tuple[str, str] | None = None
 
     # ------------------------------------------------------------------ snapshots -> acks
     def covered(self, sid: StreamId | None) -> None:
@@ -141,7 +143,10 @@ class StreamApplier:
         if not ids:
             return
         try:
-            redis_ops.ack(client, self.key, self.group, ids)
+            if self.fence is None:
+                redis_ops.ack(client, self.key, self.group, ids)
+            else:
+                fencing.fenced_ack(client, self.key, *self.fence, self.group, ids)
         except BaseException:
             self._unacked.extendleft(reversed(done))  # retried after the reconnect
             raise

@@ -12,7 +12,8 @@ from svmstream.app.api.auth import require_write
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
 from svmstream.app.api.http import OrjsonResponse, learn_body_budget, read_json_body
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, LearnRequest, LearnResponse, errors
-from svmstream.app.errors import ServiceError
+from svmstream.app.cluster.append import append_learn
+from svmstream.app.errors import ModelNotFound, ServiceError
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
 from svmstream.app.ingest.examples import parse_examples
 from svmstream.app.models.registry import Registry
@@ -68,12 +69,20 @@ async def learn(
     limit, setting = settings.max_body_bytes, "SVMSTREAM_MAX_BODY_BYTES"
     async with learn_body_budget(request, limit, setting, settings.max_concurrent_learn_bytes):
         body = await read_json_body(request, limit, setting)
-        if len(body) <= INLINE_PARSE_BYTES:  # ~2 ms for 1,000 x 22: cheaper than a thread hop
-            name, n, future = _parse_and_submit(registry, body, settings.default_model)
-        else:
-            name, n, future = await run_in_threadpool(
-                _parse_and_submit, registry, body, settings.default_model
-            )
+        try:
+            if len(body) <= INLINE_PARSE_BYTES:  # ~2 ms for 1,000 x 22: cheaper than a thread hop
+                name, n, future = _parse_and_submit(registry, body, settings.default_model)
+            else:
+                name, n, future = await run_in_threadpool(
+                    _parse_and_submit, registry, body, settings.default_model
+                )
+        except ModelNotFound:
+            cluster = getattr(request.app.state, "cluster", None)
+            if cluster is None:
+                raise
+            # another learner owns it: append to its stream (docs/cluster.md)
+            answer = await run_in_threadpool(append_learn, cluster, decode_body(body), settings.default_model)
+            return OrjsonResponse(answer, status_code=202)
         del body
     view = await applied(future)
     observe("learn", name, time.perf_counter() - started)

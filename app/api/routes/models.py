@@ -89,11 +89,18 @@ def validation_error(exc: ValidationError) -> InvalidInput:
 
 @router.get("", response_model=ModelList, responses=errors(401), dependencies=[Depends(require_read)])
 async def list_models(request: Request, registry: RegistryDep) -> OrjsonResponse:
-    """``{"models": [ModelInfo, ...]}``."""
+    """``{"models": [ModelInfo, ...]}``; with several learners (``docs/cluster.md``) also
+    ``"deployment"``: every model of the deployment with its owner, and the live members."""
     infos = [h.info() for h in registry.handles()]
     if not sees_everything(request):
         infos = [public_model(info) for info in infos]
-    return OrjsonResponse({"models": infos})
+    cluster = getattr(request.app.state, "cluster", None)
+    if cluster is None:
+        return OrjsonResponse({"models": infos})
+    deployment = await run_in_threadpool(cluster.deployment)
+    for info in infos:
+        info["owner"] = cluster.member
+    return OrjsonResponse({"models": infos, "deployment": deployment})
 
 
 @router.get(
