@@ -307,7 +307,7 @@ def main(argv=None) -> int:
         "named_balanced is the unweighted model's balanced accuracy, svc_balanced_weighted SVC(class_weight="
         '"balanced")\'s.'
     )
-    write_results("bench_fields", payload, rows, "Named fields", notes)
+    write_results("fields", payload, rows, "Named fields", notes)
     return 0
 
 
