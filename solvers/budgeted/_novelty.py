@@ -13,6 +13,7 @@ from .._hyperparameters import DEFAULT_NU, SCHEDULES
 from ..persistence import register_estimator
 from ._gss import GSS_STANDARD_EPS
 from ._task_base import BudgetedTaskModel, constraints
+from ._task_rehearsal import oneclass_stream
 from ._task_steps import oneclass_sgd_steps
 
 
@@ -125,6 +126,17 @@ class BudgetedOneClassSVM(OutlierMixin, BudgetedTaskModel):
             SCHEDULES[self.schedule], self._maintenance(), out, self._scratch(),
         )  # fmt: skip
         return out
+
+    def stream_steps(self, X, y, memory, rehearsal, draws, out):
+        """The streaming pipeline's call (:func:`._task_rehearsal.oneclass_stream`): a step per
+        row of X (scaled) in order, each followed by its reservoir offer and ``rehearsal`` extra
+        steps; score − ρ before each own step in ``out``; ``y`` is ignored."""
+        mem_X, _, _, mem_n = memory
+        oneclass_stream(
+            X, self._sv_t, self._sv_sq, self._coef, self._rho, self._counters, self._reals, self._k_inv,
+            self.gamma_, float(self.nu), float(self.eta), int(self.budget), SCHEDULES[self.schedule],
+            self._maintenance(), self._scratch(), mem_X, mem_n, int(rehearsal), draws, out,
+        )  # fmt: skip
 
     @property
     def offset_(self) -> float:

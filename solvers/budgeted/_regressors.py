@@ -21,6 +21,7 @@ from .._hyperparameters import DEFAULT_EPSILON, SCHEDULES
 from ..persistence import register_estimator
 from ._gss import GSS_STANDARD_EPS
 from ._task_base import BudgetedTaskModel, constraints, regularisation, writable
+from ._task_rehearsal import svr_sca_stream
 from ._task_steps import svr_sca_steps, svr_sgd_steps
 
 
@@ -160,6 +161,15 @@ class BudgetedSGDRegressor(_Regressor):
     def intercept_(self) -> float:
         return float(self._bias[0])
 
+    def stream_steps(self, X, y, memory, rehearsal, draws, out):
+        """The streaming pipeline's call: one step per row of X (scaled) in order, f before each
+        in ``out``; rehearsal is not offered for BSGD (ValueError if asked)."""
+        if rehearsal:
+            raise ValueError("rehearsal needs the dual coordinate regressor (BudgetedSCARegressor)")
+        if not hasattr(self, "lambda_eff_"):
+            self._prepare(n_rows=None)
+        out[:] = self._steps(X, y, np.arange(X.shape[0], dtype=np.int64), dataset=False)
+
     def get_state(self):
         arrays, meta = super().get_state()
         meta["lambda_eff"] = self.lambda_eff_
@@ -248,3 +258,16 @@ class BudgetedSCARegressor(_Regressor):
     @property
     def intercept_(self) -> float:
         return 0.0
+
+    def stream_steps(self, X, y, memory, rehearsal, draws, out):
+        """The streaming pipeline's call (:func:`._task_rehearsal.svr_sca_stream`): one
+        streaming step per row of X (scaled) in order, each followed by its reservoir offer and
+        ``rehearsal`` dataset-mode steps on reservoir rows; f before each own step in ``out``.
+        ``memory`` = (mem_X (M, d), mem_y (M,), mem_a (M,), mem_n (2,) int64); ``draws``
+        (n·(1 + rehearsal),) uniforms."""
+        mem_X, mem_y, mem_a, mem_n = memory
+        svr_sca_stream(
+            X, y, float(self.C), float(self.epsilon), self._sv_t, self._sv_sq, self._coef, self._counters,
+            self._reals, self._k_inv, self.gamma_, int(self.budget), self._maintenance(), self._scratch(),
+            mem_X, mem_y, mem_a, mem_n, int(rehearsal), draws, out,
+        )  # fmt: skip
