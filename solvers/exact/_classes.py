@@ -34,6 +34,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._params import KERNELS
 from ..calibration import REFIT_BELOW_ROWS, MarginCalibrator, holdout_split
 from ..persistence import register_estimator
+from ..served import BatchServed
 from ._dask import active_client
 from ._dcsvm import DEFAULT_START_METHOD, EarlyModel, dcsvm_fit, default_workers, make_process_pool
 from ._kernel_kmeans import KernelClusters
@@ -71,7 +72,7 @@ def _probability_enabled(est) -> bool:
 
 
 @register_estimator
-class DCSVMClassifier(ClassifierMixin, BaseEstimator):
+class DCSVMClassifier(BatchServed, ClassifierMixin, BaseEstimator):
     """Kernel SVM trained by multilevel DC-SVM (Hsieh, Si & Dhillon 2014, Algorithm 1).
 
     Parameters

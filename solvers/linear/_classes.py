@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._params import SELECTIONS as _SELECTIONS
 from ..calibration import REFIT_BELOW_ROWS, MarginCalibrator, holdout_split
 from ..persistence import register_estimator
+from ..served import BatchServed
 from ._cd import as_cd_input, decision_values, dual_cd
 
 __all__ = ["LinearDualCDClassifier"]
@@ -38,7 +39,7 @@ def _probability_enabled(est) -> bool:
 
 
 @register_estimator
-class LinearDualCDClassifier(ClassifierMixin, BaseEstimator):
+class LinearDualCDClassifier(BatchServed, ClassifierMixin, BaseEstimator):
     """Linear SVM (hinge loss, no bias) trained by dual coordinate descent.
 
     Solves ``min_w 1/2 ||w||^2 + C sum_i max(0, 1 - y_i <w, x_i>)`` through its box-

@@ -61,6 +61,7 @@ from ..budgeted import (
     resolve_sv_storage,
 )
 from ..persistence import estimator_from_state, register_estimator
+from .served import ServedPipeline
 from .stages import CalibrationStage, DriftStage, OrderStage, RehearsalStage, ScalerStage
 from .upgrades import legacy_state, scaler_and_order_out_of_the_engine, stages_out_of_the_engine
 
@@ -132,7 +133,7 @@ def resolve_scaling(scaling, estimator):
 
 
 @register_estimator
-class StreamingClassifier(ClassifierMixin, BaseEstimator):
+class StreamingClassifier(ServedPipeline, ClassifierMixin, BaseEstimator):
     """A plain budgeted estimator inside the streaming stages (scaler, order, rehearsal, drift,
     calibration) — the model the service keeps for each name.
 

@@ -29,6 +29,7 @@ and schedule, and the measurements behind it, are in ``docs/selection.md``.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from numbers import Integral, Real
 
 import numpy as np
@@ -42,6 +43,7 @@ from sklearn.utils.validation import check_is_fitted, check_X_y
 from .._params import DEFAULT_REHEARSAL_MEMORY, DEFAULT_SHUFFLE_BUFFER, DEFAULT_WARMUP
 from ..budgeted import BudgetedSGDClassifier, WarmingUp, model_bytes, window_bytes
 from ..budgeted._base import resolve_lambda
+from ..contract import DriftReport, ExampleAccount, Learned, ModelReport
 from ..persistence import estimator_from_state, register_estimator
 from .pipeline import StreamingClassifier
 
@@ -748,47 +750,116 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
             "max_bytes": self.max_bytes,
         }
 
-    #: Figures of the leader a service reads (``GET /models``, the finite check, the meters).
-    LEADER_ATTRIBUTES = frozenset(
-        {
-            "n_support_vectors_", "t_", "n_merges_", "n_seen_", "lambda_eff_", "gamma_", "scaling_",
-            "scaling_reason_", "n_replayed_", "n_discarded_", "drift_", "dual_coef_", "intercept_",
-            "last_margins_", "last_y_", "support_vectors_",
-        }
-    )  # fmt: skip
+    # ------------------------------------------------------------------ the contract
+    TASK = "classification"
+    HAS_CLASSES = True
+    LEARNS_ONLINE = True
 
-    def __getattr__(self, name):
-        """The leader's :data:`LEADER_ATTRIBUTES` (AttributeError, or WarmingUp, otherwise; while
-        the window is open: the plain estimator's ``lambda_eff_``, which no candidate changes, the
-        held rows as ``n_seen_``, no step, SV or merge)."""
-        if name in SelectionClassifier.LEADER_ATTRIBUTES and "candidates_" in self.__dict__:
-            if not self._alive():
-                plain = self._plain()
-                window = {
-                    "lambda_eff_": resolve_lambda(plain.lambda_, plain.C, plain.n_samples),
-                    "n_seen_": self._n_held(),
-                    "t_": 0,
-                    "n_support_vectors_": 0,
-                    "n_merges_": 0,
-                }
-                if name in window:
-                    return window[name]
-            return getattr(self._leader(), name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    def fitted(self) -> bool:
+        """Whether it has received its first batch."""
+        return self.__sklearn_is_fitted__()
+
+    def report(self) -> ModelReport:
+        """The selector's figures (:class:`~..contract.ModelReport`): the leader's, with the
+        selector's example account, the race under ``statistics["selection"]`` and the drift
+        detections since the race ended as ``drift.actionable``; while the window is open the
+        held rows as pending and seen, the plain estimator's λ, no step, SV or merge."""
+        frozen = self.__dict__.get("_published_report")
+        if frozen is not None:
+            return frozen
+        if not self.fitted():
+            return ModelReport(task=self.TASK, has_classes=self.HAS_CLASSES)
+        if not self._alive():
+            plain, held = self._plain(), self._n_held()
+            return ModelReport(
+                task=self.TASK, has_classes=self.HAS_CLASSES, fitted=True, warming_up=True,
+                examples=ExampleAccount(int(self.n_received_), 0, held),
+                n_features=self.__dict__.get("n_features_in_"), n_classes=int(self.classes_.shape[0]),
+                n_seen=held, lambda_=float(resolve_lambda(plain.lambda_, plain.C, plain.n_samples)),
+                statistics={"selection": self.race()},
+            )  # fmt: skip
+        leader = self._leader().report()
+        drift = leader.drift
+        return replace(
+            leader,
+            examples=ExampleAccount(int(self.n_received_), leader.examples.learned, leader.examples.pending),
+            statistics={**leader.statistics, "selection": self.race()},
+            drift=DriftReport(drift.detections, drift.last_at, int(self.drift_detections_)),
+        )
+
+    def nonfinite(self, X=None) -> str | None:
+        """The leader's :meth:`~.served.ServedPipeline.nonfinite` (None while the window is open)."""
+        return self._leader().nonfinite(X) if self.fitted() and self._alive() else None
+
+    def last_learned(self) -> Learned | None:
+        """The leader's last learned margins and labels (None while the window is open)."""
+        return self._leader().last_learned() if self.fitted() and self._alive() else None
+
+    def input_width(self) -> int | None:
+        """``n_features_in_`` (None before the first batch)."""
+        width = self.__dict__.get("n_features_in_")
+        return None if width is None else int(width)
+
+    def class_count(self) -> int | None:
+        """``len(classes_)`` (None before the first batch)."""
+        return int(self.classes_.shape[0]) if self.fitted() else None
+
+    def serves(self) -> bool:
+        """Fitted and out of the selector's and the leader's warm-up windows."""
+        return self.fitted() and not self.warming_up_
+
+    def drift(self) -> DriftReport:
+        """The leader's detections; ``actionable``: the sole survivor's since the race ended."""
+        if not self.fitted() or not self._alive():
+            return DriftReport()
+        drift = self._leader().drift()
+        return DriftReport(drift.detections, drift.last_at, int(self.drift_detections_))
+
+    def warm_start(self):
+        """The sole survivor's warm copy once the race is over (None before)."""
+        survivor = self.survivor_ if self.fitted() else None
+        return None if survivor is None else survivor.warm_start()
+
+    def serving_settings(self):
+        """The sole survivor's settings once the race is over (numeric ``gamma``, ``C``,
+        ``rehearsal``, ...; a drift challenger copies them), else None."""
+        if not self.fitted() or self.survivor_ is None:
+            return None
+        return self.settings_[self.leader_]
+
+    def estimate_bytes(self, n_features: int, n_classes: int) -> int:
+        """The window and as many candidates as race at width ``n_features``
+        (:func:`race_size`, two classes and their rehearsal memory), each counted with
+        ``n_classes`` classes and its rehearsal memory when ``rehearsal`` > 0."""
+        plain, pp = self._plain(), self.pipeline_params or {}
+        window = window_bytes(self.warmup, n_features)
+        models = race_size(
+            len(self._candidate_list()), self.candidate_bytes(n_features), window, self.max_bytes
+        )
+        memory = pp.get("rehearsal_memory", DEFAULT_REHEARSAL_MEMORY) if self.rehearsal else 0
+        one = model_bytes(
+            plain.budget, n_features, self.shuffle_buffer, pp.get("run_guard", True), max(2, int(n_classes)),
+            plain.maintenance, "rbf", plain.sv_storage, memory,
+        )  # fmt: skip
+        return window + models * one
 
     def published_copy(self):
-        """What predictions read: the leader's ``published_copy()``; while the window is open, a
-        selector holding no rows whose predictions raise :class:`WarmingUp`."""
+        """What predictions read: a selector that holds only the leader's ``published_copy()``
+        (while the window is open: no candidate, its predictions raise :class:`WarmingUp`), and
+        reports what this selector reports now (:meth:`report`, frozen).  It is not saved:
+        :meth:`get_state` of a published copy raises TypeError."""
         check_is_fitted(self)
-        if self._alive():
-            return self._leader().published_copy()
-        twin = type(self)(
-            self.estimator, **{k: v for k, v in self.get_params(deep=False).items() if k != "estimator"}
-        )
-        twin._begin(self.classes_)
-        twin._held = list(self._held)  # read for the count in the message only
-        twin.n_received_ = self.n_received_
-        return twin
+        report = self.report()
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy._held = list(self._held)  # read for the count in the message only
+        alive = self._alive()
+        copy.candidates_ = [None] * len(self.candidates_)
+        if alive:
+            leader = self.leader_
+            copy.candidates_[leader] = self.candidates_[leader].published_copy()
+        copy._published_report = report
+        return copy
 
     # ------------------------------------------------------------------ persistence
     STATE_VERSION = 1
@@ -797,6 +868,8 @@ class SelectionClassifier(ClassifierMixin, BaseEstimator):
         """``(arrays, meta)``: each surviving candidate's state under ``c{i}.``, the held rows under
         ``held{j}.``, the scores and the rungs."""
         check_is_fitted(self)
+        if "_published_report" in self.__dict__:
+            raise TypeError("a published copy of a selector holds its leader only: save the selector itself")
         arrays = {"classes": self.classes_, "score": self._score.copy()}
         arrays.update({f"hits{i}": h for i, h in enumerate(self._hits)})
         held_meta = []
