@@ -30,10 +30,12 @@ from sklearn.base import BaseEstimator, OutlierMixin, RegressorMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
 from ..budgeted.tasks import BudgetedOneClassSVM, BudgetedSCARegressor
+from ..contract import Learned
 from ..drift import DriftMonitor
 from ..persistence import estimator_from_state, register_estimator
 from .stages.recent import DEFAULT_WINDOW, ConformalIntervals, ScoreThreshold
 from .stages.target import TargetScaler
+from .task_served import ServedTask
 
 #: Defaults of the stages (docs/regression.md, docs/novelty.md say how they were chosen).
 DEFAULT_TASK_WARMUP = 200
@@ -94,9 +96,11 @@ class _StreamingTask(BaseEstimator):
     def _receive(self, X, y):
         """Take a batch: hold it in the window or learn it; returns the prequential values of the
         rows learned now (for the stages) as (X_learned, y_learned, out) or None."""
+        X = _finite_rows(X, getattr(self, "n_features_in_", None))
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"y has {y.shape[0]} values for {X.shape[0]} rows")
         if not hasattr(self, "engine_"):
             self._setup(X.shape[1])
-        X = _finite_rows(X, self.n_features_in_)
         self.n_received_ += X.shape[0]
         if self.warming_up_:
             room = self.warmup - sum(part.shape[0] for part in self._window_X)
@@ -105,14 +109,23 @@ class _StreamingTask(BaseEstimator):
             if X.shape[0] < room:
                 return None
             Xw, yw = self._close_window()  # exactly `warmup` rows: the batch cut does not matter
-            self._start_engine((Xw - self._offset) / self._factor)
             X, y = np.concatenate([Xw, X[room:]]), np.concatenate([yw, y[room:]])
+        return self._learn_rows(X, y)
+
+    def _learn_rows(self, X, y):
+        """Learn raw rows X with targets y (window rows first when it just closed): the
+        prequential ``(y, out)``."""
         Xs = (X - self._offset) / self._factor
         ys = self._target.transform(y)
         out = np.empty(X.shape[0])
         self._learn(np.ascontiguousarray(Xs), np.ascontiguousarray(ys), out)
         self.n_learned_ += X.shape[0]
         return y, out
+
+    def _close_now(self):
+        """Close the warm-up window with what it holds and learn it (``flush``)."""
+        Xw, yw = self._close_window()
+        return self._learn_rows(Xw, yw)
 
     def _close_window(self):
         X = np.concatenate(self._window_X)
@@ -124,6 +137,8 @@ class _StreamingTask(BaseEstimator):
             std = X.std(axis=0)
             self._factor = np.where(std > 0.0, std, 1.0)
         self._target.fit(y)
+        if X.shape[0]:
+            self._start_engine((X - self._offset) / self._factor)
         order = self._rng.permutation(X.shape[0])
         return X[order], y[order]
 
@@ -208,7 +223,7 @@ class _StreamingTask(BaseEstimator):
 
 
 @register_estimator
-class StreamingRegressor(RegressorMixin, _StreamingTask):
+class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
     """Budgeted kernel regression on a stream: warm-up scaling of X and y, rehearsal, drift and
     split-conformal prediction intervals around a plain regressor (module docstring).
 
@@ -254,6 +269,8 @@ class StreamingRegressor(RegressorMixin, _StreamingTask):
         self.window = window
         self.random_state = random_state
 
+    TASK = "regression"
+
     def _default_engine(self):
         return BudgetedSCARegressor()
 
@@ -270,21 +287,40 @@ class StreamingRegressor(RegressorMixin, _StreamingTask):
     def _restore_part(self, key, part):
         return ("intervals_", part) if key == "intervals" else super()._restore_part(key, part)
 
-    def partial_fit(self, X, y):
-        """Learn rows X (n, d) with numeric targets y (n,); returns self.  ValueError on NaN/inf
-        or a non-numeric y (nothing changes then)."""
+    def partial_fit(self, X, y, classes=None):
+        """Learn rows X (n, d) with numeric targets y (n,) (``classes`` is ignored: no classes);
+        returns self.  ValueError on NaN/inf or a non-numeric y (nothing changes then)."""
         y = np.asarray(y)
         if y.dtype.kind not in "iuf" or y.ndim != 1 or not np.all(np.isfinite(y)):
             raise ValueError("y must be a 1-D array of finite numbers")
-        got = self._receive(X, y.astype(np.float64))
-        if got is not None:
-            y_true, out = got
-            resid = np.abs(y_true - self._target.inverse(out))
-            half = self.intervals_.half_width(DRIFT_LEVEL)
-            if np.isfinite(half):
-                self.drift_.update(resid > half)
-            self.intervals_.observe(resid)
+        self._after_learning(self._receive(X, y.astype(np.float64)))
         return self
+
+    def _after_learning(self, got) -> None:
+        if got is None:
+            self._last = Learned(np.zeros(0), np.zeros(0))
+            return
+        y_true, out = got
+        pred = self._target.inverse(out)
+        self._last = Learned(pred, y_true)
+        resid = np.abs(y_true - pred)
+        half = self.intervals_.half_width(DRIFT_LEVEL)
+        if np.isfinite(half):
+            self.drift_.update(resid > half)
+        self.intervals_.observe(resid)
+
+    def _task_metrics(self) -> dict:
+        held = self.intervals_.values if hasattr(self, "intervals_") else np.zeros(0)
+        if not held.shape[0]:
+            return {}
+        half = self.intervals_.half_width(0.9)
+        out = {"recent_mae": float(np.mean(held)), "recent_rmse": float(np.sqrt(np.mean(held**2)))}
+        return out | ({"interval_90_half_width": half} if np.isfinite(half) else {})
+
+    def decision_function(self, X):
+        """ŷ (n,) float64; raises ``WarmingUp`` while the warm-up window is open."""
+        self._check_serves()
+        return self.predict(X)
 
     def fit(self, X, y):
         """One pass over X, y in the order given (a fresh model); returns self."""
@@ -309,7 +345,7 @@ class StreamingRegressor(RegressorMixin, _StreamingTask):
 
 
 @register_estimator
-class StreamingNovelty(OutlierMixin, _StreamingTask):
+class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
     """Budgeted one-class SVM on a stream: warm-up scaling, rehearsal, a threshold of a stated
     false-alarm rate on recent scores and drift of the score distribution (module docstring).
 
@@ -349,6 +385,8 @@ class StreamingNovelty(OutlierMixin, _StreamingTask):
         self.false_alarm = false_alarm
         self.random_state = random_state
 
+    TASK = "novelty"
+
     def _default_engine(self):
         return BudgetedOneClassSVM(nu=0.2)
 
@@ -362,17 +400,35 @@ class StreamingNovelty(OutlierMixin, _StreamingTask):
     def _restore_part(self, key, part):
         return ("scores_", part) if key == "scores" else super()._restore_part(key, part)
 
-    def partial_fit(self, X, y=None):
-        """Learn rows X (n, d) (``y`` is ignored: no labels); returns self.  ValueError on NaN/inf."""
+    def partial_fit(self, X, y=None, classes=None):
+        """Learn rows X (n, d) (``y``: ignored, no labels; ``classes`` too); returns self.
+        ValueError on NaN/inf."""
         X = np.asarray(X, dtype=np.float64)
-        got = self._receive(X, np.zeros(X.shape[0]))
-        if got is not None:
-            scores = -got[1]
-            threshold = self.threshold_
-            if np.isfinite(threshold):
-                self.drift_.update(scores > threshold)
-            self.scores_.observe(scores)
+        self._after_learning(self._receive(X, np.zeros(X.shape[0])))
         return self
+
+    def _after_learning(self, got) -> None:
+        if got is None:
+            self._last = Learned(np.zeros(0), np.zeros(0))
+            return
+        scores = -got[1]
+        self._last = Learned(scores, got[0])
+        threshold = self.threshold_
+        if np.isfinite(threshold):
+            self.drift_.update(scores > threshold)
+        self.scores_.observe(scores)
+
+    def _task_metrics(self) -> dict:
+        threshold = self.threshold_
+        return (
+            {"threshold": threshold, "false_alarm": float(self.false_alarm)} if np.isfinite(threshold) else {}
+        )
+
+    def decision_function(self, X):
+        """threshold − score (n,) float64: negative for an outlier (scikit-learn's convention);
+        raises ``WarmingUp`` while the warm-up window is open."""
+        self._check_serves()
+        return self.threshold_ - self.score_samples(X)
 
     def fit(self, X, y=None):
         """One pass over X in the order given (a fresh model); returns self."""
