@@ -62,6 +62,34 @@ def _fold_scale(coef, n_sv, scale):
     return scale
 
 
+@nb.njit(nogil=True, cache=True)
+def _shrunk(coef, n_sv, scale, shrink):
+    """``w ← shrink·w`` on the scale; a factor ≤ 0 (Pegasos at t = 1) clears the model.
+    Returns ``(n_sv, scale)``."""
+    if shrink <= 0.0:
+        _clear(coef, n_sv)
+        return 0, 1.0
+    return n_sv, scale * shrink
+
+
+@nb.njit(nogil=True, cache=True)
+def _enter(X, i, x, x_sq, value, weight, sv_t, sv_sq, coef, n_sv, gamma, budget, maintenance, k_inv,
+           counters, reals, scale, scratch):  # fmt: skip
+    """Add ``value``·φ(x) (raw units: ``value`` / scale) and bring the model back to B SVs;
+    returns the SV count.  ``weight`` (1,) float64 scratch; the kernel row of x is in
+    ``scratch.row_buf`` (:func:`_margin`)."""
+    counters[C_VIOLATIONS] += 1
+    weight[0] = value / scale
+    n_sv = add_support_vector(
+        X, i, x, x_sq, weight, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, scratch.row_buf, False, reals
+    )
+    if n_sv > budget:
+        n_sv = maintain_budget(
+            sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, scale, False, scratch
+        )
+    return n_sv
+
+
 # Long on purpose (as bsgd_steps): the whole per-example loop in one call per batch.
 @nb.njit(nogil=True, cache=True)
 def svr_sgd_steps(
@@ -97,26 +125,16 @@ def svr_sgd_steps(
         out[r] = f
         t += 1
         eta, shrink = learning_rate(schedule, t, lam, eta0)
-        if shrink <= 0.0:
-            _clear(coef, n_sv)
-            n_sv = 0
-            scale = 1.0
-        else:
-            scale *= shrink
+        n_sv, scale = _shrunk(coef, n_sv, scale, shrink)
         resid = y[i] - f
         if resid > epsilon or resid < -epsilon:
             sign = 1.0 if resid > 0.0 else -1.0
-            counters[C_VIOLATIONS] += 1
-            weight[0] = eta * sign / scale
-            n_sv = add_support_vector(
-                X, i, x, x_sq, weight, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, False, reals
-            )
+            n_sv = _enter(
+                X, i, x, x_sq, eta * sign, weight, sv_t, sv_sq, coef, n_sv, gamma, budget, maintenance, k_inv,
+                counters, reals, scale, scratch,
+            )  # fmt: skip
             if use_bias:
                 bias[0] += eta * sign
-            if n_sv > budget:
-                n_sv = maintain_budget(
-                    sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, scale, False, scratch
-                )
         scale = _fold_scale(coef, n_sv, scale)
         row_close(X, i, sv_t)
     counters[C_N_SV] = n_sv
@@ -168,15 +186,10 @@ def svr_sca_steps(
         if delta != 0.0:
             if not stream:
                 alpha[i] = a_old + delta
-            counters[C_VIOLATIONS] += 1
-            weight[0] = delta
-            n_sv = add_support_vector(
-                X, i, x, x_sq, weight, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, False, reals
-            )
-            if n_sv > budget:
-                n_sv = maintain_budget(
-                    sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, 1.0, False, scratch
-                )
+            n_sv = _enter(
+                X, i, x, x_sq, delta, weight, sv_t, sv_sq, coef, n_sv, gamma, budget, maintenance, k_inv,
+                counters, reals, 1.0, scratch,
+            )  # fmt: skip
         row_close(X, i, sv_t)
     counters[C_N_SV] = n_sv
     return order.shape[0]
@@ -209,23 +222,13 @@ def oneclass_sgd_steps(
         out[r] = f - rho[0]
         t += 1
         eta, shrink = learning_rate(schedule, t, nu, eta0)
-        if shrink <= 0.0:
-            _clear(coef, n_sv)
-            n_sv = 0
-            scale = 1.0
-        else:
-            scale *= shrink
+        n_sv, scale = _shrunk(coef, n_sv, scale, shrink)
         if f < rho[0]:
-            counters[C_VIOLATIONS] += 1
             rho[0] -= eta * (1.0 - nu)
-            weight[0] = eta / scale
-            n_sv = add_support_vector(
-                X, i, x, x_sq, weight, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, False, reals
-            )
-            if n_sv > budget:
-                n_sv = maintain_budget(
-                    sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, scale, False, scratch
-                )
+            n_sv = _enter(
+                X, i, x, x_sq, eta, weight, sv_t, sv_sq, coef, n_sv, gamma, budget, maintenance, k_inv,
+                counters, reals, scale, scratch,
+            )  # fmt: skip
         else:
             rho[0] += eta * nu
         scale = _fold_scale(coef, n_sv, scale)
