@@ -8,6 +8,8 @@ import pytest
 
 import svmstream.solvers as solvers
 import svmstream.solvers.budgeted as budgeted
+import svmstream.solvers.budgeted.tasks as task_estimators
+import svmstream.solvers.online.tasks as task_pipelines
 
 ESTIMATORS = [
     pytest.param(solvers, "BudgetedSGDClassifier"),
@@ -20,6 +22,12 @@ ESTIMATORS = [
     # the engines (svmstream.solvers.budgeted)
     pytest.param(budgeted, "StreamingBSGD"),
     pytest.param(budgeted, "StreamingBSCA"),
+    # regression and novelty (issue 38)
+    pytest.param(task_estimators, "BudgetedSGDRegressor"),
+    pytest.param(task_estimators, "BudgetedSCARegressor"),
+    pytest.param(task_estimators, "BudgetedOneClassSVM"),
+    pytest.param(task_pipelines, "StreamingRegressor"),
+    pytest.param(task_pipelines, "StreamingNovelty"),
 ]
 
 

@@ -111,7 +111,7 @@ class BudgetedSGDRegressor(_Regressor):
     >>> from svmstream.solvers.budgeted.tasks import BudgetedSGDRegressor
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-2, 2, (400, 1)); y = np.sin(2 * X[:, 0])
-    >>> est = BudgetedSGDRegressor(budget=30, C=10, epochs=5, random_state=0).fit(X, y)
+    >>> est = BudgetedSGDRegressor(budget=30, C=1, epochs=20, random_state=0).fit(X, y)
     >>> est.n_support_ <= 30, bool(np.sqrt(np.mean((est.predict(X) - y) ** 2)) < 0.25)
     (True, True)
     """
