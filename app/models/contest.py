@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from svmstream.app.models.challengers import CELL, Challenger, ChallengerSet, differences, drift_config
-from svmstream.app.models.evidence import PairedEvidence
 from svmstream.app.models.limits import set_bytes
 from svmstream.app.models.rows import fitted, join_rows, learn_rows, right_of
 from svmstream.app.models.view import check_finite
+from svmstream.solvers.online.race.evidence import PairedEvidence
 
 log = logging.getLogger("svmstream.challengers")
 

@@ -198,7 +198,7 @@ class Learning:
             estimator=copy_for_view,
             version=old.version + 1,
             n_features=_width(est, old.n_features),
-            stats=self._view_stats(est),
+            stats=self._view_stats(copy_for_view),  # it reports what est reports (the contract)
             extra={**old.extra, **extra} if extra else old.extra,
             n_features_fixed=self._fixed,
             challengers=self.challengers.info() if self.challengers is not None else None,

@@ -59,7 +59,24 @@ def estimate_bytes(
         labels = config.classes
     if n_classes is None:
         n_classes = 2 if not labels else len(labels)
-    return label_bytes(labels) + make_estimator(config).estimate_bytes(int(n_features), int(n_classes))
+    return label_bytes(labels) + _estimator(config).estimate_bytes(int(n_features), int(n_classes))
+
+
+#: The unfitted models of the last configurations estimated, by ``id``: ``(config, model)``
+#: (a model is built once per configuration, not once per estimate: :func:`max_width` searches).
+_ESTIMATORS: dict[int, tuple[ModelConfig, Any]] = {}
+
+
+def _estimator(config: ModelConfig):
+    """An unfitted model of ``config`` (the factory's), kept for the next estimates of it."""
+    kept = _ESTIMATORS.get(id(config))
+    if kept is not None and kept[0] is config:
+        return kept[1]
+    if len(_ESTIMATORS) >= 256:
+        _ESTIMATORS.clear()
+    model = make_estimator(config)
+    _ESTIMATORS[id(config)] = (config, model)
+    return model
 
 
 def race_bound(settings: Settings, max_classes: int | None) -> int:

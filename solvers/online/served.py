@@ -34,6 +34,15 @@ def drift_of(monitor, actionable: int | None = None) -> DriftReport:
     return DriftReport(n, monitor.last_detection_at, n if actionable is None else actionable)
 
 
+def _or_none(read):
+    """``read()``, or None when the engine has no such part (a one-vs-rest BSCA engine keeps its
+    coefficients and intercepts in its binary models: their margins and decisions are checked)."""
+    try:
+        return read()
+    except AttributeError:
+        return None
+
+
 class ServedPipeline:
     """Mixin of :class:`~.pipeline.StreamingClassifier`: the :class:`~..contract.OnlineModel` names."""
 
@@ -79,11 +88,11 @@ class ServedPipeline:
         taken a step (a linear model has no SVs: its decisions say it is finite); None."""
         if not self.fitted():
             return None
-        try:  # a one-vs-rest BSCA engine keeps its coefficients in its binary models
-            coef = self.model_.dual_coef_
-        except AttributeError:
-            coef = None
-        parts = {"margins": self.last_margins_, "dual coefficients": coef, "intercept": self.intercept_}
+        parts = {
+            "margins": self.last_margins_,
+            "dual coefficients": _or_none(lambda: self.model_.dual_coef_),
+            "intercept": _or_none(lambda: self.intercept_),
+        }
         if X is not None and not self.warming_up_ and self.model_.t_:
             parts["decisions"] = self.decision_function(X[:PROBE_ROWS])
         return first_nonfinite(parts)
@@ -123,7 +132,7 @@ class ServedPipeline:
         the stages (:func:`~..budgeted.model_bytes`: SVs or weights, shuffle buffer, run guard,
         rehearsal memory when it rehearses) at width ``n_features`` with ``n_classes`` classes."""
         plain = self._plain()
-        params = plain.get_params()
+        params = vars(plain)  # its parameters as set (get_params would inspect the signature: slow)
         kernel = "linear" if isinstance(plain, PegasosClassifier) else "rbf"
         memory = self.rehearsal_memory if self.rehearsal else 0
         return window_bytes(self.warmup, n_features) + model_bytes(

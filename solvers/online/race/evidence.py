@@ -1,8 +1,16 @@
-"""The evidence a challenger gathers against its model's champion: a sequential, anytime-valid
-paired test on their prequential 0/1 losses (:class:`PairedEvidence`), and the level each
-challenger is tested at (:func:`challenger_alpha`).  Imports nothing of the service.
+"""The paired evidence of a race: tests on the prequential 0/1 losses of two models that learned
+the same rows in the same order (each pair: both predicted an example before learning it).
+Two tests, each named for what it tests:
 
-The test (``docs/challengers.md``).  On every example both models predicted before learning
+* :class:`PairedEvidence` — "the challenger is better than the champion", sequentially and
+  anytime-valid: a betting e-value on the paired differences (the service's challengers:
+  promotion by evidence), with :func:`challenger_alpha`, the level each challenger is tested at;
+* :func:`mcnemar_p` — "this survivor is more accurate than the first one" on a fixed window:
+  the one-sided exact McNemar test (the selector's ``leader="evidence"`` rule).
+
+Imports nothing of the service and no numba.
+
+The betting e-value (``docs/challengers.md``).  On every example both models predicted before learning
 it, the paired difference of their 0/1 losses is ``d = loss(champion) - loss(challenger)`` in
 {-1, 0, 1}.  The null hypothesis "the challenger is not better" says ``E[d | past] <= 0`` at
 every example.  For a fixed bet ``λ`` in [0, 1) the wealth ``Π (1 + λ d_i)`` is then a
@@ -27,6 +35,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy.stats import binom
 
 #: The bets λ whose wealths are averaged: 1/2, 1/4, ..., 1/256 (large bets win fast against a
 #: much worse champion; small ones still grow when the edge is a few points).
@@ -152,3 +161,18 @@ class PairedEvidence:
             ev._ring[:] = np.where(chars == ord("."), 255, chars - ord("0"))
             ev._pos, ev._count = int(data["pos"]), int(data["count"])
         return ev
+
+
+def mcnemar_p(better: int, worse: int) -> float:
+    """One-sided exact McNemar test (McNemar, *Psychometrika* 12, 1947; the exact conditional
+    form, e.g. Fagerland, Lydersen & Laake, *BMC Med. Res. Methodol.* 13:91, 2013; recommended for
+    comparing two classifiers on the same examples by Dietterich, *Neural Computation* 10(7),
+    1998).  Of the ``better + worse`` discordant pairs — examples one classifier got right and the
+    other wrong — ``better`` favour the challenger; under the null hypothesis (equal accuracy)
+    ``better ~ Binomial(better + worse, 1/2)``.  Returns ``P(X >= better)``, a float in [0, 1]
+    (1.0 with no discordant pair).  The prequential hits of a learning model are not independent
+    examples: the level is nominal."""
+    n = int(better) + int(worse)
+    if n == 0:
+        return 1.0
+    return float(binom.sf(int(better) - 1, n, 0.5))
