@@ -137,7 +137,7 @@ def main(argv=None):
         "auc >= ocsvm_auc - 0.02 and >= River's OneClassSVM; false_alarm_5pc in [0.03, 0.07]; "
         "cpu_vs_classifier <= 1.2. Data: the shared LIBSVM letter and pendigits files (SVMSTREAM_DATA)."
     )
-    write_results("bench_novelty", {"rows": rows}, rows, "Budgeted one-class SVM, one pass", notes)
+    write_results("novelty", {"rows": rows}, rows, "Budgeted one-class SVM, one pass", notes)
 
 
 if __name__ == "__main__":

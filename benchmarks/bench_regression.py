@@ -149,7 +149,7 @@ def main(argv=None):
         "rmse/svr <= 1.10 and rmse below River's linear regression; coverage_90 in [0.88, 0.92]; "
         "cpu_vs_classifier <= 1.2. Sources: " + "; ".join(f"{k}: {v[1]}" for k, v in REGRESSION.items())
     )
-    write_results("bench_regression", {"rows": rows}, rows, "Budgeted kernel regression, one pass", notes)
+    write_results("regression", {"rows": rows}, rows, "Budgeted kernel regression, one pass", notes)
 
 
 if __name__ == "__main__":
