@@ -7,7 +7,6 @@ import doctest
 import pytest
 
 import svmstream.solvers as solvers
-import svmstream.solvers.budgeted as budgeted
 import svmstream.solvers.budgeted.tasks as task_estimators
 import svmstream.solvers.online.tasks as task_pipelines
 
@@ -19,9 +18,6 @@ ESTIMATORS = [
     pytest.param(solvers, "SelectionClassifier"),
     pytest.param(solvers, "DCSVMClassifier"),
     pytest.param(solvers, "LinearDualCDClassifier"),
-    # the engines (svmstream.solvers.budgeted)
-    pytest.param(budgeted, "StreamingBSGD"),
-    pytest.param(budgeted, "StreamingBSCA"),
     # regression and novelty (issue 38)
     pytest.param(task_estimators, "BudgetedSGDRegressor"),
     pytest.param(task_estimators, "BudgetedSCARegressor"),
