@@ -126,6 +126,17 @@ BENCHMARKS: dict[str, Benchmark] = {
         "batches of 1,000; server CPU per request (event loop thread, process) and the loop's run-queue wait "
         "from `/proc`",
     ),
+    "bench_regression": Benchmark(
+        "[--sets diabetes,friedman1,boston,diamonds] [--rounds 3]",
+        "budgeted kernel regression, one pass (B = 500, file order and shuffled; no settings and the papers' BSGD) "
+        "vs batch `SVR` on standardised X and y and River's linear regression and Hoeffding tree: RMSE, 90 % "
+        "interval coverage, CPU per example vs a classifier",
+    ),
+    "bench_novelty": Benchmark(
+        "[--sets letter,pendigits] [--classes 3]",
+        "budgeted one-class SVM, one pass over one class of letter / pendigits vs batch `OneClassSVM` and River's "
+        "`OneClassSVM` / `HalfSpaceTrees`: ROC AUC, false alarms of the 5 % threshold, CPU per example",
+    ),
     "bench_rehearsal": Benchmark(
         "[--part grid\\|accept] [--seeds 3] [--rounds 3]",
         "one pass with rehearsal 0–8 (BSGD, BSCA; no settings and the papers' C, γ) on ijcnn1, a9a, phishing; "

@@ -248,6 +248,28 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
 """The table, in the order of ``ModelConfig``'s fields (``max_classes`` before ``classes``: the
 label check reads it)."""
 
+#: The tasks a budgeted model learns (issue 38): class labels, a numeric target, or no target.
+TASKS = ("classification", "regression", "novelty")
+#: The ε-tube of regression: residuals within ±ε cost nothing (on the target as the estimator sees it:
+#: the streaming pipeline standardises the target in its warm-up window, so 0.1 means 0.1 standard
+#: deviations, as ``TransformedTargetRegressor(SVR(), StandardScaler())`` with SVR's default ε).
+DEFAULT_EPSILON = 0.1
+#: ν of the one-class SVM: an upper bound on the fraction of training points outside (Schölkopf et
+#: al. 2001, Proposition 4); scikit-learn's ``OneClassSVM`` default.
+DEFAULT_NU = 0.5
+
+# fmt: off
+#: Rows of the tasks beyond classification (issue 38).  Kept out of :data:`HYPERPARAMETERS` (which
+#: the service's ``ModelConfig`` and schemas are built from) until the service reaches the tasks
+#: through the model contract; the estimators' ``_parameter_constraints`` are built from them.
+TASK_HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
+    H("epsilon", float, DEFAULT_EPSILON, "regression: half-width of the epsilon-insensitive tube "
+      "(on the scaled target)", "estimator", ge=0),
+    H("nu", float, DEFAULT_NU, "novelty: nu of the one-class SVM, an upper bound on the fraction of "
+      "training rows outside the boundary", "estimator", gt=0, le=1),
+)
+# fmt: on
+
 # fmt: off
 #: The plain estimators' parameters that a served model does not expose (the service learns one
 #: pass, never profiles and compares no merge solvers): not in :data:`HYPERPARAMETERS`, so no
