@@ -57,7 +57,7 @@ class Policy:
     window: int = 1000
     #: the size bound of the champion and its challengers together (None: not checked)
     max_model_bytes: int | None = None
-    #: how drift challengers start: "both", "warm" (a copy of the champion, solvers.online.warm) or "fresh"
+    #: how drift challengers start: "both", "warm" (a copy of the champion, StreamingClassifier.warm_copy) or "fresh"
     drift_start: str = "warm"
 
     @classmethod

@@ -38,6 +38,7 @@ from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.contested import Challenged, challenger_set
 from svmstream.app.models.copies import published
 from svmstream.app.models.factory import copy_estimator
+from svmstream.app.models.kind import model_kind
 from svmstream.app.models.learners import LearnerPool, default_pool
 from svmstream.app.models.learning import Learning
 from svmstream.app.models.limits import check_width, max_width
@@ -346,6 +347,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             "config": view.config.to_json(),
             "lambda_reason": view.config.lambda_reason,
             "algorithm_reason": view.config.algorithm_reason,
+            "kind": model_kind(view.config, view.stats),
             "n_features": self._n_features,
             "n_features_fixed": self._fixed,
             "classes": view.codec.public_classes,

@@ -11,7 +11,6 @@ import numpy as np
 from ..budgeted import PegasosClassifier, model_bytes, window_bytes
 from ..contract import DriftReport, ExampleAccount, Learned, ModelReport
 from ..served import first_nonfinite
-from .warm import warm_copy
 
 __all__ = ["ServedPipeline", "drift_of", "float_or_none"]
 
@@ -120,8 +119,8 @@ class ServedPipeline:
         return drift_of(self._drift.monitor if "_drift" in self.__dict__ else None)
 
     def warm_start(self):
-        """:func:`~.warm.warm_copy` once it serves, else None."""
-        return warm_copy(self) if self.serves() else None
+        """:meth:`~.pipeline_state.PipelineState.warm_copy` once it serves, else None."""
+        return self.warm_copy() if self.serves() else None
 
     def serving_settings(self) -> dict[str, Any] | None:
         """None: a pipeline's settings are its configuration's."""
