@@ -23,6 +23,8 @@ from ._hyperparameters import (  # noqa: F401
     DEFAULT_REHEARSAL_MEMORY,
     DEFAULT_SHUFFLE_BUFFER,
     DEFAULT_WARMUP,
+    GAMMA_MAX,
+    GAMMA_MIN,
     KERNELS_ONLINE,
     LAMBDA_MIN,
     MAINTENANCE,

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from svmstream.app.errors import ModelNotFitted, ModelNotFound, ServiceError
+from svmstream.app.errors import AskTheLearner, ModelNotFitted, ModelNotFound, ServiceError
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import shared_codec
 from svmstream.app.models.contested import challenger_set
@@ -41,7 +41,7 @@ class VersionNotFound(ModelNotFound):
     """A version that is not in the model's history (HTTP 404)."""
 
 
-class NoHistory(ServiceError):
+class NoHistory(AskTheLearner):
     """The server keeps no history (a prediction replica, or snapshots off): HTTP 409."""
 
     default_status = 409

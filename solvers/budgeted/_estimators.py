@@ -21,6 +21,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._params import (
     BUDGET_MIN,
     C_MAX,
+    GAMMA_MAX,
+    GAMMA_MIN,
     LAMBDA_MIN,
     MAINTENANCE,
     MERGE_SOLVERS,
@@ -69,7 +71,7 @@ class _Plain:
         return self
 
 
-_GAMMA = [Interval(Real, 0, None, closed="neither"), StrOptions({"scale"})]
+_GAMMA = [Interval(Real, GAMMA_MIN, GAMMA_MAX, closed="both"), StrOptions({"scale"})]
 _KERNEL_COMMON = {
     "budget": [Interval(Integral, BUDGET_MIN, None, closed="left")],
     "gamma": _GAMMA,

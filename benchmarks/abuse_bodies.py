@@ -1,0 +1,129 @@
+"""Body probes of the write routes (issue 42): four 58 MB bodies at once, with the token, on
+``PUT /models/{name}``, ``/promote``, ``/rollback`` and ``/feedback`` -- each route now has a
+byte limit of what its body can need (4 MiB, 4 KiB, 4 KiB, 8.6 MB) and shares the server-wide
+body budget, so every one is a 413, read by the client, with ``/health`` answering meanwhile.
+
+``python -m benchmarks.abuse_bodies`` (``--mb 58``) prints the figures as JSON;
+``tests/test_http_bodies.py`` runs :func:`write_route_bodies` at CI size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import select
+import socket
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from benchmarks.abuse_probes import HealthWatch, rss_mb
+
+ROUTES = (
+    ("PUT", "/models/probe"),
+    ("POST", "/models/probe/promote"),
+    ("POST", "/models/probe/rollback"),
+    ("POST", "/feedback"),
+)
+
+
+def _json_body(n_bytes: int) -> bytes:
+    """A syntactically valid JSON object of about ``n_bytes`` (a long list of ids)."""
+    item = b'"0123456789abcdef0123456789abcdef",'
+    count = max(1, n_bytes // len(item))
+    return b'{"ids":[' + item * (count - 1) + item[:-1] + b'],"y":[0]}'
+
+
+def send_raw(port: int, method: str, path: str, body: bytes, headers: dict[str, str], timeout: float = 120.0):
+    """Send ``body`` over a raw socket, reading while sending (stops at the answer's status
+    line); the status code, or None when no answer came (a reset)."""
+    head = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {len(body)}"]
+    head += [f"{k}: {v}" for k, v in {"Content-Type": "application/json", **headers}.items()]
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    answer, sent, view = b"", 0, memoryview(body)
+    deadline = time.monotonic() + timeout
+    try:
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
+        while time.monotonic() < deadline:
+            readable, writable, _ = select.select([sock], [sock] if sent < len(body) else [], [], 1.0)
+            if readable:
+                chunk = sock.recv(65536)
+                answer += chunk
+                if not chunk or b"\r\n" in answer:
+                    break
+            elif writable:
+                sent += sock.send(view[sent : sent + 262144])
+    except OSError:
+        pass
+    finally:
+        sock.close()
+    return int(answer[9:12]) if answer.startswith(b"HTTP/1.1 ") else None
+
+
+def write_route_bodies(url: str, pid: int, token: str, mb: float = 58.0) -> dict:
+    """The four routes of :data:`ROUTES` each sent one ``mb`` MB JSON body at once (raw sockets,
+    read while sending): statuses, peak RSS growth (sampled every 20 ms), ``/health`` latency."""
+    port = int(url.rsplit(":", 1)[1])
+    body = _json_body(int(mb * 1e6))
+    statuses: list[int | None] = [None] * len(ROUTES)
+    before = rss_mb(pid)
+    peak = [before]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss_mb(pid))
+            done.wait(0.02)
+
+    def one(i: int) -> None:
+        method, path = ROUTES[i]
+        statuses[i] = send_raw(port, method, path, body, {"Authorization": f"Bearer {token}"})
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    started = time.perf_counter()
+    with HealthWatch(url) as health:
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(ROUTES))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        time.sleep(0.2)
+    done.set()
+    sampler.join()
+    return {
+        "routes": [f"{m} {p}" for m, p in ROUTES],
+        "body_mb": round(len(body) / 1e6, 1),
+        "statuses": statuses,
+        "seconds": round(time.perf_counter() - started, 2),
+        "rss_before_mb": round(before, 1),
+        "rss_peak_growth_mb": round(peak[0] - before, 1),
+        "health_p50_ms": round(health.p(0.5), 1),
+        "health_p99_ms": round(health.p(0.99), 1),
+        "health_max_ms": round(max(health.latencies_ms, default=float("nan")), 1),
+        "health_failures": health.failures,
+        "health_requests": len(health.latencies_ms),
+    }
+
+
+def main(argv=None) -> None:
+    from benchmarks.common import Server
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=58.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    token = "abuse-bodies-token"
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {"SVMSTREAM_API_TOKEN": token, "SVMSTREAM_WARM_UP": "false"}
+        with Server(Path(tmp) / "snapshots", env=env, clean_env=True) as server:
+            time.sleep(1.0)
+            rounds = [
+                write_route_bodies(server.url, server.proc.pid, token, args.mb) for _ in range(args.rounds)
+            ]
+    print(json.dumps(rounds, indent=1))
+
+
+if __name__ == "__main__":
+    main()
