@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from svmstream.app.models.challengers import CELL, Challenger, ChallengerSet, differences, drift_config
+from svmstream.app.models.constant_guard import constant_predictor
 from svmstream.app.models.evidence import PairedEvidence
 from svmstream.app.models.limits import set_bytes
 from svmstream.app.models.rows import fitted, join_rows, learn_rows, right_of
@@ -151,7 +152,7 @@ class Contest:
                 cs.record("drift detected", detections=det, challenger_at=cs.spawn_at)
             det_before = det
             if end % CELL == 0:
-                current, won = self._grid_point(current, name)
+                current, won = self._grid_point(current, name, Xp)
                 promoted = won or promoted
         self._hold_rest()
         if self.flush:
@@ -193,9 +194,10 @@ class Contest:
             rights.append(right)
         return rights
 
-    def _grid_point(self, current, name: str) -> tuple[Any, Challenger | None]:
-        """At a grid point: promote the challenger with the most evidence past its threshold,
-        else retire a drift challenger past its horizon.  Returns ``(champion, promoted)``."""
+    def _grid_point(self, current, name: str, rows=None) -> tuple[Any, Challenger | None]:
+        """At a grid point: promote the challenger with the most evidence past its threshold
+        that is not a constant predictor on the cell's ``rows`` (:mod:`.constant_guard`), else
+        retire a drift challenger past its horizon.  Returns ``(champion, promoted)``."""
         cs = self.cs
         best, best_log = None, -np.inf
         for entry in cs.entries:
@@ -205,6 +207,7 @@ class Contest:
                 ev.n >= cs.policy.min_examples
                 and log_e >= np.log(1.0 / cs.alpha_of(entry))
                 and log_e > best_log
+                and not constant_predictor(entry.estimator, rows)
             ):
                 best, best_log = entry, log_e
         if best is not None:
