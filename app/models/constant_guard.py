@@ -21,14 +21,35 @@ from svmstream.app.models.rows import scorable
 CONSTANT_SPREAD = 1e-9
 
 
-def constant_predictor(estimator, X) -> bool:
-    """Whether ``estimator`` answers the same decision values for every row of ``X`` (dense or
-    CSR, shape (n, d)), which holds at least two distinct rows.
+def constant_margins(margins: np.ndarray, X) -> bool:
+    """Whether the decision values ``margins`` ((n,) binary, (n, K) multi-class) of the rows of
+    ``X`` (dense or CSR, (n, d)) are the same for every row, ``X`` holding at least two distinct
+    rows (every model is constant on one point).
 
-    False when it cannot tell: the estimator does not predict yet, or ``X`` has fewer than two
-    distinct rows (every model is constant on one point).  Binary: the spread (max - min) of
-    f(x) within :data:`CONSTANT_SPREAD` x max(1, max |f(x)|); multi-class: that of every class's
-    score.
+    The spread (max - min) of each column within :data:`CONSTANT_SPREAD` x max(1, max |f|).
+    The margins are the model's prequential ones (computed before it learned the rows: on rows
+    it holds as support vectors a too-narrow kernel is not constant).
+
+    >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [2.0, 2.0]])
+    >>> constant_margins(np.array([0.3, 0.3, 0.3]), X), constant_margins(np.array([0.3, -1, 0.3]), X)
+    (True, False)
+    >>> constant_margins(np.array([0.3, 0.3]), np.ones((2, 2)))  # one distinct row: cannot tell
+    False
+    """
+    margins = np.asarray(margins, dtype=np.float64)
+    if margins.shape[0] < 2 or not np.all(np.isfinite(margins)):
+        return False
+    spread = np.ptp(margins, axis=0)
+    scale = np.maximum(1.0, np.max(np.abs(margins), axis=0))
+    if not np.all(spread <= CONSTANT_SPREAD * scale):
+        return False
+    dense = X.toarray() if hasattr(X, "toarray") else np.asarray(X)  # only when constant: rare
+    return bool(np.unique(dense, axis=0).shape[0] >= 2)
+
+
+def constant_predictor(estimator, X) -> bool:
+    """Whether ``estimator`` answers the same decision values for every row of ``X``
+    (:func:`constant_margins`); False while it does not predict yet.
 
     >>> from svmstream.solvers.budgeted import BudgetedSGDClassifier as BSGD
     >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [0.9, 0.1], [0.1, 0.9]])
@@ -42,12 +63,4 @@ def constant_predictor(estimator, X) -> bool:
         return False
     width = getattr(estimator, "n_features_in_", X.shape[1])
     rows = X[:, :width] if X.shape[1] > width else X
-    dense = rows.toarray() if hasattr(rows, "toarray") else np.asarray(rows)
-    if np.unique(dense, axis=0).shape[0] < 2:
-        return False
-    margins = np.asarray(estimator.decision_function(rows), dtype=np.float64)
-    if not np.all(np.isfinite(margins)):
-        return False
-    spread = np.ptp(margins, axis=0)
-    scale = np.maximum(1.0, np.max(np.abs(margins), axis=0))
-    return bool(np.all(spread <= CONSTANT_SPREAD * scale))
+    return constant_margins(estimator.decision_function(rows), rows)
