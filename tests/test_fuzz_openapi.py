@@ -130,6 +130,9 @@ SETUPS = {
     "token": ({"SVMSTREAM_API_TOKEN": TOKEN, "SVMSTREAM_PROTECT_READS": "true"}, 60),
     # the default deployment (no token): the schema lists the token as optional ({})
     "open": ({}, 25),
+    # a token with reads open: writes require it, every read (the protocol routes too) lists it as
+    # optional; the auth checks see 401s exactly where the schema requires the token
+    "reads-open": ({"SVMSTREAM_API_TOKEN": TOKEN}, 25),
 }
 
 
