@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import select
-import socket
 import tempfile
 import threading
 import time
@@ -20,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.abuse_probes import HealthWatch, rss_mb
+from benchmarks.abuse_probes import HealthWatch, post_raw, rss_mb
 
 ROUTES = (
     ("PUT", "/models/probe"),
@@ -35,32 +33,6 @@ def _json_body(n_bytes: int) -> bytes:
     item = b'"0123456789abcdef0123456789abcdef",'
     count = max(1, n_bytes // len(item))
     return b'{"ids":[' + item * (count - 1) + item[:-1] + b'],"y":[0]}'
-
-
-def send_raw(port: int, method: str, path: str, body: bytes, headers: dict[str, str], timeout: float = 120.0):
-    """Send ``body`` over a raw socket, reading while sending (stops at the answer's status
-    line); the status code, or None when no answer came (a reset)."""
-    head = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {len(body)}"]
-    head += [f"{k}: {v}" for k, v in {"Content-Type": "application/json", **headers}.items()]
-    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    answer, sent, view = b"", 0, memoryview(body)
-    deadline = time.monotonic() + timeout
-    try:
-        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
-        while time.monotonic() < deadline:
-            readable, writable, _ = select.select([sock], [sock] if sent < len(body) else [], [], 1.0)
-            if readable:
-                chunk = sock.recv(65536)
-                answer += chunk
-                if not chunk or b"\r\n" in answer:
-                    break
-            elif writable:
-                sent += sock.send(view[sent : sent + 262144])
-    except OSError:
-        pass
-    finally:
-        sock.close()
-    return int(answer[9:12]) if answer.startswith(b"HTTP/1.1 ") else None
 
 
 def write_route_bodies(url: str, pid: int, token: str, mb: float = 58.0) -> dict:
@@ -80,7 +52,8 @@ def write_route_bodies(url: str, pid: int, token: str, mb: float = 58.0) -> dict
 
     def one(i: int) -> None:
         method, path = ROUTES[i]
-        statuses[i] = send_raw(port, method, path, body, {"Authorization": f"Bearer {token}"})
+        auth = {"Authorization": f"Bearer {token}"}
+        statuses[i] = post_raw(port, path, body, headers=auth, timeout=120.0, method=method)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
