@@ -82,6 +82,14 @@ def write_route_bodies(url: str, pid: int, token: str, mb: float = 58.0) -> dict
     }
 
 
+def quiet_health(url: str, seconds: float) -> dict:
+    """``/health`` latency with nothing else sent, for ``seconds`` (the machine's own share)."""
+    with HealthWatch(url) as health:
+        time.sleep(seconds)
+    return {"health_p50_ms": round(health.p(0.5), 1), "health_p99_ms": round(health.p(0.99), 1),
+            "health_requests": len(health.latencies_ms)}  # fmt: skip
+
+
 def main(argv=None) -> None:
     from benchmarks.common import Server, machine, write_results
 
@@ -95,9 +103,12 @@ def main(argv=None) -> None:
         with Server(Path(tmp) / "snapshots", env=env, clean_env=True) as server:
             httpx.put(f"{server.url}/models/probe", json={}, headers={"Authorization": f"Bearer {token}"})
             time.sleep(1.0)
-            rounds = [
-                write_route_bodies(server.url, server.proc.pid, token, args.mb) for _ in range(args.rounds)
-            ]
+            rounds = []
+            for _ in range(args.rounds):  # /health alone (the machine's own latency), then with the bodies
+                quiet = quiet_health(server.url, 2.0)
+                rounds.append(
+                    {"quiet": quiet, **write_route_bodies(server.url, server.proc.pid, token, args.mb)}
+                )
     rows = [
         {
             "round": k,
@@ -109,6 +120,7 @@ def main(argv=None) -> None:
             "/health p99 ms": r["health_p99_ms"],
             "/health max ms": r["health_max_ms"],
             "/health requests": r["health_requests"],
+            "/health p99 ms, no bodies": r["quiet"]["health_p99_ms"],
             "seconds": r["seconds"],
         }
         for k, r in enumerate(rounds)
