@@ -93,7 +93,7 @@ def _named(where: str, message: str) -> InvalidInput:
     first = message.replace(":", " ").split(" ", 1)[0]
     names = {row.json_name for row in HYPERPARAMETERS} | {row.name for row in HYPERPARAMETERS}
     field = f"{where}.{first}" if first in names else where
-    return InvalidInput(f"{field}: {message}" if field != where else f"{where}: {message}", field=field)
+    return InvalidInput(f"{field}: {message}", field=field)
 
 
 MODEL_BODY_BYTES = 4 * 2**20
