@@ -35,15 +35,18 @@ def _json_body(n_bytes: int) -> bytes:
     return b'{"ids":[' + item * (count - 1) + item[:-1] + b'],"y":[0]}'
 
 
-def write_route_bodies(url: str, pid: int, token: str, mb: float = 58.0) -> dict:
-    """The four routes of :data:`ROUTES` each sent one ``mb`` MB JSON body at once (raw sockets,
-    read while sending): statuses, peak RSS growth (sampled every 20 ms), ``/health`` latency."""
+def write_route_bodies(url: str, pid: int, token: str, mb: float = 58.0, seconds: float = 5.0) -> dict:
+    """The four routes of :data:`ROUTES` each sent ``mb`` MB JSON bodies at once (raw sockets, read
+    while sending), again and again for ``seconds``: the statuses seen, peak RSS growth (sampled
+    every 20 ms), ``/health`` latency meanwhile."""
     port = int(url.rsplit(":", 1)[1])
     body = _json_body(int(mb * 1e6))
-    statuses: list[int | None] = [None] * len(ROUTES)
+    statuses: list[set] = [set() for _ in ROUTES]
+    sent = [0]
     before = rss_mb(pid)
     peak = [before]
     done = threading.Event()
+    deadline = time.monotonic() + seconds
 
     def sample() -> None:
         while not done.is_set():
@@ -53,7 +56,9 @@ def write_route_bodies(url: str, pid: int, token: str, mb: float = 58.0) -> dict
     def one(i: int) -> None:
         method, path = ROUTES[i]
         auth = {"Authorization": f"Bearer {token}"}
-        statuses[i] = post_raw(port, path, body, headers=auth, timeout=120.0, method=method)
+        while time.monotonic() < deadline:
+            statuses[i].add(post_raw(port, path, body, headers=auth, timeout=120.0, method=method))
+            sent[0] += 1
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -70,7 +75,8 @@ def write_route_bodies(url: str, pid: int, token: str, mb: float = 58.0) -> dict
     return {
         "routes": [f"{m} {p}" for m, p in ROUTES],
         "body_mb": round(len(body) / 1e6, 1),
-        "statuses": statuses,
+        "statuses": [sorted(st, key=str) for st in statuses],
+        "bodies_sent": sent[0],
         "seconds": round(time.perf_counter() - started, 2),
         "rss_before_mb": round(before, 1),
         "rss_peak_growth_mb": round(peak[0] - before, 1),
@@ -114,7 +120,8 @@ def main(argv=None) -> None:
             "round": k,
             "bodies": " ".join(r["routes"]),
             "MB each": r["body_mb"],
-            "statuses": " ".join(str(s) for s in r["statuses"]),
+            "statuses": " ".join("/".join(str(x) for x in st) for st in r["statuses"]),
+            "bodies sent": r["bodies_sent"],
             "RSS growth (MB, peak)": r["rss_peak_growth_mb"],
             "/health p50 ms": r["health_p50_ms"],
             "/health p99 ms": r["health_p99_ms"],

@@ -116,8 +116,8 @@ def test_write_route_bodies_are_refused_by_their_limits_and_read_by_the_client(s
     with server.client() as c:
         c.headers.update(AUTH)
         assert c.put("/models/probe", json={}).status_code == 201
-        result = write_route_bodies(server.url, server.proc.pid, TOKEN, mb=58)
-        assert result["statuses"] == [413] * 4, result
+        result = write_route_bodies(server.url, server.proc.pid, TOKEN, mb=58, seconds=2.0)
+        assert result["statuses"] == [[413]] * 4, result
         assert result["rss_peak_growth_mb"] < 100, result
         assert result["health_failures"] == 0, result
         big = c.post("/models/probe/promote", content=b'{"challenger": 0' + b" " * 5000 + b"}",
