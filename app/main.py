@@ -54,6 +54,7 @@ from svmstream.app.api.routes import (
 from svmstream.app.errors import install_error_handlers
 from svmstream.app.jobs.runner import JobRunner
 from svmstream.app.models.feedback import open_feedback
+from svmstream.app.models.kind import model_kind
 from svmstream.app.models.registry import Registry
 from svmstream.app.models.snapshots import SnapshotStore, run_snapshotter
 from svmstream.app.models.versions import Versions
@@ -123,7 +124,8 @@ async def _open_registry(settings: Settings) -> Registry:
     if settings.create_default_model and settings.default_model not in registry:
         config = registry.resolve_config({})
         registry.create(settings.default_model, config, snapshot=False)
-        log.info("model %r: created with defaults %s", settings.default_model, config.to_json())
+        kind = model_kind(config, {})
+        log.info("model %r: %s, created with defaults %s", settings.default_model, kind, config.to_json())
     return registry
 
 

@@ -44,7 +44,7 @@ from benchmarks.bench_selection import stream as selection_stream
 from benchmarks.common import machine, write_results
 from svmstream.app.models.registry import Registry
 from svmstream.app.settings import Settings
-from svmstream.solvers.online import warm
+from svmstream.solvers.online import StreamingClassifier
 
 BATCH = 500
 
@@ -85,7 +85,9 @@ def _run(X, y, on_drift: str, seed: int, flip_at: int | None = None, Xt=None, yt
         out = {
             "on_drift": on_drift,
             "drift_start": DRIFT_START["value"] if on_drift == "challenger" else None,
-            "warm_t0": warm.WARM_T0 if on_drift == "challenger" and DRIFT_START["value"] != "fresh" else None,
+            "warm_t0": StreamingClassifier.WARM_T0
+            if on_drift == "challenger" and DRIFT_START["value"] != "fresh"
+            else None,
             "seed": seed,
             "detections": info["drift"]["detections"],
             "promotions": info["promotion"]["promotions"] if info["promotion"] else 0,
@@ -274,7 +276,7 @@ def main() -> None:
     MODES["value"] = tuple(args.modes.split(","))
     SETS_CHOSEN["value"] = tuple(args.sets.split(","))
     if args.warm_t0 is not None:
-        warm.WARM_T0 = args.warm_t0
+        StreamingClassifier.WARM_T0 = args.warm_t0
     DRIFT_START["value"] = args.drift_start
     rows = []
     parts = args.parts.split(",")

@@ -34,6 +34,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "CPU and wall seconds, examples per CPU second, accuracy and decision-value digests on ijcnn1.t "
         "(compare two trees with `compare`: equal decisions show as max \\|Δ\\| = 0)",
     ),
+    "bench_learn_cpu": Benchmark(
+        "[--rows 20000]",
+        "CPU per example of the service's learn path in one process (TestClient `/learn`): a plain BSGD "
+        "pipeline and the no-settings selector on ijcnn1, with their test accuracy and a digest of the decisions",
+    ),
     "bench_stream": Benchmark(
         "[--parts ...]",
         "Redis stream ingestion: throughput and lag, SIGKILL restarts, dead letters, Redis restart, trimming",

@@ -117,7 +117,8 @@ class Hyperparameter:
     ask for; ``schema``: extra JSON-schema keys of the ``PUT /models`` body; ``setting_default``:
     the server's default (``SVMSTREAM_DEFAULT_<NAME>``) where it is not ``default``; ``cli``: the
     commands with a flag for it; ``same_in_estimator``: the estimator's ``__init__`` has the same
-    default.
+    default; ``null_in_estimator``: a nullable field the estimators take None for too (C: the
+    service takes null with lambda given, the estimators need a number).
     """
 
     name: str
@@ -131,6 +132,7 @@ class Hyperparameter:
     ge: float | None = None
     gt: float | None = None
     le: float | None = None
+    lt: float | None = None
     choices: tuple[str, ...] | None = None
     words: tuple[str, ...] = ()
     stored: tuple[str, ...] = ()
@@ -138,6 +140,7 @@ class Hyperparameter:
     setting_default: Any = _SAME
     cli: tuple[str, ...] = ("serve", "replay")
     same_in_estimator: bool = True
+    null_in_estimator: bool = True
 
     @property
     def json_name(self) -> str:
@@ -167,7 +170,8 @@ class Hyperparameter:
     @property
     def bounds(self) -> dict[str, float]:
         """The bounds that are set, as keyword arguments (``{"ge": 1}``)."""
-        return {k: v for k, v in (("ge", self.ge), ("gt", self.gt), ("le", self.le)) if v is not None}
+        bounds = (("ge", self.ge), ("gt", self.gt), ("le", self.le), ("lt", self.lt))
+        return {k: v for k, v in bounds if v is not None}
 
 
 H = Hyperparameter
@@ -182,13 +186,13 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
     H("kernel", str, "rbf", 'bsgd: "rbf" (budgeted Gaussian-kernel SVM) or "linear" (weight matrix, '
       "no support vectors; budget and gamma do not apply; lambda = 1/(C 5,000) by default)",
       "estimator", _BSGD, choices=KERNELS_ONLINE),
-    H("budget", int, 500, "maximum number of support vectors B", "estimator", ge=1,
-      schema=(("minimum", BUDGET_MIN),)),
+    H("budget", int, 500, "maximum number of support vectors B (at least 2: merging needs two)",
+      "estimator", ge=BUDGET_MIN),
     H("gamma", float, "scale", "RBF kernel width: k(x,x') = exp(-gamma ||x-x'||^2); "
       '"scale": 1/(d Var) of the scaled warm-up window; a number: 1e-15 to 1e15', "estimator",
       ge=GAMMA_MIN, le=GAMMA_MAX, words=("scale",)),
     H("C", float, 1.0, "SVM C; lambda = 1/(C n) unless lambda is given", "estimator",
-      nullable=True, gt=0, le=C_MAX),
+      nullable=True, gt=0, le=C_MAX, null_in_estimator=False),
     H("lambda_", float, None, "regularisation lambda (overrides C)", "estimator", alias="lambda",
       nullable=True, ge=LAMBDA_MIN),
     H("n_samples", int, None, "n in lambda = 1/(C n); default: 30,000 (lambda = 3.3e-5 for C = 1; "
@@ -238,8 +242,8 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
       'and 4 x "scale", and 4 x with C = 0.1 until the first rung; successive halving; '
       "docs/selection.md); null: true when the model is created "
       "with no learning setting (only classes, max_classes, n_features, remember, selection_bytes), "
-      "false otherwise",
-      "service", nullable=True, cli=(), same_in_estimator=False),
+      "false otherwise (--no-selection alone: one plain model of the defaults)",
+      "service", nullable=True, same_in_estimator=False),
     H("selection_bytes", int, None, "bytes the racing candidates may take with the warm-up window (each "
       "counted as a model of the same settings); as many candidates race as fit, at least one; null: "
       "max_model_bytes less room for max_classes labels, set when the model is created",
@@ -251,6 +255,23 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
 # fmt: on
 """The table, in the order of ``ModelConfig``'s fields (``max_classes`` before ``classes``: the
 label check reads it)."""
+
+# fmt: off
+#: The plain estimators' parameters that a served model does not expose (the service learns one
+#: pass, never profiles and compares no merge solvers): not in :data:`HYPERPARAMETERS`, so no
+#: schema, setting or flag has them; the estimators' ``_parameter_constraints`` read them as the
+#: table's rows (:func:`svmstream.solvers._params.parameter_constraints`).
+ESTIMATOR_ONLY: tuple[Hyperparameter, ...] = (
+    H("epochs", int, 1, "passes over randomly permuted rows in fit", "estimator", ge=1, cli=()),
+    H("gss_eps", float, 0.01, "golden section search tolerance of GSS-standard", "estimator",
+      gt=0, lt=1, cli=()),
+    H("compare_merge_solver", str, None, "diagnostics: also run this solver's partner search at "
+      "every merge (not applied)", "estimator", nullable=True, choices=tuple(MERGE_SOLVERS), cli=()),
+    H("profile", bool, False, "measure the wall time of budget maintenance", "estimator", cli=()),
+    H("sampling", str, "permutation", "how an epoch of BSCA's fit picks its coordinates",
+      "estimator", ("bsca",), choices=("permutation", "uniform"), cli=()),
+)
+# fmt: on
 
 BY_NAME: dict[str, Hyperparameter] = {row.name: row for row in HYPERPARAMETERS}
 BY_JSON: dict[str, Hyperparameter] = {row.json_name: row for row in HYPERPARAMETERS}
@@ -358,5 +379,26 @@ def markdown(table: Iterable[Hyperparameter] = HYPERPARAMETERS) -> str:
         lines.append(
             f"| `{row.json_name}` | {row.stage} | {', '.join(row.algorithms)} | {kind} | {_cell(row.default)}"
             f" | {_cell(row.server_default)} | {allowed or '—'} | `{row.env}` | {flag} | {meaning} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def put_fields_markdown(table: Iterable[Hyperparameter] = HYPERPARAMETERS) -> str:
+    """The field list of ``PUT /models/{name}`` in ``docs/service.md`` (between
+    ``<!-- put-fields -->`` and ``<!-- /put-fields -->``; ``tests/test_docs.py`` checks it):
+    one line per row, its JSON name, type, server default, bounds or choices, and help."""
+    lines = []
+    for row in table:
+        if row.choices:
+            allowed = " / ".join(f"`{c}`" for c in row.choices)
+        else:
+            ops = {"ge": "≥", "gt": ">", "le": "≤"}
+            allowed = ", ".join(f"{ops[k]} {v:g}" for k, v in row.bounds.items())
+            allowed += "".join(f", or `{w!r}`" for w in row.words)
+        kind = row.type.__name__ + (" or null" if row.nullable else "")
+        only = "" if row.algorithms == ONLINE_ALGORITHMS else f"; {', '.join(row.algorithms)} only"
+        where = f" ({allowed})" if allowed else ""
+        lines.append(
+            f"- `{row.json_name}` — {kind}{where}, default {_cell(row.server_default)}{only}: {row.help}"
         )
     return "\n".join(lines) + "\n"

@@ -18,13 +18,13 @@ from typing import Any
 from ._hyperparameters import (  # noqa: F401
     BATCH_ALGORITHMS,
     BUDGET_MIN,
+    BY_NAME,
     C_MAX,
     DEFAULT_REHEARSAL,
     DEFAULT_REHEARSAL_MEMORY,
     DEFAULT_SHUFFLE_BUFFER,
     DEFAULT_WARMUP,
-    GAMMA_MAX,
-    GAMMA_MIN,
+    ESTIMATOR_ONLY,
     KERNELS_ONLINE,
     LAMBDA_MIN,
     MAINTENANCE,
@@ -39,6 +39,55 @@ from ._hyperparameters import (  # noqa: F401
 )
 
 #: How BSCA's ``fit`` picks the coordinates of an epoch.
+_ESTIMATOR_ROWS = {**BY_NAME, **{row.name: row for row in ESTIMATOR_ONLY}}
+
+
+def _constraint(row) -> list:
+    """scikit-learn's constraint list of one table row: its type and bounds, its words and
+    choices, None when it is nullable (``random_state``: scikit-learn's ``"random_state"``)."""
+    from numbers import Integral, Real
+
+    from sklearn.utils._param_validation import Interval, StrOptions
+
+    if row.name == "random_state":
+        return ["random_state"]
+    if row.type is bool:
+        out: list = ["boolean"]
+    elif row.type is str:
+        out = [StrOptions(set(row.choices))]
+    else:
+        left = row.ge if row.ge is not None else row.gt
+        right = row.le if row.le is not None else row.lt
+        closed = {
+            (True, True): "both",
+            (True, False): "left",
+            (False, True): "right",
+            (False, False): "neither",
+        }[(row.ge is not None, row.le is not None)]
+        out = [Interval(Integral if row.type is int else Real, left, right, closed=closed)]
+        if row.words:
+            out.append(StrOptions(set(row.words)))
+    if row.nullable and row.null_in_estimator:
+        out.append(None)
+    return out
+
+
+def keep_params(estimator, values: dict) -> None:
+    """The body of a scikit-learn ``__init__``: each parameter stored as given, unvalidated
+    (``values``: the ``__init__``'s ``locals()``; ``self`` is skipped)."""
+    for name, value in values.items():
+        if name != "self":
+            setattr(estimator, name, value)
+
+
+def parameter_constraints(names) -> dict[str, list]:
+    """``_parameter_constraints`` of an estimator whose parameters are ``names``: each from its
+    row of the hyperparameter table (:data:`._hyperparameters.HYPERPARAMETERS`, or
+    :data:`._hyperparameters.ESTIMATOR_ONLY` for the estimators' own), so each bound is
+    declared once.  Raises KeyError for a name without a row."""
+    return {name: _constraint(_ESTIMATOR_ROWS[name]) for name in names}
+
+
 SAMPLINGS = {
     "permutation": "each coordinate once per epoch, in a fresh random order",
     "uniform": "n independent uniform draws with replacement per epoch",

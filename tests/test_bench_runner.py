@@ -184,3 +184,15 @@ def test_compare_refuses_fewer_than_three_rounds_and_a_missing_benchmark(tmp_pat
     done = subprocess.run([*base, "bench_skeleton"], cwd=REPO, capture_output=True, text=True)
     assert done.returncode != 0 and "has no benchmarks/bench_skeleton.py" in done.stderr
     assert not (tree / "benchmarks" / "runs.txt").exists()
+
+
+def test_results_hold_the_current_result_of_registered_benchmarks_only():
+    """``benchmarks/results/`` holds what a registered benchmark writes (``<name>`` or
+    ``<name>_<part>``, ``name`` its module without ``bench_``) and the compose CI run's
+    ``compose.md``; no tree comparison (``compare_*``: quoted where used, not committed)."""
+    stems = {p.name.split(".")[0] for p in (REPO / "benchmarks" / "results").iterdir()}
+    prefixes = {name.removeprefix("bench_") for name in BENCHMARKS} | {"compose"}
+    assert stems
+    assert not sorted(s for s in stems if s.startswith("compare_"))
+    stray = sorted(s for s in stems if not any(s == p or s.startswith(p + "_") for p in prefixes))
+    assert not stray, stray

@@ -230,3 +230,81 @@ def test_dashboard_shows_promotions(start_server, browser):
     errors = console_errors(driver)
     assert errors == [], errors
     server.terminate()
+
+
+def card_order(driver) -> list[str]:
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#charts .model')].map(n => n.dataset.model);"
+    )
+
+
+def table_order(driver) -> list[str]:
+    return driver.execute_script(
+        "return [...document.querySelectorAll('#models-table tbody tr')].map(n => n.dataset.model);"
+    )
+
+
+def test_the_streamed_model_comes_first_and_a_race_shows_its_leader(start_server, browser, tmp_path):
+    """Three models; the one receiving examples (a no-settings model, last by name) has its card
+    first — and its row first in the table — within 5 s of its first learned batch, the idle ones
+    are collapsed, its race panel names the leader once the warm-up window closes, and no time
+    axis shows a label outside the years of the data (one point once read "2027 2028 2029")."""
+    import datetime
+
+    X, y = two_moons_like(40_000, d=6, seed=3)
+    path = write_libsvm(tmp_path / "moons.libsvm", X * [1, 1000, 0.01, 5, 1, 300], y)
+    server = start_server()  # its model "default" is the first of the three
+    with server.client() as c:
+        assert c.put("/models/alpha", json={"selection": False}).status_code == 201
+        assert c.put("/models/zeta", json={}).status_code == 201
+    driver = browser()
+    driver.get(server.url + "/")
+    wait_for(lambda: len(card_order(driver)) == 3, 30, "three model cards")
+    years = {datetime.date.today().year}
+    labels = driver.execute_script(
+        "return [...document.querySelectorAll('.chart[data-chart=accuracy]')].map(n => n.dataset.xLabels || '[]');"
+    )
+    producer = replay(server, path, "--model", "zeta", "--passes", "40", "--batch", "500")
+    try:
+        with server.client() as c:
+            wait_for(lambda: c.get("/models/zeta").json()["n_seen"] > 0, 120, "zeta's first batch")
+        wait_for(lambda: card_order(driver)[0] == "zeta", 5, "zeta's card first within 5 s")
+        wait_for(lambda: table_order(driver)[0] == "zeta", 5, "zeta's row first within 5 s")
+        collapsed = driver.execute_script(
+            "return [...document.querySelectorAll('#charts .model')].map(n => n.dataset.collapsed);"
+        )
+        assert collapsed[0] == "false" and collapsed[1:] == ["true", "true"], collapsed
+        leader = wait_for(
+            lambda: driver.find_elements("css selector", ".race[data-model='zeta'] tr[data-leader='true']"),
+            120,
+            "the race panel's leader",
+        )
+        summary = driver.find_element("css selector", ".race[data-model='zeta'] .race-summary").text
+        assert "candidates" in summary and "leader" in summary, summary
+        assert "★" in leader[0].text
+        assert driver.find_element("css selector", ".race[data-model='alpha']").get_attribute("hidden")
+        kind = driver.find_element("css selector", ".model[data-model='alpha'] .kind").text
+        assert "BSGD pipeline" in kind, kind
+        wait_for(lambda: chart_points(driver, "zeta", "accuracy") >= 2, 60, "two accuracy points")
+        labels += driver.execute_script(
+            "return [...document.querySelectorAll('.chart')].map(n => n.dataset.xLabels || '[]');"
+        )
+        legend = driver.execute_script(
+            "return [...document.querySelectorAll('.u-legend .u-value')].map(n => n.textContent);"
+        )
+        assert "--" not in legend, legend
+    finally:
+        stop(producer)
+    import json
+
+    shown_years = {
+        int(w)
+        for text in labels
+        for label in json.loads(text)
+        for w in label.split()
+        if len(w) == 4 and w.isdigit()
+    }
+    assert shown_years <= years, (shown_years, labels[:3])
+    errors = console_errors(driver)
+    assert errors == [], errors
+    server.terminate()

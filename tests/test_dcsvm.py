@@ -12,10 +12,10 @@ from sklearn.datasets import load_iris, make_blobs, make_classification
 from sklearn.metrics import adjusted_rand_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from svmstream.solvers.exact import _dcsvm
+from svmstream.solvers.exact import _pool
 from svmstream.solvers.exact._classes import DCSVMClassifier
 from svmstream.solvers.exact._dcsvm import SerialExecutor, dcsvm_fit, make_process_pool
-from svmstream.solvers.exact._dual_cd import Cancelled, solve_dual
+from svmstream.solvers.exact._dual_solve import Cancelled, solve_dual
 from svmstream.solvers.exact._kernel_kmeans import assign_clusters, kernel_kmeans, two_step_kernel_kmeans
 from svmstream.solvers.exact._kernels import KernelData, KernelSpec, kernel_block
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
@@ -166,10 +166,10 @@ def test_min_level_skips_the_lowest_levels_and_stays_exact(monkeypatch):
     est.fit(X, y)
     assert [h["level"] for h in est.fit_history_[0] if h["stage"] == "level"] == [3, 2]
     # the default worker count follows the cores: in-process below POOL_MIN_CORES
-    monkeypatch.setattr(_dcsvm, "available_cores", lambda: 2)
-    assert _dcsvm.default_workers() == 1
-    monkeypatch.setattr(_dcsvm, "available_cores", lambda: 8)
-    assert _dcsvm.default_workers() == 8
+    monkeypatch.setattr(_pool, "available_cores", lambda: 2)
+    assert _pool.default_workers() == 1
+    monkeypatch.setattr(_pool, "available_cores", lambda: 8)
+    assert _pool.default_workers() == 8
 
 
 def test_executors_give_identical_results_and_cancel():

@@ -7,7 +7,6 @@ import doctest
 import pytest
 
 import svmstream.solvers as solvers
-import svmstream.solvers.budgeted as budgeted
 
 ESTIMATORS = [
     pytest.param(solvers, "BudgetedSGDClassifier"),
@@ -17,9 +16,6 @@ ESTIMATORS = [
     pytest.param(solvers, "SelectionClassifier"),
     pytest.param(solvers, "DCSVMClassifier"),
     pytest.param(solvers, "LinearDualCDClassifier"),
-    # the engines (svmstream.solvers.budgeted)
-    pytest.param(budgeted, "StreamingBSGD"),
-    pytest.param(budgeted, "StreamingBSCA"),
 ]
 
 

@@ -9,7 +9,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from svmstream.solvers.exact._dual_cd import Cancelled, box_qp2, dual_objective, exact_gradient, solve_dual
+from svmstream.solvers.exact._dual_cd import box_qp2
+from svmstream.solvers.exact._dual_solve import Cancelled, dual_objective, exact_gradient, solve_dual
 from svmstream.solvers.exact._kernels import KernelData, KernelSpec, exp_inplace, kernel_block, kernel_matvec
 
 

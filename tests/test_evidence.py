@@ -1,4 +1,4 @@
-"""The promotion test's e-value (``app/models/evidence.py``): under the null (the challenger is
+"""The promotion test's e-value (``solvers/online/race/evidence.py``): under the null (the challenger is
 no better) it crosses 1/α at most about α of the time, however often it is looked at; with a
 clear edge (8 points) it crosses within 1,000 pairs; the window survives its JSON form."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from svmstream.app.models.evidence import BETS, PairedEvidence, challenger_alpha
+from svmstream.solvers.online.race.evidence import BETS, PairedEvidence, challenger_alpha
 
 
 def _ever_crosses(p_win: float, p_loss: float, n: int, streams: int, alpha: float, seed: int) -> np.ndarray:

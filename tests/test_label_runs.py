@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from svmstream.app.models.evidence import PairedEvidence
 from svmstream.app.models.label_runs import LabelRuns
+from svmstream.solvers.online.race.evidence import PairedEvidence
 from tests.conftest import assert_examples_account, learn_all, two_moons_like
 
 

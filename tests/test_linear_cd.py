@@ -22,6 +22,8 @@ from sklearn.svm import LinearSVC
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from svmstream.solvers.linear import _cd as L
+from svmstream.solvers.linear import _cd_kernels as K
+from svmstream.solvers.linear import _cd_rng as R
 from svmstream.solvers.linear._cd import Cancelled, as_cd_input, decision_values, dual_cd
 from svmstream.solvers.linear._classes import LinearDualCDClassifier
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
@@ -127,9 +129,9 @@ def test_uniform_sweep_matches_reference_implementation():
     r_active, vmin_old, vmax_old = n, -np.inf, np.inf
     min_active = n
     for _sweep in range(25):
-        L._uniform_run(inp.arrays, (y, qd, C, tol), (alpha, w, index, bounds, counts, rng), 1, 1)
+        K._uniform_run(inp.arrays, (y, qd, C, tol), (alpha, w, index, bounds, counts, rng), 1, 1)
         for s in range(r_active):
-            j = s + L._below(r_rng, r_active - s)
+            j = s + R._below(r_rng, r_active - s)
             r_index[s], r_index[j] = r_index[j], r_index[s]
         vmin, vmax, s, steps = np.inf, -np.inf, 0, 0
         while s < r_active:
@@ -173,23 +175,23 @@ def _ref_schedule(p, index, active, rng, systematic):
     share = {i: active * p[i] / sum(p[j] for j in act) for i in act}
     sched = []
     if systematic:
-        acc = L._uniform01(rng)
+        acc = R._uniform01(rng)
         for i in act:
             acc += share[i]
             k = int(acc)
             acc -= k
             for _ in range(k):  # inside-out Fisher-Yates
-                j = L._below(rng, len(sched) + 1)
+                j = R._below(rng, len(sched) + 1)
                 sched.append(sched[j] if j < len(sched) else i)
                 sched[j] = i
         return sched
     for i in act:
         k = math.floor(share[i])
-        if L._uniform01(rng) < share[i] - k:
+        if R._uniform01(rng) < share[i] - k:
             k += 1
         sched += [i] * k
     for s in range(len(sched)):
-        j = s + L._below(rng, len(sched) - s)
+        j = s + R._below(rng, len(sched) - s)
         sched[s], sched[j] = sched[j], sched[s]
     return sched
 
@@ -221,7 +223,7 @@ def test_avsf_run_matches_reference_implementation(shrinking, restore, systemati
     vmin_old, vmax_old = -np.inf, np.inf
     r_active, min_active, checks = n, n, 0
     for _sweep in range(60):
-        L._avsf_run(
+        K._avsf_run(
             inp.arrays,
             (y, qd, C, tol),
             (alpha, w, index, bounds, counts, rng),
@@ -320,7 +322,7 @@ def test_avsf_schedule_is_randomly_rounded_and_shuffled():
         first_pos = np.zeros(n)
         draws = 4000
         for _ in range(draws):
-            m = L._avsf_schedule(p, index, active, rng, schedule, systematic)
+            m = K._avsf_schedule(p, index, active, rng, schedule, systematic)
             cnt = np.bincount(schedule[:m], minlength=n)
             assert np.all((cnt == np.floor(share)) | (cnt == np.floor(share) + 1))
             if systematic:
@@ -332,7 +334,7 @@ def test_avsf_schedule_is_randomly_rounded_and_shuffled():
         # shuffled: the first entry is index i with probability share_i / |A|
         np.testing.assert_allclose(first_pos / draws, share / active, atol=0.03)
         # uniform preferences give every active index exactly once
-        m = L._avsf_schedule(
+        m = K._avsf_schedule(
             np.ones(50), np.arange(50, dtype=np.int64), 50, rng, np.empty(101, dtype=np.int64), systematic
         )
         assert m == 50

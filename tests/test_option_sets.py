@@ -10,9 +10,8 @@ import typing
 
 import svmstream.solvers as solvers
 from svmstream.app.models import config
+from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, _params
 from svmstream.solvers import _hyperparameters as table
-from svmstream.solvers import _params
-from svmstream.solvers.budgeted import StreamingBSCA, StreamingBSGD
 
 
 def _literal(tp) -> set:
@@ -35,8 +34,8 @@ def test_config_literals_equal_the_solver_option_sets():
 def test_config_on_drift_default_equals_the_estimators():
     # the service's model is the streaming pipeline; its drift stage owns on_drift
     assert config.ModelConfig().on_drift == solvers.StreamingClassifier().on_drift
-    # the engines and the plain estimators react to nothing: no drift setting at all
-    for cls in (StreamingBSCA, StreamingBSGD, solvers.BudgetedSGDClassifier, solvers.BudgetedSCAClassifier):
+    # the plain estimators (the pipeline's engines) react to nothing: no drift setting at all
+    for cls in (BudgetedSCAClassifier, BudgetedSGDClassifier, solvers.PegasosClassifier):
         assert not hasattr(cls(), "on_drift") and "on_drift" not in cls().get_params(), cls
 
 
@@ -44,7 +43,8 @@ def test_config_stage_defaults_equal_the_pipelines():
     cfg, pipeline = config.ModelConfig(), solvers.StreamingClassifier()
     for name in ("scaling", "warmup", "shuffle_buffer", "run_guard"):  # the scaler and order stages
         assert getattr(cfg, name) == getattr(pipeline, name), name
-        assert name not in StreamingBSGD().get_params() and name not in StreamingBSCA().get_params(), name
+        assert name not in BudgetedSGDClassifier().get_params(), name
+        assert name not in BudgetedSCAClassifier().get_params(), name
 
 
 def test_config_bounds_and_defaults_equal_the_solvers():
@@ -60,15 +60,10 @@ def test_config_bounds_and_defaults_equal_the_solvers():
         solvers.DEFAULT_REHEARSAL_MEMORY,
     )
     assert config.ModelConfig().rehearsal == solvers.StreamingClassifier().rehearsal
-    assert "rehearsal" not in StreamingBSGD().get_params()  # a stage of the pipeline, not of the engine
+    assert "rehearsal" not in BudgetedSGDClassifier().get_params()  # a stage of the pipeline
     assert config.REFERENCE_N == REFERENCE_N
     assert config.REFERENCE_N_LINEAR == REFERENCE_N_LINEAR
-    assert (
-        config.ModelConfig().kernel
-        == StreamingBSGD().kernel
-        == solvers.BudgetedSGDClassifier().kernel
-        == "rbf"
-    )
+    assert config.ModelConfig().kernel == BudgetedSGDClassifier().kernel == "rbf"
     assert solvers.PegasosClassifier().kernel == "linear"
 
 

@@ -2,7 +2,8 @@
 
 * no hidden preprocessing: a fitted model's decision is Σ α_j exp(−γ‖sv_j − x‖²) + b with the
   support vectors in the user's feature space and the user's γ (brute force);
-* the same code as the streaming engine with every stage off (bit for bit);
+* the engine of the streaming pipeline: a pipeline with every stage off decides as the plain
+  estimator does (bit for bit), and its engine is an instance of the plain class;
 * ``fit`` ≡ ``partial_fit`` over the same rows in fit's order, in any batch sizes;
 * keyword-only, parameters validated by ``_parameter_constraints`` (naming the parameter).
 """
@@ -14,10 +15,10 @@ import pytest
 from sklearn.datasets import load_breast_cancer, load_iris, make_classification
 
 from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClassifier
-from svmstream.solvers.budgeted import StreamingBSCA, StreamingBSGD
+from svmstream.solvers.online import StreamingClassifier
 
-# the engines have no stage at all (the pipeline's scaler, order, rehearsal, drift and calibration)
-STAGES_OFF: dict = {}
+#: a streaming pipeline with every stage off (the scaler, order, rehearsal and drift stages)
+STAGES_OFF = dict(scaling="none", warmup=0, shuffle_buffer=0, run_guard=False, rehearsal=0, on_drift="none")
 
 
 def _raw_data(n=600, seed=0):
@@ -44,24 +45,38 @@ def test_decision_is_the_kernel_expansion_on_the_users_features(cls):
 
 
 @pytest.mark.parametrize(
-    ("plain", "engine", "params"),
+    ("plain", "params"),
     [
-        (BudgetedSGDClassifier, StreamingBSGD, dict(budget=30, gamma=2e-4, C=32.0)),
-        (BudgetedSGDClassifier, StreamingBSGD, dict(budget=30, gamma=2e-4, C=32.0, maintenance="project")),
-        (BudgetedSCAClassifier, StreamingBSCA, dict(budget=30, gamma=2e-4, C=4.0)),
-        (PegasosClassifier, StreamingBSGD, dict(C=1.0)),
+        (BudgetedSGDClassifier, dict(budget=30, gamma=2e-4, C=32.0)),
+        (BudgetedSGDClassifier, dict(budget=30, gamma=2e-4, C=32.0, maintenance="project")),
+        (BudgetedSCAClassifier, dict(budget=30, gamma=2e-4, C=4.0)),
+        (PegasosClassifier, dict(C=1.0)),
     ],
 )
-def test_plain_estimator_is_the_engine_with_every_stage_off(plain, engine, params):
+def test_the_pipelines_engine_is_the_plain_estimator(plain, params):
     X, y = _raw_data()
-    extra = dict(kernel="linear") if plain is PegasosClassifier else {}
     for seed in (0, 1):
-        a = plain(**params, random_state=seed).fit(X, y)
-        b = engine(**params, **extra, **STAGES_OFF, random_state=seed).fit(X, y)
+        a = plain(**params, random_state=seed)
+        b = StreamingClassifier(plain(**params, random_state=seed), **STAGES_OFF)
+        for lo in range(0, X.shape[0], 100):
+            a.partial_fit(X[lo : lo + 100], y[lo : lo + 100], classes=[0, 1])
+            b.partial_fit(X[lo : lo + 100], y[lo : lo + 100], classes=[0, 1])
+        assert type(b.model_) is plain  # one class per algorithm: no engine of another class
         assert np.array_equal(a.decision_function(X), b.decision_function(X))
-        a.partial_fit(X[:100], y[:100])
-        b.partial_fit(X[:100], y[:100])
-        assert np.array_equal(a.decision_function(X), b.decision_function(X))
+
+
+def test_one_class_and_one_init_per_algorithm():
+    """Each algorithm is one class with its own ``__init__`` (none copies another's), and
+    Pegasos is not a kernel of BSGD: no ``kernel`` parameter anywhere."""
+    inits = {
+        cls: cls.__dict__.get("__init__")
+        for cls in (BudgetedSGDClassifier, BudgetedSCAClassifier, PegasosClassifier)
+    }
+    assert all(inits.values()) and len(set(inits.values())) == 3
+    assert not issubclass(PegasosClassifier, BudgetedSGDClassifier)
+    for cls in inits:
+        assert "kernel" not in cls().get_params(), cls
+    assert (BudgetedSGDClassifier.kernel, PegasosClassifier.kernel) == ("rbf", "linear")
 
 
 @pytest.mark.parametrize("cls", [BudgetedSGDClassifier, BudgetedSCAClassifier, PegasosClassifier])

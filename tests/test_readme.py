@@ -3,9 +3,13 @@ TestClient; the answers the README shows come from a real server on a fresh clon
 answered 2xx with the fields its comment shows, and the replay commands use a model of their
 own (the curl examples make a 2-feature model, which a 22-feature file cannot continue)."""
 
+import io
 import json
+import os
 import re
 import shlex
+import subprocess
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,8 @@ from svmstream.app.main import create_app
 from svmstream.app.settings import Settings
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+DATA = Path(os.environ.get("SVMSTREAM_DATA", README.parent.parent / "shared" / "data"))
+ACCURACY = re.compile(r"test accuracy on (\S+): ([0-9.]+)% \(([0-9,]+)/([0-9,]+)\)(?:\s+\(±([0-9.]+) pp\))?")
 
 
 def _commands() -> list[str]:
@@ -75,6 +81,8 @@ def test_the_readme_curl_commands_answer_in_order(tmp_path):
     }
     info = next(a for a in answers if a.get("warming_up"))
     assert info["lambda_eff"] == pytest.approx(1 / 30_000) and info["pending"] == 3
+    shown_kind = re.search(r'"kind":"([^"]*)"', README.read_text()).group(1)
+    assert info["kind"] == shown_kind, info["kind"]
     flushed = next(a for a in answers if "flushed" in a)
     assert flushed["flushed"] == 3 and flushed["buffered"] == 0
     predicted = answers[-1]
@@ -90,3 +98,72 @@ def test_the_readme_replays_use_a_model_the_curl_examples_do_not():
     for words in replays:
         assert "--model" in words, words  # without it replay continues "default"
         assert words[words.index("--model") + 1] not in curl_models | {"default"}, words
+
+
+def _replays_and_figures() -> list[tuple[list[str], re.Match]]:
+    """The README's ``svmstream replay`` commands, each with the accuracy line its comment shows."""
+    text = README.read_text()
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        lines = block.replace("\\\n", " ").splitlines()
+        for i, line in enumerate(lines):
+            if " replay " in f" {line} ":
+                shown = next(m for later in lines[i + 1 :] if (m := ACCURACY.search(later)))
+                out.append((shlex.split(line.split("  #")[0]), shown))
+    return out
+
+
+def _accuracy(output: str) -> tuple[float, int, int]:
+    got = ACCURACY.search(output)
+    assert got is not None, output[-2000:]
+    return float(got.group(2)), int(got.group(3).replace(",", "")), int(got.group(4).replace(",", ""))
+
+
+@pytest.mark.skipif(not (DATA / "ijcnn1.bz2").exists(), reason=f"ijcnn1.bz2 not in SVMSTREAM_DATA ({DATA})")
+def test_the_readme_replays_print_the_readme_figures(start_server, tmp_path):
+    """The README's replays, in order, as written (``../shared/data`` read from
+    ``SVMSTREAM_DATA``), against a real ``svmstream serve``: each prints the test accuracy its
+    comment shows, within the comment's spread (±0.1 pp)."""
+    from tests.conftest import CLI, REPO, subprocess_env
+
+    replays = _replays_and_figures()
+    assert len(replays) == 2, replays
+    server = start_server()
+    for words, shown in replays:
+        assert words[:2] == [".venv/bin/svmstream", "replay"], words
+        args = [str(DATA / Path(w).name) if w.startswith("../shared/data/") else w for w in words[2:]]
+        proc = subprocess.run(
+            [*CLI, "replay", *args, "--url", server.url, "--no-progress"],
+            cwd=REPO,
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        percent, correct, total = _accuracy(proc.stdout + proc.stderr)
+        assert total == int(shown.group(4).replace(",", ""))
+        spread = float(shown.group(5))
+        assert abs(percent - float(shown.group(2))) <= spread, (words, proc.stdout[-500:], shown.group(0))
+    server.terminate()
+
+
+@pytest.mark.skipif(not (DATA / "ijcnn1.bz2").exists(), reason=f"ijcnn1.bz2 not in SVMSTREAM_DATA ({DATA})")
+def test_the_readme_python_example_prints_what_the_readme_shows(monkeypatch):
+    """The README's scikit-learn example, run as written (in a directory where
+    ``../shared/data`` is ``SVMSTREAM_DATA``): the three decisions to 1e-6 relative and the
+    score to 1e-3 (the README prints them rounded; another CPU's vector code changes the last
+    bits only)."""
+    text = README.read_text()
+    code = re.search(r"```python\n(.*?)```", text, flags=re.S).group(1)
+    shown = re.search(r"# \[([^\]]*)\] ([0-9.]+)", code)
+    code = code.replace("../shared/data/", f"{DATA}/")
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {})  # noqa: S102 -- the README's own example
+    printed = re.search(r"\[([^\]]*)\]\s+([0-9.]+)", out.getvalue().replace("\n", " "))
+    assert printed is not None, out.getvalue()
+    got = [float(v) for v in printed.group(1).split()]
+    want = [float(v) for v in shown.group(1).split()]
+    assert got == pytest.approx(want, rel=1e-6)
+    assert float(printed.group(2)) == pytest.approx(float(shown.group(2)), abs=1e-3)

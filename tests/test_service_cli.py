@@ -111,3 +111,29 @@ def test_serve_on_a_port_in_use_fails_first_with_a_clear_message(tmp_path):
     assert "Address already in use" in proc.stderr
     assert "svmstream ready" not in output
     assert not (tmp_path / "snap").exists()  # nothing started: no snapshot directory either
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_serve_with_an_unreachable_redis_fails_with_one_line(tmp_path):
+    """``serve --redis-url`` at a Redis that is down: one line naming the URL (its password
+    hidden), exit status 1, nothing started (no traceback from the replication start, no
+    snapshot directory, never "svmstream ready"); before the application is even imported."""
+    port, dead = _closed_port(), _closed_port()
+    url = f"redis://:s3cret@127.0.0.1:{dead}/0"
+    proc = run_cli([*serve_args(port, tmp_path / "snap"), "--redis-url", url], timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"error: cannot reach Redis at redis://:***@127.0.0.1:{dead}/0: Error 111 connecting to "
+        f"127.0.0.1:{dead}. Connection refused."
+    ], proc.stderr
+    assert proc.stdout == "" and not (tmp_path / "snap").exists()
+    replica = run_cli(
+        [*serve_args(port, tmp_path / "snap"), "--role", "replica", "--redis-url", url], timeout=120
+    )
+    assert replica.returncode == 1 and len(replica.stderr.splitlines()) == 1, replica.stderr

@@ -226,8 +226,12 @@ def test_cli_params_and_model_names():
     assert default_model_name("my data (v2).csv.gz", "avsf") == "my-data-v2-avsf"
 
 
-def test_progress_display_draws_one_bar_per_level():
-    out = io.StringIO()
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _show_a_dcsvm_run(out) -> str:
     display = ProgressDisplay(out=out)
     display.stage("loading")
     display.stage("training")
@@ -251,10 +255,24 @@ def test_progress_display_draws_one_bar_per_level():
     display.update({"stage": "done", "level": 0})
     display.stage("testing")
     display.close()
-    text = out.getvalue()
+    return out.getvalue()
+
+
+def test_progress_display_draws_one_bar_per_level_on_a_terminal():
+    text = _show_a_dcsvm_run(_Terminal())
     assert "loading" in text and "testing" in text
     assert "level 2 (16 clusters): 100%" in text and "16/16" in text and "level 1 (4 clusters): 100%" in text
     assert "global solve: 500 upd" in text and "obj=99.5" in text and "viol=0.0009" in text
+
+
+def test_progress_display_writes_a_line_per_step_off_a_terminal():
+    """A log or a pipe gets one line per step (level, k-means, global solve), no bars."""
+    text = _show_a_dcsvm_run(io.StringIO())
+    assert "\r" not in text and "%|" not in text, text
+    lines = text.splitlines()
+    assert len(lines) == 7, lines  # loading, 2 x (k-means, level), global solve, testing
+    assert any(line.endswith("level 2 (16 clusters): 16/16 sub obj=160 viol=0.001") for line in lines), lines
+    assert any("global solve: 500 upd obj=99.5 viol=0.0009" in line for line in lines), lines
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -286,7 +304,9 @@ def test_train_locally_prints_accuracy_and_saves_the_model(tmp_path, capsys):
     ]
     out = run_cli(argv, timeout=180)
     assert out.returncode == 0, out.stderr
-    assert "level 2 (16 clusters): 100%" in out.stderr and "level 1 (4 clusters): 100%" in out.stderr
+    # stderr is a pipe, no terminal: one line per step, no bars (docs/jobs.md)
+    assert "level 2 (16 clusters): 16/16 sub" in out.stderr and "level 1 (4 clusters): 4/4 sub" in out.stderr
+    assert "\r" not in out.stderr and len(out.stderr.splitlines()) < 20, out.stderr
     acc_line = next(
         line for line in out.stdout.splitlines() if line.startswith("test accuracy on te.libsvm:")
     )

@@ -1,4 +1,4 @@
-"""The warm start of a drift challenger (``svmstream.solvers.online.warm.warm_copy``): a copy of
+"""The warm start of a drift challenger (``StreamingClassifier.warm_copy``): a copy of
 the champion that has learned its buffered rows, keeps no buffer, has a fresh detector and a
 restarted schedule -- and leaves the champion as it was."""
 
@@ -12,7 +12,6 @@ from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier
 from svmstream.solvers.budgeted._base import DRIFT_RESET_T0
 from svmstream.solvers.budgeted._state import C_SCHED_SHIFT, C_STEPS
 from svmstream.solvers.online.pipeline import StreamingClassifier
-from svmstream.solvers.online.warm import warm_copy
 
 
 def _pipeline(plain, n_classes=2):
@@ -29,7 +28,7 @@ def test_warm_copy_learns_the_buffer_keeps_none_and_leaves_the_champion(plain, n
     before = champion.decision_function(X)
     pending = champion.n_pending_
     assert pending > 0  # the buffer holds rows: the copy must learn them, not drop them
-    copy = warm_copy(champion)
+    copy = champion.warm_copy()
     assert copy.n_received_ == champion.n_received_ == 2000
     assert copy.n_pending_ == 0 and copy.n_learned_ == 2000 and copy.shuffle_buffer == 0
     assert copy.drift_.n_detections == 0
@@ -52,16 +51,16 @@ def test_the_copy_restarts_its_schedule_at_t0_and_the_champion_keeps_its_own():
     engine = champion.model_
     steps, shift = int(engine._counters[C_STEPS]), int(engine._counters[C_SCHED_SHIFT])
     assert steps > 500 and shift == 0
-    copy = warm_copy(champion, t0=300)
+    copy = champion.warm_copy(t0=300)
     assert int(copy.model_._counters[C_SCHED_SHIFT]) == steps - 300  # the kernels read t - shift = 300
     assert int(engine._counters[C_SCHED_SHIFT]) == 0
     # the default restart is the drift reset's: the old model weighs like DRIFT_RESET_T0 examples
-    assert int(warm_copy(champion).model_._counters[C_SCHED_SHIFT]) == max(0, steps - DRIFT_RESET_T0)
+    assert int(champion.warm_copy().model_._counters[C_SCHED_SHIFT]) == max(0, steps - DRIFT_RESET_T0)
     # BSCA has no step size: its coefficients shrink to t0 / steps of what they were
     bsca, _, _ = _pipeline(BudgetedSCAClassifier(budget=80, C=4.0))
     bsca.flush()
     since = int(bsca.model_._counters[C_STEPS])
-    scaled = warm_copy(bsca, t0=300).model_
+    scaled = bsca.warm_copy(t0=300).model_
     np.testing.assert_allclose(scaled._coef, bsca.model_._coef * 300 / since)
 
 
@@ -70,7 +69,7 @@ def test_a_warm_copy_needs_a_model_past_its_warm_up():
     p = StreamingClassifier(BudgetedSGDClassifier(budget=20), warmup=500)
     p.partial_fit(X, y, classes=[0, 1])
     with pytest.raises(ValueError, match="warm-up"):
-        warm_copy(p)
+        p.warm_copy()
     p.flush()
     with pytest.raises(ValueError, match="t0"):
-        warm_copy(p, t0=0)
+        p.warm_copy(t0=0)

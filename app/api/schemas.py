@@ -188,6 +188,11 @@ class ModelInfo(BaseModel):
     algorithm_reason: str | None = Field(
         None, description="why the model runs its algorithm (a C without lambda selects bsca)"
     )
+    kind: str | None = Field(
+        None,
+        description='what the model is, in one line: "selection of 4 candidates, 2 racing, leader 1 × scale '
+        '(C = 1)", "BSGD pipeline, gss merging, budget 500", "DC-SVM batch model" (docs/service.md)',
+    )
     gamma_eff: float | None = Field(None, description="the gamma in use (null while warming up)")
     scaling: str | None = Field(None, description="the feature scaling in use (null while warming up)")
     warming_up: bool = Field(False, description="true while the warm-up window is open (/predict: 409)")

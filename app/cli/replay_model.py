@@ -111,7 +111,7 @@ def progress_bar(total: int, desc: str, progress: bool, out) -> tqdm:
         unit="ex",
         unit_scale=True,
         desc=desc,
-        disable=not progress,
+        disable=None if progress else True,  # None: a bar only on a terminal (tqdm)
         file=out,
         mininterval=0.5,
         smoothing=0.1,

@@ -1,6 +1,7 @@
 """``svmstream serve``: the service under uvicorn (one worker: the models live in memory).
 
-The listening address is checked first (:func:`check_bindable`): a port in use ends the
+The listening address is checked first (:func:`check_bindable`), then the Redis of
+``--redis-url`` (:func:`check_redis`): a port in use or a Redis that does not answer ends the
 command with a one-line error and exit status 1 before anything starts -- no snapshot
 restored, no stream consumed, no "svmstream ready" logged.
 """
@@ -11,10 +12,8 @@ import argparse
 import socket
 import sys
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
-import uvicorn
-
-from svmstream.app.main import create_app
 from svmstream.app.settings import Settings
 from svmstream.solvers._hyperparameters import rows
 
@@ -26,6 +25,9 @@ def _label(text: str) -> Any:
         return text
     return int(value) if value.is_integer() else value
 
+
+#: Seconds the start-up PING of the configured Redis may take to connect, and to be answered.
+REDIS_CHECK_S = 3.0
 
 #: ``serve`` option destination -> the setting it overrides (``default_<name>``): the table's rows
 _HYPER_SETTINGS = tuple((row.name, row.setting) for row in rows(cli="serve"))
@@ -87,6 +89,41 @@ def check_bindable(host: str, port: int) -> None:
             sock.close()
 
 
+def redacted(url: str) -> str:
+    """``url`` without its password (``redis://:***@host:6379/0``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port is not None else ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
+
+
+def check_redis(url: str, timeout_s: float = REDIS_CHECK_S) -> None:
+    """PING the Redis at ``url`` once (connect and reply within ``timeout_s`` each).
+
+    ``serve`` calls it before anything starts: a Redis configured but unreachable at start-up
+    ends the command with one line and exit status 1 (``docs/service.md``, "Redis at
+    start-up").  Once the service runs, a Redis that goes away is reconnected to with back-off
+    (``docs/stream.md``, "Redis going away").
+
+    Raises
+    ------
+    redis.exceptions.RedisError
+        Connection refused, timed out, authentication failed, a malformed URL ...
+    ValueError
+        A URL redis-py cannot parse (no ``redis://``, ``rediss://`` or ``unix://`` scheme).
+    """
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s)
+    try:
+        client.ping()
+    finally:
+        client.close()
+
+
 def _http_protocol(settings: Settings) -> dict[str, Any]:
     """uvicorn's ``http`` option: httptools with one write per response
     (:mod:`~svmstream.app.cli.http_protocol`) and the header timeout and size limit of
@@ -110,13 +147,24 @@ def connection_options(settings: Settings) -> dict[str, Any]:
 
 
 def serve(args: argparse.Namespace) -> int:
-    """Run the service until it is stopped; 1 when its address cannot be listened on."""
+    """Run the service until it is stopped; 1 when its address cannot be listened on or its
+    Redis (``--redis-url``) cannot be reached."""
     settings = settings_from_args(args)
     try:
         check_bindable(settings.host, settings.port)
     except OSError as exc:
         print(f"error: cannot listen on {settings.host}:{settings.port}: {exc}", file=sys.stderr)
         return 1
+    if settings.redis_url:
+        try:
+            check_redis(settings.redis_url)
+        except Exception as exc:  # noqa: BLE001 -- any failure to reach it ends the command the same way
+            print(f"error: cannot reach Redis at {redacted(settings.redis_url)}: {exc}", file=sys.stderr)
+            return 1
+    import uvicorn  # after the checks: they answer before the application's imports
+
+    from svmstream.app.main import create_app
+
     uvicorn.run(
         create_app(settings),
         host=settings.host,

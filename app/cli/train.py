@@ -98,18 +98,50 @@ def default_model_name(train: str, algorithm: str) -> str:
 # =============================================================================== progress
 
 
+class StepLine:
+    """What :class:`ProgressDisplay` shows of one step off a terminal: the part of tqdm's
+    interface it uses, and one line when the step ends (``[  12.3 s] level 2 (16 clusters):
+    16/16 sub obj=...``) instead of a bar redrawn with carriage returns into a log."""
+
+    def __init__(self, desc: str, total: int | None, unit: str, out, t0: float):
+        self.desc, self.total, self.unit, self.out, self.t0 = desc, total, unit, out, t0
+        self.n = 0
+        self.postfix = ""
+
+    def update(self, n: int) -> None:
+        self.n += n
+
+    def set_description_str(self, desc: str, refresh: bool = True) -> None:
+        self.desc = desc
+
+    def set_postfix_str(self, postfix: str, refresh: bool = True) -> None:
+        self.postfix = postfix
+
+    def refresh(self) -> None:
+        """Nothing: the line is written once, at :meth:`close`."""
+
+    def close(self) -> None:
+        count = f"{self.n:,}/{self.total:,}" if self.total else f"{self.n:,}"
+        tail = f" {self.postfix}" if self.postfix else ""
+        line = f"[{time.perf_counter() - self.t0:7.1f} s] {self.desc}: {count} {self.unit}{tail}"
+        print(line, file=self.out, flush=True)
+
+
 class ProgressDisplay:
     """Progress bars per DC-SVM level / stage and per linear-CD problem (tqdm).
 
     Feed it solver progress dicts (:func:`svmstream.app.jobs.worker.normalise_progress` shape) with
     :meth:`update` and job phases (loading, training, testing, ...) with :meth:`stage`;
     a new bar starts whenever the problem, stage or level changes, the previous one is
-    left on screen as a log of that step.
+    left on screen as a log of that step.  Off a terminal (``out`` is no TTY: a log file, a
+    pipe) each step is one line written when it ends (:class:`StepLine`), not a bar.
     """
 
     def __init__(self, enabled: bool = True, out=None):
         self.enabled = enabled
         self.out = out if out is not None else sys.stderr
+        #: bars only on a terminal; elsewhere (a log, a pipe) one line per finished step
+        self.tty = bool(getattr(self.out, "isatty", lambda: False)())
         self.bar = None
         self.key: tuple | None = None
         self._stage: str | None = None
@@ -165,15 +197,19 @@ class ProgressDisplay:
                 if total or stage == "kmeans"  # k-means learns its total (rows) from its first report
                 else "{desc}: {n_fmt} " + unit + " [{elapsed}{postfix}]"
             )
-            self.bar = tqdm(
-                total=total,
-                desc=desc,
-                unit=unit,
-                file=self.out,
-                leave=True,
-                mininterval=0.25,
-                dynamic_ncols=True,
-                bar_format=fmt,
+            self.bar = (
+                tqdm(
+                    total=total,
+                    desc=desc,
+                    unit=unit,
+                    file=self.out,
+                    leave=True,
+                    mininterval=0.25,
+                    dynamic_ncols=True,
+                    bar_format=fmt,
+                )
+                if self.tty
+                else StepLine(desc, total, unit, self.out, self.t0)
             )
         if stage == "kmeans":
             n = p.get("rows_done") if p.get("step") == "assign" else None
@@ -248,7 +284,7 @@ def upload_file(client, path: str, progress: bool = True, out=None) -> dict[str,
         unit_scale=True,
         desc=f"upload {Path(path).name}",
         file=out,
-        disable=not progress,
+        disable=None if progress else True,  # None: a bar only on a terminal
         leave=False,
     )
 

@@ -82,7 +82,7 @@ def json_param(param: str) -> str:
 def flat_params(base) -> dict[str, Any]:
     """JSON-ready parameters of a search's base: an online model's plain estimator's and its
     stages' in one dict (``kernel: "linear"`` marks Pegasos), a batch estimator's own."""
-    if not isinstance(base, StreamingClassifier):
+    if not base.LEARNS_ONLINE:  # the contract's flag: a batch estimator's own parameters
         return base.get_params(deep=False)
     stages = {k: v for k, v in base.get_params(deep=False).items() if k != "estimator"}
     linear = {"kernel": "linear"} if isinstance(base.estimator, PegasosClassifier) else {}

@@ -45,12 +45,14 @@ def _json_label(value: Any) -> int | float | str:
     return int(value) if value.is_integer() else value
 
 
-def _n_support_vectors(est) -> int | None:
-    early = getattr(est, "early_models_", None)
-    if early is not None:
-        return int(sum(m.sv.n_samples for m in early))
-    support = getattr(est, "support_", None)
-    return None if support is None else int(len(support))
+def _n_support_vectors(est, algorithm: str) -> int | None:
+    """A DC-SVM's support vectors (its early models' when it serves a level's), None for the
+    linear models (they keep weights)."""
+    if algorithm != "dcsvm":
+        return None
+    if est.early_models_ is not None:
+        return int(sum(m.sv.n_samples for m in est.early_models_))
+    return int(len(est.support_))
 
 
 def _finite(value: Any) -> Any:
@@ -164,8 +166,8 @@ def run_training(
         "classes": [_json_label(c) for c in classes],
         "train_seconds": train_seconds,
         "load_seconds": load_seconds,
-        "n_sv": _n_support_vectors(est),
-        "dual_objective": [float(v) for v in np.atleast_1d(getattr(est, "dual_objective_", []))],
+        "n_sv": _n_support_vectors(est, task["algorithm"]),
+        "dual_objective": [float(v) for v in np.atleast_1d(est.dual_objective_)],
         **_model_summary(est, task["algorithm"]),
     }
     if task.get("test"):
@@ -190,9 +192,9 @@ def _load_training(path: str, fmt: str | None) -> tuple[Any, np.ndarray, np.ndar
 
 def _calibration_summary(est) -> dict[str, Any]:
     """Which decision values the probabilities were calibrated on, how many, and the slope."""
-    calibrator = getattr(est, "calibrator_", None)
+    calibrator = est.calibrator_  # None without probability
     return {
-        "calibration": getattr(est, "calibration_", None),
+        "calibration": est.calibration_,
         "calibration_rows": None if calibrator is None else int(calibrator.n_fitted_),
         "calibration_slope": None if calibrator is None else float(calibrator.slope_),
     }
@@ -228,7 +230,7 @@ def _score_test(
     Xt, yt = load_dataset(task["test"], n_features=d, fmt=task.get("test_format"))
     Xt = prepare_X(Xt)
     out: dict[str, Any] = {}
-    if hasattr(est, "predict_proba"):
+    if est.probability:  # predict_proba exists (available_if)
         proba = est.predict_proba(Xt)
         # the argmax of every row is the predicted class (MarginCalibrator's guarantee), so
         # the decision values are computed once

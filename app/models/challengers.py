@@ -3,7 +3,7 @@
 promoted only on evidence (``docs/challengers.md``).
 
 :class:`ChallengerSet` is the state: the challengers (:class:`Challenger`: settings,
-estimator, :class:`~svmstream.app.models.evidence.PairedEvidence`), the model's position in
+estimator, :class:`~svmstream.solvers.online.race.evidence.PairedEvidence`), the model's position in
 its stream, the rows held for the current scoring cell, a drift challenger due, and the
 history of promotions.  :mod:`.contest` runs a batch through it; this module describes it,
 saves it in the champion's snapshot and restores it.
@@ -27,15 +27,17 @@ from typing import Any
 import numpy as np
 
 from svmstream.app.models.config import ModelConfig
-from svmstream.app.models.evidence import PairedEvidence, challenger_alpha
 from svmstream.app.models.factory import estimator_from_state, make_estimator
 from svmstream.app.models.label_runs import LabelRuns
 from svmstream.app.models.rows import fitted, n_rows, rows_from_state, rows_state
+from svmstream.solvers.online.race.evidence import PairedEvidence, challenger_alpha
+from svmstream.solvers.online.race.grid import CHALLENGER_GRID
 
 log = logging.getLogger("svmstream.challengers")
 
-#: Received examples per scoring cell (the grid of predictions, promotions and drift challengers).
-CELL = 128
+#: Received examples per scoring cell (the grid of predictions, promotions and drift challengers):
+#: the race's challenger grid (:mod:`svmstream.solvers.online.race.grid`).
+CELL = CHALLENGER_GRID
 #: Promotions, retirements and drops a model's history keeps (the newest).
 HISTORY_MAX = 100
 #: Prefix of the challenger arrays inside the champion's saved state.
@@ -55,7 +57,7 @@ class Policy:
     window: int = 1000
     #: the size bound of the champion and its challengers together (None: not checked)
     max_model_bytes: int | None = None
-    #: how drift challengers start: "both", "warm" (a copy of the champion, solvers.online.warm) or "fresh"
+    #: how drift challengers start: "both", "warm" (a copy of the champion, StreamingClassifier.warm_copy) or "fresh"
     drift_start: str = "warm"
 
     @classmethod

@@ -247,6 +247,14 @@ class ModelConfig(_ModelConfigFields):
         return f"{self.algorithm}: given"
 
     @property
+    def learns_online(self) -> bool:
+        """True for a model that keeps learning (``bsgd``, ``bsca``: an
+        :class:`~svmstream.solvers.contract.OnlineModel`); False for one a batch job trained
+        (``dcsvm``, ``avsf``, ``liblinear-cd``: served, never learning).  The service's one
+        switch between the two."""
+        return self.algorithm not in BATCH_ALGORITHMS
+
+    @property
     def learns_classes(self) -> bool:
         """True when the label set is learned from the data (no ``classes`` declared)."""
         return self.classes is None

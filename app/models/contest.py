@@ -15,22 +15,18 @@ import numpy as np
 
 from svmstream.app.models.challengers import CELL, Challenger, ChallengerSet, differences, drift_config
 from svmstream.app.models.constant_guard import constant_margins
-from svmstream.app.models.evidence import PairedEvidence
 from svmstream.app.models.limits import set_bytes
 from svmstream.app.models.rows import fitted, join_rows, learn_rows, right_of
 from svmstream.app.models.view import check_finite
-from svmstream.solvers.online.pipeline import StreamingClassifier
-from svmstream.solvers.online.selection import SelectionClassifier
-from svmstream.solvers.online.warm import warm_copy
+from svmstream.solvers.online.race.evidence import PairedEvidence
 
 log = logging.getLogger("svmstream.challengers")
 
 
 def _detections(est) -> int:
-    if isinstance(est, SelectionClassifier):  # the sole survivor's, once the race is over
-        return int(est.drift_detections_) if fitted(est) else 0
-    drift = getattr(est, "drift_", None) if fitted(est) else None
-    return 0 if drift is None else int(drift.n_detections)
+    """The detections a drift challenger may start on (a selector's: its sole survivor's since
+    the race ended): the contract's ``drift().actionable``."""
+    return int(est.drift().actionable) if fitted(est) else 0
 
 
 class Contest:
@@ -116,11 +112,13 @@ class Contest:
     def _copy_for_warm_start(self, est, position: int) -> None:
         """Keep a warm copy of the champion as it is at ``position`` (it learns the whole
         batch before the challengers do); none while it warms up or has not learned."""
-        if _warm_copyable(est):
-            self.warm_at[position] = warm_copy(_pipeline(est))
+        copy = est.warm_start()
+        if copy is not None:
+            self.warm_at[position] = copy
 
     def _keep_margins(self, est) -> None:
-        margins, learned = getattr(est, "last_margins_", None), getattr(est, "last_y_", None)
+        last = est.last_learned()
+        margins, learned = (None, None) if last is None else (last.outputs, last.targets)
         if margins is not None and learned is not None and len(margins) == len(learned):
             self.margins.append(np.asarray(margins))
             self.learned_y.append(np.asarray(learned, dtype=np.int64))
@@ -238,7 +236,7 @@ class Contest:
         estimators = [warm] if warm is not None else []
         if "fresh" in kinds or warm is None:
             estimators.append(None)
-        config = drift_config(cs.champion_config, _leader_settings(current))
+        config = drift_config(cs.champion_config, current.serving_settings() if current is not None else None)
         for est in estimators:
             if len(cs.entries) >= cs.policy.max_challengers or not self._fits(config, start):
                 return
@@ -280,7 +278,7 @@ class Contest:
         has no fitted model past its warm-up there."""
         if ahead:
             return self.warm_at.get(start)
-        return warm_copy(_pipeline(current)) if _warm_copyable(current) else None
+        return current.warm_start() if current is not None else None
 
     def _hold_rest(self) -> None:
         """Hold the rows of the incomplete last cell until it completes (or a flush)."""
@@ -302,27 +300,6 @@ class Contest:
                     index = self.cs.entries.index(entry)
                     log.warning("model %r: challenger %d dropped at a flush: %s", name, index, exc)
                     self.cs.remove(index, "dropped", reason=str(exc))
-
-
-def _pipeline(est):
-    """The streaming pipeline that serves: ``est``, or a selector's sole survivor."""
-    if isinstance(est, SelectionClassifier):
-        return est.survivor_ if fitted(est) else None
-    return est
-
-
-def _leader_settings(est) -> dict | None:
-    """A selector's sole survivor's settings (numeric ``gamma``, ``rehearsal``), else None."""
-    if isinstance(est, SelectionClassifier) and _pipeline(est) is not None:
-        return est.settings_[est.leader_]
-    return None
-
-
-def _warm_copyable(est) -> bool:
-    """A fitted streaming pipeline past its warm-up window (what :func:`warm_copy` takes), or a
-    selector whose race is over (its survivor is copied)."""
-    est = _pipeline(est)
-    return isinstance(est, StreamingClassifier) and fitted(est) and not est.warming_up_
 
 
 def promote(cs: ChallengerSet, index: int, champion, name: str, *, manual: bool) -> Any:

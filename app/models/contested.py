@@ -12,7 +12,6 @@ from typing import Any
 
 from svmstream.app.errors import ServiceError
 from svmstream.app.models.challengers import ChallengerSet, Policy
-from svmstream.app.models.config import BATCH_ALGORITHMS
 from svmstream.app.models.contest import Contest, promote
 from svmstream.app.models.copies import detached_state
 from svmstream.app.models.rows import fitted
@@ -28,7 +27,7 @@ def challenger_set(challengers: Any, config, settings, follower: bool) -> Challe
         policy = Policy.from_settings(settings)
         challengers = ChallengerSet.restore(saved, None if follower else arrays, policy) if saved else None
     if challengers is None:
-        if config.on_drift != "challenger" or config.algorithm in BATCH_ALGORITHMS:
+        if config.on_drift != "challenger" or not config.learns_online:
             return None
         challengers = ChallengerSet(Policy.from_settings(settings))
     challengers.champion_config = config
@@ -66,8 +65,7 @@ class Challenged:
         were the old one's), and its drift detections are the ones already logged."""
         self._checkpoint = detached_state(est) if est is not None else None
         self._journal, self._journal_bytes = [], 0
-        drift = getattr(est, "drift_", None) if est is not None else None
-        self._drift_logged = 0 if drift is None else int(drift.n_detections)
+        self._drift_logged = 0 if est is None else int(est.drift().detections)
 
     def counted_configs(self) -> list:
         """The configurations counted beside the champion's in the size bounds

@@ -10,17 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from svmstream.app.models.factory import copy_estimator
-
 
 def published(est):
-    """What a view holds for ``est``: its ``published_copy()`` (online models), else a full
-    copy (:func:`~svmstream.app.models.factory.copy_estimator`; batch-trained models, published
-    once)."""
-    if est is None:
-        return None
-    publish = getattr(est, "published_copy", None)
-    return publish() if publish is not None else copy_estimator(est)
+    """What a view holds for ``est``: its ``published_copy()`` (the contract's; a batch-trained
+    model's is a full copy, published once)."""
+    return None if est is None else est.published_copy()
 
 
 def detached_state(est) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

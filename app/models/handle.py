@@ -34,10 +34,11 @@ from svmstream.app.errors import (
 )
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import NewLabels, shared_codec
-from svmstream.app.models.config import BATCH_ALGORITHMS, ModelConfig
+from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.contested import Challenged, challenger_set
 from svmstream.app.models.copies import published
 from svmstream.app.models.factory import copy_estimator
+from svmstream.app.models.kind import model_kind
 from svmstream.app.models.learners import LearnerPool, default_pool
 from svmstream.app.models.learning import Learning
 from svmstream.app.models.limits import check_width, max_width
@@ -109,7 +110,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         # rollback: the state of the last checkpoint (None: a fresh estimator) and the steps
         # applied since, replayed to undo a failed batch (:mod:`.rollback`)
         self._est_lock = threading.Lock()  # held while the learner changes the estimator
-        online = config.algorithm not in BATCH_ALGORITHMS
+        online = config.learns_online
         keep = self._est is not None and online and follower_of is None
         # a checkpoint is a detached state, or the snapshot file holding it (no memory: a
         # restored model's, and each one after it is written, :meth:`checkpoint_saved`)
@@ -181,7 +182,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
 
     def growth_limit(self) -> int | None:
         """The widest sparse rows this model accepts now (None: its dimension is fixed)."""
-        if self._fixed or self.config.algorithm in BATCH_ALGORITHMS:
+        if self._fixed or not self.config.learns_online:
             return None
         return max_width(self.config, self.settings, self.counted_configs())
 
@@ -201,7 +202,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
                 field="model",
                 status=409,
             )
-        if self.config.algorithm in BATCH_ALGORITHMS:
+        if not self.config.learns_online:
             raise BatchModelReadOnly(
                 f"model {self.name!r} was trained by a batch job ({self.config.algorithm}); "
                 "it does not learn online (train a new one with POST /jobs)"
@@ -346,6 +347,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             "config": view.config.to_json(),
             "lambda_reason": view.config.lambda_reason,
             "algorithm_reason": view.config.algorithm_reason,
+            "kind": model_kind(view.config, view.stats),
             "n_features": self._n_features,
             "n_features_fixed": self._fixed,
             "classes": view.codec.public_classes,

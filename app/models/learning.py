@@ -22,6 +22,7 @@ from svmstream.app.models.factory import make_estimator
 from svmstream.app.models.limits import label_refusal
 from svmstream.app.models.meters import correct_predictions
 from svmstream.app.models.rollback import input_bytes
+from svmstream.app.models.rows import learn_rows
 from svmstream.app.models.view import ModelView, check_finite, estimator_stats
 
 log = logging.getLogger("svmstream.registry")
@@ -84,15 +85,7 @@ class Learning:
             raise
 
         def step(est):
-            if hasattr(est, "n_features_in_") and X.shape[1] > est.n_features_in_:
-                est.grow_features(X.shape[1])
-            n_classes = max(2, len(codec.classes))  # a model that has seen one label is binary
-            if not hasattr(est, "classes_"):
-                est.partial_fit(X, y, classes=np.arange(n_classes))
-                return X
-            for k in range(len(est.classes_), n_classes):
-                est.add_class(k)
-            est.partial_fit(X, y)
+            learn_rows(est, X, y, max(2, len(codec.classes)))  # a model that has seen one label is binary
             return X
 
         n_classes = max(2, len(codec.classes))
@@ -161,7 +154,8 @@ class Learning:
                 est, promoted = self._finish_contest(game, est)
                 pairs = zip(game.margins, game.learned_y)
             else:
-                pairs = [(getattr(est, "last_margins_", None), getattr(est, "last_y_", None))]
+                last = est.last_learned()
+                pairs = [] if last is None else [(last.outputs, last.targets)]
             for margins, learned in pairs:
                 if margins is not None and learned is not None and len(margins) == len(learned):
                     self.prequential.add(correct_predictions(margins, np.asarray(learned, dtype=np.int64)))
@@ -203,8 +197,8 @@ class Learning:
             codec=codec,
             estimator=copy_for_view,
             version=old.version + 1,
-            n_features=getattr(est, "n_features_in_", old.n_features),
-            stats=self._view_stats(est),
+            n_features=_width(est, old.n_features),
+            stats=self._view_stats(copy_for_view),  # it reports what est reports (the contract)
             extra={**old.extra, **extra} if extra else old.extra,
             n_features_fixed=self._fixed,
             challengers=self.challengers.info() if self.challengers is not None else None,
@@ -219,14 +213,20 @@ class Learning:
 
     def _count_drift(self, est) -> None:
         """Learner thread: log each new drift detection of the estimator with its example count."""
-        drift = getattr(est, "drift_", None)
-        if drift is None or drift.n_detections <= self._drift_logged:
+        drift = est.drift() if est is not None else None
+        if drift is None or drift.detections <= self._drift_logged:
             return
         log.warning(
             "model %r: concept drift detected at example %s (%d detections so far); on_drift=%s",
             self.name,
-            drift.last_detection_at,
-            drift.n_detections,
+            drift.last_at,
+            drift.detections,
             self.config.on_drift,
         )
-        self._drift_logged = drift.n_detections
+        self._drift_logged = drift.detections
+
+
+def _width(est, default: int | None) -> int | None:
+    """The model's input width, ``default`` when it has none yet (or is None)."""
+    width = est.input_width() if est is not None else None
+    return default if width is None else width

@@ -30,11 +30,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from svmstream.app.errors import InvalidInput
-from svmstream.app.models.config import BATCH_ALGORITHMS, LAMBDA_MIN, ModelConfig
+from svmstream.app.models.config import LAMBDA_MIN, ModelConfig
+from svmstream.app.models.factory import make_estimator
 from svmstream.app.settings import MIB, Settings
-from svmstream.solvers import model_bytes, resolve_sv_storage, window_bytes
-from svmstream.solvers.online.selection import DEFAULT_CANDIDATES
-from svmstream.solvers.online.selection import race_size as selection_race_size
+from svmstream.solvers import resolve_sv_storage, window_bytes
 
 LABEL_BYTES = 160
 """Bytes a label costs besides a string's UTF-8 length: the string object's header (49) and
@@ -52,38 +51,32 @@ def estimate_bytes(
     config: ModelConfig, n_features: int, n_classes: int | None = None, labels: Sequence[Any] | None = None
 ) -> int:
     """Estimated bytes of an online model of dimension ``n_features``: its arrays with
-    ``n_classes`` classes (default: ``len(labels)``, else the declared classes, else 2) and its
-    ``labels`` (default: the declared classes; :func:`label_bytes`).  A ``selection`` model
-    counts as many models as candidates race at that dimension (:func:`race_size`)."""
+    ``n_classes`` classes (default: ``len(labels)``, else the declared classes, else 2), as the
+    model of ``config`` estimates them (the contract's ``estimate_bytes``: a ``selection``
+    model counts as many candidates as race at that dimension), and its ``labels`` (default:
+    the declared classes; :func:`label_bytes`)."""
     if labels is None:
         labels = config.classes
     if n_classes is None:
         n_classes = 2 if not labels else len(labels)
-    models = race_size(config, n_features) if config.selection else 1
-    return (
-        label_bytes(labels)
-        + warmup_bytes(config, n_features)
-        + models * _model_bytes(config, n_features, n_classes)
-    )
+    return label_bytes(labels) + _estimator(config).estimate_bytes(int(n_features), int(n_classes))
 
 
-def _model_bytes(config: ModelConfig, n_features: int, n_classes: int, rehearses: bool | None = None) -> int:
-    rehearses = bool(config.rehearsal) if rehearses is None else rehearses
-    return model_bytes(
-        config.budget, n_features, config.shuffle_buffer, config.run_guard, max(2, n_classes),
-        config.maintenance, config.kernel, config.sv_storage, config.rehearsal_memory if rehearses else 0,
-    )  # fmt: skip
+#: The unfitted models of the last configurations estimated, by ``id``: ``(config, model)``
+#: (a model is built once per configuration, not once per estimate: :func:`max_width` searches).
+_ESTIMATORS: dict[int, tuple[ModelConfig, Any]] = {}
 
 
-def race_size(config: ModelConfig, n_features: int) -> int:
-    """Candidates a ``selection`` model races at dimension ``n_features``: what
-    :class:`~svmstream.solvers.online.selection.SelectionClassifier` starts with
-    ``max_bytes = selection_bytes`` (its candidates rehearse early: counted with their rehearsal
-    memory, two classes)."""
-    one = _model_bytes(config, n_features, 2, rehearses=True)
-    return selection_race_size(
-        len(DEFAULT_CANDIDATES), one, warmup_bytes(config, n_features), config.selection_bytes
-    )
+def _estimator(config: ModelConfig):
+    """An unfitted model of ``config`` (the factory's), kept for the next estimates of it."""
+    kept = _ESTIMATORS.get(id(config))
+    if kept is not None and kept[0] is config:
+        return kept[1]
+    if len(_ESTIMATORS) >= 256:
+        _ESTIMATORS.clear()
+    model = make_estimator(config)
+    _ESTIMATORS[id(config)] = (config, model)
+    return model
 
 
 def race_bound(settings: Settings, max_classes: int | None) -> int:
@@ -168,7 +161,7 @@ def sparse_svs(config: ModelConfig, n_features: int) -> bool:
 
 def check_config_limits(config: ModelConfig, settings: Settings) -> None:
     """Raises :class:`InvalidInput` naming ``budget`` or ``n_features`` for a model over a limit."""
-    if config.algorithm in BATCH_ALGORITHMS:
+    if not config.learns_online:
         return
     if config.lambda_ is None and config.C is not None:
         n = config.n_samples if config.n_samples is not None else config.reference_n
@@ -267,7 +260,7 @@ def held_bytes(
     """What :func:`check_capacity` counts for a model: its estimate (and its challengers'
     ``extra``) at its dimension (1 while unknown) with its ``labels`` (default: the declared
     ones); 0 for a batch-trained model (its arrays are its support vectors, already built)."""
-    if config.algorithm in BATCH_ALGORITHMS:
+    if not config.learns_online:
         return 0
     return set_bytes([config, *extra], n_features or 1, labels=labels or config.classes)
 
@@ -324,7 +317,7 @@ def check_growth(handles: dict, handle: Any, X, new_labels: Any, sparse: bool, s
     InvalidInput
         (413) naming ``X[0]`` (a wider dimension) or ``y`` (new classes) and the setting.
     """
-    if handle.config.algorithm in BATCH_ALGORITHMS:
+    if not handle.config.learns_online:
         return
     d0 = handle.n_features
     wider = d0 is None or (sparse and not handle.n_features_fixed and X.shape[1] > d0)

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from svmstream.app.errors import ModelClosed
-from svmstream.app.models.config import BATCH_ALGORITHMS
 from svmstream.app.models.contested import challenger_set
 from svmstream.app.models.copies import as_path, detached_state, published
 from svmstream.app.models.view import ModelView
@@ -37,21 +36,55 @@ log = logging.getLogger("svmstream.registry")
 
 
 class RestorePending:
-    """The estimator of a lazily restored model's first view: any attribute read (e.g.
-    ``decision_function``) decodes the model's snapshot (:meth:`LazyRestore.ensure_loaded`)
-    and is answered by the decoded model's published copy.  It refers to its handle weakly (no
-    reference cycle: the service freezes the collector's generations once started)."""
+    """The estimator of a lazily restored model's first view: each method of the contract
+    (:class:`~svmstream.solvers.contract.Served`: predictions, the report, the finiteness check,
+    the state) decodes the model's snapshot (:meth:`LazyRestore.ensure_loaded`) and is answered
+    by the decoded model's published copy.  It refers to its handle weakly (no reference cycle:
+    the service freezes the collector's generations once started)."""
 
     __slots__ = ("_handle",)
 
     def __init__(self, handle: ModelHandle):
         self._handle = weakref.ref(handle)
 
-    def __getattr__(self, name: str):
+    def _loaded(self):
+        """The decoded model's published copy (ModelClosed once the model is gone)."""
         handle = self._handle()
         if handle is None:
             raise ModelClosed("the model was deleted or replaced")
-        return getattr(handle.loaded_view().estimator, name)
+        return handle.loaded_view().estimator
+
+    def decision_function(self, X):
+        return self._loaded().decision_function(X)
+
+    def predict(self, X):
+        return self._loaded().predict(X)
+
+    @property
+    def predict_proba(self):
+        """The decoded copy's ``predict_proba`` (AttributeError for a model without probabilities)."""
+        return self._loaded().predict_proba
+
+    def report(self):
+        return self._loaded().report()
+
+    def nonfinite(self, X=None):
+        return self._loaded().nonfinite(X)
+
+    def fitted(self) -> bool:
+        return self._loaded().fitted()
+
+    def input_width(self):
+        return self._loaded().input_width()
+
+    def drift(self):
+        return self._loaded().drift()
+
+    def published_copy(self):
+        return self._loaded().published_copy()
+
+    def get_state(self):
+        return self._loaded().get_state()
 
 
 class LazyRestore:
@@ -114,7 +147,7 @@ class LazyRestore:
         if found.challengers:
             self.challengers = challenger_set((found.challengers, found.challenger_arrays), self.config,
                                               self.settings, False)  # fmt: skip
-        online = self.config.algorithm not in BATCH_ALGORITHMS
+        online = self.config.learns_online
         if est is not None and online:
             self._checkpoint = as_path(found.path) if found.path is not None else detached_state(est)
         self.view = ModelView(
@@ -155,7 +188,7 @@ class LazyRestore:
                 return False
             if self.saved_version != view.version or self.last_snapshot_path is None:
                 return False
-            if self.config.algorithm not in BATCH_ALGORITHMS and not (
+            if self.config.learns_online and not (
                 isinstance(self._checkpoint, Path)
                 and str(self._checkpoint) == self.last_snapshot_path
                 and not self._journal

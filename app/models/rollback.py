@@ -21,7 +21,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from svmstream.app.models.challengers import split_state
-from svmstream.app.models.config import BATCH_ALGORITHMS
 from svmstream.app.models.copies import as_path, detached_state
 from svmstream.app.models.factory import estimator_from_state, make_estimator
 from svmstream.app.models.snapshots import decode_snapshot
@@ -96,7 +95,7 @@ class Rollback:
             challengers = self.challengers
             if view.estimator is None or self._est is None:
                 return view, (challengers.attach(None) if challengers is not None else None)
-            if self.config.algorithm in BATCH_ALGORITHMS:
+            if not self.config.learns_online:
                 return view, view.estimator.get_state()
             state = detached_state(self._est)
             if challengers is not None:  # champion and challengers at the same version

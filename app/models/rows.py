@@ -10,11 +10,8 @@ import scipy.sparse as sp
 
 
 def fitted(est) -> bool:
-    """Whether ``est`` (an online estimator, or None) has learned its first batch."""
-    if est is None:
-        return False
-    check = getattr(est, "__sklearn_is_fitted__", None)
-    return bool(check()) if check is not None else True
+    """Whether ``est`` (a served model, or None) has learned its first batch."""
+    return est is not None and est.fitted()
 
 
 def learn_rows(est, X, y: np.ndarray, n_classes: int) -> None:
@@ -23,19 +20,19 @@ def learn_rows(est, X, y: np.ndarray, n_classes: int) -> None:
     all).  Raises whatever ``partial_fit`` raises (ValueError on invalid input)."""
     if X.shape[0] == 0:
         return
-    if not fitted(est):
+    if not est.fitted():
         est.partial_fit(X, y, classes=np.arange(n_classes))
         return
-    if X.shape[1] > est.n_features_in_:
+    if X.shape[1] > est.input_width():
         est.grow_features(X.shape[1])
-    for k in range(len(est.classes_), n_classes):
+    for k in range(est.class_count(), n_classes):
         est.add_class(k)
     est.partial_fit(X, y)
 
 
 def scorable(est) -> bool:
     """Whether ``est`` serves predictions now (fitted and out of its warm-up window)."""
-    return fitted(est) and not getattr(est, "warming_up_", False)
+    return est is not None and est.serves()
 
 
 def right_of(est, X, y: np.ndarray, margins_out: list | None = None) -> np.ndarray | None:
@@ -44,7 +41,7 @@ def right_of(est, X, y: np.ndarray, margins_out: list | None = None) -> np.ndarr
     appended to it (the promotion guard reads them, :mod:`.constant_guard`)."""
     if not scorable(est) or X.shape[0] == 0:
         return None
-    width = est.n_features_in_
+    width = est.input_width()
     if X.shape[1] > width:  # a model that has not grown yet sees the features it knows
         X = X[:, :width]
     margins = np.asarray(est.decision_function(X))

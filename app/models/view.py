@@ -20,108 +20,60 @@ from svmstream.app.errors import ModelNotFitted, ModelWarmingUp, NumericalOverfl
 from svmstream.app.ingest.labels import LabelCodec
 from svmstream.app.models.config import ModelConfig
 from svmstream.solvers import WarmingUp
-
-#: Rows of a batch on which the learner checks the model's decisions after learning.
-PROBE_ROWS = 4
+from svmstream.solvers.contract import ModelReport
 
 
 def check_finite(est, X=None) -> None:
-    """Raise :class:`NumericalOverflow` if the estimator's last margins, coefficients,
-    intercept or decisions on the first rows of ``X`` are not finite (public attributes only;
-    a linear model has no support vectors: its decisions are probed once it has learned)."""
-    parts = {
-        "margins": getattr(est, "last_margins_", None),
-        "dual coefficients": getattr(est, "dual_coef_", None),
-        "intercept": getattr(est, "intercept_", None),
-    }
-    learned = getattr(est, "t_", 0)  # a linear model has no SVs: steps say it has learned
-    if X is not None and not getattr(est, "warming_up_", False) and learned:
-        parts["decisions"] = est.decision_function(X[:PROBE_ROWS])
-    for what, values in parts.items():
-        if values is not None and not np.isfinite(np.asarray(values, dtype=np.float64)).all():
-            raise NumericalOverflow(
-                f"numerical overflow: the batch made the model's {what} non-finite; it was not applied "
-                "(lower C or the feature values, or raise lambda)",
-                field="X",
-            )
+    """Raise :class:`NumericalOverflow` if the model says a part of it is not finite
+    (``nonfinite(X)`` of the contract: its last margins, coefficients, intercept, or its
+    decisions on the first rows of ``X``)."""
+    what = est.nonfinite(X)
+    if what is not None:
+        raise NumericalOverflow(
+            f"numerical overflow: the batch made the model's {what} non-finite; it was not applied "
+            "(lower C or the feature values, or raise lambda)",
+            field="X",
+        )
 
 
 def estimator_stats(est) -> dict[str, Any]:
-    """The figures of an estimator shown by ``GET /models`` and ``/metrics`` (``est`` may be None).
+    """The figures of a model shown by ``GET /models`` and ``/metrics`` (``est`` may be None):
+    :func:`report_stats` of its ``report()``."""
+    return report_stats(None if est is None else est.report())
+
+
+def report_stats(report: ModelReport | None) -> dict[str, Any]:
+    """The figures ``GET /models`` and ``/metrics`` show of a :class:`ModelReport` (None: no model).
 
     Keys: ``n_support_vectors``, ``t``, ``n_merges``, ``n_seen``, ``lambda_eff``,
     ``gamma_eff`` (None while warming up), ``scaling`` (in use; None while warming up),
-    ``warming_up``, ``pending`` (window + shuffle buffer), ``n_replayed``,
+    ``warming_up``, ``pending`` (window + shuffle buffer), ``n_replayed``, ``n_discarded``,
+    ``examples`` (``received``, ``learned``, ``pending``), ``scaling_reason``,
     ``merging_frequency``, ``average_weight_degradation``, ``drift`` (``detections``,
-    ``last_at``: the example count of the last one, or None) and ``statistics`` (the
-    estimator's ``statistics()`` without ``per_class``).
+    ``last_at``: the example count of the last one, or None) and ``statistics`` (the model's
+    counters without ``per_class``).
     """
-    drift_monitor = getattr(est, "drift_", None)
-    drift = {
-        "detections": 0 if drift_monitor is None else int(drift_monitor.n_detections),
-        "last_at": None if drift_monitor is None else drift_monitor.last_detection_at,
-    }
-    if est is None:
-        return {
-            "n_support_vectors": 0,
-            "t": 0,
-            "n_merges": 0,
-            "n_seen": 0,
-            "lambda_eff": None,
-            "gamma_eff": None,
-            "scaling": None,
-            "warming_up": False,
-            "pending": 0,
-            "n_replayed": 0,
-            "n_discarded": 0,
-            "examples": {"received": 0, "learned": 0, "pending": 0},
-            "scaling_reason": None,
-            "merging_frequency": 0.0,
-            "average_weight_degradation": 0.0,
-            "drift": drift,
-            "statistics": {},
-        }
-    lam = getattr(est, "lambda_eff_", None)
-    statistics = est.statistics() if hasattr(est, "statistics") else {}
-    statistics = {k: v for k, v in statistics.items() if k != "per_class"}
+    report = ModelReport() if report is None else report
+    statistics = dict(report.statistics)
     return {
-        "n_support_vectors": int(getattr(est, "n_support_vectors_", 0)),
-        "t": int(statistics.get("steps", getattr(est, "t_", 0))),
-        "n_merges": int(statistics.get("merges", getattr(est, "n_merges_", 0))),
-        "n_seen": int(statistics.get("examples_seen", getattr(est, "n_seen_", 0))),
-        "lambda_eff": None if lam is None else float(lam),
-        "gamma_eff": _float_or_none(getattr(est, "gamma_", None)),
-        "scaling": getattr(est, "scaling_", None),
-        "warming_up": bool(getattr(est, "warming_up_", False)),
-        "pending": int(getattr(est, "n_pending_", 0)),
-        "n_replayed": int(getattr(est, "n_replayed_", 0)),
-        "n_discarded": int(getattr(est, "n_discarded_", 0)),
-        "examples": _example_counts(est),
-        "scaling_reason": getattr(est, "scaling_reason_", None),
+        "n_support_vectors": int(report.n_support_vectors),
+        "t": int(report.steps),
+        "n_merges": int(statistics.get("merges", 0)),
+        "n_seen": int(report.n_seen),
+        "lambda_eff": report.lambda_,
+        "gamma_eff": report.gamma,
+        "scaling": report.scaling,
+        "warming_up": bool(report.warming_up),
+        "pending": int(report.examples.pending),
+        "n_replayed": int(report.n_replayed),
+        "n_discarded": int(report.n_discarded),
+        "examples": report.examples.as_dict(),
+        "scaling_reason": report.scaling_reason,
         "merging_frequency": float(statistics.get("merging_frequency", 0.0)),
         "average_weight_degradation": float(statistics.get("average_weight_degradation", 0.0)),
-        "drift": drift,
+        "drift": {"detections": int(report.drift.detections), "last_at": report.drift.last_at},
         "statistics": statistics,
     }
-
-
-def _example_counts(est) -> dict[str, int]:
-    """Examples the model received, learned and holds pending (a batch-trained model: all of
-    its training rows learned)."""
-    if hasattr(est, "n_received_"):
-        return {
-            "received": int(est.n_received_),
-            "learned": int(est.n_learned_),
-            "pending": int(est.n_pending_),
-        }
-    n = int(getattr(est, "n_seen_", 0))
-    return {"received": n, "learned": n, "pending": 0}
-
-
-def _float_or_none(value) -> float | None:
-    return (
-        float(value) if isinstance(value, (int, float, np.floating)) and not isinstance(value, bool) else None
-    )
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ from typing import Any
 
 import orjson
 
+from svmstream.app.models.kind import model_kind, race_figures
+
 log = logging.getLogger("svmstream.live")
 
 MAX_MODELS = 20
@@ -251,6 +253,8 @@ def model_figures(handle: Any, now: float) -> dict[str, Any]:
         "drift_detections": stats.get("drift", {}).get("detections", 0),
         "warming_up": bool(stats.get("warming_up")),
         "pending_examples": stats.get("pending", 0),
+        "kind": model_kind(handle.config, stats),
+        "race": race_figures(stats),
         "latency": {},
         "stream": None,
         **promotion_figures(handle),

@@ -17,7 +17,6 @@ import threading
 import time
 import weakref
 
-from svmstream.app.models.config import BATCH_ALGORITHMS
 from svmstream.app.models.registry import ModelHandle, Registry
 from svmstream.app.models.view import ModelView
 from svmstream.app.settings import Settings
@@ -47,16 +46,14 @@ class StreamManager:
     def reconcile(self) -> None:
         """Start consumers for new/replaced streamed models, stop those of deleted ones.
 
-        Models trained by batch jobs (``BATCH_ALGORITHMS``) do not learn online and get no
+        Models trained by batch jobs (``config.learns_online`` false) do not learn online and get no
         consumer; a consumer that stopped because its model refused to learn is not restarted
         for the same model."""
         with self._lock:
             wanted = {
                 h.name: h
                 for h in self.registry.handles()
-                if self.settings.streamed(h.name)
-                and h.config.algorithm not in BATCH_ALGORITHMS
-                and h not in self._refused
+                if self.settings.streamed(h.name) and h.config.learns_online and h not in self._refused
             }
             for name, consumer in list(self.consumers.items()):
                 if consumer.refused:  # the model itself refused to learn: do not try again

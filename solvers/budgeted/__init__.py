@@ -1,9 +1,13 @@
-"""Budgeted online kernel SVMs: BSGD and BSCA with budget maintenance (merge, remove, project)."""
+"""Budgeted online kernel SVMs: BSGD and BSCA with budget maintenance (merge, remove, project),
+and Pegasos, the online linear SVM.  One class per algorithm: each plain estimator is the
+engine the streaming pipeline (:mod:`svmstream.solvers.online`) runs inside its stages."""
 
-from ._base import WarmingUp, model_bytes, window_bytes
-from ._classes import StreamingBSCA, StreamingBSGD
-from ._estimators import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClassifier
+from ._base import WarmingUp
+from ._pegasos import PegasosClassifier
 from ._rehearsal import RehearsalMemory, memory_capacity
+from ._sca import BudgetedSCAClassifier
+from ._sgd import BudgetedSGDClassifier
+from ._sizes import model_bytes, window_bytes
 from ._sparse_pool import resolve_sv_storage
 
 __all__ = [
@@ -11,8 +15,6 @@ __all__ = [
     "BudgetedSGDClassifier",
     "PegasosClassifier",
     "RehearsalMemory",
-    "StreamingBSCA",
-    "StreamingBSGD",
     "WarmingUp",
     "memory_capacity",
     "model_bytes",

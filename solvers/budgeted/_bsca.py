@@ -31,6 +31,7 @@ from ._state import C_N_SV, C_STEPS, C_VIOLATIONS
 
 # Long on purpose: like bsgd_steps, the whole per-example loop of Algorithm 2 in one numba call
 # per batch; maintenance and the kernel row are separate kernels it calls.
+# size: one numba kernel, the per-example loop of Algorithm 2 (one call per batch)
 @nb.njit(nogil=True, cache=True)
 def bsca_steps(
     X,

@@ -101,6 +101,7 @@ def norm2_gain(f_row, bias, plus, minus, sign, eta, xx, n_classes):
 # Long on purpose: one numba call per batch runs Algorithm 1's whole per-example loop (margin,
 # shrink, violation, add, maintenance) so the GIL is released once per batch; its parts that
 # stand alone (learning_rate, add_support_vector, maintain_budget) are already separate kernels.
+# size: one numba kernel, the per-example loop of Algorithm 1 (one call per batch)
 @nb.njit(nogil=True, cache=True)
 def bsgd_steps(
     X,

@@ -35,12 +35,12 @@ from ._bsgd import learning_rate, norm2_gain, step_loss
 from ._preprocessing import (
     BUFFER_MAX_BYTES,
     GUARD_RESERVOIR,
-    SPARSE_ENTRY_BYTES,
     SPARSE_GUARD_MAX_BYTES,
     buffer_capacity,
     csr_arrays,
     guard_capacity,
 )
+from ._sparse_rows import SPARSE_ENTRY_BYTES
 from ._state import C_SCHED_SHIFT, C_STEPS, C_VIOLATIONS, R_NORM2, R_SCALE, RESCALE_BELOW, SCHED_PERCEPTRON
 
 #: ``get_state`` stores W densely up to this many entries (8 MiB), above it as (flat index,

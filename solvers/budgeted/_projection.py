@@ -283,6 +283,7 @@ def _projection_vector(k_inv, n_sv, p, k_p, u):
     return 1.0 / mpp, ktu, uu
 
 
+# size: one numba kernel, one projection step of eq. 14 with the update of the kept K⁻¹
 @nb.njit(nogil=True, cache=True)
 def project_smallest(sv_t, sv_sq, coef, n_sv, gamma, k_inv, jitter, x_buf, k_buf, u_buf):
     """One projection budget-maintenance step (Wang, Crammer & Vucetic 2012, §6.2, eq. 14).

@@ -38,10 +38,10 @@ from ..kernels import exp_inplace, rbf_row, rbf_row_and_log, squared_norm
 from ._preprocessing import (
     BUFFER_MAX_BYTES,
     GUARD_RESERVOIR,
-    SPARSE_ENTRY_BYTES,
     SPARSE_GUARD_MAX_BYTES,
     wide_sparse,
 )
+from ._sparse_rows import SPARSE_ENTRY_BYTES
 
 #: Bytes of one stored nonzero (float64 value + int32 index).
 ENTRY_BYTES = SPARSE_ENTRY_BYTES

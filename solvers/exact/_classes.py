@@ -34,33 +34,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._params import KERNELS
 from ..calibration import REFIT_BELOW_ROWS, MarginCalibrator, holdout_split
 from ..persistence import register_estimator
+from ..served import BatchServed
 from ._dask import active_client
-from ._dcsvm import DEFAULT_START_METHOD, EarlyModel, dcsvm_fit, default_workers, make_process_pool
-from ._kernel_kmeans import KernelClusters
+from ._dcsvm import DEFAULT_START_METHOD, dcsvm_fit, default_workers, make_process_pool
 from ._kernels import KernelData, KernelSpec, kernel_matvec
+from ._state import DCSVMState
 
 __all__ = ["DCSVMClassifier"]
-
-
-def _kd_arrays(prefix: str, kd: KernelData) -> dict:
-    if kd.is_sparse:
-        return {
-            f"{prefix}_data": kd.data.copy(),
-            f"{prefix}_indices": kd.indices.copy(),
-            f"{prefix}_indptr": kd.indptr.copy(),
-        }
-    return {f"{prefix}_dense": kd.dense.copy()}
-
-
-def _kd_from(prefix: str, arrays: dict, n_features: int) -> KernelData:
-    if f"{prefix}_dense" in arrays:
-        return KernelData(np.asarray(arrays[f"{prefix}_dense"], dtype=np.float64))
-    data = np.asarray(arrays[f"{prefix}_data"])
-    indptr = np.asarray(arrays[f"{prefix}_indptr"])
-    X = sp.csr_matrix(
-        (data, np.asarray(arrays[f"{prefix}_indices"]), indptr), shape=(indptr.shape[0] - 1, n_features)
-    )
-    return KernelData(X)
 
 
 def _probability_enabled(est) -> bool:
@@ -71,7 +51,7 @@ def _probability_enabled(est) -> bool:
 
 
 @register_estimator
-class DCSVMClassifier(ClassifierMixin, BaseEstimator):
+class DCSVMClassifier(BatchServed, DCSVMState, ClassifierMixin, BaseEstimator):
     """Kernel SVM trained by multilevel DC-SVM (Hsieh, Si & Dhillon 2014, Algorithm 1).
 
     Parameters
@@ -341,8 +321,14 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         attributes; ``support_`` indexes ``X``."""
         if rows is not None:
             X, y_idx = X[rows], y_idx[rows]
-        classes = self.classes_
         kd = KernelData(X)
+        results = self._solve_problems(kd, y_idx, spec, progress, should_stop, executor)
+        self._set_model(results, kd, X, spec, rows)
+
+    def _solve_problems(self, kd, y_idx, spec, progress, should_stop, executor):
+        """One binary DC-SVM per problem (class 1 for binary, one-vs-rest otherwise), through
+        the caller's executor, a joblib dask cluster or a pool made here: ``[(result, ±1)]``."""
+        classes = self.classes_
         n = kd.n_samples
         problems = [1] if classes.shape[0] == 2 else list(range(classes.shape[0]))
         seed = (
@@ -351,7 +337,6 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
             else self.random_state
         )
         seeds = seed.randint(0, 2**31 - 1, size=len(problems))
-
         own_pool, stop_flag = None, None
         workers = default_workers() if self.n_jobs is None else int(self.n_jobs)
         # scikit-learn's convention: the joblib backend the caller chose decides where
@@ -360,6 +345,8 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
         if client is None and executor is None and workers > 1 and n >= 5000 and self.n_levels > 0:
             own_pool, stop_flag = make_process_pool(workers, DEFAULT_START_METHOD)
             executor = own_pool
+        place = {"executor": executor, "stop_flag": stop_flag, "client": client}
+        place["n_jobs"] = 1 if executor is None else None
         results = []
         try:
             for p, cls in enumerate(problems):
@@ -370,35 +357,35 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
                     else (lambda d, p=p: progress({**d, "problem": p, "n_problems": len(problems)}))
                 )
                 res = dcsvm_fit(
-                    kd,
-                    yb,
-                    spec,
-                    float(self.C),
-                    k=int(self.k),
-                    n_levels=int(self.n_levels),
-                    min_level=int(self.min_level),
-                    n_sample=int(self.n_sample),
-                    eps=float(self.tol),
-                    level_eps=None if self.level_tol is None else float(self.level_tol),
-                    cache_mb=float(self.cache_size),
-                    shrinking=bool(self.shrinking),
-                    refine=bool(self.refine),
-                    early_levels=() if self.early_level is None else (int(self.early_level),),
-                    stop_level=self.early_level,
-                    max_iter=self.max_iter,
-                    executor=executor,
-                    stop_flag=stop_flag,
-                    client=client,
-                    n_jobs=1 if executor is None else None,
-                    random_state=int(seeds[p]),
-                    progress=prog,
-                    should_stop=should_stop,
-                )
+                    kd, yb, spec, float(self.C), **self._fit_settings(), **place,
+                    random_state=int(seeds[p]), progress=prog, should_stop=should_stop,
+                )  # fmt: skip
                 results.append((res, yb))
         finally:
             if own_pool is not None:
                 own_pool.shutdown(wait=True, cancel_futures=True)
+        return results
 
+    def _fit_settings(self):
+        """This estimator's parameters as :func:`._dcsvm.dcsvm_fit` takes them."""
+        return {
+            "k": int(self.k),
+            "n_levels": int(self.n_levels),
+            "min_level": int(self.min_level),
+            "n_sample": int(self.n_sample),
+            "eps": float(self.tol),
+            "level_eps": None if self.level_tol is None else float(self.level_tol),
+            "cache_mb": float(self.cache_size),
+            "shrinking": bool(self.shrinking),
+            "refine": bool(self.refine),
+            "early_levels": () if self.early_level is None else (int(self.early_level),),
+            "stop_level": self.early_level,
+            "max_iter": self.max_iter,
+        }
+
+    def _set_model(self, results, kd, X, spec, rows):
+        """The fitted attributes from the problems' results (the exact model, or the
+        early-prediction models of ``early_level``)."""
         self.kernel_spec_ = spec
         self.dual_objective_ = np.array([r.objective for r, _ in results])
         self.fit_history_ = [r.history for r, _ in results]
@@ -410,7 +397,7 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
             self.early_models_ = [r.early[int(self.early_level)] for r, _ in results]
             self.intercept_ = np.array([spec.offset * m.coef.sum() for m in self.early_models_])
             self.support_ = np.zeros(0, dtype=np.int64)
-            self.dual_coef_ = np.zeros((len(problems), 0))
+            self.dual_coef_ = np.zeros((len(results), 0))
             self.support_vectors_ = None
         else:
             self.early_models_ = None
@@ -491,120 +478,3 @@ class DCSVMClassifier(ClassifierMixin, BaseEstimator):
                 "predict_proba needs a model fitted with probability=True; this one was fitted without"
             )
         return self.calibrator_.predict_proba(self.decision_function(X))
-
-    # ------------------------------------------------------------------ persistence
-    def get_state(self):
-        """Plain arrays + JSON metadata for :mod:`solvers.persistence` (no pickling).
-
-        Returns
-        -------
-        arrays : dict of str -> ndarray (copies, numeric dtypes); a calibrator's are prefixed
-            ``cal__``
-        meta : dict (JSON-serialisable), ``meta["estimator"] == "DCSVMClassifier"``; with a
-            calibrator ``meta["calibration"]`` (its meta and split).  States without it (saved
-            before calibration existed) load with ``calibrator_ = None``.
-        """
-        check_is_fitted(self)
-        params = {
-            k: v for k, v in self.get_params().items() if v is None or isinstance(v, (bool, int, float, str))
-        }
-        classes = self.classes_
-        if classes.dtype.kind in "iub":
-            cls_list = [int(c) for c in classes]
-        elif classes.dtype.kind == "f":
-            cls_list = [float(c) for c in classes]
-        else:
-            cls_list = [str(c) for c in classes]
-        meta = {
-            "estimator": type(self).__name__,
-            "params": params,
-            "classes": cls_list,
-            "classes_kind": classes.dtype.kind,
-            "n_features_in": int(self.n_features_in_),
-            "kernel": self.kernel_spec_.to_dict(),
-            "mode": "early" if self.early_models_ is not None else "exact",
-            "dual_objective": [float(v) for v in self.dual_objective_],
-            "n_iter": [int(v) for v in self.n_iter_],
-        }
-        arrays = {"intercept": self.intercept_.copy()}
-        if getattr(self, "calibrator_", None) is not None:
-            cal_arrays, cal_meta = self.calibrator_.get_state()
-            arrays.update({f"cal__{k}": v for k, v in cal_arrays.items()})
-            meta["calibration"] = {"state": cal_meta, "split": self.calibration_}
-        if self.early_models_ is None:
-            arrays.update(_kd_arrays("sv", self._sv_kd))
-            arrays["dual_coef"] = self.dual_coef_.copy()
-            arrays["support"] = self.support_.copy()
-        else:
-            meta["early_level"] = int(self.early_models_[0].level)
-            meta["n_problems"] = len(self.early_models_)
-            for p, m in enumerate(self.early_models_):
-                arrays.update(_kd_arrays(f"e{p}_samples", m.clusters.samples))
-                arrays[f"e{p}_sample_labels"] = m.clusters.sample_labels.copy()
-                arrays[f"e{p}_sizes"] = m.clusters.sizes.copy()
-                arrays[f"e{p}_S"] = m.clusters.S.copy()
-                arrays.update(_kd_arrays(f"e{p}_sv", m.sv))
-                arrays[f"e{p}_coef"] = m.coef.copy()
-                arrays[f"e{p}_sv_ptr"] = m.sv_ptr.copy()
-        return arrays, meta
-
-    @classmethod
-    def from_state(cls, arrays, meta):
-        """Rebuild a fitted estimator from :meth:`get_state` output.
-
-        Raises
-        ------
-        ValueError
-            If ``meta`` names another estimator or lacks required fields.
-        """
-        if meta.get("estimator") != cls.__name__:
-            raise ValueError(f"state is for {meta.get('estimator')!r}, not {cls.__name__}")
-        est = cls(**meta["params"])
-        kind = meta["classes_kind"]
-        dtype = {"i": np.int64, "u": np.uint64, "b": np.bool_, "f": np.float64}.get(kind)
-        est.classes_ = np.array(meta["classes"], dtype=dtype if dtype else None)
-        if dtype is None and kind == "O":
-            est.classes_ = np.array(meta["classes"], dtype=object)
-        nf = int(meta["n_features_in"])
-        est.n_features_in_ = nf
-        est.kernel_spec_ = KernelSpec(**meta["kernel"])
-        est.dual_objective_ = np.asarray(meta["dual_objective"], dtype=np.float64)
-        est.fit_history_ = []
-        est.n_iter_ = np.asarray(meta.get("n_iter", [1]), dtype=np.int64)
-        est.intercept_ = np.asarray(arrays["intercept"], dtype=np.float64).copy()
-        est.calibrator_ = est.calibration_ = None  # states saved before calibration: none
-        if "calibration" in meta:
-            cal = {k[5:]: v for k, v in arrays.items() if k.startswith("cal__")}
-            est.calibrator_ = MarginCalibrator.from_state(cal, meta["calibration"]["state"])
-            est.calibration_ = meta["calibration"]["split"]
-        if meta["mode"] == "exact":
-            est.early_models_ = None
-            est._sv_kd = _kd_from("sv", arrays, nf)
-            est._sparse_fit = est._sv_kd.is_sparse
-            est.support_vectors_ = est._sv_kd.matrix()
-            est.dual_coef_ = np.asarray(arrays["dual_coef"], dtype=np.float64).copy()
-            est.support_ = np.asarray(arrays["support"], dtype=np.int64).copy()
-        else:
-            models = []
-            for p in range(int(meta["n_problems"])):
-                clusters = KernelClusters(
-                    samples=_kd_from(f"e{p}_samples", arrays, nf),
-                    sample_labels=np.asarray(arrays[f"e{p}_sample_labels"], dtype=np.int64).copy(),
-                    sizes=np.asarray(arrays[f"e{p}_sizes"], dtype=np.float64).copy(),
-                    S=np.asarray(arrays[f"e{p}_S"], dtype=np.float64).copy(),
-                )
-                models.append(
-                    EarlyModel(
-                        level=int(meta["early_level"]),
-                        clusters=clusters,
-                        sv=_kd_from(f"e{p}_sv", arrays, nf),
-                        coef=np.asarray(arrays[f"e{p}_coef"], dtype=np.float64).copy(),
-                        sv_ptr=np.asarray(arrays[f"e{p}_sv_ptr"], dtype=np.int64).copy(),
-                    )
-                )
-            est.early_models_ = models
-            est._sparse_fit = models[0].sv.is_sparse
-            est.support_ = np.zeros(0, dtype=np.int64)
-            est.dual_coef_ = np.zeros((len(models), 0))
-            est.support_vectors_ = None
-        return est

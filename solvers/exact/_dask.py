@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from ._dual_cd import solve_dual, solve_many
+from ._dual_solve import solve_dual, solve_many
 from ._kernels import KernelData, KernelSpec
 
 __all__ = ["active_client", "DaskLevels"]
@@ -89,7 +89,7 @@ class _EventPoll:
 
 def _solve_rows(kd, y, C, batch, spec, eps, cache_mb, shrinking, max_iter, stop_name):
     """Worker task: solve the sub-problems ``(rows, alpha0)`` of ``batch`` one after the other
-    on the scattered ``kd``, ``y``, ``C`` (:func:`._dual_cd.solve_many`).  Returns ``[(alpha,
+    on the scattered ``kd``, ``y``, ``C`` (:func:`._dual_solve.solve_many`).  Returns ``[(alpha,
     objective, max_violation, n_iter, stats), ...]``."""
     problems = ((kd.take(rows), y[rows], C[rows], a0) for rows, a0 in batch)  # one at a time
     return solve_many(problems, spec, eps, cache_mb, shrinking, max_iter, _EventPoll(stop_name))

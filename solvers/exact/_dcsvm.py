@@ -2,7 +2,7 @@
 
 Hsieh, Si & Dhillon, "A Divide-and-Conquer Solver for Kernel Support Vector Machines",
 ICML 2014, Algorithm 1, for the bias-free dual of eq. (1) (solved by
-:func:`svmstream.solvers.exact._dual_cd.solve_dual`)::
+:func:`svmstream.solvers.exact._dual_solve.solve_dual`)::
 
     alpha = 0
     for l = l_max, ..., 1:                               # k^l clusters at level l
@@ -26,7 +26,7 @@ Interface for a job runner
   the start) and stage-specific counters.  During the level stages ``objective`` is the
   sum of the sub-problem dual objectives finished so far and ``max_violation`` their
   maximum; in the refine/global stages they are those of the solver (see
-  :func:`svmstream.solvers.exact._dual_cd.solve_dual`).
+  :func:`svmstream.solvers.exact._dual_solve.solve_dual`).
 * ``should_stop()`` is polled at least every ~0.1 s (between CD slices in this process,
   and while waiting for sub-problems); when it returns True, the default process pool's
   workers are told to stop through a shared flag and :class:`~svmstream.solvers.Cancelled`
@@ -36,139 +36,39 @@ Interface for a job runner
 from __future__ import annotations
 
 import concurrent.futures as cf
-import multiprocessing as mp
-import os
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..exceptions import Cancelled
-from ._dask import DaskLevels
-from ._dual_cd import KernelDualResult, solve_dual, solve_many
-from ._kernel_kmeans import KernelClusters, assign_clusters, two_step_kernel_kmeans
+from ._dcsvm_levels import FitRun, run_level, solve_global
+from ._dcsvm_levels import refine as refine_phase
+from ._dual_solve import KernelDualResult
+from ._kernel_kmeans import KernelClusters, assign_clusters
 from ._kernels import KernelData, KernelSpec, kernel_matvec, with_single_thread_blas
+from ._pool import (
+    DEFAULT_START_METHOD,
+    POOL_MIN_CORES,
+    SerialExecutor,
+    available_cores,
+    default_workers,
+    level_executor,
+    make_process_pool,
+)
 
-__all__ = ["EarlyModel", "DCSVMResult", "SerialExecutor", "dcsvm_fit", "make_process_pool", "Cancelled"]
-
-# "fork" starts workers in milliseconds with the parent's imported modules and loaded numba
-# code (safe here: the solver starts no threads of its own; OpenBLAS handles fork).  Use
-# "forkserver" or "spawn" from a parent that runs other threads (e.g. a web server).
-DEFAULT_START_METHOD = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
-
-
-# --------------------------------------------------------------------------- executors
-class SerialExecutor(cf.Executor):
-    """A ``concurrent.futures.Executor`` that runs every task at once in the caller."""
-
-    def submit(self, fn, /, *args, **kwargs):
-        fut = cf.Future()
-        try:
-            fut.set_result(fn(*args, **kwargs))
-        except BaseException as exc:  # noqa: BLE001 - delivered through the future
-            fut.set_exception(exc)
-        return fut
-
-
-_WORKER_STOP = None  # multiprocessing.Value in pool workers
-
-
-def _worker_init(stop_value):
-    global _WORKER_STOP
-    _WORKER_STOP = stop_value
-    try:  # one BLAS thread per worker: the pool already fills the cores
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(1)
-    except Exception:  # pragma: no cover - threadpoolctl is a scikit-learn dependency
-        pass
-
-
-def _worker_should_stop():
-    return _WORKER_STOP is not None and _WORKER_STOP.value != 0
-
-
-# Below this many cores the default is in-process: on 2 shared vCPUs the pool cost more CPU
-# (start-up, pickling the sub-problems, two processes contending for one cache) than it
-# saved (benchmarks/results/dcsvm.md of 2026-11-22: serial 12.4 CPU s, pool 18.7 on ijcnn1).
-POOL_MIN_CORES = 4
-
-
-def default_workers() -> int:
-    """Workers when ``n_jobs`` is None: every available core from ``POOL_MIN_CORES`` on, else 1."""
-    cores = available_cores()
-    return cores if cores >= POOL_MIN_CORES else 1
-
-
-def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def make_process_pool(
-    n_workers: int | None = None, start_method: str = DEFAULT_START_METHOD, warm: bool = True
-):
-    """A process pool for DC-SVM sub-problems plus its shared stop flag.
-
-    Workers use the ``start_method`` context: "fork" (default on Linux; workers inherit the
-    loaded numba code), "forkserver" (workers fork from a clean server process that has
-    imported this module, so numba's on-disk cache is loaded once and no threads of the
-    parent are inherited) or "spawn".
-
-    The caller's ``__main__`` module must be importable without side effects (the usual
-    ``if __name__ == "__main__":`` guard), as for any spawn/forkserver pool.  With ``warm``
-    every worker is started at once and loads the compiled solver in the background.
-
-    Returns
-    -------
-    executor : concurrent.futures.ProcessPoolExecutor
-    stop_flag : multiprocessing.Value
-        Set ``stop_flag.value = 1`` to make running sub-problems raise ``Cancelled``.
-    """
-    n_workers = n_workers or available_cores()
-    ctx = mp.get_context(start_method)
-    if start_method == "forkserver":
-        ctx.set_forkserver_preload(["svmstream.solvers.exact._dcsvm"])
-    stop = ctx.Value("b", 0, lock=False)
-    ex = cf.ProcessPoolExecutor(
-        max_workers=n_workers, mp_context=ctx, initializer=_worker_init, initargs=(stop,)
-    )
-    if warm:
-        # start the workers now and load the compiled solver while the caller clusters
-        for _ in range(n_workers):
-            ex.submit(_warm_up)
-    return ex, stop
-
-
-def _warm_up():
-    """Load the numba-compiled solver (from the on-disk cache) in a worker."""
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(40, 3))
-    y = np.where(X[:, 0] > 0, 1.0, -1.0)
-    solve_dual(KernelData(X), y, KernelSpec("rbf", 1.0), 1.0)
-    time.sleep(0.05)  # let the other workers take their own warm-up task
-
-
-# --------------------------------------------------------------------------- sub-problems
-def _solve_batch(problems, spec, eps, cache_mb, shrinking, max_iter, should_stop=None):
-    """:func:`._dual_cd.solve_many` in a pool worker (``should_stop`` defaults to the worker's
-    shared stop flag).  Returns a list of ``(alpha, objective, max_violation, n_iter, stats)``."""
-    stop = should_stop if should_stop is not None else _worker_should_stop
-    return solve_many(problems, spec, eps, cache_mb, shrinking, max_iter, stop)
-
-
-def _pack(costs, n_bins):
-    """Longest-processing-time-first packing of items into ``n_bins`` lists of indices."""
-    order = np.argsort(-np.asarray(costs, dtype=np.float64), kind="stable")
-    loads = np.zeros(n_bins)
-    bins: list[list[int]] = [[] for _ in range(n_bins)]
-    for i in order:
-        b = int(np.argmin(loads))
-        bins[b].append(int(i))
-        loads[b] += costs[i]
-    return [b for b in bins if b]
+__all__ = [
+    "DEFAULT_START_METHOD",
+    "POOL_MIN_CORES",
+    "Cancelled",
+    "DCSVMResult",
+    "EarlyModel",
+    "SerialExecutor",
+    "available_cores",
+    "dcsvm_fit",
+    "default_workers",
+    "make_process_pool",
+]
 
 
 # --------------------------------------------------------------------------- models
@@ -256,48 +156,12 @@ def _early_model(level, clusters, labels, kd, y, alpha) -> EarlyModel:
     )
 
 
-@with_single_thread_blas
-def dcsvm_fit(
-    kd: KernelData,
-    y,
-    spec: KernelSpec,
-    C,
-    *,
-    k: int = 4,
-    n_levels: int = 4,
-    min_level: int = 1,
-    n_sample: int = 1000,
-    eps: float = 1e-3,
-    level_eps: float | None = None,
-    refine_eps: float | None = None,
-    cache_mb: float = 200.0,
-    shrinking: bool = True,
-    refine: bool = True,
-    early_levels=(),
-    stop_level: int | None = None,
-    max_iter: int | None = None,
-    min_cluster_size: int = 8,
-    executor: cf.Executor | None = None,
-    stop_flag=None,
-    client=None,
-    n_jobs: int | None = None,
-    parallel_min_samples: int = 5000,
-    start_method: str = DEFAULT_START_METHOD,
-    random_state=None,
-    progress=None,
-    should_stop=None,
-) -> DCSVMResult:
-    """Train a bias-free kernel SVM by multilevel DC-SVM (Hsieh et al. 2014, Algorithm 1).
+@dataclass(frozen=True)
+class DCSVMOptions:
+    """The options of :func:`dcsvm_fit` (its keyword arguments).
 
-    Parameters
+    Attributes
     ----------
-    kd : KernelData
-        n training points.
-    y : ndarray of shape (n,)
-        Labels in {-1, +1}.
-    spec : KernelSpec
-    C : float or ndarray of shape (n,)
-        Box constraint(s), > 0.
     k : int
         Branching factor: level l has ``k**l`` clusters (capped at ``n // min_cluster_size``).
     n_levels : int
@@ -322,7 +186,9 @@ def dcsvm_fit(
     stop_level : int, optional
         Stop after this level (no refine/global solve); the result is not exact.
     max_iter : int, optional
-        Coordinate updates per solve (see :func:`solve_dual`).
+        Coordinate updates per solve (see :func:`._dual_solve.solve_dual`).
+    min_cluster_size : int
+        Smallest mean cluster size a level's cluster count allows.
     executor : concurrent.futures.Executor, optional
         Runs the sub-problems of a level (``submit``).  Default: a process pool of
         ``n_jobs`` workers created for this call (:func:`make_process_pool`), or in-process
@@ -333,16 +199,70 @@ def dcsvm_fit(
     client : distributed.Client, optional
         Run the sub-problems of every level on this dask cluster instead (``executor`` is
         then ignored): the data is scattered to the workers once per call, each task
-        carries row indices and warm starts only (:class:`DaskLevels`).  Used when
+        carries row indices and warm starts only (:class:`._dask.DaskLevels`).  Used when
         ``n >= parallel_min_samples`` and ``n_levels > 0``.
     n_jobs : int, optional
         Workers of the default pool (None = :func:`default_workers`: the available cores
         when there are at least ``POOL_MIN_CORES``, else in-process).
+    parallel_min_samples : int
+        Fewer rows than this: in-process (a pool costs more than it saves).
     start_method : str
         multiprocessing start method of the default pool.
     random_state : None, int or numpy.random.Generator
     progress, should_stop : callables, optional
         See the module docstring.
+    """
+
+    k: int = 4
+    n_levels: int = 4
+    min_level: int = 1
+    n_sample: int = 1000
+    eps: float = 1e-3
+    level_eps: float | None = None
+    refine_eps: float | None = None
+    cache_mb: float = 200.0
+    shrinking: bool = True
+    refine: bool = True
+    early_levels: tuple = ()
+    stop_level: int | None = None
+    max_iter: int | None = None
+    min_cluster_size: int = 8
+    executor: cf.Executor | None = None
+    stop_flag: object = None
+    client: object = None
+    n_jobs: int | None = None
+    parallel_min_samples: int = 5000
+    start_method: str = DEFAULT_START_METHOD
+    random_state: object = None
+    progress: object = None
+    should_stop: object = None
+
+    def settings(self) -> dict:
+        """What the phases read (:class:`._dcsvm_levels.FitRun` ``settings``)."""
+        eps = self.eps
+        return {
+            "k": self.k,
+            "n_levels": self.n_levels,
+            "n_sample": self.n_sample,
+            "min_cluster_size": self.min_cluster_size,
+            "eps": eps,
+            "level_eps": eps if self.level_eps is None else float(self.level_eps),
+            "refine_eps": eps if self.refine_eps is None else float(self.refine_eps),
+            "cache_mb": self.cache_mb,
+            "shrinking": self.shrinking,
+            "max_iter": self.max_iter,
+            "early_levels": {int(v) for v in self.early_levels},
+        }
+
+
+@with_single_thread_blas
+def dcsvm_fit(kd: KernelData, y, spec: KernelSpec, C, **options) -> DCSVMResult:
+    """Train a bias-free kernel SVM by multilevel DC-SVM (Hsieh et al. 2014, Algorithm 1).
+
+    ``kd`` (:class:`KernelData`) holds the n training points, ``y`` (n,) their labels in
+    {-1, +1}, ``C`` a float or (n,) array of box constraints (> 0); ``options`` are the
+    fields of :class:`DCSVMOptions` (keyword arguments: ``k``, ``n_levels``, ``executor``,
+    ``progress``, ...).  Phases in :mod:`._dcsvm_levels`: the levels, refine, global.
 
     Returns
     -------
@@ -352,261 +272,56 @@ def dcsvm_fit(
     ------
     ValueError
         On invalid parameters (k < 2, n_levels < 0, min_level < 1, n_sample < 1).
+    TypeError
+        On an unknown option.
     Cancelled
         When ``should_stop()`` returned True.
     """
     t0 = time.perf_counter()
-    if k < 2 or n_levels < 0 or n_sample < 1 or min_level < 1:
+    o = DCSVMOptions(**options)
+    if o.k < 2 or o.n_levels < 0 or o.n_sample < 1 or o.min_level < 1:
         raise ValueError("need k >= 2, n_levels >= 0, min_level >= 1 and n_sample >= 1")
+    random_state = o.random_state
     rng = (
         random_state if isinstance(random_state, np.random.Generator) else np.random.default_rng(random_state)
     )
     y = np.ascontiguousarray(y, dtype=np.float64)
-    n = kd.n_samples
+    n, n_levels = kd.n_samples, o.n_levels
     Cb = np.broadcast_to(np.asarray(C, dtype=np.float64), (n,)).copy()
     alpha = np.zeros(n)
-    early_levels = {int(v) for v in early_levels}
-    level_eps = eps if level_eps is None else float(level_eps)
-    refine_eps = eps if refine_eps is None else float(refine_eps)
     result = DCSVMResult(alpha=alpha, exact=False, objective=0.0, max_violation=np.inf)
+    run = FitRun(kd, y, spec, Cb, alpha, result, rng, o.settings(), o.progress, o.should_stop, t0)
 
-    def report(d):
-        if progress is not None:
-            progress({**d, "elapsed": time.perf_counter() - t0})
+    def early_model(level, clusters, labels):
+        return _early_model(level, clusters, labels, kd, y, alpha)
 
-    def check():
-        if should_stop is not None and should_stop():
-            raise Cancelled("DC-SVM cancelled")
-
-    own_pool = None
-    dask = None
-    if client is not None and n >= parallel_min_samples and n_levels > 0:
-        dask = DaskLevels(client, kd, y, Cb)
-        executor, stop_flag, workers = dask.executor, None, dask.n_workers
-    elif executor is None:
-        stop_flag = None
-        workers = default_workers() if n_jobs is None else int(n_jobs)
-        if workers > 1 and n >= parallel_min_samples and n_levels > 0:
-            own_pool, stop_flag = make_process_pool(workers, start_method)
-            executor = own_pool
-        else:
-            workers = 1
-            executor = SerialExecutor()
-    else:
-        workers = getattr(executor, "_max_workers", None) or available_cores()
-    if stop_flag is not None:
-        stop_flag.value = 0
-    in_process = isinstance(executor, (SerialExecutor, cf.ThreadPoolExecutor))
-    sub_cache = cache_mb / max(workers, 1)
-
+    ex = level_executor(
+        kd, y, Cb, n_levels, client=o.client, executor=o.executor, stop_flag=o.stop_flag, n_jobs=o.n_jobs,
+        parallel_min_samples=o.parallel_min_samples, start_method=o.start_method,
+    )  # fmt: skip
+    stop_level = o.stop_level
     try:
-        lowest = max(1, min(min_level, n_levels) if stop_level is None else min(stop_level, n_levels))
+        lowest = max(1, min(o.min_level, n_levels) if stop_level is None else min(stop_level, n_levels))
         for level in range(n_levels, lowest - 1, -1):
-            check()
-            tl = time.perf_counter()
-            cl = time.process_time()
-            n_clusters = int(min(k**level, max(1, n // max(min_cluster_size, 1))))
-            sv = np.flatnonzero(alpha > 0)
-            pool = sv if (level < n_levels and sv.size >= n_clusters) else np.arange(n)
-            sample = pool if pool.size <= n_sample else rng.choice(pool, n_sample, replace=False)
-            sample = np.sort(sample)
-            report(
-                {
-                    "stage": "kmeans",
-                    "level": level,
-                    "n_clusters": n_clusters,
-                    "objective": result.objective,
-                    "max_violation": result.max_violation,
-                }
-            )
-            labels, clusters = two_step_kernel_kmeans(
-                kd,
-                spec,
-                n_clusters,
-                sample,
-                rng,
-                progress=lambda step, done, total, level=level, k=n_clusters: report(
-                    {
-                        "stage": "kmeans",
-                        "level": level,
-                        "n_clusters": k,
-                        "objective": result.objective,
-                        "max_violation": result.max_violation,
-                        "step": step,
-                        "rows_done": done,
-                        "rows": total,
-                    }
-                ),
-            )
-            t_kmeans = time.perf_counter() - tl
-            c_kmeans = time.process_time() - cl
-            n_found = clusters.n_clusters
-            order = np.argsort(labels, kind="stable")
-            bounds = np.searchsorted(labels[order], np.arange(n_found + 1))
-            members = [order[bounds[c] : bounds[c + 1]] for c in range(n_found)]
-            sizes = np.array([m.size for m in members], dtype=np.float64)
-            n_bins = n_found if in_process else min(n_found, 4 * max(workers, 1))
-            bins = _pack(sizes**2, n_bins)
-            futures = {}
-            if dask is not None:
-                # the workers hold the data: send row indices and warm starts only
-                for b in bins:
-                    batch = [(members[i], alpha[members[i]]) for i in b]
-                    futures[dask.submit(batch, spec, level_eps, sub_cache, shrinking, max_iter)] = b
-            else:
-                problems = [(kd.take(m), y[m], Cb[m], alpha[m]) for m in members]
-                for b in bins:
-                    fut = executor.submit(
-                        _solve_batch,
-                        [problems[i] for i in b],
-                        spec,
-                        level_eps,
-                        sub_cache,
-                        shrinking,
-                        max_iter,
-                        should_stop if in_process else None,
-                    )
-                    futures[fut] = b
-                del problems
-            obj_sum, viol_max, iters, done = 0.0, 0.0, 0, 0
-            level_stats: dict = {}
-            pending = set(futures)
-            while pending:
-                finished, pending = cf.wait(pending, timeout=0.1, return_when=cf.FIRST_COMPLETED)
-                if should_stop is not None and should_stop():
-                    if stop_flag is not None:
-                        stop_flag.value = 1
-                    if dask is not None:
-                        dask.stop()
-                    for f in pending:
-                        f.cancel()
-                    raise Cancelled("DC-SVM cancelled")
-                for f in finished:
-                    for i, (a, obj, viol, it, st) in zip(futures[f], f.result()):
-                        for key, v in st.items():
-                            level_stats[key] = level_stats.get(key, 0) + v
-                        alpha[members[i]] = a
-                        obj_sum += obj
-                        viol_max = max(viol_max, viol)
-                        iters += it
-                        done += 1
-                    report(
-                        {
-                            "stage": "level",
-                            "level": level,
-                            "n_clusters": n_found,
-                            "subproblems_done": done,
-                            "subproblems": n_found,
-                            "objective": obj_sum,
-                            "max_violation": viol_max,
-                        }
-                    )
-            n_sv = int(np.count_nonzero(alpha > 0))
-            result.objective, result.max_violation = obj_sum, viol_max
-            result.history.append(
-                {
-                    "stage": "level",
-                    "level": level,
-                    "n_clusters": n_found,
-                    "kmeans_seconds": t_kmeans,
-                    "seconds": time.perf_counter() - tl,
-                    "kmeans_cpu_seconds": c_kmeans,
-                    "cpu_seconds": time.process_time() - cl,
-                    "n_sv": n_sv,
-                    "objective_sum": obj_sum,
-                    "max_violation": viol_max,
-                    "iterations": iters,
-                    "stats": level_stats,
-                    "largest_cluster": int(sizes.max()),
-                    "elapsed": time.perf_counter() - t0,
-                }
-            )
-            if level in early_levels:
-                result.early[level] = _early_model(level, clusters, labels, kd, y, alpha)
+            run_level(run, ex, level, early_model)
             if stop_level is not None and level <= stop_level:
-                result.elapsed = time.perf_counter() - t0
-                report({"stage": "done", "level": level, "objective": obj_sum, "max_violation": viol_max})
-                return result
+                return _done(run, level)
     finally:
-        if own_pool is not None:
-            own_pool.shutdown(wait=True, cancel_futures=True)
-        if dask is not None:
-            dask.close()
+        ex.close()
+    solve_global(run, refine_phase(run) if (o.refine and n_levels > 0) else None)
+    return _done(run, 0)
 
-    grad_known = None  # rows whose global gradient at alpha is already exact
-    if refine and n_levels > 0:
-        check()
-        tr = time.perf_counter()
-        cr = time.process_time()
-        sv = np.flatnonzero(alpha > 0)
-        if sv.size:
-            r = solve_dual(
-                kd.take(sv),
-                y[sv],
-                spec,
-                Cb[sv],
-                alpha[sv],
-                eps=refine_eps,
-                cache_mb=cache_mb,
-                shrinking=shrinking,
-                max_iter=max_iter,
-                should_stop=should_stop,
-                progress=None
-                if progress is None
-                else (lambda d: report({**d, "stage_elapsed": d["elapsed"]})),
-                info={"stage": "refine", "level": 0},
-            )
-            alpha[sv] = r.alpha
-            # alpha is zero outside sv: the refine gradient is the global one on these rows
-            grad_known = (sv, r.grad)
-            result.history.append(
-                {
-                    "stage": "refine",
-                    "n": int(sv.size),
-                    "n_sv": r.n_support,
-                    "seconds": time.perf_counter() - tr,
-                    "cpu_seconds": time.process_time() - cr,
-                    "stats": r.stats,
-                    "iterations": r.n_iter,
-                    "objective": r.objective,
-                    "elapsed": time.perf_counter() - t0,
-                }
-            )
-    check()
-    tg = time.perf_counter()
-    cg = time.process_time()
-    r = solve_dual(
-        kd,
-        y,
-        spec,
-        Cb,
-        alpha,
-        grad0=grad_known,
-        eps=eps,
-        cache_mb=cache_mb,
-        shrinking=shrinking,
-        max_iter=max_iter,
-        should_stop=should_stop,
-        progress=None if progress is None else (lambda d: report({**d, "stage_elapsed": d["elapsed"]})),
-        info={"stage": "global", "level": 0},
-    )
-    result.alpha = r.alpha
-    result.exact = True
-    result.objective = r.objective
-    result.max_violation = r.max_violation
-    result.global_result = r
-    result.history.append(
+
+def _done(run: FitRun, level: int) -> DCSVMResult:
+    """The result, its elapsed time set and the "done" progress report sent."""
+    result = run.result
+    result.elapsed = time.perf_counter() - run.t0
+    run.report(
         {
-            "stage": "global",
-            "n_sv": r.n_support,
-            "seconds": time.perf_counter() - tg,
-            "cpu_seconds": time.process_time() - cg,
-            "iterations": r.n_iter,
-            "objective": r.objective,
-            "stats": r.stats,
-            "elapsed": time.perf_counter() - t0,
+            "stage": "done",
+            "level": level,
+            "objective": result.objective,
+            "max_violation": result.max_violation,
         }
     )
-    result.elapsed = time.perf_counter() - t0
-    report({"stage": "done", "level": 0, "objective": r.objective, "max_violation": r.max_violation})
     return result

@@ -39,18 +39,24 @@ The kernels take them as one tuple ``X = (is_sparse, data, indices, indptr, dens
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 
 from .._params import SELECTIONS
 from ..exceptions import Cancelled
+from ._cd_kernels import (
+    _avsf_run,
+    _csr_decision,
+    _dual_value,
+    _margins,
+    _row_sq_norms,
+    _uniform_run,
+)
 
 __all__ = [
     "AVSF_C",
@@ -75,498 +81,6 @@ _EMPTY_F = np.empty(0, dtype=np.float64)
 _EMPTY_I32 = np.empty(0, dtype=np.int32)
 _EMPTY_I64 = np.zeros(1, dtype=np.int64)
 _EMPTY_2D = np.empty((0, 0), dtype=np.float64)
-
-
-# --------------------------------------------------------------------------- numba kernels
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _next_u64(rng):
-    """xorshift64* (Vigna 2016); ``rng`` is a uint64 array of length 1 holding the state."""
-    x = rng[0]
-    x ^= x >> np.uint64(12)
-    x ^= x << np.uint64(25)
-    x ^= x >> np.uint64(27)
-    rng[0] = x
-    return x * np.uint64(0x2545F4914F6CDD1D)
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _uniform01(rng):
-    """Uniform double in [0, 1) from the top 53 bits of :func:`_next_u64`."""
-    return float(_next_u64(rng) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
-
-
-@numba.njit(nogil=True, cache=True, inline="always")
-def _below(rng, m):
-    """Integer in [0, m) from one 53-bit uniform (relative bias below m / 2**53)."""
-    k = np.int64(_uniform01(rng) * m)
-    if k >= m:  # guard against rounding up
-        k = m - 1
-    return k
-
-
-# Fast-math flags of the sweep kernels: re-association lets LLVM vectorise the sparse dot
-# products (several accumulators); no "nnan"/"ninf", so the +-inf shrinking thresholds keep
-# their IEEE meaning.
-_FM = {"reassoc", "contract", "nsz", "arcp"}
-
-# The row loops (dot product <w, x_i> and axpy w += a x_i) are written out inside each
-# kernel: as separate njit functions, inlined or not, they cost ~2x on short rows (every
-# array argument is reference-counted per call).  Indices are cast to unsigned integers so
-# that numba skips its negative-index wrap-around branch (~1.7x faster on long rows).
-
-
-@numba.njit(nogil=True, cache=True)
-def _row_sq_norms(X, n):
-    """Squared row norms ||x_i||^2 = Q_ii of ``X = CDInput.arrays``, shape (n,) float64."""
-    is_sparse, data, indices, indptr, dense = X
-    out = np.empty(n, dtype=np.float64)
-    for i in range(n):
-        s = 0.0
-        if is_sparse:
-            for k in range(indptr[i], indptr[i + 1]):
-                s += data[k] * data[k]
-        else:
-            for j in range(dense.shape[1]):
-                s += dense[i, j] * dense[i, j]
-        out[i] = s
-    return out
-
-
-@numba.njit(nogil=True, cache=True, fastmath=_FM)
-def _margins(w, X, n):
-    """<w, x_i> for every row of ``X = CDInput.arrays``, shape (n,) float64."""
-    is_sparse, data, indices, indptr, dense = X
-    out = np.empty(n, dtype=np.float64)
-    for i in range(n):
-        dot = 0.0
-        if is_sparse:
-            for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                dot += w[np.uint64(indices[k])] * data[k]
-        else:
-            for j in range(dense.shape[1]):
-                dot += w[j] * dense[i, j]
-        out[i] = dot
-    return out
-
-
-@numba.njit(nogil=True, cache=True)
-def _dual_value(alpha, w):
-    """D(alpha) = sum(alpha) - ||w||^2 / 2 with plain loops (no BLAS thread start-up)."""
-    s = 0.0
-    for i in range(alpha.shape[0]):
-        s += alpha[i]
-    q = 0.0
-    for j in range(w.shape[0]):
-        q += w[j] * w[j]
-    return s - 0.5 * q
-
-
-@numba.njit(nogil=True, cache=True)
-def _csr_decision(data, indices, indptr, coef):
-    """Decision values X @ coef.T for CSR X in O(nnz * n_classes); shape (n, k) float64."""
-    n = indptr.shape[0] - 1
-    k = coef.shape[0]
-    out = np.zeros((n, k), dtype=np.float64)
-    for i in range(n):
-        for p in range(indptr[i], indptr[i + 1]):
-            j = indices[p]
-            v = data[p]
-            for c in range(k):
-                out[i, c] += coef[c, j] * v
-    return out
-
-
-# Long on purpose: the per-step dot product and update stay inline; separate njit helpers
-# measured about 2x the cost per step on short rows (docs/avsf.md).
-@numba.njit(nogil=True, cache=True, fastmath=_FM)
-def _uniform_run(X, problem, state, max_sweeps, min_steps):
-    """Outer iterations of LIBLINEAR's dual CD with shrinking (paper's Algorithm 2).
-
-    Runs sweeps until the stopping rule holds, ``max_sweeps`` sweeps are done, or at least
-    ``min_steps`` coordinate steps were done in this call (so that tiny sweeps over a small
-    active set do not each pay a Python round trip).
-
-    ``X`` is the training matrix as ``CDInput.arrays`` = ``(is_sparse, data, indices,
-    indptr, dense)`` (see the module docstring); ``problem = (y, qd, C, tol)`` with ``y``
-    (n,) float64 in {-1, +1}, ``qd`` (n,) float64 squared row norms, ``C`` and ``tol``
-    floats.  ``state = (alpha, w, index, bounds, counts, rng)``, updated in place:
-    ``alpha`` (n,) float64, ``w`` (d,) float64, ``index`` (n,) int64 permutation whose
-    first ``counts[0]`` entries are the active set, ``bounds = [v_min_old, v_max_old]``
-    (2,) float64 (shrinking thresholds in the ``g = 1 - y <w, x>`` convention), ``counts``
-    int64 (6,) = [active_size, converged flag, steps, updates, sweeps, full re-checks
-    started (cumulative)], ``rng`` (1,) uint64; steps, updates and sweeps are overwritten
-    with this call's totals.  Returns the spread v_max - v_min of the last sweep.
-    """
-    is_sparse, data, indices, indptr, dense = X
-    y, qd, C, tol = problem
-    alpha, w, index, bounds, counts, rng = state
-    n = y.shape[0]
-    d = dense.shape[1]
-    active = counts[0]
-    v_min_old = bounds[0]
-    v_max_old = bounds[1]
-    steps = 0
-    updates = 0
-    sweeps = 0
-    converged = 0
-    spread = np.inf
-    while sweeps < max_sweeps:
-        for s in range(active):  # random order over the active set
-            j = s + _below(rng, active - s)
-            t = index[s]
-            index[s] = index[j]
-            index[j] = t
-        v_min = np.inf
-        v_max = -np.inf
-        s = 0
-        while s < active:
-            i = index[s]
-            yi = y[i]
-            dot = 0.0
-            if is_sparse:
-                for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                    dot += w[np.uint64(indices[k])] * data[k]
-            else:
-                for j in range(np.uint64(d)):
-                    dot += w[j] * dense[i, j]
-            g = 1.0 - yi * dot
-            steps += 1
-            a = alpha[i]
-            if a == 0.0:
-                if g < v_min_old:  # shrink: at lower bound and pushed further down
-                    active -= 1
-                    t = index[s]
-                    index[s] = index[active]
-                    index[active] = t
-                    continue
-                pg = g if g > 0.0 else 0.0
-            elif a == C:
-                if g > v_max_old:  # shrink: at upper bound and pushed further up
-                    active -= 1
-                    t = index[s]
-                    index[s] = index[active]
-                    index[active] = t
-                    continue
-                pg = g if g < 0.0 else 0.0
-            else:
-                pg = g
-            if pg > v_max:
-                v_max = pg
-            if pg < v_min:
-                v_min = pg
-            if abs(pg) > 1e-12:
-                q = qd[i]
-                if q > 0.0:
-                    a_new = a + g / q
-                    if a_new < 0.0:
-                        a_new = 0.0
-                    elif a_new > C:
-                        a_new = C
-                else:  # empty row: the dual is linear in alpha_i
-                    a_new = C if g > 0.0 else 0.0
-                alpha[i] = a_new
-                step = (a_new - a) * yi
-                if is_sparse:
-                    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                        w[np.uint64(indices[k])] += step * data[k]
-                else:
-                    for j in range(np.uint64(d)):
-                        w[j] += step * dense[i, j]
-                updates += 1
-            s += 1
-        sweeps += 1
-        if active == 0:  # everything shrunk: nothing was measured, force a full re-check
-            v_min = 0.0
-            v_max = 0.0
-        spread = v_max - v_min
-        if spread < tol:
-            if active == n:
-                converged = 1
-                break
-            # re-check the full set before stopping
-            counts[5] += 1
-            active = n
-            v_min_old = -np.inf
-            v_max_old = np.inf
-        else:
-            v_min_old = v_min if v_min < 0.0 else -np.inf
-            v_max_old = v_max if v_max > 0.0 else np.inf
-        if steps >= min_steps:
-            break
-    bounds[0] = v_min_old
-    bounds[1] = v_max_old
-    counts[0] = active
-    counts[1] = converged
-    counts[2] = steps
-    counts[3] = updates
-    counts[4] = sweeps
-    return spread
-
-
-@numba.njit(nogil=True, cache=True)
-def _avsf_schedule(p, index, active, rng, schedule, systematic):
-    """Algorithm 4: randomly rounded schedule of the active variable indices, shuffled.
-
-    Over the active set ``A = index[:active]``, index ``i`` appears ``floor(s_i)`` or
-    ``floor(s_i) + 1`` times, the latter with probability ``s_i - floor(s_i)``, where
-    ``s_i = |A| p_i / sum_{j in A} p_j``, in a uniformly random order.
-
-    ``systematic=False``: independent rounding per index (one uniform each), then a
-    Fisher-Yates shuffle; the length varies around ``|A|``.  ``systematic=True``:
-    systematic rounding (one uniform offset ``u`` for the whole list; index ``i`` gets
-    ``floor(u + S_i) - floor(u + S_{i-1})`` entries with ``S_i`` the running sum of shares,
-    which has the same marginal distribution) and an inside-out shuffle while the list is
-    written; the length is exactly ``|A|`` (up to float round-off) and it costs one random
-    number per entry instead of about two.  ``schedule`` int64 has capacity ``2 n + 1``;
-    returns the length ``ell``.
-    """
-    psum = 0.0
-    for s in range(active):
-        psum += p[index[s]]
-    scale = active / psum
-    m = 0
-    cap = schedule.shape[0]
-    if systematic:
-        acc = _uniform01(rng)
-        for s in range(active):
-            i = index[s]
-            acc += p[i] * scale
-            k = np.int64(acc)  # acc >= 0: truncation is floor
-            acc -= k
-            if m + k > cap:  # float guard
-                k = cap - m
-            for _ in range(k):
-                j = _below(rng, m + 1)  # inside-out Fisher-Yates
-                schedule[m] = schedule[j]
-                schedule[j] = i
-                m += 1
-        return m
-    for s in range(active):
-        i = index[s]
-        share = p[i] * scale
-        k = np.int64(math.floor(share))
-        if _uniform01(rng) < share - k:
-            k += 1
-        if m + k > cap:  # cannot happen for sum(share) = |A|; float guard
-            k = cap - m
-        for _ in range(k):
-            schedule[m] = i
-            m += 1
-    for s in range(m):
-        j = s + _below(rng, m - s)
-        t = schedule[s]
-        schedule[s] = schedule[j]
-        schedule[j] = t
-    return m
-
-
-# Long on purpose: as _uniform_run (inline dot product and update, measured 2x faster than
-# helpers on short rows), plus AVSF's schedule and shrinking in the same loop.
-@numba.njit(nogil=True, cache=True, fastmath=_FM)
-def _avsf_run(X, problem, state, prefs, settings, max_sweeps, min_steps):
-    """Outer iterations of AVSF (Algorithm 3 with Algorithms 4 and 5), optionally with
-    LIBLINEAR-style shrinking and with the preferences kept across failed stopping checks.
-
-    With ``shrinking = restore = False`` this is the paper's algorithm: every outer
-    iteration builds a schedule over all variables from the preferences ``p``, visits it,
-    updates ``p_i`` after every step, and after a schedule with spread < ``tol`` either
-    stops (if that schedule was uniform, ``canstop``) or resets ``p = 1``.
-
-    ``shrinking``: a variable at a bound whose gradient lies beyond the previous outer
-    iteration's extreme projected gradients (``bounds``, the same rule as ``_uniform_run``)
-    leaves the active set ``index[:active]`` until the next full check; its remaining
-    visits in the current schedule are skipped and cost no step.
-    ``restore``: the preferences in force when a full check was started are saved in
-    ``p_saved`` and put back if that check sweep fails (instead of restarting from 1).
-
-    Runs outer iterations until the stopping rule holds, ``max_sweeps`` are done, or at
-    least ``min_steps`` steps were done in this call.  ``X`` and ``problem = (y, qd, C,
-    tol)`` are those of :func:`_uniform_run`.  Updated in place: ``state = (alpha, w,
-    index, bounds, counts, rng)`` as in :func:`_uniform_run` (``index`` with the active
-    set first) except that ``counts`` int64 (10,) = [first-sweep flag, canstop, converged,
-    steps, updates, sweeps, active size, p_saved valid, full checks started (cumulative),
-    preference restores (cumulative)], steps/updates/sweeps being this call's totals; and
-    the preference state ``prefs = (p, p_saved, inactive, schedule, fstate)``: ``p`` /
-    ``p_saved`` (n,) float64, ``inactive`` (n,) uint8 shrunk flags, ``schedule`` (2n+1,)
-    int64 work space, ``fstate = [Delta_ref]`` (1,) float64.  ``settings = (p_min, p_max,
-    c_rate, shrinking, restore, systematic)``: three floats and three bools.  Returns the
-    projected-gradient spread v_max - v_min of the last outer iteration.
-    """
-    is_sparse, data, indices, indptr, dense = X
-    y, qd, C, tol = problem
-    alpha, w, index, bounds, counts, rng = state
-    p, p_saved, inactive, schedule, fstate = prefs
-    p_min, p_max, c_rate, shrinking, restore, systematic = settings
-    n = y.shape[0]
-    d = dense.shape[1]
-    active = counts[6]
-    v_min_old = bounds[0]
-    v_max_old = bounds[1]
-    shrink_factor = math.exp(-c_rate)
-    delta_ref = fstate[0]
-    steps = 0
-    updates = 0
-    sweeps = 0
-    converged = 0
-    spread = np.inf
-    while sweeps < max_sweeps:
-        ell = _avsf_schedule(p, index, active, rng, schedule, systematic)
-        first = counts[0] == 1
-        # fading-average weight: a memory of about one outer iteration (= 1/n without
-        # shrinking, as in the paper)
-        eta = 1.0 / active
-        gain_sum = 0.0
-        visited = 0
-        n_shrunk = 0
-        v_min = np.inf
-        v_max = -np.inf
-        for t in range(ell):
-            i = schedule[t]
-            if inactive[i]:  # shrunk at an earlier visit in this schedule: no step
-                continue
-            yi = y[i]
-            dot = 0.0
-            if is_sparse:
-                for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                    dot += w[np.uint64(indices[k])] * data[k]
-            else:
-                for j in range(np.uint64(d)):
-                    dot += w[j] * dense[i, j]
-            g = 1.0 - yi * dot
-            steps += 1
-            a = alpha[i]
-            if a == 0.0:
-                if g < v_min_old:  # shrink (thresholds stay -inf/+inf without shrinking)
-                    inactive[i] = 1
-                    n_shrunk += 1
-                    continue
-                pg = g if g > 0.0 else 0.0
-            elif a == C:
-                if g > v_max_old:
-                    inactive[i] = 1
-                    n_shrunk += 1
-                    continue
-                pg = g if g < 0.0 else 0.0
-            else:
-                pg = g
-            visited += 1
-            if pg > v_max:
-                v_max = pg
-            if pg < v_min:
-                v_min = pg
-            q = qd[i]
-            mu = 0.0
-            if q > 0.0:
-                mu = g / q
-                if mu < -a:
-                    mu = -a
-                elif mu > C - a:
-                    mu = C - a
-            elif g > 0.0:  # empty row: dual linear in alpha_i, go to the bound
-                mu = C - a
-            if mu != 0.0:
-                a_new = a + mu
-                if a_new > C:  # clamp float round-off so alpha_i == C is exact at the bound
-                    a_new = C
-                elif a_new < 0.0:
-                    a_new = 0.0
-                alpha[i] = a_new
-                mu = a_new - a
-                step = mu * yi
-                if is_sparse:
-                    for k in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
-                        w[np.uint64(indices[k])] += step * data[k]
-                else:
-                    for j in range(np.uint64(d)):
-                        w[j] += step * dense[i, j]
-                updates += 1
-            delta = mu * (g - 0.5 * mu * q)  # gain of the step in the dual objective
-            if first:
-                gain_sum += delta
-            elif delta_ref > 0.0:
-                # Algorithm 5: multiplicative preference update, clipped to [p_min, p_max].
-                if delta == 0.0:
-                    pi = p[i] * shrink_factor  # exp(-c), the common case of a zero step
-                else:
-                    e = c_rate * (delta / delta_ref - 1.0)
-                    if e > 50.0:
-                        e = 50.0
-                    pi = p[i] * math.exp(e)
-                if pi < p_min:
-                    pi = p_min
-                elif pi > p_max:
-                    pi = p_max
-                p[i] = pi
-                delta_ref = (1.0 - eta) * delta_ref + eta * delta
-            else:
-                delta_ref = (1.0 - eta) * delta_ref + eta * delta
-        sweeps += 1
-        if n_shrunk > 0:  # move the shrunk variables behind the active set
-            s = 0
-            while s < active:
-                i = index[s]
-                if inactive[i]:
-                    active -= 1
-                    index[s] = index[active]
-                    index[active] = i
-                else:
-                    s += 1
-        if first:
-            delta_ref = gain_sum / visited if visited > 0 else 0.0
-            counts[0] = 0
-        if visited == 0:  # nothing measured (all shrunk): force a full check
-            v_min = 0.0
-            v_max = 0.0
-        spread = v_max - v_min
-        if spread < tol:
-            if counts[1] == 1 and active == n:
-                # this schedule was uniform over all variables: every one was checked
-                converged = 1
-                break
-            # next outer iteration: one uniform sweep over all variables (canstop)
-            if restore and counts[1] == 0:
-                for i in range(n):
-                    p_saved[i] = p[i]
-                counts[7] = 1
-            for i in range(n):
-                p[i] = 1.0
-            counts[1] = 1
-            counts[8] += 1
-            if active < n:
-                for s in range(active, n):
-                    inactive[index[s]] = 0
-                active = n
-            v_min_old = -np.inf
-            v_max_old = np.inf
-        else:
-            if counts[1] == 1 and counts[7] == 1:
-                # the check failed: continue with the adapted preferences
-                for i in range(n):
-                    pi = p_saved[i] * p[i]
-                    if pi < p_min:
-                        pi = p_min
-                    elif pi > p_max:
-                        pi = p_max
-                    p[i] = pi
-                counts[7] = 0
-                counts[9] += 1
-            counts[1] = 0
-            if shrinking:
-                v_min_old = v_min if v_min < 0.0 else -np.inf
-                v_max_old = v_max if v_max > 0.0 else np.inf
-        if steps >= min_steps:
-            break
-    fstate[0] = delta_ref
-    bounds[0] = v_min_old
-    bounds[1] = v_max_old
-    counts[2] = converged
-    counts[3] = steps
-    counts[4] = updates
-    counts[5] = sweeps
-    counts[6] = active
-    return spread
 
 
 # --------------------------------------------------------------------------- Python driver
@@ -746,52 +260,12 @@ def _seed_state(seed: int) -> np.ndarray:
     return np.array([z or 0x2545F4914F6CDD1D], dtype=np.uint64)
 
 
-def dual_cd(
-    X,
-    y,
-    C: float = 1.0,
-    tol: float = 0.1,
-    max_iter: int = 1000,
-    selection: str = "uniform",
-    seed: int = 0,
-    *,
-    progress: Callable[[dict], Any] | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    max_steps: int | None = None,
-    record_history: bool = False,
-    p_min: float = AVSF_P_MIN,
-    p_max: float = AVSF_P_MAX,
-    c_rate: float = AVSF_C,
-    avsf_shrinking: bool | None = None,
-    avsf_restore: bool | None = None,
-    avsf_systematic: bool | None = None,
-) -> LinearDualResult:
-    """Train a bias-free linear hinge-loss SVM by dual coordinate descent.
+@dataclass(frozen=True)
+class CDOptions:
+    """The keyword options of :func:`dual_cd` beyond the problem and the selection rule.
 
-    ``selection="uniform"`` is the paper's Algorithm 2 (LIBLINEAR's dual CD with shrinking,
-    Hsieh et al. 2008, Algorithm 3); ``selection="avsf-paper"`` is Algorithm 3 of
-    Glasmachers & Dogan (arXiv:1302.5608) with the schedule of Algorithm 4 and the
-    preference update of Algorithm 5, as published; ``selection="avsf"`` (the recommended
-    variant) is the same with LIBLINEAR's shrinking of variables stuck at a bound
-    (``docs/avsf.md`` documents the departure and its measured effect).  The numba kernels release the
-    GIL.
-
-    Parameters
+    Attributes
     ----------
-    X : {ndarray, sparse matrix} of shape (n_samples, n_features), or the :class:`CDInput`
-        returned by :func:`as_cd_input` (to convert once and train several problems).
-    y : array-like of shape (n_samples,)
-        Labels; positive values are the +1 class, all others -1.
-    C : float > 0
-        Upper bound of the dual variables (hinge-loss weight).
-    tol : float > 0
-        Stopping tolerance ``epsilon`` on the projected-gradient spread ``v_max - v_min``.
-    max_iter : int >= 1
-        Maximum number of outer iterations (sweeps over the active set for ``"uniform"``,
-        schedules of about one step per active variable for the AVSF variants).
-    selection : {"uniform", "avsf", "avsf-paper"}
-    seed : int
-        Seed of the solver's own xorshift64* generator (the run is reproducible).
     progress : callable(dict), optional
         Called after every kernel call with keys ``iteration`` (outer iterations so far),
         ``n_steps``, ``n_updates``, ``violation`` (spread of the last sweep), ``dual``,
@@ -817,6 +291,136 @@ def dual_cd(
         adapted preferences after a failed full stopping check (default off: measured
         to cost steps, see ``docs/avsf.md``); systematic instead of independent rounding
         in Algorithm 4 (default off: no measurable gain).
+    """
+
+    progress: Callable[[dict], Any] | None = None
+    should_stop: Callable[[], bool] | None = None
+    max_steps: int | None = None
+    record_history: bool = False
+    p_min: float = AVSF_P_MIN
+    p_max: float = AVSF_P_MAX
+    c_rate: float = AVSF_C
+    avsf_shrinking: bool | None = None
+    avsf_restore: bool | None = None
+    avsf_systematic: bool | None = None
+
+
+def _check(C, tol, max_iter, selection, o: CDOptions):
+    """Raise ValueError naming the first invalid argument of :func:`dual_cd`."""
+    if selection not in _SELECTIONS:
+        raise ValueError(f"selection must be one of {_SELECTIONS}, got {selection!r}")
+    if not (C > 0 and np.isfinite(C)):
+        raise ValueError(f"C must be a positive finite number, got {C!r}")
+    if not (tol > 0):
+        raise ValueError(f"tol must be positive, got {tol!r}")
+    if int(max_iter) < 1:
+        raise ValueError(f"max_iter must be >= 1, got {max_iter!r}")
+    if not (0 < o.p_min <= 1 <= o.p_max):
+        raise ValueError("need 0 < p_min <= 1 <= p_max")
+
+
+class _Run:
+    """One :func:`dual_cd` run: the problem and the run state as the kernels take them (see
+    :func:`._cd_kernels._uniform_run`), AVSF's preferences and settings, and the counts."""
+
+    def __init__(self, inp: CDInput, y, C, tol, selection, seed, o: CDOptions):
+        n, d = inp.n_samples, inp.n_features
+        self.inp, self.selection = inp, selection
+        self.min_steps = max(n, 1)  # work per kernel call for "uniform" (see should_stop)
+        rng = _seed_state(seed)
+        qd = _row_sq_norms(inp.arrays, n)
+        self.alpha = np.zeros(n, dtype=np.float64)
+        self.w = np.zeros(d, dtype=np.float64)
+        index = np.arange(n, dtype=np.int64)
+        bounds = np.array([-np.inf, np.inf])
+        if selection == "uniform":
+            self.counts = np.array([n, 0, 0, 0, 0, 0], dtype=np.int64)
+        else:
+            paper = selection == "avsf-paper"
+            shrinking = (not paper) if o.avsf_shrinking is None else bool(o.avsf_shrinking)
+            restore = False if o.avsf_restore is None else bool(o.avsf_restore)
+            systematic = False if o.avsf_systematic is None else bool(o.avsf_systematic)
+            p = np.ones(n, dtype=np.float64)
+            p_saved = np.ones(n, dtype=np.float64)
+            inactive = np.zeros(n, dtype=np.uint8)
+            schedule = np.empty(2 * n + 1, dtype=np.int64)
+            fstate = np.zeros(1, dtype=np.float64)
+            self.counts = np.array([1, 1, 0, 0, 0, 0, n, 0, 0, 0], dtype=np.int64)
+            # one outer iteration per call without shrinking (each is ~n steps anyway)
+            self.avsf_min_steps = self.min_steps if shrinking else 1
+            self.prefs = (p, p_saved, inactive, schedule, fstate)
+            self.settings = (o.p_min, o.p_max, o.c_rate, shrinking, restore, systematic)
+        self.problem = (y, qd, C, tol)
+        self.state = (self.alpha, self.w, index, bounds, self.counts, rng)
+        self.n_iter = self.n_steps = self.n_updates = self.n_checks = self.n_restores = 0
+        self.converged, self.spread = False, np.inf
+
+    def call(self, iterations_left):
+        """One kernel call of at most ``iterations_left`` outer iterations; adds its counts."""
+        counts = self.counts
+        if self.selection == "uniform":
+            self.spread = _uniform_run(
+                self.inp.arrays, self.problem, self.state, iterations_left, self.min_steps
+            )
+            self.n_steps += int(counts[2])
+            self.n_updates += int(counts[3])
+            self.n_iter += int(counts[4])
+            self.converged = bool(counts[1])
+            self.n_checks = int(counts[5])
+            return
+        args = (self.inp.arrays, self.problem, self.state, self.prefs, self.settings)
+        self.spread = _avsf_run(*args, iterations_left, self.avsf_min_steps)
+        self.n_steps += int(counts[3])
+        self.n_updates += int(counts[4])
+        self.n_iter += int(counts[5])
+        self.converged = bool(counts[2])
+        self.n_checks, self.n_restores = int(counts[8]), int(counts[9])
+
+    def report(self, t0) -> dict:
+        return {
+            "selection": self.selection,
+            "iteration": self.n_iter,
+            "n_steps": self.n_steps,
+            "n_updates": self.n_updates,
+            "violation": float(self.spread),
+            "dual": float(_dual_value(self.alpha, self.w)),
+            "elapsed": time.perf_counter() - t0,
+        }
+
+
+def dual_cd(
+    X, y, C: float = 1.0, tol: float = 0.1, max_iter: int = 1000, selection: str = "uniform", seed: int = 0,
+    **options,
+) -> LinearDualResult:  # fmt: skip
+    """Train a bias-free linear hinge-loss SVM by dual coordinate descent.
+
+    ``selection="uniform"`` is the paper's Algorithm 2 (LIBLINEAR's dual CD with shrinking,
+    Hsieh et al. 2008, Algorithm 3); ``selection="avsf-paper"`` is Algorithm 3 of
+    Glasmachers & Dogan (arXiv:1302.5608) with the schedule of Algorithm 4 and the
+    preference update of Algorithm 5, as published; ``selection="avsf"`` (the recommended
+    variant) is the same with LIBLINEAR's shrinking of variables stuck at a bound
+    (``docs/avsf.md`` documents the departure and its measured effect).  The numba kernels
+    release the GIL.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features), or the :class:`CDInput`
+        returned by :func:`as_cd_input` (to convert once and train several problems).
+    y : array-like of shape (n_samples,)
+        Labels; positive values are the +1 class, all others -1.
+    C : float > 0
+        Upper bound of the dual variables (hinge-loss weight).
+    tol : float > 0
+        Stopping tolerance ``epsilon`` on the projected-gradient spread ``v_max - v_min``.
+    max_iter : int >= 1
+        Maximum number of outer iterations (sweeps over the active set for ``"uniform"``,
+        schedules of about one step per active variable for the AVSF variants).
+    selection : {"uniform", "avsf", "avsf-paper"}
+    seed : int
+        Seed of the solver's own xorshift64* generator (the run is reproducible).
+    **options
+        The fields of :class:`CDOptions`: ``progress``, ``should_stop``, ``max_steps``,
+        ``record_history``, ``p_min``, ``p_max``, ``c_rate``, ``avsf_*``.
 
     Returns
     -------
@@ -826,112 +430,40 @@ def dual_cd(
     ------
     ValueError
         On invalid ``C``, ``tol``, ``max_iter``, ``selection``, or mismatched shapes.
+    TypeError
+        On an unknown option.
     Cancelled
         When ``should_stop()`` returns true.
     """
-    if selection not in _SELECTIONS:
-        raise ValueError(f"selection must be one of {_SELECTIONS}, got {selection!r}")
-    if not (C > 0 and np.isfinite(C)):
-        raise ValueError(f"C must be a positive finite number, got {C!r}")
-    if not (tol > 0):
-        raise ValueError(f"tol must be positive, got {tol!r}")
-    if int(max_iter) < 1:
-        raise ValueError(f"max_iter must be >= 1, got {max_iter!r}")
-    if not (0 < p_min <= 1 <= p_max):
-        raise ValueError("need 0 < p_min <= 1 <= p_max")
+    o = CDOptions(**options)
+    _check(C, tol, max_iter, selection, o)
     inp = X if isinstance(X, CDInput) else as_cd_input(X)
-    n, d = inp.n_samples, inp.n_features
     y = np.asarray(y)
-    if y.shape != (n,):
-        raise ValueError(f"y must have shape ({n},), got {y.shape}")
+    if y.shape != (inp.n_samples,):
+        raise ValueError(f"y must have shape ({inp.n_samples},), got {y.shape}")
     y = np.where(y > 0, 1.0, -1.0)
-    C = float(C)
-    tol = float(tol)
-    rng = _seed_state(seed)
-    min_steps = max(n, 1)  # work per kernel call for "uniform" (see should_stop)
-
+    C, tol, max_iter = float(C), float(tol), int(max_iter)
     t0 = time.perf_counter()
-    qd = _row_sq_norms(inp.arrays, n)
-    alpha = np.zeros(n, dtype=np.float64)
-    w = np.zeros(d, dtype=np.float64)
-    if selection == "uniform":
-        index = np.arange(n, dtype=np.int64)
-        bounds = np.array([-np.inf, np.inf])
-        counts = np.array([n, 0, 0, 0, 0, 0], dtype=np.int64)
-    else:
-        paper = selection == "avsf-paper"
-        shrinking = (not paper) if avsf_shrinking is None else bool(avsf_shrinking)
-        restore = False if avsf_restore is None else bool(avsf_restore)
-        systematic = False if avsf_systematic is None else bool(avsf_systematic)
-        p = np.ones(n, dtype=np.float64)
-        p_saved = np.ones(n, dtype=np.float64)
-        index = np.arange(n, dtype=np.int64)
-        inactive = np.zeros(n, dtype=np.uint8)
-        schedule = np.empty(2 * n + 1, dtype=np.int64)
-        fstate = np.zeros(1, dtype=np.float64)
-        bounds = np.array([-np.inf, np.inf])
-        counts = np.array([1, 1, 0, 0, 0, 0, n, 0, 0, 0], dtype=np.int64)
-        # one outer iteration per call without shrinking (each is ~n steps anyway)
-        avsf_min_steps = min_steps if shrinking else 1
-        prefs = (p, p_saved, inactive, schedule, fstate)
-        settings = (p_min, p_max, c_rate, shrinking, restore, systematic)
-    # the problem and the run state as the kernels take them (see _uniform_run)
-    problem = (y, qd, C, tol)
-    state = (alpha, w, index, bounds, counts, rng)
-
-    n_iter = n_steps = n_updates = 0
-    n_checks = n_restores = 0
-    converged = False
-    spread = np.inf
+    run = _Run(inp, y, C, tol, selection, seed, o)
     history: list = []
-    max_iter = int(max_iter)
-    while n_iter < max_iter and (max_steps is None or n_steps < max_steps):
-        if should_stop is not None and should_stop():
-            raise Cancelled(f"cancelled after {n_iter} outer iterations", n_iter=n_iter, n_steps=n_steps)
-        if selection == "uniform":
-            spread = _uniform_run(inp.arrays, problem, state, max_iter - n_iter, min_steps)
-            n_steps += int(counts[2])
-            n_updates += int(counts[3])
-            n_iter += int(counts[4])
-            converged = bool(counts[1])
-            n_checks = int(counts[5])
-        else:
-            spread = _avsf_run(inp.arrays, problem, state, prefs, settings, max_iter - n_iter, avsf_min_steps)
-            n_steps += int(counts[3])
-            n_updates += int(counts[4])
-            n_iter += int(counts[5])
-            converged = bool(counts[2])
-            n_checks, n_restores = int(counts[8]), int(counts[9])
-        if progress is not None or record_history:
-            info = {
-                "selection": selection,
-                "iteration": n_iter,
-                "n_steps": n_steps,
-                "n_updates": n_updates,
-                "violation": float(spread),
-                "dual": float(_dual_value(alpha, w)),
-                "elapsed": time.perf_counter() - t0,
-            }
-            if record_history:
+    while run.n_iter < max_iter and (o.max_steps is None or run.n_steps < o.max_steps):
+        if o.should_stop is not None and o.should_stop():
+            raise Cancelled(
+                f"cancelled after {run.n_iter} outer iterations", n_iter=run.n_iter, n_steps=run.n_steps
+            )
+        run.call(max_iter - run.n_iter)
+        if o.progress is not None or o.record_history:
+            info = run.report(t0)
+            if o.record_history:
                 history.append(info)
-            if progress is not None:
-                progress(dict(info))
-        if converged:
+            if o.progress is not None:
+                o.progress(dict(info))
+        if run.converged:
             break
     wall = time.perf_counter() - t0
-    primal, dual = objectives(inp, y, w, alpha, C)
+    primal, dual = objectives(inp, y, run.w, run.alpha, C)
     return LinearDualResult(
-        w=w,
-        alpha=alpha,
-        n_iter=n_iter,
-        n_steps=n_steps,
-        n_updates=n_updates,
-        converged=converged,
-        wall_time=wall,
-        primal=primal,
-        dual=dual,
-        final_violation=float(spread),
-        n_checks=n_checks,
-        n_restores=n_restores,
-        history=history,
-    )
+        w=run.w, alpha=run.alpha, n_iter=run.n_iter, n_steps=run.n_steps, n_updates=run.n_updates,
+        converged=run.converged, wall_time=wall, primal=primal, dual=dual, final_violation=float(run.spread),
+        n_checks=run.n_checks, n_restores=run.n_restores, history=history,
+    )  # fmt: skip

@@ -55,12 +55,13 @@ from .._params import (
 from ..budgeted import (
     BudgetedSCAClassifier,
     BudgetedSGDClassifier,
-    PegasosClassifier,
-    StreamingBSCA,
     WarmingUp,
     resolve_sv_storage,
 )
-from ..persistence import estimator_from_state, register_estimator
+from ..persistence import register_estimator
+from .pipeline_counts import PipelineCounts
+from .pipeline_state import _PLAIN, PipelineState, resolve_scaling
+from .served import ServedPipeline
 from .stages import CalibrationStage, DriftStage, OrderStage, RehearsalStage, ScalerStage
 from .upgrades import legacy_state, scaler_and_order_out_of_the_engine, stages_out_of_the_engine
 
@@ -71,9 +72,6 @@ __all__ = [
     "scaler_and_order_out_of_the_engine",
     "stages_out_of_the_engine",
 ]
-#: Where the engines kept the drift stage's pending-reset flag before it left them (index
-#: ``C_RESET_PENDING`` of ``counters``, or ``ovr_counters`` for one-vs-rest BSCA).
-_LEGACY_RESET_FLAG = 6
 
 #: Fitted attributes read through to the engine (what the service and users read of a model).
 DELEGATED = (
@@ -98,9 +96,6 @@ DELEGATED = (
     "merge_diagnostics_",
 )
 
-#: The plain faces, by name (saved states name them).
-_FACES = {cls.__name__: cls for cls in (BudgetedSGDClassifier, BudgetedSCAClassifier, PegasosClassifier)}
-
 
 def _read_through(name):
     def read(self):
@@ -114,25 +109,8 @@ def _read_through(name):
     return property(read)
 
 
-def resolve_scaling(scaling, estimator):
-    """The scaling a pipeline uses and why: ``(scaling, reason)``.
-
-    ``"auto"`` with a numeric ``gamma`` on a kernel estimator is ``"none"``: the user's γ
-    applies to the features as sent.  Otherwise ``scaling`` is kept (the scaler stage resolves
-    ``"auto"`` from the warm-up window: max-abs, or none for text-like input).
-    """
-    if scaling != "auto":
-        return scaling, "set explicitly"
-    gamma = getattr(estimator, "gamma", "scale")
-    if not isinstance(estimator, PegasosClassifier) and not isinstance(gamma, str):
-        return "none", f"gamma={gamma:g} was given: it applies to the features as sent"
-    if isinstance(estimator, PegasosClassifier):
-        return "auto", "no gamma: max-abs from the warm-up window unless every value is within [-1, 1]"
-    return "auto", 'gamma="scale": max-abs from the warm-up window, then gamma from the scaled window'
-
-
 @register_estimator
-class StreamingClassifier(ClassifierMixin, BaseEstimator):
+class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, ClassifierMixin, BaseEstimator):
     """A plain budgeted estimator inside the streaming stages (scaler, order, rehearsal, drift,
     calibration) — the model the service keeps for each name.
 
@@ -189,7 +167,7 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {
-        "estimator": [HasMethods(["partial_fit", "engine_params"]), None],
+        "estimator": [HasMethods(["partial_fit", "learn_rows"]), None],
         "scaling": [StrOptions(set(SCALINGS))],
         "warmup": [Interval(Integral, 0, None, closed="left")],
         "shuffle_buffer": [Interval(Integral, 0, None, closed="left")],
@@ -247,10 +225,10 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
 
     def _new_engine(self):
         plain = self._plain()
-        if type(plain).__name__ not in _FACES:
-            raise ValueError(f"estimator must be one of {', '.join(_FACES)}, got {type(plain).__name__}")
+        if type(plain).__name__ not in _PLAIN:
+            raise ValueError(f"estimator must be one of {', '.join(_PLAIN)}, got {type(plain).__name__}")
         plain.check_params()
-        engine = plain.ENGINE(**plain.engine_params())
+        engine = type(plain)(**plain.get_params())  # the plain estimator is the engine
         engine._calibrates = False  # the calibration stage calibrates
         seed = RehearsalStage.seed_of(engine.random_state)
         RehearsalStage(self.rehearsal, self.rehearsal_memory, seed).attach(engine)
@@ -281,7 +259,7 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
             self.shuffle_buffer, self.run_guard, d, n_classes,
             sparse_rows=sparse_rows, decide_rows=linear, random_state=model.random_state,
         )  # fmt: skip
-        if isinstance(model, StreamingBSCA) and n_classes > 2:
+        if isinstance(model, BudgetedSCAClassifier) and n_classes > 2:
             model._start_ovr(d, classes, streaming=True)
         else:
             model._init_state(d, classes, ready=self._scaler.ready)
@@ -410,103 +388,6 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         self._calibration.add_class()
         return self
 
-    # ------------------------------------------------------------------ counts
-    def _stage(self, name):
-        stage = self.__dict__.get(name)
-        if stage is None:
-            raise AttributeError(f"{type(self).__name__} has not received an example yet")
-        return stage
-
-    @property
-    def n_pending_(self):
-        """Examples received and not learned yet: in the scaler's window or the order stage's buffer."""
-        return self._stage("_scaler").pending + self._stage("_order").pending
-
-    @property
-    def n_replayed_(self):
-        """Rows the run guard replayed (learning steps in ``t_``, not received examples)."""
-        return self._stage("_order").n_replayed
-
-    @property
-    def n_discarded_(self):
-        """Buffered examples dropped at drift detections (states saved before detections stopped
-        dropping them keep their count; 0 otherwise)."""
-        return self._stage("_order").n_discarded
-
-    @property
-    def n_seen_(self):
-        """Examples received: learned (``t_`` − rehearsal steps − replayed rows), pending and
-        discarded."""
-        model = self.model_
-        learned = int(model.t_) - int(model.n_rehearsed_) - self.n_replayed_
-        return learned + self.n_pending_ + self.n_discarded_
-
-    @property
-    def n_learned_(self):
-        """Received examples that were learned (rehearsal and run-guard replays not counted)."""
-        check_is_fitted(self)
-        return self.n_seen_ - self.n_pending_ - self.n_discarded_
-
-    @property
-    def warming_up_(self):
-        """True while the scaler's warm-up window is open (predictions raise ``WarmingUp``)."""
-        return not self._stage("_scaler").ready
-
-    @property
-    def scaling_(self):
-        """The scaling in use ("standard", "maxabs" or "none"; None before the window closes)."""
-        return self._stage("_scaler").kind
-
-    @property
-    def coef_(self):
-        """Linear models: the weights on the features as sent, (1, d) or (n_classes, d): the
-        engine's (on scaled features) times the frozen scaling factors."""
-        coef = self.model_.coef_
-        return coef * self._stage("_scaler").factor[None, :]
-
-    @property
-    def intercept_(self):
-        """The bias (K,); a linear model with an offset (``scaling="standard"``): b − coef_ · offset."""
-        model = self.model_
-        offset = self._stage("_scaler").offset
-        if not model._linear() or not offset.any():
-            return model.intercept_
-        return model._bias - self.coef_ @ offset
-
-    @property
-    def last_margins_(self):
-        """f(x) before each step on the received examples the last call learned, (m,) or
-        (m, K) float64 (the whole batch also when it was learned in the drift stage's pieces)."""
-        last = self.__dict__.get("_last")
-        return last[0] if last is not None else self._engine_attr("last_margins_")
-
-    @property
-    def last_y_(self):
-        """The labels of :attr:`last_margins_`' examples (m,), from ``classes_``."""
-        last = self.__dict__.get("_last")
-        return last[1] if last is not None else self._engine_attr("last_y_")
-
-    def _engine_attr(self, name):
-        model = self.__dict__.get("model_")
-        if model is None:
-            raise AttributeError(f"{type(self).__name__} has no {name} before it has learned")
-        return getattr(model, name)
-
-    @property
-    def drift_(self):
-        """The drift stage's :class:`~svmstream.solvers.drift.DriftMonitor` (``n_detections``,
-        ``last_detection_at``)."""
-        if "_drift" not in self.__dict__:
-            raise AttributeError(f"{type(self).__name__} has no drift_ before it has learned")
-        return self._drift.monitor
-
-    @property
-    def calibrator_(self):
-        """The calibration stage's :class:`~svmstream.solvers.calibration.MarginCalibrator`."""
-        if self.__dict__.get("_calibration") is None:
-            raise AttributeError(f"{type(self).__name__} has no calibrator_ before it has learned")
-        return self._calibration.calibrator
-
     # ------------------------------------------------------------------ prediction
     def _scaled(self, X):
         """X validated and scaled for the engine; raises ``WarmingUp`` while the window is open."""
@@ -555,80 +436,6 @@ class StreamingClassifier(ClassifierMixin, BaseEstimator):
         copy._scaler = self._scaler.published_copy()
         copy._order = _copy.copy(self._order)
         return copy
-
-    # ------------------------------------------------------------------ persistence
-    #: 3: the scaler and order stages saved under ``stages`` too (2: by the engine, in
-    #: ``model``; 1 and 0: the rehearsal, drift and calibration stages as well,
-    #: :mod:`.upgrades`)
-    STATE_VERSION = 3
-
-    def get_state(self):
-        """``(arrays, meta)``: the engine's state under ``model``, the stages' under ``stages``
-        (arrays ``pp_*`` of the scaler and order stages, ``reh_*``, ``drift__*``, ``cal__*``),
-        this pipeline's parameters and the plain estimator's class and parameters."""
-        check_is_fitted(self)
-        arrays, model_meta = self.model_.get_state()
-        parts = {
-            "scaler": self._scaler.get_state(),
-            "order": self._order.get_state(),
-            "rehearsal": self.model_._rehearsal.get_state(),
-            "drift": self._drift.get_state(),
-            "calibration": self._calibration.get_state(),
-        }
-        for part_arrays, _ in parts.values():
-            arrays.update(part_arrays)
-        plain = self._plain()
-        meta = {
-            "estimator": type(self).__name__,
-            "state_version": self.STATE_VERSION,
-            "params": {k: v for k, v in self.get_params(deep=False).items() if k != "estimator"},
-            "plain": {"class": type(plain).__name__, "params": plain.get_params()},
-            "n_received": int(self.n_received_),
-            "model": model_meta,
-            "stages": {name: part_meta for name, (_, part_meta) in parts.items()},
-        }
-        return arrays, meta
-
-    @classmethod
-    def from_state(cls, arrays, meta):
-        """Rebuild from :meth:`get_state` (older layouts pass :mod:`.upgrades` first)."""
-        model = estimator_from_state(arrays, meta["model"])
-        plain_meta = meta.get("plain") or _plain_of(model)
-        face = _FACES[plain_meta["class"]]
-        plain = face(**{k: v for k, v in plain_meta["params"].items() if k in face().get_params()})
-        est = cls(plain, **meta["params"])
-        stages = meta["stages"]
-        seed, d, n_classes = (
-            RehearsalStage.seed_of(model.random_state),
-            model.n_features_in_,
-            model.classes_.shape[0],
-        )
-        rehearsal = stages.get("rehearsal")
-        RehearsalStage.from_state(arrays, rehearsal, est.rehearsal, est.rehearsal_memory, seed, d).attach(
-            model
-        )
-        est.model_ = model
-        est.scaling_reason_ = resolve_scaling(est.scaling, plain)[1]
-        est._scaler = ScalerStage.from_state(arrays, stages["scaler"], d, n_classes)
-        est._order = OrderStage.from_state(arrays, stages["order"], d, n_classes)
-        est.n_received_ = int(meta["n_received"]) if "n_received" in meta else est.n_seen_
-        est._drift = DriftStage.from_state(arrays, stages.get("drift"), est.on_drift)
-        est._calibration = CalibrationStage.from_state(arrays, stages.get("calibration"), n_classes)
-        if stages.get("reset_flag_in_counters"):  # the engine held the pending reset
-            counters = arrays["ovr_counters"] if "ovr_counters" in arrays else arrays["counters"]
-            est._drift.pending = counters.shape[0] > _LEGACY_RESET_FLAG and bool(counters[_LEGACY_RESET_FLAG])
-            model._counters[_LEGACY_RESET_FLAG:] = 0
-        model._calibrates, model.calibrator_ = False, None
-        return est
-
-
-def _plain_of(engine):
-    """The plain face's class and parameters of an engine saved before the split."""
-    if isinstance(engine, StreamingBSCA):
-        name = "BudgetedSCAClassifier"
-    else:
-        name = "PegasosClassifier" if engine.kernel == "linear" else "BudgetedSGDClassifier"
-    return {"class": name, "params": engine.get_params()}
 
 
 for _name in DELEGATED:

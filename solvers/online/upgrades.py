@@ -7,7 +7,11 @@
   stages' metas move from the engine's under ``stages`` (version 2);
 * :func:`scaler_and_order_out_of_the_engine` — versions 0 to 2: the engine's preprocessing
   (window, scaling, γ, buffer, guard, and the generator they drew from) becomes the scaler and
-  order stages' metas (version 3).  Their arrays keep their names (``pp_*``).
+  order stages' metas (version 3).  Their arrays keep their names (``pp_*``);
+* :func:`engines_renamed` — an engine's state (``StreamingBSGD``, ``StreamingBSCA``: the
+  classes before each algorithm became one class) as the plain estimator's it is:
+  ``BudgetedSGDClassifier``, ``PegasosClassifier`` (``kernel="linear"``) or
+  ``BudgetedSCAClassifier``, with the parameters that class takes.
 
 Only metas change; the arrays are read under the names they were saved with.
 """
@@ -15,6 +19,7 @@ Only metas change; the arrays are read under the names they were saved with.
 from __future__ import annotations
 
 from .._params import DEFAULT_REHEARSAL_MEMORY, DEFAULT_SHUFFLE_BUFFER, DEFAULT_WARMUP
+from ..budgeted import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClassifier
 from ..budgeted._base import LEGACY_STAGE_PARAMS
 from ..persistence import register_upgrade
 from .stages import RehearsalStage
@@ -144,3 +149,39 @@ def scaler_and_order_out_of_the_engine(meta):
     }
     stages = {**meta.get("stages", {}), "scaler": scaler, "order": order}
     return {**meta, "state_version": 3, "params": params, "stages": stages}
+
+
+#: The stages' settings a plain estimator's saved state may hold (off).
+_STAGES_OFF = {"scaling": "none", "warmup": 0, "shuffle_buffer": 0, "run_guard": False}
+_PLAIN = {cls.__name__: cls for cls in (BudgetedSGDClassifier, BudgetedSCAClassifier, PegasosClassifier)}
+
+
+def _as_plain(meta):
+    """An engine's meta (and its one-vs-rest models' metas) as its plain estimator's."""
+    params = meta.get("params", {})
+    if meta["estimator"] == "StreamingBSCA":
+        cls = BudgetedSCAClassifier
+    else:
+        cls = PegasosClassifier if params.get("kernel", "rbf") == "linear" else BudgetedSGDClassifier
+    names = cls().get_params()
+    out = {**meta, "estimator": cls.__name__, "params": {k: v for k, v in params.items() if k in names}}
+    if out.get("ovr"):
+        out["ovr"] = [None if sub is None else _as_plain(sub) for sub in out["ovr"]]
+    return out
+
+
+@register_upgrade
+def engines_renamed(meta):
+    """The state of an engine named ``StreamingBSGD``/``StreamingBSCA`` (inside a
+    ``StreamingClassifier``'s ``model``, or saved alone) as its plain estimator's (the settings
+    the engine kept of the stages that left it are dropped, as the engine dropped them);
+    a plain estimator's own state (version 7 or 8) whose stages' settings are not off raises
+    ValueError (it belongs to a streaming pipeline).  Any other meta unchanged."""
+    name = meta.get("estimator")
+    if name in ("StreamingBSGD", "StreamingBSCA"):
+        return _as_plain(meta)
+    if name in _PLAIN and int(meta.get("state_version", 0)) > 6:
+        for key, off in _STAGES_OFF.items():
+            if key in meta.get("params", {}) and meta["params"][key] != off:
+                raise ValueError(f"a {name} has no {key}; load this state as a StreamingClassifier")
+    return meta

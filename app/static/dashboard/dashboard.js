@@ -4,6 +4,7 @@
 
 (function () {
   const MAX_POINTS = 300; // 5 minutes at one event per second
+  const IDLE_S = 30; // a model with no example for this long is idle: its card is collapsed
   const RETRY_MS = 2000;
   const TOKEN_KEY = "svmstream-token";
 
@@ -25,8 +26,8 @@
   // ------------------------------------------------------------------ the charts of one model
   // Each chart: title, series (label, colour, value of an event's model figures[, y scale]).
   const CHARTS = [
-    { key: "accuracy", title: "prequential and served accuracy (%)", series: [
-      ["accuracy", "#1f77b4", (m) => (m.accuracy === null ? null : 100 * m.accuracy)],
+    { key: "accuracy", title: "accuracy (%): prequential (test-then-train) and served (feedback)", series: [
+      ["prequential", "#1f77b4", (m) => (m.accuracy === null ? null : 100 * m.accuracy)],
       ["served", "#ff7f0e", (m) => (m.served_accuracy === null || m.served_accuracy === undefined
         ? null : 100 * m.served_accuracy)]] },
     { key: "rate", title: "examples / s", series: [["examples/s", "#2ca02c", (m) => m.examples_per_s]] },
@@ -48,21 +49,39 @@
 
   const models = new Map(); // name -> {card, data: {key: [xs, ...ys]}, plots: {key: uPlot}}
 
+  // one point (or a span under a minute) made uPlot spread the time axis over years
+  // ("2027 2028 2029"): such a span is shown as one minute around the points
+  function keepTimeSpan(plot, xs) {
+    if (xs.length && xs[xs.length - 1] - xs[0] < 60) {
+      const mid = (xs[0] + xs[xs.length - 1]) / 2;
+      plot.setScale("x", { min: mid - 30, max: mid + 30 });
+    }
+  }
+
   function chartWidth(box) {
     return Math.max(240, box.clientWidth - 8);
   }
 
   function addModel(name) {
-    const card = el("article", { class: "model", "data-model": name });
-    const head = el("h3", {}, name);
+    const card = el("article", { class: "model", "data-model": name, "data-idle": "false" });
+    const head = el("h3", { title: "click to show or hide the charts" }, name);
+    const kind = el("span", { class: "kind" });
+    head.append(kind);
     const figs = el("p", { class: "figures" });
     // the newest promotions (docs/challengers.md): which challenger replaced the champion, on what evidence
     const promos = el("ul", { class: "promotions", "data-model": name, hidden: "" });
-    card.append(head, figs, promos);
+    // the race of a no-settings model (docs/defaults.md): candidates, leader, rungs, evidence
+    const race = el("div", { class: "race", "data-model": name, hidden: "" });
+    card.append(head, figs, race, promos);
     const grid = el("div", { class: "chart-grid" });
     card.append(grid);
     $("#charts").append(card);
-    const entry = { card, figs, promos, promoKey: "", data: {}, plots: {} };
+    const entry = { card, kind, figs, race, promos, promoKey: "", data: {}, plots: {}, lastActive: null,
+      applied: null, open: null };
+    head.addEventListener("click", () => {
+      entry.open = card.dataset.collapsed === "true"; // the user's choice overrides the idle rule
+      setCollapsed(entry, !entry.open);
+    });
     for (const spec of CHARTS) {
       const box = el("div", { class: "chart", "data-chart": spec.key, "data-model": name, "data-points": "0" });
       grid.append(box);
@@ -71,11 +90,14 @@
         title: spec.title,
         width: chartWidth(box),
         height: 170,
-        legend: { show: spec.series.length > 1 },
+        // live: false -- the legend names the series (no "--" values when the cursor is elsewhere)
+        legend: { show: spec.series.length > 1, live: false },
         scales: { x: { time: true } },
         series: [{}, ...spec.series.map(([label, stroke, , scale]) => ({
           label, stroke, width: 1.5, spanGaps: false, scale: scale || "y" }))],
         axes: [{}, { size: 50, values: axisValues }],
+        // for tests and curious users: the time axis' labels as drawn (uPlot draws on a canvas)
+        hooks: { draw: [(u) => { box.dataset.xLabels = JSON.stringify((u.axes[0]._values || []).map(String)); }] },
       };
       // a second y scale (merges grow without bound, support vectors stay at most B)
       for (const [, stroke, , scale] of spec.series) {
@@ -85,6 +107,61 @@
     }
     models.set(name, entry);
     return entry;
+  }
+
+  function setCollapsed(entry, collapsed) {
+    entry.card.dataset.collapsed = String(collapsed);
+    entry.card.querySelector(".chart-grid").hidden = collapsed;
+  }
+
+  function noteActivity(entry, m, t) {
+    // active: examples arrived since the last event (or the live rate is above 0)
+    if ((entry.applied !== null && m.examples_applied > entry.applied) || m.examples_per_s > 0) entry.lastActive = t;
+    entry.applied = m.examples_applied;
+    const idle = entry.lastActive === null || t - entry.lastActive > IDLE_S;
+    entry.card.dataset.idle = String(idle);
+    setCollapsed(entry, entry.open === null ? idle : !entry.open);
+  }
+
+  // most recently active first (never active: last), then by name; the table and the cards alike
+  const byActivity = (a, b) =>
+    (b.lastActive ?? -Infinity) - (a.lastActive ?? -Infinity) || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
+  function raceText(r) {
+    const parts = [`${r.candidates.length} candidates`];
+    if (r.leader !== null && r.leader !== undefined) parts.push(`leader ${r.candidates[r.leader].label}`);
+    else parts.push("warm-up window open");
+    parts.push(`${r.rungs.length} rungs`);
+    const ev = r.evidence;
+    if (ev && ev.window) {
+      const tests = Object.entries(ev.challengers || {}).map(([j, t]) =>
+        `${r.candidates[j] ? r.candidates[j].label : j} vs incumbent p = ${fmt(t.p, 3)}`);
+      parts.push(`evidence over the last ${fmt(ev.window)} examples` + (tests.length ? `: ${tests.join(", ")}` : ""));
+    }
+    return "race: " + parts.join(" · ");
+  }
+
+  function updateRace(entry, m) {
+    const r = m.race;
+    entry.race.hidden = !r;
+    if (!r) return;
+    const rows = r.candidates.map((c, i) => {
+      const row = el("tr", { "data-candidate": String(i), "data-leader": String(i === r.leader),
+        "data-racing": String(c.racing) });
+      row.append(
+        el("td", {}, (i === r.leader ? "★ " : "") + c.label),
+        el("td", {}, c.racing ? "racing" : "dropped"),
+        el("td", {}, fmt(c.learned)),
+        el("td", {}, pct(c.recent_accuracy ?? c.segment_accuracy)),
+      );
+      return row;
+    });
+    const table = el("table", { class: "race-table" });
+    const head = el("tr");
+    for (const h of ["candidate", "state", "learned", "recent prequential accuracy"]) head.append(el("th", {}, h));
+    table.append(head, ...rows);
+    const challengers = m.challengers ? ` · ${fmt(m.challengers)} challengers` : "";
+    entry.race.replaceChildren(el("p", { class: "race-summary" }, raceText(r) + challengers), table);
   }
 
   function removeModel(name) {
@@ -104,14 +181,16 @@
       });
       if (data[0].length > MAX_POINTS) for (const column of data) column.shift();
       entry.plots[spec.key].setData(data);
+      keepTimeSpan(entry.plots[spec.key], data[0]);
       // for tests and curious users: how many points the chart has a value for
       const filled = data.slice(1).reduce((n, column) => Math.max(n, column.filter((v) => v !== null).length), 0);
       entry.plots[spec.key].root.parentNode.dataset.points = String(filled);
     }
+    entry.kind.textContent = m.kind ? ` — ${m.kind}` : "";
     const streamTitle = entry.plots.stream.root.querySelector(".u-title");
     streamTitle.textContent = "stream lag and dead letters" + (m.stream ? "" : " (no stream)");
     entry.figs.textContent =
-      `${m.algorithm}, budget ${fmt(m.budget)} · accuracy ${pct(m.accuracy)} · ` +
+      `${m.algorithm}, budget ${fmt(m.budget)} · prequential accuracy ${pct(m.accuracy)} · ` +
       (m.served_accuracy === null || m.served_accuracy === undefined ? "" : `served ${pct(m.served_accuracy)} · `) +
       `${fmt(m.examples_per_s)} examples/s · ${fmt(m.support_vectors)} SVs · ${fmt(m.merges)} merges` +
       (m.warming_up ? " · warming up" : "") +
@@ -150,10 +229,10 @@
     return `${new Date(t * 1000).toLocaleTimeString()} (${fmt(Math.max(0, now - t), 0)} s ago)`;
   }
 
-  function renderModels(event) {
+  function renderModels(event, ordered) {
     const body = $("#models-table tbody");
     body.replaceChildren(
-      ...event.models.map((m) => {
+      ...ordered.map((m) => {
         const row = el("tr", { "data-model": m.name });
         const classes = m.classes.join(", ") + (m.n_classes > m.classes.length ? ` … (${m.n_classes})` : "");
         const cells = [
@@ -174,7 +253,8 @@
     );
     const totals = event.totals;
     $("#models-note").textContent =
-      totals.models > totals.shown ? `(the first ${totals.shown} of ${totals.models} by name; totals cover all)` : "";
+      (totals.models > totals.shown ? `(the first ${totals.shown} of ${totals.models} by name; totals cover all) ` : "") +
+      "most recently active first";
     for (const node of document.querySelectorAll("[data-total]")) {
       node.textContent = fmt(totals[node.dataset.total]);
     }
@@ -210,9 +290,19 @@
       const entry = models.get(m.name) || addModel(m.name);
       updateCharts(entry, m, event.time);
       updatePromotions(entry, m);
+      updateRace(entry, m);
+      noteActivity(entry, m, event.time);
     }
     for (const name of [...models.keys()]) if (!seen.has(name)) removeModel(name);
-    renderModels(event);
+    const ordered = event.models
+      .map((m) => ({ m, name: m.name, lastActive: models.get(m.name).lastActive }))
+      .sort(byActivity);
+    const charts = $("#charts");
+    ordered.forEach(({ name }, i) => {
+      const card = models.get(name).card;
+      if (charts.children[i] !== card) charts.insertBefore(card, charts.children[i] || null);
+    });
+    renderModels(event, ordered.map(({ m }) => m));
     renderJobs(event.jobs);
   }
 

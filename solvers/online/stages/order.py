@@ -20,7 +20,7 @@ This stage releases the rows the estimator learns, in an order close to a random
 The per-row work is done by the numba batch kernels of
 :mod:`svmstream.solvers.budgeted._preprocessing` (``buffer_and_guard``, on dense rows, and
 ``buffer_and_guard_refs``, on references into a
-:class:`~svmstream.solvers.budgeted._preprocessing.SparseRowStore` for CSR rows of linear
+:class:`~svmstream.solvers.budgeted._sparse_rows.SparseRowStore` for CSR rows of linear
 models and sparse-SV kernel models).  Draws come from this stage's own generator (seeded by
 the estimator's ``random_state``, saved with the stage): five uniforms per row entering the
 buffer, so the draws do not depend on how the stream is cut into batches.
@@ -49,17 +49,19 @@ from ...budgeted._preprocessing import (
     S_REPLAYED,
     S_RUN_CLASS,
     S_RUN_LEN,
-    SparseRowStore,
     buffer_and_guard,
-    buffer_and_guard_refs,
     buffer_capacity,
     csr_arrays,
-    grow_rows,
     guard_capacity,
-    sparse_buffer_capacity,
-    sparse_guard_capacity,
     stack_rows,
     widen_rows,
+)
+from ...budgeted._sparse_rows import (
+    SparseRowStore,
+    buffer_and_guard_refs,
+    grow_rows,
+    sparse_buffer_capacity,
+    sparse_guard_capacity,
 )
 
 

@@ -1,0 +1,154 @@
+"""The candidates of the selector: the default set, their checks and settings, the probe that
+reads the scaling and the plain \"scale\" γ from the held rows, how many race within a byte
+bound, and their start (:class:`Candidates`, a mixin of :class:`~.classifier.SelectionClassifier`)."""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+
+from ..._params import DEFAULT_REHEARSAL_MEMORY
+from ...budgeted import BudgetedSGDClassifier, model_bytes, window_bytes
+from ..pipeline import StreamingClassifier
+
+DEFAULT_CANDIDATES = (
+    {"gamma_factor": 1.0},
+    {"gamma_factor": 0.25},
+    {"gamma_factor": 4.0},
+    {"gamma_factor": 4.0, "C": 0.1, "short": True},
+)
+#: What a candidate may set.
+CANDIDATE_KEYS = {"gamma_factor": Real, "C": Real, "rehearsal": Integral, "short": bool}
+
+
+def race_size(n_candidates, candidate_bytes, window, max_bytes):
+    """How many candidates race within ``max_bytes``: the first ``k`` (at least one) such that
+    the warm-up window (``window`` bytes) and ``k`` candidates of ``candidate_bytes`` each fit
+    (:func:`~svmstream.solvers.model_bytes`, :func:`~svmstream.solvers.window_bytes`);
+    ``max_bytes`` None: all ``n_candidates``.  Returns an int in ``[1, n_candidates]``."""
+    if max_bytes is None:
+        return int(n_candidates)
+    room = (int(max_bytes) - int(window)) // max(1, int(candidate_bytes))
+    return int(max(1, min(int(n_candidates), room)))
+
+
+def _probe_gamma(batches, warmup, scaling):
+    """``(scaling, gamma)`` the stages choose from the held rows: a :class:`StreamingClassifier`
+    with ``gamma="scale"`` learns them with two alternating stand-in labels (two classes: the
+    plain "scale" rule, with no multi-class factor) and a budget of 2 (cheap)."""
+    probe = StreamingClassifier(
+        BudgetedSGDClassifier(budget=2, random_state=0),
+        scaling=scaling,
+        warmup=warmup,
+        shuffle_buffer=0,
+        run_guard=False,
+        rehearsal=0,
+        on_drift="none",
+    )
+    seen = 0
+    for X, _ in batches:
+        stand_in = (np.arange(seen, seen + X.shape[0]) % 2).astype(np.int64)
+        probe.partial_fit(X, stand_in, classes=[0, 1])
+        seen += X.shape[0]
+    if probe.warming_up_:
+        probe.flush()
+    return probe.scaling_, float(probe.gamma_)
+
+
+class Candidates:
+    """Mixin: the candidates' list, settings, pipelines, size and start."""
+
+    def _candidate_list(self):
+        """The candidates as dicts, checked (ValueError naming the candidate and key)."""
+        raw = DEFAULT_CANDIDATES if self.candidates is None else self.candidates
+        if len(raw) == 0:
+            raise ValueError("candidates: give at least one candidate (or None for the defaults)")
+        out = []
+        for i, cand in enumerate(raw):
+            if not isinstance(cand, dict):
+                raise ValueError(f"candidates[{i}] must be a dict, got {type(cand).__name__}")
+            unknown = sorted(set(cand) - set(CANDIDATE_KEYS))
+            if unknown:
+                raise ValueError(f"candidates[{i}]: unknown key(s) {unknown}; use {sorted(CANDIDATE_KEYS)}")
+            for key, kind in CANDIDATE_KEYS.items():
+                value = cand.get(key)
+                if kind is bool:
+                    if value is not None and not isinstance(value, bool):
+                        raise ValueError(f"candidates[{i}].{key} must be true or false, got {value!r}")
+                    continue
+                ok = value is None or (isinstance(value, kind) and not isinstance(value, bool))
+                if not ok or (value is not None and (value < 0 or (key != "rehearsal" and value == 0))):
+                    raise ValueError(f"candidates[{i}].{key} must be a positive number, got {value!r}")
+            out.append(dict(cand))
+        return out
+
+    def _settings(self, scaling, gamma):
+        plain = self._plain()
+        settings = []
+        for cand in self._candidate_list():
+            settings.append(
+                {
+                    "gamma": float(cand.get("gamma_factor", 1.0)) * gamma,
+                    "gamma_factor": float(cand.get("gamma_factor", 1.0)),
+                    "C": float(cand.get("C", plain.C)),
+                    "rehearsal": int(cand.get("rehearsal", self.rehearsal)),
+                    "early_rehearsal": int(cand.get("rehearsal", self.early_rehearsal)),
+                    "short": bool(cand.get("short", False)),
+                    "early": True,
+                    "scaling": scaling,
+                }
+            )
+        return settings
+
+    def _pipeline(self, setting):
+        plain = self._plain()
+        params = {**plain.get_params(), "gamma": setting["gamma"], "C": setting["C"]}
+        return StreamingClassifier(
+            type(plain)(**params),
+            **{**(self.pipeline_params or {}), "scaling": setting["scaling"]},
+            warmup=self.warmup,
+            shuffle_buffer=self.shuffle_buffer,
+            rehearsal=setting["early_rehearsal"] if setting["early"] else setting["rehearsal"],
+        )
+
+    def candidate_bytes(self, n_features):
+        """Estimated bytes of one candidate of dimension ``n_features`` with two classes
+        (:func:`~svmstream.solvers.model_bytes`: SVs, shuffle buffer, run guard, rehearsal
+        memory), the figure :func:`race_size` divides ``max_bytes`` by."""
+        plain, pp = self._plain(), self.pipeline_params or {}
+        return model_bytes(
+            plain.budget, n_features, self.shuffle_buffer, pp.get("run_guard", True), 2,
+            plain.maintenance, "rbf", plain.sv_storage, self._pipeline_rehearsal_memory(),
+        )  # fmt: skip
+
+    def _pipeline_rehearsal_memory(self):
+        """Rows each candidate remembers for rehearsal (0 when none rehearses)."""
+        if not (self.rehearsal or self.early_rehearsal):
+            return 0
+        return (self.pipeline_params or {}).get("rehearsal_memory", DEFAULT_REHEARSAL_MEMORY)
+
+    def _race_size(self, n_candidates):
+        d = self.n_features_in_
+        return race_size(n_candidates, self.candidate_bytes(d), window_bytes(self.warmup, d), self.max_bytes)
+
+    def _start_candidates(self):
+        """Close the selector's window: resolve scaling and γ, start every candidate and pass it
+        the held rows."""
+        scaling, gamma = _probe_gamma(
+            self._held, self.warmup, (self.pipeline_params or {}).get("scaling", "auto")
+        )
+        self.gamma_scale_ = gamma
+        self.settings_ = self._settings(scaling, gamma)
+        self.race_size_ = self._race_size(len(self.settings_))
+        self.candidates_ = [
+            self._pipeline(s) if i < self.race_size_ else None for i, s in enumerate(self.settings_)
+        ]
+        held, self._held = self._held, []
+        k = len(self.candidates_)
+        self._score = np.zeros((k, 4), dtype=np.int64)  # segment correct, total; all correct, total
+        self._hits = [np.zeros(0, dtype=np.int8) for _ in range(k)]  # 1: right, in learning order
+        for X, y in held:
+            for i in self._alive():
+                self.candidates_[i].partial_fit(X, y, classes=self.classes_)
+                self._record(i)
