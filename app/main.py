@@ -31,6 +31,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from svmstream.app.api.fast_predict import PredictFastPath
+from svmstream.app.api.head import HeadAsGet
 from svmstream.app.api.http import OrjsonResponse
 from svmstream.app.api.openapi import install_openapi
 from svmstream.app.api.replica import ReplicaReadOnly
@@ -301,6 +302,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # ordinary small POST /predict requests skip FastAPI (0.7 -> ~0.15 ms of CPU each;
     # app/api/fast_predict.py); inside the counter, so they are counted like the others
     app.add_middleware(PredictFastPath, state=app.state, route=predict.router.routes[0])
+    app.add_middleware(HeadAsGet)  # HEAD on every GET route (app/api/head.py)
     # outermost: every request is counted by route template and status, refusals included
     app.add_middleware(RequestCounter, counter=app.state.request_metrics.requests)
     return app

@@ -180,6 +180,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the abuse probes: 65 MB bodies without a token, idle and half-header sockets, warm-up/model-count "
         "bounds, names, job bounds, disclosure, client disconnects (RSS, fds, `/health` latency, status codes)",
     ),
+    "abuse_bodies": Benchmark(
+        "[--mb 58] [--rounds 3]",
+        "four 58 MB bodies at once, with the token, on `PUT /models`, `/promote`, `/rollback` and `/feedback`: "
+        "statuses (413 by each route's own limit), RSS growth, `/health` latency",
+    ),
     "bench_http_ab": Benchmark(
         "--before DIR [--before-python PY] [--rounds 3]",
         "HTTP `/learn` and `/predict` throughput of two trees, each with its own Python, interleaved "

@@ -232,7 +232,7 @@ def test_bad_predict_input(client, body, status, detail):
             {"classes": [1, 2, 3], "max_classes": 2},
             "classes: Value error, 3 labels exceed max_classes = 2",
         ),
-        ("m1", {"gamma": -1}, "gamma: Input should be greater than 0"),
+        ("m1", {"gamma": -1}, "gamma: Input should be greater than or equal to 0.000000000000001"),
         ("m1", {"algorithm": "svc"}, "algorithm: Input should be 'bsgd'"),
         ("m1", {"budgets": 5}, "budgets: Extra inputs are not permitted"),
         ("bad name!", {}, "name: invalid model name 'bad name!'"),

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from svmstream.app.errors import ModelNotFitted, ModelNotFound, ServiceError
+from svmstream.app.errors import AskTheLearner, ModelNotFitted, ModelNotFound, ServiceError
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import shared_codec
 from svmstream.app.ingest.named import named_schema, rows_for_view
@@ -42,7 +42,7 @@ class VersionNotFound(ModelNotFound):
     """A version that is not in the model's history (HTTP 404)."""
 
 
-class NoHistory(ServiceError):
+class NoHistory(AskTheLearner):
     """The server keeps no history (a prediction replica, or snapshots off): HTTP 409."""
 
     default_status = 409

@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse, body_slot, read_json_body, read_limit
+from svmstream.app.api.http import OrjsonResponse, body_budget, read_json_body, read_limit
 from svmstream.app.api.routes.feedback import remember_rows, wants_remember
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, PredictRequest, PredictResponse, errors
 from svmstream.app.errors import InvalidInput
@@ -101,8 +101,8 @@ async def predict(
     ``classes`` and ``proba`` (calibrated probabilities, rows sum to 1, ``argmax`` = label).
     """
     started = time.perf_counter()
-    limit, setting = read_limit(settings)
-    async with body_slot(request, limit, setting, settings.max_concurrent_bodies):
+    limit, setting = read_limit(settings, request)
+    async with body_budget(request, limit, setting, slot=True):
         body = await read_json_body(request, limit, setting)
         versions = getattr(request.app.state, "versions", None)
         result = await run_in_threadpool(_predict, registry, body, settings.default_model, versions)
