@@ -225,7 +225,7 @@ def test_bad_predict_input(client, body, status, detail):
 @pytest.mark.parametrize(
     "name, body, detail",
     [
-        ("m1", {"budget": 0}, "budget: Input should be greater than or equal to 1"),
+        ("m1", {"budget": 0}, "budget: Input should be greater than or equal to 2"),
         ("m1", {"classes": [1]}, "classes: Value error, give at least 2 classes"),
         (
             "m1",
