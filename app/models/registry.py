@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import secrets
 import threading
 import time
 import weakref
@@ -170,12 +171,16 @@ class Registry:
         model.  With ``snapshot`` the new model is written at once, so that a replaced
         model cannot come back from an older file after a restart.
 
+        A model created anew (no ``generation`` in ``state``) gets a new identity (64 random
+        bits) that its snapshots, history and remembered predictions carry.
+
         Raises
         ------
         ValueError
             On an invalid name (allowed: ``[A-Za-z0-9][A-Za-z0-9_.-]{0,63}``).
         """
         check_model_name(name)
+        state.setdefault("generation", secrets.token_hex(8))
         extra = new_counted_configs(config, state.get("challengers"), self.settings)
         check_capacity(self._models, name, config, self.settings, extra)  # max_models, max_total_model_bytes
         with self._lock:  # models of equal configurations share one (frozen) object: ~3 KB each
@@ -327,6 +332,7 @@ class Registry:
                     classes=view.codec.classes,
                     stats=view.stats,
                     figures={"prequential_accuracy": handle.prequential.accuracy()},
+                    generation=handle.generation,
                 )
             except Exception:
                 handle.snapshot_failures += 1  # svmstream_snapshot_failures_total
@@ -426,6 +432,7 @@ class Registry:
             restore=functools.partial(self._decode_restored, found.name, found.path) if lazy else None,
             stats=found.stats,
             challengers=(found.challengers, found.challenger_arrays),
+            generation=found.generation,
         )
         handle.saved_version = found.version
         handle.last_snapshot_time = found.saved_at
