@@ -92,7 +92,7 @@ class Settings(_ModelDefaults):
     #: Disk budget of one model's history (bytes): past it the oldest versions go first.
     max_history_bytes: int = Field(1024 * MIB, ge=1)
     #: Versions other than the live one held decoded at once for pinned predictions (LRU).
-    max_pinned_versions: int = Field(4, ge=0, le=1000)
+    max_pinned_versions: int = Field(16, ge=0, le=1000)
     #: Bytes those versions may hold decoded, all models together (their serving states:
     #: coefficients, support vectors, scaler, calibrator); past it the least recently used go,
     #: and a version larger than this is refused (503): docs/versions.md.

@@ -37,11 +37,12 @@ def _snap(c, model) -> int:
     return r.json()["version"]
 
 
-def _history(c, model, count, X, y):
-    """``count`` snapshotted versions of ``model`` (one batch each); returns their numbers."""
+def _history(c, model, count, X, y, per=1):
+    """``count`` snapshotted versions of ``model`` (``per`` batches each); their numbers."""
     out = []
     for k in range(count):
-        _learn(c, model, X[200 * k : 200 * (k + 1)], y[200 * k : 200 * (k + 1)])
+        rows = slice(200 * per * k, 200 * per * (k + 1))
+        _learn(c, model, X[rows], y[rows])
         out.append(_snap(c, model))
     return out
 
@@ -57,7 +58,7 @@ def _replace(c, model, how, config):
 
 def test_a_replaced_model_answers_from_its_own_history_only(start_server, tmp_path):
     server = start_server(args=("--snapshot-interval", NEVER))
-    X, y = two_moons_like(2400, d=4, seed=1)
+    X, y = two_moons_like(3200, d=4, seed=1)
     probe = X[:50]
     with server.client() as c:
         for how in ("put", "delete"):
@@ -70,7 +71,8 @@ def test_a_replaced_model_answers_from_its_own_history_only(start_server, tmp_pa
 
             _replace(c, model, how, {**CONFIG, "gamma": 0.5})
             assert _versions(c, model) == [0]  # the new model: its creation only
-            new = _history(c, model, 2, X[1000:], y[1000:])
+            new = _history(c, model, 2, X[1000:], y[1000:], per=5)  # versions 5 and 10: not 1..4
+            assert not set(new) & set(old)
             listed = _versions(c, model)
             assert sorted(set(listed)) == sorted({0, *new}), listed
             for gone in sorted(set(old) - set(listed)):
