@@ -1,7 +1,7 @@
 """The abuse probes of the newest surfaces (issue 42), for ``benchmarks/bench_abuse.py``:
 
 * :func:`pinned_probe` -- a model whose snapshots are ~90 MB (shuffle buffer and rehearsal
-  memory full at d = 450), 8 versions of it; 8 tokenless clients each pinning another version
+  memory full at d = 290, drift handling off so that they stay full), 8 versions of it; 8 tokenless clients each pinning another version
   (``/predict {"version": v}``, 15 KB bodies) back to back for 20 s: RSS growth (peak sampled
   every 20 ms, and after), ``/health`` latency meanwhile, the statuses (200, or 503 with
   ``Retry-After`` while another version is decoded);
@@ -25,8 +25,8 @@ import orjson
 from benchmarks.abuse_probes import HealthWatch, rss_mb
 from benchmarks.common import Server
 
-BIG_D = 450
-BIG = {"budget": 200, "gamma": 0.01, "C": 10, "n_features": BIG_D}
+BIG_D = 290
+BIG = {"budget": 200, "gamma": 0.01, "C": 10, "n_features": BIG_D, "on_drift": "none"}
 
 
 class Peak:
