@@ -81,7 +81,10 @@ class PinnedCache:
                     )
                 future = self._decoding[key] = Future()
         if not mine:
-            return future.result(timeout=WAIT_S)
+            try:
+                return future.result(timeout=WAIT_S)
+            except TimeoutError as exc:  # concurrent.futures' is the builtin since Python 3.11
+                raise PinnedBusy(f"version: still being decoded after {WAIT_S:.0f} s; retry") from exc
         try:
             value, size = decode()
             self._admit(key, value, size)
