@@ -94,7 +94,11 @@ class Settings(_ModelDefaults):
     #: Disk budget of one model's history (bytes): past it the oldest versions go first.
     max_history_bytes: int = Field(1024 * MIB, ge=1)
     #: Versions other than the live one held decoded at once for pinned predictions (LRU).
-    max_pinned_versions: int = Field(4, ge=0, le=1000)
+    max_pinned_versions: int = Field(16, ge=0, le=1000)
+    #: Bytes those versions may hold decoded, all models together (their serving states:
+    #: coefficients, support vectors, scaler, calibrator); past it the least recently used go,
+    #: and a version larger than this is refused (503): docs/versions.md.
+    max_pinned_bytes: int = Field(64 * MIB, ge=0)
     restore_on_start: bool = True
     warm_up: bool = True
 
@@ -166,7 +170,13 @@ class Settings(_ModelDefaults):
     """Seconds a remembered prediction (``/predict`` with ``remember``) can be labelled by ``/feedback``."""
     feedback_max_bytes: int = Field(256 * MIB, ge=1024)
     """Bytes the feedback store may hold; beyond, the oldest remembered predictions are evicted
-    (``svmstream_feedback_evicted_total``)."""
+    (``svmstream_feedback_evicted_total``).  Counted as the process's memory (``docs/feedback.md``)."""
+    feedback_open_max_bytes: int | None = Field(None, ge=0)
+    """Of ``feedback_max_bytes``, what tokenless ``remember`` may hold, all models together
+    (default: a quarter); authenticated records have the rest, and tokenless ones never evict them."""
+    feedback_open_model_bytes: int | None = Field(None, ge=0)
+    """What tokenless ``remember`` may hold for one model (default: a sixteenth of
+    ``feedback_max_bytes``)."""
     feedback_window: int = Field(1000, ge=1)
     """Labelled predictions in the sliding window of the served accuracy and log-loss."""
 

@@ -22,12 +22,18 @@ in seconds.  Probes (``benchmarks/abuse_probes.py``):
 8. six concurrent 20 MB ``/learn`` bodies with the token (``SVMSTREAM_MAX_CONCURRENT_LEARN_BYTES``);
 9. ``--metrics-models`` models (5,000), then 20 tokenless clients scraping ``/metrics`` back to
    back: ``/health`` p50 idle and meanwhile, the rendering reused (default) and not
-   (``SVMSTREAM_METRICS_CACHE_S=0``), each on its own server that creates the models.
+   (``SVMSTREAM_METRICS_CACHE_S=0``), each on its own server that creates the models;
+10. 8 tokenless clients pinning 8 versions of a model with 90 MB snapshots for 20 s
+    (``benchmarks/abuse_surfaces.py``): RSS growth, ``/health`` latency, statuses;
+11. 1,000,000 tokenless remembered rows after 1,000 authenticated ones: RSS growth against the
+    tokenless quota, the authenticated ids all still learned.
 
-Writes ``benchmarks/results/abuse.json`` and ``abuse.md``.
+Writes ``benchmarks/results/abuse.json`` and ``abuse.md``; ``--parts surfaces`` runs parts 10
+and 11 only and writes ``abuse_surfaces.json`` and ``.md``.
 
-Usage: ``python -m benchmarks.bench_abuse [--metrics-models 5000]`` (about 10 minutes on a
-loaded 2-core machine, most of it creating and restoring the models of part 9).
+Usage: ``python -m benchmarks.bench_abuse [--metrics-models 5000] [--parts all|surfaces]``
+(about 10 minutes on a loaded 2-core machine, most of it creating and restoring the models of
+part 9; parts 10 and 11 about 5 more).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from benchmarks.abuse_probes import (
     rss_mb,
     v2_body,
 )
+from benchmarks.abuse_surfaces import pinned_probe, remember_probe
 from benchmarks.common import Server, machine, write_results
 
 TOKEN = "bench-abuse-token"
@@ -133,7 +140,11 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--metrics-models", type=int, default=5000)
     parser.add_argument("--metrics-seconds", type=float, default=10.0)
+    parser.add_argument("--parts", choices=("all", "surfaces"), default="all")
+    parser.add_argument("--remember-rows", type=int, default=1_000_000)
     args = parser.parse_args(argv)
+    if args.parts == "surfaces":
+        return surfaces(args.remember_rows)
     env = {"SVMSTREAM_API_TOKEN": TOKEN, "SVMSTREAM_MAX_MODELS": "50", "SVMSTREAM_SNAPSHOT_INTERVAL_S": "2"}
     with tempfile.TemporaryDirectory() as tmp:
         snapshots, log = Path(tmp) / "snapshots", Path(tmp) / "server.log"
@@ -227,6 +238,50 @@ def main(argv=None) -> None:
         rows,
         "Abuse probes: bodies, sockets, bounds, disclosure, disconnects, labels, growth, learn bodies, /metrics",
         notes=f"Server RSS/fds at start {start}, at the end {end}.  SVMSTREAM_MAX_MODELS=50 for the count probe.",
+    )
+
+
+def _surface_parts(remember_rows: int) -> dict:
+    """Parts 10 and 11 (``benchmarks/abuse_surfaces.py``), each on its own server."""
+    env = {"SVMSTREAM_API_TOKEN": TOKEN}
+    with tempfile.TemporaryDirectory() as tmp:
+        pinned = pinned_probe(Path(tmp), env, AUTH)
+    with tempfile.TemporaryDirectory() as tmp:
+        remember = remember_probe(Path(tmp), env, AUTH, rows=remember_rows)
+    return {"pinned_versions": pinned, "tokenless_remember": remember}
+
+
+def _surface_rows(parts: dict) -> list[dict]:
+    pinned, remember = parts["pinned_versions"], parts["tokenless_remember"]
+    return [
+        {
+            "part": "10 (8 tokenless clients pinning 8 versions, 20 s)",
+            "snapshot MB": max(pinned["snapshot_mb"]),
+            "statuses": pinned["statuses"],
+            "RSS growth MB (peak / after)": f"{pinned['rss_peak_growth_mb']} / {pinned['rss_growth_after_mb']}",
+            "/health p99 ms": pinned["health_p99_ms"],
+            "/health max ms": pinned["health_max_ms"],
+        },
+        {
+            "part": f"11 ({remember['rows']:,} tokenless remembered rows)",
+            "tokenless quota MiB": remember["tokenless_quota_mib"],
+            "RSS growth MiB (peak / after)": f"{remember['rss_peak_growth_mib']} / {remember['rss_growth_after_mib']}",
+            "growth / quota": remember["rss_growth_vs_quota"],
+            "authenticated ids learned": f"{remember['authenticated_learned']} of {remember['authenticated_ids']}",
+            "/health p99 ms": remember["health_p99_ms"],
+        },
+    ]
+
+
+def surfaces(remember_rows: int = 1_000_000) -> None:
+    """Parts 10 and 11 alone: ``benchmarks/results/abuse_surfaces.json`` and ``.md``."""
+    parts = _surface_parts(remember_rows)
+    write_results(
+        "abuse_surfaces",
+        {"machine": machine(), **parts},
+        _surface_rows(parts),
+        "Abuse probes of the newest surfaces: pinned versions, tokenless remember",
+        notes="SVMSTREAM_API_TOKEN set, reads open (the defaults); the clients send no token.",
     )
 
 

@@ -61,6 +61,16 @@ async def require_write(request: Request, credentials: Credentials) -> None:
 
 
 async def require_read(request: Request, credentials: Credentials) -> None:
-    """Dependency of read routes: the token is required only with ``PROTECT_READS``."""
+    """Dependency of read routes: the token is required only with ``PROTECT_READS``.  Records
+    the request's token class in ``request.state.authenticated`` (:func:`authenticated`)."""
     if request.app.state.settings.protect_reads:
         _require(request, credentials)
+    expected = request.app.state.settings.token()
+    given = credentials.credentials.strip() if credentials is not None else None
+    request.state.authenticated = expected is None or check_token(expected, given)
+
+
+def authenticated(request: Request) -> bool:
+    """The request's token class: True when the server has no token or the request carries
+    it (what a tokenless request may store is bounded apart: ``docs/feedback.md``)."""
+    return bool(getattr(request.state, "authenticated", True))

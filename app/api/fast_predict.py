@@ -83,7 +83,9 @@ class PredictFastPath:
                 answer = None
                 # a pinned version is decoded from its file: the route's thread pool does that
                 if "version" not in obj and _inline_work(registry, name, batch) <= INLINE_WORK:
-                    answer = answer_predict(registry, name, obj, batch)
+                    answer = answer_predict(
+                        registry, name, obj, batch, authenticated=_has_token(scope, settings)
+                    )
             except Exception:  # the route answers it with its own status and message
                 answer = None
             if answer is not None:
@@ -109,14 +111,12 @@ class PredictFastPath:
     @staticmethod
     def _acceptable(scope, settings) -> bool:
         """A JSON body with a small Content-Length, and the token if reads need it."""
-        length = ctype = auth = None
+        length = ctype = None
         for key, value in scope["headers"]:
             if key == b"content-length":
                 length = value
             elif key == b"content-type":
                 ctype = value
-            elif key == b"authorization":
-                auth = value
             elif key == b"transfer-encoding":
                 return False
         if length is None or ctype is None or not is_json_media_type(ctype.decode("latin-1")):
@@ -127,15 +127,20 @@ class PredictFastPath:
             return False
         if not 0 < size <= min(FAST_BODY_BYTES, settings.max_body_bytes, settings.max_predict_body_bytes):
             return False
-        if not settings.protect_reads:
-            return True
-        expected = settings.token()
-        if expected is None:
-            return True
-        if auth is None:
-            return False
-        scheme, _, given = auth.decode("latin-1").partition(" ")  # as fastapi's HTTPBearer
-        return scheme.lower() == "bearer" and check_token(expected, given.strip() or None)
+        return not settings.protect_reads or _has_token(scope, settings)
+
+
+def _has_token(scope, settings) -> bool:
+    """The request's token class: no token configured, or the request's ``Authorization:
+    Bearer`` carries it (tokenless ``remember`` writes into a separate quota)."""
+    expected = settings.token()
+    if expected is None:
+        return True
+    auth = next((v for k, v in scope["headers"] if k == b"authorization"), None)
+    if auth is None:
+        return False
+    scheme, _, given = auth.decode("latin-1").partition(" ")  # as fastapi's HTTPBearer
+    return scheme.lower() == "bearer" and check_token(expected, given.strip() or None)
 
 
 def _inline_work(registry, name: str, batch) -> int:

@@ -31,7 +31,7 @@ from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import describe
 from svmstream.app.models.feedback_ledger import Ledger
 from svmstream.app.models.feedback_meters import ServedMeter
-from svmstream.app.models.feedback_store import MemoryStore, RedisStore, decode_row, encode_row
+from svmstream.app.models.feedback_store import MemoryStore, RedisStore, belongs, decode_row, encode_row
 
 log = logging.getLogger("svmstream.feedback")
 
@@ -136,6 +136,8 @@ class Feedback:
 
     #: ``submit(handle, X, y, **kwargs)``: how a batch is queued (the registry's, with its bounds)
     submit: Callable[..., Future] = staticmethod(lambda handle, X, y, **kwargs: handle.submit(X, y, **kwargs))
+    #: ``generation_of(name)``: the identity of model ``name`` (the registry's handle's)
+    generation_of: Callable[[str], str | None] = staticmethod(lambda name: None)
 
     def __init__(self, store, ttl_s: float, window: int, ledger_dir: Path | None = None):
         self.store = store
@@ -147,8 +149,12 @@ class Feedback:
         self._meters: dict[str, ServedMeter] = {}
 
     # ------------------------------------------------------------------ predictions
-    def remember(self, view, X, decision: np.ndarray, labels: list[Any], proba=None) -> list[str]:
-        """Keep each row of a served prediction; returns one id per row (in order).
+    def remember(
+        self, view, X, decision: np.ndarray, labels: list[Any], proba=None, authenticated: bool = True
+    ) -> list[str]:
+        """Keep each row of a served prediction; returns one id per row (in order).  A
+        tokenless request (``authenticated`` False) writes into its model's tokenless quota
+        (:class:`~.feedback_store.MemoryStore`), which never evicts an authenticated record.
 
         ``X``: the rows as conformed for ``view`` (dense float64 (n, d) or CSR); ``decision``:
         (n,) or (n, K) float64; ``labels``: the served JSON labels; ``proba``: the served
@@ -156,11 +162,14 @@ class Feedback:
         log-loss is that of probabilities that were served (computing them for every remembered
         row cost a single-row prediction 0.12 ms of its 0.17 ms of remembering)."""
         now = time.time()
+        generation = self.generation_of(view.name)
         records = [
-            encode_row(view.name, view.version, now, X, i, orjson.dumps(labels[i]), decision, proba)
+            encode_row(
+                view.name, view.version, now, X, i, orjson.dumps(labels[i]), decision, proba, generation
+            )
             for i in range(X.shape[0])
         ]
-        return self.store.put(records, now)
+        return self.store.put(records, now, model=view.name, authenticated=authenticated)
 
     # ------------------------------------------------------------------ ledgers, meters
     def ledger(self, handle) -> Ledger:
@@ -199,18 +208,19 @@ class Feedback:
 
     # ------------------------------------------------------------------ learning
     def classify(
-        self, ledger: Ledger, name: str, ids: list[str], records: list
+        self, ledger: Ledger, handle, ids: list[str], records: list
     ) -> tuple[list[int], list[int], list[int], list]:
         """Under the ledger's lock: ``(learn, duplicate, expired, rows)`` positions of ``ids``
-        and the stored records to learn.  An id of another model is ``expired`` (never learned)."""
+        and the stored records to learn.  An id of another model, or of a model of that name
+        replaced since (another generation), is ``expired`` (never learned), id by id."""
         learn, dup, expired, rows = [], [], [], []
         taken: set[str] = set()
-        name_b = name.encode()
+        name, generation = handle.name, handle.generation
         for i, (rid, rec) in enumerate(zip(ids, records)):
             if rid in ledger.learned or rid in taken:
                 dup.append(i)
                 continue
-            if rec is None or rec.get("m") != name_b:
+            if not belongs(rec, name, generation):
                 expired.append(i)
                 continue
             taken.add(rid)
@@ -225,11 +235,11 @@ class Feedback:
         ``duplicate``, ``expired`` (counts) and their ``*_indices``.  Raises InvalidInput (a bad
         label: nothing learned), LearnerBusy, ModelClosed, BatchModelReadOnly."""
         handle.codec.encode_with_new(y)  # every label checked before anything is learned
-        records = self.store.get(ids)
+        records = self.store.get(ids, model=handle.name)
         ledger = self.ledger(handle)
         meter = self.meter(handle.name)
         with ledger.lock:
-            learn, dup, expired, rows = self.classify(ledger, handle.name, ids, records)
+            learn, dup, expired, rows = self.classify(ledger, handle, ids, records)
             answer = {
                 "model": handle.name,
                 "learned": len(learn),
@@ -303,16 +313,23 @@ def open_feedback(settings, registry) -> Feedback:
     ``<snapshot_dir>/.feedback/store.json`` (when snapshots are on); ledgers in
     ``<snapshot_dir>/.feedback/``.  A learner also compacts a model's ledger at each snapshot."""
     folder = Path(settings.snapshot_dir) / ".feedback" if registry.store is not None else None
+    # without a token every request is authenticated: no quota is set aside for tokenless ones
+    tokenless = settings.token() is not None
+    quotas = {
+        "open_total_bytes": settings.feedback_open_max_bytes if tokenless else 0,
+        "open_model_bytes": settings.feedback_open_model_bytes if tokenless else 0,
+    }
     if settings.redis_url:
         import redis
 
         client = redis.Redis.from_url(settings.redis_url, socket_timeout=30.0)
-        store: Any = RedisStore(client, settings.feedback_ttl_s, settings.feedback_max_bytes)
+        store: Any = RedisStore(client, settings.feedback_ttl_s, settings.feedback_max_bytes, **quotas)
     else:
         path = folder / "store.json" if folder is not None else None
-        store = MemoryStore(settings.feedback_ttl_s, settings.feedback_max_bytes, path)
+        store = MemoryStore(settings.feedback_ttl_s, settings.feedback_max_bytes, path, **quotas)
     feedback = Feedback(store, settings.feedback_ttl_s, settings.feedback_window, folder)
     feedback.submit = registry.submit  # the server-wide bound on a model that grows applies too
+    feedback.generation_of = lambda name: registry.get(name).generation
     if settings.role == "learner":
         registry.snapshot_listeners.append(feedback.on_snapshot)
     return feedback

@@ -115,6 +115,19 @@ class Ledger:
                 self._file.write(f"x {seq}\n")
                 self._lines += 1
 
+    def rolled_back(self, after: int, upto: int) -> int:
+        """A rollback made the model the version that held the feedback batches numbered up to
+        ``after``: the ids of the batches ``after < seq <= upto`` (learned before the rollback,
+        no longer in the model) are forgotten, so labelling them again learns them again; the
+        log is rewritten.  Returns how many ids were forgotten.  Numbers are not given again."""
+        with self._mutex:
+            gone = [rid for rid, (seq, _) in self.learned.items() if after < seq <= upto]
+            for rid in gone:
+                del self.learned[rid]
+            if gone:
+                self._rewrite()
+            return len(gone)
+
     def compact(self, now: float | None = None) -> None:
         """Forget ids whose feedback is older than the TTL; rewrite the log when it holds
         more than twice the batches still remembered."""

@@ -58,7 +58,9 @@ PUBLISH_TIMES = 256
 
 class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
     """One named model: configuration, private estimator, learner queue (on the threads of a
-    :class:`~svmstream.app.models.learners.LearnerPool`: one writer at a time), current view."""
+    :class:`~svmstream.app.models.learners.LearnerPool`: one writer at a time), current view.
+    ``generation``: the model's identity, made when ``PUT`` created it (kept by its snapshots,
+    restarts, rollbacks and replicas; None: restored from a file written before it existed)."""
 
     # slots, not a __dict__ of ~35 entries: ~1.5 KB less per model (10,000 models in a service)
     __slots__ = (
@@ -67,7 +69,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         "_closed", "_executor", "_restore", "_restore_lock", "view", "prequential", "rate",
         "label_runs", "overflows", "learn_failures", "snapshot_failures", "publish_seconds",
         "_drift_logged", "created_at", "stream_status", "saved_version", "last_snapshot_time",
-        "last_snapshot_path", "last_used", "challengers", "fields", "__weakref__",
+        "last_snapshot_path", "last_used", "challengers", "fields", "generation", "__weakref__",
     )  # fmt: skip
 
     def __init__(
@@ -90,10 +92,10 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         stats: dict[str, Any] | None = None,
         challengers: Any = None,
         fields: dict[str, Any] | None = None,
+        generation: str | None = None,
     ):
         settings = settings if settings is not None else Settings()
-        self.name = name
-        self.config = config
+        self.name, self.config, self.generation = name, config, generation
         self.settings = settings
         # learned classes (restored from a snapshot: ``classes``) are committed by the learner
         # thread only; readers use the published view's codec

@@ -5,8 +5,9 @@ Every snapshot of a model is a version of it (``<model>-<seq>.svmstate``, its he
 
 * the newest ``keep_versions`` files ("recent");
 * every file *marked* with a reason — promoted, a rollback's target, the version a rollback
-  made — in ``<snapshot_dir>/<model>/history.json`` (``{"format": 1, "marks": {seq: reason}}``,
-  written atomically);
+  made — in ``<snapshot_dir>/<model>/history.json`` (``{"format": 1, "generation": id,
+  "marks": {seq: reason}}``, written atomically; the marks of another generation of the
+  model — replaced, or deleted and created again — are not its marks);
 
 within ``max_history_bytes`` per model: past it the oldest files go first, unmarked before
 marked, and the newest file is never deleted (it is the live model).  A missing marks file
@@ -38,9 +39,10 @@ class KeptFile:
     size: int
 
 
-def read_marks(directory: Path) -> dict[int, str]:
+def read_marks(directory: Path, generation: str | None = None) -> dict[int, str]:
     """``seq -> reason`` of the marked files of the model in ``directory`` ({} when there is no
-    marks file; a corrupt one is logged at WARNING with its reason and read as {})."""
+    marks file, or it holds another ``generation``'s marks when one is given; a corrupt one is
+    logged at WARNING with its reason and read as {})."""
     path = Path(directory) / MARKS_FILE
     try:
         raw = path.read_bytes()
@@ -52,20 +54,27 @@ def read_marks(directory: Path) -> dict[int, str]:
     try:
         body = json.loads(raw)
         marks = body["marks"]
+        if generation is not None and body.get("generation") not in (None, generation):
+            return {}
         return {int(seq): str(reason) for seq, reason in marks.items()}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         log.warning("history %s is corrupt (%s: %s): read as no marks", path, type(exc).__name__, exc)
         return {}
 
 
-def add_marks(directory: Path, marks: dict[int, str]) -> dict[int, str]:
-    """Mark files ``seq -> reason`` (a file already marked keeps both reasons); returns all
-    marks.  Written atomically (temp file, fsync, rename)."""
-    merged = read_marks(directory)
+def add_marks(directory: Path, marks: dict[int, str], generation: str | None = None) -> dict[int, str]:
+    """Mark files ``seq -> reason`` of the model of ``generation`` (a file already marked keeps
+    both reasons; another generation's marks are dropped); returns all marks.  Written
+    atomically (temp file, fsync, rename)."""
+    merged = read_marks(directory, generation)
     for seq, reason in marks.items():
         old = merged.get(int(seq))
         merged[int(seq)] = reason if old is None or reason in old else f"{old}; {reason}"
-    body = {"format": MARKS_FORMAT, "marks": {str(seq): reason for seq, reason in sorted(merged.items())}}
+    body = {
+        "format": MARKS_FORMAT,
+        "generation": generation,
+        "marks": {str(seq): reason for seq, reason in sorted(merged.items())},
+    }
     write_atomic(Path(directory) / MARKS_FILE, json.dumps(body, indent=1).encode())
     return merged
 

@@ -8,6 +8,7 @@ import logging
 import time
 
 from svmstream.app.models.memory import release_free_memory
+from svmstream.app.models.restoring import decode_restored
 
 log = logging.getLogger("svmstream.registry")
 
@@ -50,7 +51,7 @@ def park_idle(registry, now: float | None = None) -> int:
         with registry._snap_lock(handle.name):  # its newest file stays the newest meanwhile
             if registry._models.get(handle.name) is not handle:
                 continue
-            if handle.park(functools.partial(registry._decode_restored, handle.name)):
+            if handle.park(functools.partial(decode_restored, registry.store, handle.name)):
                 retry.pop(handle.name, None)
                 parked += 1
     if parked:

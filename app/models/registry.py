@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import gc
 import logging
+import secrets
 import threading
 import time
 import weakref
@@ -65,12 +66,12 @@ from svmstream.app.models.handle import ModelHandle
 from svmstream.app.models.learners import LearnerPool
 from svmstream.app.models.limits import check_capacity, check_config_limits, check_growth, race_bound
 from svmstream.app.models.parking import park_idle
+from svmstream.app.models.restoring import decode_restored
 from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
 from svmstream.app.models.warmup import note_waiting, warm_for
 from svmstream.app.settings import Settings
 from svmstream.solvers._hyperparameters import default_algorithm
-from svmstream.solvers.persistence import CorruptStateError
 
 log = logging.getLogger("svmstream.registry")
 
@@ -170,12 +171,16 @@ class Registry:
         model.  With ``snapshot`` the new model is written at once, so that a replaced
         model cannot come back from an older file after a restart.
 
+        A model created anew (no ``generation`` in ``state``) gets a new identity (64 random
+        bits) that its snapshots, history and remembered predictions carry.
+
         Raises
         ------
         ValueError
             On an invalid name (allowed: ``[A-Za-z0-9][A-Za-z0-9_.-]{0,63}``).
         """
         check_model_name(name)
+        state.setdefault("generation", secrets.token_hex(8))
         extra = new_counted_configs(config, state.get("challengers"), self.settings)
         check_capacity(self._models, name, config, self.settings, extra)  # max_models, max_total_model_bytes
         with self._lock:  # models of equal configurations share one (frozen) object: ~3 KB each
@@ -333,6 +338,7 @@ class Registry:
                     fields=handle.fields.get_state()[1] if handle.fields is not None else None,
                     stats=view.stats,
                     figures={"prequential_accuracy": handle.prequential.accuracy()},
+                    generation=handle.generation,
                 )
             except Exception:
                 handle.snapshot_failures += 1  # svmstream_snapshot_failures_total
@@ -430,34 +436,15 @@ class Registry:
             follower_of=follower_of,
             owned=True,  # decoded for this model alone: no copy
             checkpoint_path=found.path if follower_of is None else None,
-            restore=functools.partial(self._decode_restored, found.name, found.path) if lazy else None,
+            restore=functools.partial(decode_restored, self.store, found.name, found.path) if lazy else None,
             stats=found.stats,
             challengers=(found.challengers, found.challenger_arrays),
+            generation=found.generation,
         )
         handle.saved_version = found.version
         handle.last_snapshot_time = found.saved_at
         handle.last_snapshot_path = str(found.path) if found.path is not None else None
         return handle
-
-    def _decode_restored(self, name: str, path):
-        """Decode the snapshot a lazily restored model was registered from (its first use).
-        If it no longer decodes (its header and checksum were sound at start-up), the newest
-        older file that does is used.  Raises RuntimeError when none does."""
-        try:
-            return self.store.read(path)
-        except CorruptStateError as exc:
-            log.error("model %r: snapshot %s does not decode: %s; trying older files", name, path, exc)
-        for _, older in self.store.files(name):
-            if older == path:
-                continue
-            try:
-                found = self.store.read(older)
-            except CorruptStateError as exc:
-                log.warning("skipping snapshot %s: %s", older, exc)
-                continue
-            if found.name == name:
-                return found
-        raise RuntimeError(f"model {name!r}: no snapshot of it decodes any more")
 
     def restore(self) -> list[str]:
         """Register the newest valid snapshot of every model found in the store: from its

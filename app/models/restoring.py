@@ -28,6 +28,7 @@ from svmstream.app.errors import ModelClosed
 from svmstream.app.models.contested import challenger_set
 from svmstream.app.models.copies import as_path, detached_state, published
 from svmstream.app.models.view import ModelView
+from svmstream.solvers.persistence import CorruptStateError
 
 if TYPE_CHECKING:
     from svmstream.app.models.handle import ModelHandle
@@ -203,3 +204,24 @@ class LazyRestore:
             self._restore = functools.partial(decode, path)
             self.view = dataclasses.replace(view, estimator=RestorePending(self))
         return True
+
+
+def decode_restored(store, name: str, path):
+    """Decode the snapshot a lazily restored model was registered from (its first use), read
+    from ``store`` (a :class:`~svmstream.app.models.snapshots.SnapshotStore`).  If it no longer decodes (its header and checksum were sound at start-up), the newest
+    older file that does is used.  Raises RuntimeError when none does."""
+    try:
+        return store.read(path)
+    except CorruptStateError as exc:
+        log.error("model %r: snapshot %s does not decode: %s; trying older files", name, path, exc)
+    for _, older in store.files(name):
+        if older == path:
+            continue
+        try:
+            found = store.read(older)
+        except CorruptStateError as exc:
+            log.warning("skipping snapshot %s: %s", older, exc)
+            continue
+        if found.name == name:
+            return found
+    raise RuntimeError(f"model {name!r}: no snapshot of it decodes any more")

@@ -19,19 +19,42 @@ prediction replica never learns (``ModelHandle.follower_of``) nor writes snapsho
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from svmstream.app.errors import ServiceError
 from svmstream.app.models.snapshots import RestoredModel, restored_from_state
-from svmstream.solvers.persistence import CorruptStateError, decode_state, encode_state
+from svmstream.solvers.persistence import (
+    _HEADER,
+    FORMAT_VERSION,
+    MAGIC,
+    CorruptStateError,
+    decode_state,
+    encode_state,
+)
+
+#: Bytes read at a time while a file's checksum is verified (:func:`read_serving`).
+CHUNK = 1 << 20
 
 #: Arrays no prediction reads, by name (after any ``ovr{k}__`` or ``challengers.{i}.`` prefix).
 OMITTED = re.compile(
     r"(?:^|__|\.)(?:reh_X|reh_y|reh_alpha|pp_buf_X|pp_buf_y|pp_res_X|"
     r"pp_sbuf_data|pp_sbuf_indices|pp_sres_data|pp_sres_indices)\Z"
 )
+
+
+def zeros(shape: tuple[int, ...], dtype) -> np.ndarray:
+    """A read-only array of zeros of ``shape`` that takes no memory (a broadcast of one zero):
+    the stages rebuilding from it leave their zero-filled arrays unwritten, so the rows a
+    serving state omits cost a replica or a pinned version nothing resident."""
+    return np.broadcast_to(np.zeros((), dtype=dtype), shape)
 
 
 def serving_state(
@@ -74,7 +97,103 @@ def decode_serving(blob: bytes) -> RestoredModel:
         for name, (shape, dtype) in omitted.items():
             if name in arrays or not OMITTED.search(name):
                 raise ValueError(f"array {name!r} cannot be omitted")
-            arrays[name] = np.zeros(tuple(int(n) for n in shape), dtype=np.dtype(dtype))
+            arrays[name] = zeros(tuple(int(n) for n in shape), np.dtype(dtype))
     except (TypeError, ValueError) as exc:
         raise CorruptStateError(f"bad omitted arrays: {exc}") from exc
     return restored_from_state(arrays, meta, None)
+
+
+def _file_header(fh) -> tuple[dict[str, Any], int, int]:
+    """``(header, payload offset, payload length)`` of an open state file (magic, version and
+    lengths checked).  Raises CorruptStateError."""
+    head = fh.read(len(MAGIC) + _HEADER.size)
+    if len(head) < len(MAGIC) + _HEADER.size or not head.startswith(MAGIC):
+        raise CorruptStateError("not an svmstream state file (bad magic or too short)")
+    version, header_len = _HEADER.unpack_from(head, len(MAGIC))
+    if version != FORMAT_VERSION:
+        raise CorruptStateError(f"unsupported state format version {version}")
+    raw = fh.read(header_len)
+    if len(raw) < header_len:
+        raise CorruptStateError("truncated header")
+    try:
+        header = json.loads(raw)
+    except ValueError as exc:
+        raise CorruptStateError(f"unreadable header: {exc}") from exc
+    if not isinstance(header, dict) or not isinstance(header.get("meta"), dict):
+        raise CorruptStateError("header without meta")
+    return header, len(head) + header_len, int(header.get("payload_bytes") or 0)
+
+
+def _verify_payload(fh, start: int, length: int) -> str:
+    """The payload's SHA-256 (its length checked), reading :data:`CHUNK` bytes at a time (the file
+    is never held whole).  Raises CorruptStateError."""
+    fh.seek(0, 2)
+    if fh.tell() - start != length:
+        raise CorruptStateError(f"truncated payload: {fh.tell() - start} of {length} bytes")
+    fh.seek(start)
+    digest, buffer = hashlib.sha256(), bytearray(CHUNK)
+    view = memoryview(buffer)
+    while True:
+        n = fh.readinto(buffer)
+        if not n:
+            break
+        digest.update(view[:n])
+    return digest.hexdigest()
+
+
+def read_serving(path: Path, reserve: Callable[[int], None] | None = None) -> tuple[RestoredModel, int]:
+    """The serving state of a snapshot *file* and its decoded bytes (the arrays kept): the
+    file's checksum is verified in chunks and only the arrays predictions read are decoded
+    (those of :data:`OMITTED` are zero-filled, as :func:`decode_serving` does), so a pinned
+    version costs its support vectors, coefficients, scaler and calibrator, never its shuffle
+    buffer or rehearsal memory, even while it is read.  ``reserve(bytes)``, when given, is
+    called with the bytes the arrays to decode take (from the payload's directory) before they
+    are read: it may refuse (raise) or make room.
+
+    Raises
+    ------
+    CorruptStateError
+        If the file is unreadable, truncated, fails its checksum or does not rebuild a model.
+    """
+    try:
+        with open(path, "rb") as fh:
+            header, start, length = _file_header(fh)
+            if _verify_payload(fh, start, length) != header.get("payload_sha256"):
+                raise CorruptStateError("payload checksum mismatch")
+            fh.seek(start)
+            arrays, kept = _serving_arrays(fh, reserve)
+    except OSError as exc:
+        raise CorruptStateError(f"unreadable: {exc}") from exc
+    return restored_from_state(arrays, header["meta"], Path(path)), kept
+
+
+def _serving_arrays(fh, reserve: Callable[[int], None] | None) -> tuple[dict[str, np.ndarray], int]:
+    """``(arrays, bytes)`` of the ``.npz`` payload at ``fh``'s position: those of
+    :data:`OMITTED` as :func:`zeros` of their shape and dtype (read from their ``.npy`` headers
+    only); ``bytes``: the members decoded (``reserve`` is called with it first)."""
+    try:
+        with zipfile.ZipFile(fh) as zf:
+            infos = zf.infolist()
+            kept = sum(i.file_size for i in infos if not OMITTED.search(i.filename.removesuffix(".npy")))
+            if reserve is not None:
+                reserve(kept)
+            out = {}
+            for member in zf.namelist():
+                name = member[:-4] if member.endswith(".npy") else member
+                with zf.open(member) as f:
+                    if OMITTED.search(name):
+                        version = np.lib.format.read_magic(f)
+                        read_header = (
+                            np.lib.format.read_array_header_1_0
+                            if version == (1, 0)
+                            else np.lib.format.read_array_header_2_0
+                        )
+                        shape, _, dtype = read_header(f)
+                        out[name] = zeros(shape, dtype)
+                    else:
+                        out[name] = np.lib.format.read_array(f, allow_pickle=False)
+            return out, int(kept)
+    except (CorruptStateError, ServiceError):
+        raise
+    except Exception as exc:  # zipfile / format errors
+        raise CorruptStateError(f"unreadable payload: {exc}") from exc

@@ -9,7 +9,11 @@ directory).  The service adds ``meta["service"]``::
 
     {"format": 1, "model": name, "seq": seq, "config": {...}, "version": batches applied,
      "n_features": d or null, "n_features_fixed": bool, "extra": {...}, "saved_at": unix time,
-     "classes": [...], "stats": {...}}
+     "classes": [...], "stats": {...}, "generation": "..."}
+
+``generation`` is the model's identity, made when ``PUT`` (or a batch job) created it: a model
+replaced, or deleted and created again, under the same name is another generation, and its
+history (:mod:`.versions`) and remembered predictions (:mod:`.feedback`) are its own.
 
 ``stats`` are the published view's figures at that version
 (:func:`svmstream.app.models.view.estimator_stats`): with them a restart registers a model
@@ -99,6 +103,8 @@ class RestoredModel:
     challenger_arrays: dict[str, np.ndarray] | None = None
     #: the named-field schema's state (``meta["service"]["fields"]``; None: positional rows)
     fields: dict[str, Any] | None = None
+    #: the model's identity (``ModelHandle.generation``; None: a file written before it existed)
+    generation: str | None = None
 
 
 class Written(NamedTuple):
@@ -183,6 +189,7 @@ class SnapshotStore:
         stats: dict[str, Any] | None = None,
         figures: dict[str, Any] | None = None,
         fields: dict[str, Any] | None = None,
+        generation: str | None = None,
     ) -> Written:
         """Write a snapshot of model ``name`` and prune old files.
 
@@ -203,6 +210,8 @@ class SnapshotStore:
             The service's meters at ``version`` (prequential accuracy: the history lists it).
         fields
             The model's named-field schema (``FieldSchema.get_state()[1]``), if it has one.
+        generation
+            The model's identity (made at ``PUT``): the history lists only its own files.
 
         Returns
         -------
@@ -236,6 +245,8 @@ class SnapshotStore:
             meta["service"]["figures"] = _jsonable(figures)
         if fields is not None:
             meta["service"]["fields"] = fields
+        if generation is not None:
+            meta["service"]["generation"] = str(generation)
         path = directory / f"{name}-{seq:012d}{SUFFIX}"
         write_atomic(path, encode_state(arrays, meta))
         self.prune(name)
@@ -409,6 +420,7 @@ def _service_fields(meta: dict[str, Any], path: Path | None) -> dict[str, Any]:
         figures=service.get("figures") if isinstance(service.get("figures"), dict) else None,
         challengers=meta.get("challengers"),
         fields=service.get("fields") if isinstance(service.get("fields"), dict) else None,
+        generation=service.get("generation") if isinstance(service.get("generation"), str) else None,
     )
 
 

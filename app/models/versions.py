@@ -10,17 +10,18 @@ history: a version published between two snapshots is not (``docs/versions.md``)
   file: files never change);
 * :meth:`Versions.view` — the :class:`~.view.ModelView` of a version for ``POST /predict
   {"version": v}`` and the Open Inference Protocol's versions routes: the live view when it is
-  that version, else the file decoded, at most ``max_pinned_versions`` held (least recently
-  used dropped, decoded again on the next use);
+  that version, else its serving state (:mod:`.pinned`: no learning rows, decoded once however
+  many ask, within ``max_pinned_bytes`` server-wide and ``max_pinned_versions``; least recently
+  used dropped, decoded again on the next use; a 503 with ``Retry-After`` while another
+  version is being decoded);
 * :meth:`Versions.rollback` — ``POST /models/{name}/rollback``: version v becomes the live model
   as a new version (:mod:`.rollback_task`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,8 @@ from svmstream.app.ingest.named import named_schema, rows_for_view
 from svmstream.app.models.contested import challenger_set
 from svmstream.app.models.copies import detached_state, published
 from svmstream.app.models.history import add_marks, read_marks, reasons
+from svmstream.app.models.pinned import PinnedCache
+from svmstream.app.models.serving import read_serving
 from svmstream.app.models.snapshots import RestoredModel, read_header
 from svmstream.app.models.view import ModelView, estimator_stats
 from svmstream.solvers.persistence import CorruptStateError
@@ -57,14 +60,19 @@ class Versions:
         The learner's registry (a replica's has no store: every call raises NoHistory).
     max_pinned : int
         Versions other than the live ones held decoded at once.
+    max_bytes : int, optional
+        Bytes they may hold, all models together (default: the registry's
+        ``max_pinned_bytes`` setting).
     """
 
-    def __init__(self, registry, max_pinned: int = 4):
+    def __init__(self, registry, max_pinned: int = 4, max_bytes: int | None = None):
         self.registry = registry
         self.max_pinned = int(max_pinned)
-        self._headers: dict[Path, RestoredModel | None] = {}
-        self._pinned: OrderedDict[tuple[str, Any, int], ModelView] = OrderedDict()
-        self._lock = threading.Lock()
+        self._headers: dict[tuple[Path, int, int, int], RestoredModel | None] = {}
+        if max_bytes is None:
+            max_bytes = getattr(registry.settings, "max_pinned_bytes", 64 << 20)
+        #: the decoded pinned versions (server-wide bound ``max_pinned_bytes``)
+        self.pinned = PinnedCache(max_bytes, self.max_pinned)
 
     @property
     def store(self):
@@ -78,29 +86,38 @@ class Versions:
 
     # ------------------------------------------------------------------ listing
     def _header(self, path: Path) -> RestoredModel | None:
-        """The header of one snapshot file (cached), or None (logged) when it does not read."""
-        if path in self._headers:
-            return self._headers[path]
+        """The header of one snapshot file, or None (logged) when it does not read.  Cached by
+        the file's identity (path, inode, modification time): a model replaced, or deleted and
+        created again, writes new files under the same paths."""
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        key = (path, st.st_ino, st.st_mtime_ns, st.st_size)
+        if key in self._headers:
+            return self._headers[key]
         try:
             found = read_header(path.read_bytes(), path)
         except (OSError, CorruptStateError) as exc:
             log.warning("history: skipping %s: %s", path, exc)
             found = None
-        self._headers[path] = found
+        self._headers[key] = found
         return found
 
     def entries(self, name: str) -> list[tuple[Any, RestoredModel]]:
-        """``(KeptFile, header)`` of ``name``'s readable snapshot files, newest first (the
-        model must exist: ModelNotFound)."""
-        self.registry.get(name)
+        """``(KeptFile, header)`` of ``name``'s readable snapshot files of the model's own
+        generation (``ModelHandle.generation``: a replaced model's files are never its
+        history), newest first (the model must exist: ModelNotFound)."""
+        handle = self.registry.get(name)
         files = self.store.kept_files(name)
         on_disk = {f.path for f in files}
-        for path in [p for p in self._headers if p.parent == self.store.model_dir(name) and p not in on_disk]:
-            self._headers.pop(path, None)  # pruned since
+        directory = self.store.model_dir(name)
+        for key in [k for k in self._headers if k[0].parent == directory and k[0] not in on_disk]:
+            self._headers.pop(key, None)  # pruned since
         out = []
         for f in files:
             header = self._header(f.path)
-            if header is not None and header.name == name:
+            if header is not None and header.name == name and header.generation == handle.generation:
                 out.append((f, header))
         return out
 
@@ -108,7 +125,8 @@ class Versions:
         """``GET /models/{name}/versions``: one dict per kept version, newest first."""
         entries = self.entries(name)
         files = [f for f, _ in entries]
-        why = reasons(files, read_marks(self.store.model_dir(name)), self.store.keep)
+        generation = self.registry.get(name).generation
+        why = reasons(files, read_marks(self.store.model_dir(name), generation), self.store.keep)
         out, seen = [], set()
         for f, header in entries:
             if header.version in seen:  # the same version saved twice: the newest file serves it
@@ -145,24 +163,22 @@ class Versions:
     # ------------------------------------------------------------------ pinned views
     def view(self, name: str, version: int | None) -> ModelView:
         """The view that answers for ``version`` of ``name`` (None or the live version: the
-        live view).  Raises ModelNotFound / VersionNotFound / NoHistory."""
+        live view), else that version's serving state held in :attr:`pinned`
+        (:class:`~.pinned.PinnedCache`: bounded in bytes, decoded once).  Raises
+        ModelNotFound / VersionNotFound / NoHistory / PinnedBusy (503)."""
         handle = self.registry.get(name)
         live = handle.view
         if version is None or version == live.version:
             return live
-        key = (name, handle, int(version))  # a replaced model's versions are another model's
-        with self._lock:
-            view = self._pinned.get(key)
-            if view is not None:
-                self._pinned.move_to_end(key)
-                return view
-        path, _ = self.path_of(name, int(version))
-        view = pinned_view(self.store.read(path), live)
-        with self._lock:
-            self._pinned[key] = view
-            while len(self._pinned) > self.max_pinned:
-                self._pinned.popitem(last=False)  # parked: decoded again on its next use
-        return view
+        identity = handle.generation or id(handle)  # a replaced model's versions are another model's
+        self.pinned.drop(lambda k: k[0] != name or k[1] == identity)
+
+        def decode() -> tuple[ModelView, int]:
+            path, _ = self.path_of(name, int(version))
+            found, size = read_serving(path, self.pinned.reserve)
+            return pinned_view(found, live), size
+
+        return self.pinned.get((name, identity, int(version)), decode)
 
     # ------------------------------------------------------------------ rollback
     def rollback(self, name: str, version: int) -> dict[str, Any]:
@@ -183,15 +199,22 @@ class Versions:
             )
         before = handle.view.version
         note = {"to_version": int(version), "from_version": before}
-        with handle._lock:
-            handle._check_can_queue()
-            future = handle._queue(revert, handle, found, note)
+        feedback = getattr(self.registry, "feedback", None)
+        ledger = feedback.ledger(handle) if feedback is not None else None
+        with ledger.lock if ledger is not None else contextlib.nullcontext():
+            with handle._lock:
+                handle._check_can_queue()
+                future = handle._queue(revert, handle, found, note)
+            queued_seq = ledger.seq if ledger is not None else 0  # feedback batches before it
         view = future.result()
         written = self.registry.snapshot(handle, force=True)
+        # after the snapshot: a kill before it leaves those ids "duplicate", never learned twice
+        if ledger is not None:
+            ledger.rolled_back(int(found.extra.get("feedback_seq", 0) or 0), queued_seq)
         marks = {seq: f"rolled back to (from version {before})"}
         if written:
             marks[_seq_of(Path(written))] = f"rollback from version {before} to version {version}"
-        add_marks(self.store.model_dir(name), marks)
+        add_marks(self.store.model_dir(name), marks, handle.generation)
         log.warning(
             "model %r: rolled back from version %d to version %d (now version %d)",
             name,
@@ -217,10 +240,8 @@ class Versions:
         return view, X, view.decision_function(X)
 
     def forget(self, name: str) -> None:
-        """Drop the pinned views of ``name`` (deleted or replaced)."""
-        with self._lock:
-            for key in [k for k in self._pinned if k[0] == name]:
-                del self._pinned[key]
+        """Drop the pinned versions of ``name`` (deleted or replaced)."""
+        self.pinned.drop(lambda k: k[0] != name)
 
 
 def _seq_of(path: Path) -> int:

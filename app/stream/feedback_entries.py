@@ -25,7 +25,7 @@ import numpy as np
 import orjson
 
 from svmstream.app.ingest.labels import parse_stream_label
-from svmstream.app.models.feedback_store import decode_row
+from svmstream.app.models.feedback_store import belongs, decode_row
 
 FID = b"fid"
 
@@ -71,7 +71,7 @@ class FeedbackResolution:
         self.entries: list[tuple[bytes, Any]] = []
         asked = [(k, _as_dict(f)) for k, (_, f) in enumerate(fresh) if has_fid(f)]
         rids = [_text(d.get("fid")) for _, d in asked]
-        records = feedback.store.get(rids)
+        records = feedback.store.get(rids, model=handle.name)
         self.ledger.lock.acquire()
         self._locked = True
         self._resolve(fresh, dict(zip((k for k, _ in asked), zip(asked, rids, records))))
@@ -93,8 +93,8 @@ class FeedbackResolution:
                 counts["duplicate"] += 1
                 self.refused.append((eid, fields, "fid: duplicate: this prediction id was already learned"))
                 continue
-            row = decode_row(rec) if rec is not None else None
-            if row is None or row["model"] != name:
+            row = decode_row(rec) if belongs(rec, name, self.handle.generation) else None
+            if row is None:
                 counts["expired"] += 1
                 self.refused.append(
                     (eid, fields, "fid: expired: no remembered prediction of this model has this id")

@@ -232,8 +232,15 @@ class RehearsalMemory:
         memory.counts[:] = (fill, seen)
         memory.steps = int(meta.get("steps", 0))
         memory.X, memory.y, memory.alpha = (
-            X.copy(),
+            # a serving state's zero-filled rows (a read-only broadcast, no memory) stay unwritten
+            np.zeros(X.shape) if _zero_broadcast(X) else X.copy(),
             np.array(arrays["reh_y"], float),
             np.array(arrays["reh_alpha"], float),
         )
         return memory
+
+
+def _zero_broadcast(a: np.ndarray) -> bool:
+    """Whether ``a`` is a broadcast of one zero (every stride 0), as the serving state holds
+    for the rows predictions never read (``svmstream.app.models.serving``)."""
+    return a.size > 0 and not any(a.strides) and not a.flat[0]

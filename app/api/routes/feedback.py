@@ -68,14 +68,16 @@ def wants_remember(obj: dict, view) -> bool:
     return value
 
 
-def remember_rows(registry: Registry, view, X, decision, labels: list[Any], proba=None) -> list[str]:
+def remember_rows(
+    registry: Registry, view, X, decision, labels: list[Any], proba=None, authenticated: bool = True
+) -> list[str]:
     """The ids of the rows of a prediction kept in the feedback store (``proba``: the
-    ``(classes, probabilities)`` the answer already holds, if any).  Raises ServiceError (503)
-    when the process has no feedback store."""
+    ``(classes, probabilities)`` the answer already holds, if any; ``authenticated``: the
+    request's token class).  Raises ServiceError (503) when the process has no feedback store."""
     feedback = getattr(registry, "feedback", None)
     if feedback is None:
         raise ServiceError("remember: this process keeps no feedback store", status=503)
-    return feedback.remember(view, X, decision, labels, proba)
+    return feedback.remember(view, X, decision, labels, proba, authenticated=authenticated)
 
 
 def _submit(registry: Registry, body: bytes, default_model: str):

@@ -8,7 +8,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from svmstream.app.api.auth import require_read
+from svmstream.app.api.auth import authenticated, require_read
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
 from svmstream.app.api.http import OrjsonResponse, body_budget, read_json_body, read_limit
 from svmstream.app.api.routes.feedback import remember_rows, wants_remember
@@ -35,13 +35,19 @@ def parse_predict(registry: Registry, body: bytes, default_model: str) -> tuple[
 
 
 def answer_predict(
-    registry: Registry, name: str, obj: dict, batch: Batch, versions: Versions | None = None
+    registry: Registry,
+    name: str,
+    obj: dict,
+    batch: Batch,
+    versions: Versions | None = None,
+    authenticated: bool = True,
 ) -> dict:
     """The ``/predict`` answer (a dict for orjson) for a parsed batch; ``"version": v`` in the
     body answers from that version of the model's history (``versions``).
 
     Raises ModelNotFound, VersionNotFound (404), ModelNotFitted, ModelWarmingUp (409),
-    InvalidInput."""
+    InvalidInput.  ``authenticated``: the request's token class (tokenless ``remember`` writes
+    into a separate quota)."""
     version = pinned_version(obj)
     X = batch.X if batch.rows is None else batch.rows
     if version is not None and versions is not None:
@@ -60,7 +66,7 @@ def answer_predict(
         out["classes"], out["proba"] = classes, np.ascontiguousarray(proba)
     if wants_remember(obj, view):
         served = (out["classes"], out["proba"]) if "proba" in out else None
-        out["ids"] = remember_rows(registry, view, X, decision, out["labels"], served)
+        out["ids"] = remember_rows(registry, view, X, decision, out["labels"], served, authenticated)
     return out
 
 
@@ -76,8 +82,14 @@ def pinned_version(obj: dict) -> int | None:
     return version
 
 
-def _predict(registry: Registry, body: bytes, default_model: str, versions: Versions | None = None) -> dict:
-    return answer_predict(registry, *parse_predict(registry, body, default_model), versions)
+def _predict(
+    registry: Registry,
+    body: bytes,
+    default_model: str,
+    versions: Versions | None = None,
+    authenticated: bool = True,
+) -> dict:
+    return answer_predict(registry, *parse_predict(registry, body, default_model), versions, authenticated)
 
 
 @router.post(
@@ -105,6 +117,8 @@ async def predict(
     async with body_budget(request, limit, setting, slot=True):
         body = await read_json_body(request, limit, setting)
         versions = getattr(request.app.state, "versions", None)
-        result = await run_in_threadpool(_predict, registry, body, settings.default_model, versions)
+        result = await run_in_threadpool(
+            _predict, registry, body, settings.default_model, versions, authenticated(request)
+        )
     observe("predict", result["model"], time.perf_counter() - started)
     return OrjsonResponse(result)

@@ -392,7 +392,7 @@ class OrderStage:
         )  # none: saved before the buffer
         buf_n = st.buf_y.shape[0]
         st.buf_X = np.zeros((0 if sparse else buf_n, st.n_features))
-        if not sparse:
+        if not sparse and not _zero_broadcast(arrays["pp_buf_X"]):  # serving states: zeros already
             st.buf_X[:buf_n] = arrays["pp_buf_X"]
         st.guard = bool(meta.get("run_guard", False))
         st.res_capacity = int(meta.get("guard_capacity", 0))
@@ -404,10 +404,18 @@ class OrderStage:
         st.state[S_RUN_CLASS] = -1
         if "pp_state" in arrays:
             st.state[: arrays["pp_state"].shape[0]] = arrays["pp_state"]  # older states: no drift fields
-            st.res_X[:, :res_rows] = arrays["pp_res_X"]
+            if not _zero_broadcast(arrays["pp_res_X"]):
+                st.res_X[:, :res_rows] = arrays["pp_res_X"]
             st.res_n[:] = arrays["pp_res_n"]
             st.seen[:] = arrays["pp_seen"]
         st.state[S_BUF_N] = buf_n
         if sparse:
             st.store = SparseRowStore.from_state(arrays, st.capacity, st.n_classes, st.res_capacity, st.res_n)
         return st
+
+
+def _zero_broadcast(a: np.ndarray) -> bool:
+    """Whether ``a`` is a broadcast of one zero (every stride 0), as the serving state holds
+    for the rows predictions never read (``svmstream.app.models.serving``): the zero-filled
+    target is left unwritten (so it takes no memory)."""
+    return a.size > 0 and not any(a.strides) and not a.flat[0]
