@@ -167,3 +167,30 @@ def test_the_readme_python_example_prints_what_the_readme_shows(monkeypatch):
     want = [float(v) for v in shown.group(1).split()]
     assert got == pytest.approx(want, rel=1e-6)
     assert float(printed.group(2)) == pytest.approx(float(shown.group(2)), abs=1e-3)
+
+
+TRAIN_RANGE = re.compile(r"\(([0-9.]+)-([0-9.]+)% over")
+
+
+@pytest.mark.skipif(not (DATA / "ijcnn1.bz2").exists(), reason=f"ijcnn1.bz2 not in SVMSTREAM_DATA ({DATA})")
+def test_the_readme_train_command_prints_a_figure_within_its_stated_range():
+    """The README's ``svmstream train`` (DC-SVM, local), as written (``../shared/data`` read from
+    ``SVMSTREAM_DATA``): the test accuracy it prints lies in the range its comment states (the
+    k-means pool is not deterministic, so the comment gives a range, not one figure)."""
+    from tests.conftest import CLI, REPO, subprocess_env
+
+    text = README.read_text()
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", text, flags=re.S) if " train " in b)
+    lines = block.replace("\\\n", " ").splitlines()
+    words = shlex.split(next(line for line in lines if " train " in f" {line} "))
+    shown = next(line for line in lines if ACCURACY.search(line))
+    low, high = (float(v) for v in TRAIN_RANGE.search(shown).groups())
+    assert words[:2] == [".venv/bin/svmstream", "train"], words
+    args = [str(DATA / Path(w).name) if w.startswith("../shared/data/") else w for w in words[2:]]
+    proc = subprocess.run(
+        [*CLI, "train", *args], cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=1800
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    percent, _, total = _accuracy(proc.stdout + proc.stderr)
+    assert total == int(ACCURACY.search(shown).group(4).replace(",", ""))
+    assert low <= percent <= high, (percent, low, high, proc.stdout[-500:])
