@@ -2,7 +2,8 @@
 
 Per round: the plain estimator's ``partial_fit`` and the in-process pipeline on ijcnn1's
 49,990 rows in batches of 1,000 (``time.process_time``), then a real ``svmstream serve``
-fed the same batches as JSON (the server's CPU from psutil), stages off and default stages.
+fed the same batches as JSON (the server's CPU from psutil; 3 batches to another model first,
+so that numba's cached kernels are loaded), stages off and default stages.
 Run from a tree: ``python benchmarks/profiling/learn_vs_core.py [rounds]``.
 """
 
@@ -79,7 +80,10 @@ def server(hyper: dict, rounds_of_models: int = 1) -> float:
                     time.sleep(0.1)
             ps = psutil.Process(proc.pid)
             with httpx.Client(base_url=url, timeout=120) as c:
-                assert c.put("/models/m", json={"algorithm": "bsgd", **hyper}).status_code == 201
+                for name in ("warm", "m"):  # "warm": numba's cached kernels load into the server
+                    assert c.put(f"/models/{name}", json={"algorithm": "bsgd", **hyper}).status_code == 201
+                for s in SLICES[:3]:
+                    c.post("/learn", json={"model": "warm", "X": X[s].tolist(), "y": y[s].tolist()})
                 bodies = [
                     orjson.dumps({"model": "m", "X": X[s].tolist(), "y": y[s].tolist()}) for s in SLICES
                 ]
