@@ -162,6 +162,30 @@ class BatchModelReadOnly(ModelClosed):
     that a stream consumer of such a model stops instead of retrying the batch."""
 
 
+class AskTheLearner(ServiceError):
+    """What only the learner answers, asked of a process that is not it (HTTP 409): a pinned
+    version on a prediction replica.  The answer names the learner's URL where the process
+    knows it (:func:`naming_the_learner`)."""
+
+    default_status = 409
+
+
+def learner_url(app: Any) -> str | None:
+    """The learner's URL as a replica knows it (published by the learner, ``docs/deployment.md``)."""
+    return getattr(getattr(app.state, "replication", None), "learner_url", None)
+
+
+def naming_the_learner(exc: ServiceError, app: Any) -> ServiceError:
+    """``exc`` with the learner's URL in its message when it is an :class:`AskTheLearner`."""
+    if not isinstance(exc, AskTheLearner):
+        return exc
+    url = learner_url(app)
+    where = f"the learner at {url}" if url else "the learner (its URL is not published yet)"
+    named = AskTheLearner(f"{exc.message}; send it to {where}", field=exc.field, index=exc.index)
+    named.headers = exc.headers
+    return named
+
+
 class LearnerBusy(ServiceError, RuntimeError):
     """Too many batches are queued for the model (HTTP 429 with ``Retry-After``)."""
 
@@ -183,7 +207,7 @@ def error_response(exc: ServiceError) -> Response:
 
 
 async def _handle(request: Request, exc: ServiceError) -> Response:
-    return error_response(exc)
+    return error_response(naming_the_learner(exc, request.app))
 
 
 def allowed_methods(request: Request, given: str | None = None) -> list[str]:

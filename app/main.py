@@ -31,11 +31,13 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from svmstream.app.api.fast_predict import PredictFastPath
+from svmstream.app.api.head import HeadAsGet
 from svmstream.app.api.http import OrjsonResponse
 from svmstream.app.api.openapi import install_openapi
 from svmstream.app.api.replica import ReplicaReadOnly
 from svmstream.app.api.routes import (
     challengers,
+    cluster,
     dashboard,
     events,
     feedback,
@@ -50,6 +52,7 @@ from svmstream.app.api.routes import (
     v2,
     versions,
 )
+from svmstream.app.cluster.service import clustered, open_clustered_registry, start_coordinator
 from svmstream.app.errors import install_error_handlers
 from svmstream.app.jobs.runner import JobRunner
 from svmstream.app.models.feedback import open_feedback
@@ -104,6 +107,11 @@ async def _open_registry(settings: Settings) -> Registry:
     models are restored: a restore decodes nothing (lazy, ``docs/service.md``) and needs no
     kernel, and the warm-up would only compete with it for the GIL (10,000 models: restart to
     ``/health`` 12.3 s with the warm-up running alongside, 9.0 s without, load 5)."""
+    if clustered(settings):  # its models come from the coordinator (docs/cluster.md)
+        registry = open_clustered_registry(settings)
+        if settings.warm_up:
+            start_warm_up([registry.resolve_config({})])
+        return registry
     if settings.role == "replica":
         registry = Registry(settings, None)
         if settings.warm_up:
@@ -183,6 +191,11 @@ async def lifespan(app: FastAPI):
         else None
     )
     streams = StreamManager(registry, settings) if settings.redis_url and learner else None
+    app.state.cluster = coordinator = None
+    if clustered(settings):  # several learners: this one owns some of the models
+        url = settings.advertise_url or f"http://{settings.host}:{settings.port}"
+        coordinator = start_coordinator(app, settings, registry, streams, replication, url)
+        app.state.cluster = coordinator
     stream_task = asyncio.create_task(run_stream_manager(streams)) if streams is not None else None
     app.state.streams = streams
     # Everything alive now (modules, the compiled solvers, restored models) lives as long as the
@@ -201,6 +214,8 @@ async def lifespan(app: FastAPI):
         yield
     finally:
         await asyncio.to_thread(app.state.jobs.stop)  # cancel running jobs (kill after the grace period)
+        if coordinator is not None:  # no more gains or hand-offs; its leases stay renewed
+            await asyncio.to_thread(coordinator.stop_rebalancing)
         if stream_task is not None:
             await _cancel(stream_task)
             await asyncio.to_thread(streams.stop)
@@ -216,6 +231,8 @@ async def lifespan(app: FastAPI):
             log.info("stream entries acknowledged at shutdown: %d", acked)
         if replication is not None:  # after the final snapshots, so that they are published
             await asyncio.to_thread(replication.stop, REPLICATION_STOP_S)
+        if coordinator is not None:  # the others gain its models at once
+            await asyncio.to_thread(coordinator.leave)
         log.info("svmstream stopped; final snapshots: %s", written or "none needed")
 
 
@@ -275,6 +292,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         uploads,
         events,
         dashboard,
+        cluster,
     ):
         app.include_router(module.router)
     # the standard protocols: Open Inference Protocol v2 and MLflow scoring (docs/protocols.md)
@@ -284,6 +302,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # ordinary small POST /predict requests skip FastAPI (0.7 -> ~0.15 ms of CPU each;
     # app/api/fast_predict.py); inside the counter, so they are counted like the others
     app.add_middleware(PredictFastPath, state=app.state, route=predict.router.routes[0])
+    app.add_middleware(HeadAsGet)  # HEAD on every GET route (app/api/head.py)
     # outermost: every request is counted by route template and status, refusals included
     app.add_middleware(RequestCounter, counter=app.state.request_metrics.requests)
     return app

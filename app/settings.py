@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, create_model, field_validator
+from pydantic import AliasChoices, Field, SecretStr, create_model, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -78,7 +78,9 @@ class Settings(_ModelDefaults):
     ``default_lambda``), with its type, bounds and the server's default.
     """
 
-    model_config = SettingsConfigDict(env_prefix="SVMSTREAM_", case_sensitive=False, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="SVMSTREAM_", case_sensitive=False, extra="ignore", populate_by_name=True
+    )
 
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -208,6 +210,17 @@ class Settings(_ModelDefaults):
     stream_info_interval_s: float = Field(1.0, gt=0)
     """How often the consumer refreshes lag/pending (XINFO) for the metrics."""
 
+    # ---------------------------------------------------------------- several learners (docs/cluster.md)
+    cluster: bool = False
+    """Several learner processes share one Redis and one snapshot directory: each model is
+    owned by one of them (rendezvous hashing over the live members, a fenced lease per model).
+    Off: the one learner owns every model (as without the setting)."""
+    cluster_member: str | None = None
+    """This learner's member name (default ``<hostname>-<pid>``); unique per live process."""
+    cluster_lease_s: float = Field(3.0, gt=0.2, le=600)
+    """TTL of a member's heartbeat and of each model lease: a learner that stops renewing loses
+    its models after this long; it stops learning them itself before (at 60 % of it)."""
+
     # ---------------------------------------------------------------- batch jobs (docs/jobs.md)
     data_dir: Path | None = None
     """Directory whose files ``POST /jobs`` may name as ``data``/``test``; unset: server-side
@@ -253,10 +266,18 @@ class Settings(_ModelDefaults):
     connection opens or the request's first byte arrives: else 408 and the connection is closed."""
     max_header_bytes: int = Field(64 * 1024, ge=1024)
     """Largest request head (431 and close beyond; h11's ``h11_max_incomplete_event_size``)."""
-    max_concurrent_learn_bytes: int = Field(32 * MIB, ge=1)
-    """Sum of the ``/learn`` bodies over 64 KiB being read and parsed at once, each counted at
-    its ``Content-Length`` (a chunked one at ``max_body_bytes``): 503 with ``Retry-After``
-    beyond.  A body is never refused for being alone (one body up to ``max_body_bytes`` is read)."""
+    max_concurrent_body_bytes: int = Field(
+        32 * MIB,
+        ge=1,
+        validation_alias=AliasChoices(
+            "SVMSTREAM_MAX_CONCURRENT_BODY_BYTES", "SVMSTREAM_MAX_CONCURRENT_LEARN_BYTES"
+        ),
+    )
+    """Sum of the request bodies over 64 KiB being read and parsed at once, all routes together
+    (``/learn``, the read routes, ``/feedback``, ``PUT /models``, ...), each counted at its
+    ``Content-Length`` (a chunked one at its route's limit): 503 with ``Retry-After`` beyond.  A
+    body is never refused for being alone (one body up to its route's limit is read).  The
+    former name ``SVMSTREAM_MAX_CONCURRENT_LEARN_BYTES`` is read too."""
     max_label_length: int = Field(256, ge=1)
     """Longest string label (characters) a model learns or declares (422 naming ``y[i]`` or
     ``classes[i]`` beyond); labels also count in ``max_model_bytes`` (160 bytes + their UTF-8 length)."""

@@ -53,11 +53,17 @@ def invocations_body(target_bytes: int, n_features: int = 100) -> bytes:
 
 
 def post_raw(
-    port: int, path: str, body: bytes, *, headers: dict[str, str] | None = None, timeout: float = 60.0
+    port: int,
+    path: str,
+    body: bytes,
+    *,
+    headers: dict[str, str] | None = None,
+    timeout: float = 60.0,
+    method: str = "POST",
 ) -> int | None:
-    """POST ``body`` over a raw socket, stopping as soon as the server answers (as a client
-    that reads while it sends would); the status code, or None if no answer came."""
-    head = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {len(body)}"]
+    """POST (or ``method``) ``body`` over a raw socket, stopping as soon as the server answers
+    (as a client that reads while it sends would); the status code, or None if no answer came."""
+    head = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", f"Content-Length: {len(body)}"]
     head += [f"{k}: {v}" for k, v in {"Content-Type": "application/json", **(headers or {})}.items()]
     sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     answer = b""

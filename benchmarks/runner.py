@@ -109,6 +109,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "(RSS growth, publish time, snapshot size vs SV nonzeros, accuracy), next to `LinearSVC()` and `SVC()`; "
         "linear solver-only throughput",
     ),
+    "bench_learners": Benchmark(
+        "[--models 1000] [--entries 300] [--rounds 3]",
+        "several learner processes (docs/cluster.md): 1,000 models fed at once, 1 vs 2 vs 3 learners "
+        "interleaved, examples per second and per CPU second, models per member, share moved from 2 to 3, "
+        "SIGKILL of a learner to its models learning again",
+    ),
     "bench_replicas": Benchmark(
         "",
         "a learner and two prediction replicas on Redis: delay from each snapshot to the replicas serving it, "
@@ -119,6 +125,17 @@ BENCHMARKS: dict[str, Benchmark] = {
         "single-row `/predict` latency with `wrk` (8 connections), alone and while another client learns "
         "batches of 1,000; server CPU per request (event loop thread, process) and the loop's run-queue wait "
         "from `/proc`",
+    ),
+    "bench_regression": Benchmark(
+        "[--sets diabetes,friedman1,boston,diamonds] [--rounds 3]",
+        "budgeted kernel regression, one pass (B = 500, file order and shuffled; no settings and the papers' BSGD) "
+        "vs batch `SVR` on standardised X and y and River's linear regression and Hoeffding tree: RMSE, 90 % "
+        "interval coverage, CPU per example vs a classifier",
+    ),
+    "bench_novelty": Benchmark(
+        "[--sets letter,pendigits] [--classes 3]",
+        "budgeted one-class SVM, one pass over one class of letter / pendigits vs batch `OneClassSVM` and River's "
+        "`OneClassSVM` / `HalfSpaceTrees`: ROC AUC, false alarms of the 5 % threshold, CPU per example",
     ),
     "bench_rehearsal": Benchmark(
         "[--part grid\\|accept] [--seeds 3] [--rounds 3]",
@@ -163,6 +180,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "the abuse probes: 65 MB bodies without a token, idle and half-header sockets, warm-up/model-count "
         "bounds, names, job bounds, disclosure, client disconnects (RSS, fds, `/health` latency, status codes)",
     ),
+    "abuse_bodies": Benchmark(
+        "[--mb 58] [--rounds 3]",
+        "four 58 MB bodies at once, with the token, on `PUT /models`, `/promote`, `/rollback` and `/feedback`: "
+        "statuses (413 by each route's own limit), RSS growth, `/health` latency",
+    ),
     "bench_http_ab": Benchmark(
         "--before DIR [--before-python PY] [--rounds 3]",
         "HTTP `/learn` and `/predict` throughput of two trees, each with its own Python, interleaved "
@@ -191,6 +213,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "[--parts AB]",
         "versions: ijcnn1 through a Redis stream, 5,000 flipped labels, rollback to the clean version "
         "(decisions, the replica's delay, learning on, undo); history on disk over 1,000 snapshots",
+    ),
+    "bench_fields": Benchmark(
+        "[--quick]",
+        "named-field JSON through `/learn` (no settings; HouseVotes84, Soybean, credit_data, mlc_churn) against "
+        "the same model on a DictVectorizer encoding and `SVC()` on it; decode CPU against positional rows; "
+        "a field of 10^6 distinct values (vocabulary, RSS, restart and pinned decisions)",
     ),
 }
 

@@ -68,6 +68,13 @@ BUDGET_MIN = 2
 #: overflows float64 within a batch (C = 1e300 gave NaN decisions).
 C_MAX = 1e10
 LAMBDA_MIN = 1e-12
+#: The range of a numeric RBF ``gamma`` (``docs/defaults.md``): k(x, x') = exp(-gamma ||x - x'||^2)
+#: tells points apart only while gamma ||x - x'||^2 is near 1, and a gamma applies to the
+#: features as sent (scaling "none").  1e-15 still suits raw features of magnitude 1e6 in 1,000
+#: dimensions, 1e15 features of magnitude 1e-7; beyond, the kernel is 1 or 0 for every pair of
+#: distinct points and the model a constant predictor (gamma = 1e300 and 5e-324 were accepted).
+GAMMA_MIN = 1e-15
+GAMMA_MAX = 1e15
 #: n in λ = 1/(C·n) for a stream of unknown length (no ``n_samples``): C = 1 gives λ = 1/30,000 ≈ 3.3e-5,
 #: the only λ of 1e-3…1e-6 that met the target on all 6 sets of the issue "Good models with
 #: no settings" (1e-3 misses reuters and ijcnn1, 1e-5 misses a9a shuffled).
@@ -182,7 +189,8 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
     H("budget", int, 500, "maximum number of support vectors B (at least 2: merging needs two)",
       "estimator", ge=BUDGET_MIN),
     H("gamma", float, "scale", "RBF kernel width: k(x,x') = exp(-gamma ||x-x'||^2); "
-      '"scale": 1/(d Var) of the scaled warm-up window', "estimator", gt=0, words=("scale",)),
+      '"scale": 1/(d Var) of the scaled warm-up window; a number: 1e-15 to 1e15', "estimator",
+      ge=GAMMA_MIN, le=GAMMA_MAX, words=("scale",)),
     H("C", float, 1.0, "SVM C; lambda = 1/(C n) unless lambda is given", "estimator",
       nullable=True, gt=0, le=C_MAX, null_in_estimator=False),
     H("lambda_", float, None, "regularisation lambda (overrides C)", "estimator", alias="lambda",
@@ -247,6 +255,28 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
 # fmt: on
 """The table, in the order of ``ModelConfig``'s fields (``max_classes`` before ``classes``: the
 label check reads it)."""
+
+#: The tasks a budgeted model learns (issue 38): class labels, a numeric target, or no target.
+TASKS = ("classification", "regression", "novelty")
+#: The ε-tube of regression: residuals within ±ε cost nothing (on the target as the estimator sees it:
+#: the streaming pipeline standardises the target in its warm-up window, so 0.1 means 0.1 standard
+#: deviations, as ``TransformedTargetRegressor(SVR(), StandardScaler())`` with SVR's default ε).
+DEFAULT_EPSILON = 0.1
+#: ν of the one-class SVM: an upper bound on the fraction of training points outside (Schölkopf et
+#: al. 2001, Proposition 4); scikit-learn's ``OneClassSVM`` default.
+DEFAULT_NU = 0.5
+
+# fmt: off
+#: Rows of the tasks beyond classification (issue 38).  Kept out of :data:`HYPERPARAMETERS` (which
+#: the service's ``ModelConfig`` and schemas are built from) until the service reaches the tasks
+#: through the model contract; the estimators' ``_parameter_constraints`` are built from them.
+TASK_HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
+    H("epsilon", float, DEFAULT_EPSILON, "regression: half-width of the epsilon-insensitive tube "
+      "(on the scaled target)", "estimator", ge=0),
+    H("nu", float, DEFAULT_NU, "novelty: nu of the one-class SVM, an upper bound on the fraction of "
+      "training rows outside the boundary", "estimator", gt=0, le=1),
+)
+# fmt: on
 
 # fmt: off
 #: The plain estimators' parameters that a served model does not expose (the service learns one

@@ -81,7 +81,7 @@ def test_manual_promote_and_delete_and_bad_requests(start_server):
         learn_all(c, "m", X, y)
         # bad requests name the field and change nothing
         r = c.put("/models/m", json={**GOOD, "challengers": [{"gamma": -1}]})
-        assert r.status_code == 422 and r.json()["field"] == "challengers[0]", r.text
+        assert r.status_code == 422 and r.json()["field"] == "challengers[0].gamma", r.text
         r = c.put("/models/m", json={**GOOD, "challengers": [{"classes": [1, 2]}]})
         assert r.status_code == 422 and "classes" in r.json()["detail"], r.text
         r = c.put("/models/m", json={**GOOD, "challengers": [{}] * 5})

@@ -7,6 +7,8 @@ import doctest
 import pytest
 
 import svmstream.solvers as solvers
+import svmstream.solvers.budgeted.tasks as task_estimators
+import svmstream.solvers.online.tasks as task_pipelines
 
 ESTIMATORS = [
     pytest.param(solvers, "BudgetedSGDClassifier"),
@@ -16,6 +18,12 @@ ESTIMATORS = [
     pytest.param(solvers, "SelectionClassifier"),
     pytest.param(solvers, "DCSVMClassifier"),
     pytest.param(solvers, "LinearDualCDClassifier"),
+    # regression and novelty (issue 38)
+    pytest.param(task_estimators, "BudgetedSGDRegressor"),
+    pytest.param(task_estimators, "BudgetedSCARegressor"),
+    pytest.param(task_estimators, "BudgetedOneClassSVM"),
+    pytest.param(task_pipelines, "StreamingRegressor"),
+    pytest.param(task_pipelines, "StreamingNovelty"),
 ]
 
 

@@ -126,6 +126,10 @@ def model_config_problems(rows: tuple[Hyperparameter, ...]) -> list[str]:
     return problems
 
 
+#: Body fields whose served schema states a server setting as its maximum.
+SERVER_MAXIMA = {"budget": "max_budget", "n_features": "max_features"}
+
+
 def put_schema_problems(rows: tuple[Hyperparameter, ...], openapi: dict[str, Any]) -> list[str]:
     body = openapi["paths"]["/models/{name}"]["put"]["requestBody"]["content"]["application/json"]["schema"]
     # "challengers" is the one body field that is no hyperparameter: each challenger is a set of them
@@ -133,9 +137,13 @@ def put_schema_problems(rows: tuple[Hyperparameter, ...], openapi: dict[str, Any
     problems = []
     if set(props) != {row.json_name for row in rows}:
         problems.append(f"PUT /models properties {sorted(props)} != table")
+    settings = Settings()
     for row in rows:
         prop = props.get(row.json_name)
-        problems += _schema_problems("PUT /models", row, prop, stored=False)
+        served = row  # the served document also states the server's own maxima (app/api/openapi.py)
+        if row.json_name in SERVER_MAXIMA:
+            served = dataclasses.replace(row, le=getattr(settings, SERVER_MAXIMA[row.json_name]))
+        problems += _schema_problems("PUT /models", served, prop, stored=False)
         if prop is None:
             continue
         if not _facts(prop)["null"] or row.json_name in body.get("required", ()):

@@ -29,8 +29,10 @@ from svmstream.solvers import (
     PegasosClassifier,
     StreamingClassifier,
 )
+from svmstream.solvers.budgeted.tasks import BudgetedOneClassSVM, BudgetedSCARegressor
 from svmstream.solvers.contract import OnlineModel, Served
 from svmstream.solvers.online.selection import SelectionClassifier
+from svmstream.solvers.online.tasks import StreamingNovelty, StreamingRegressor
 from svmstream.solvers.persistence import estimator_from_state
 
 BATCH = 120
@@ -67,6 +69,16 @@ ONLINE = {
         lambda: SelectionClassifier(
             BudgetedSGDClassifier(budget=20, random_state=0), warmup=100, shuffle_buffer=60, first_rung=200
         ),
+        2,
+        False,
+    ),
+    "regression": (
+        lambda: StreamingRegressor(BudgetedSCARegressor(budget=25), warmup=100, random_state=0),
+        2,
+        False,
+    ),
+    "novelty": (
+        lambda: StreamingNovelty(BudgetedOneClassSVM(budget=25), warmup=100, random_state=0),
         2,
         False,
     ),

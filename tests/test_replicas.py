@@ -85,6 +85,11 @@ def test_replicas_serve_every_snapshot_of_the_learner_exactly(start_server, own_
         assert rc.put("/models/other", json={}).status_code == 409
         assert rc.delete("/models/mail").status_code == 409
         assert rc.post("/models/mail/flush").status_code == 409
+        # a pinned read is the learner's too (the history is there): 409 naming it, any protocol
+        pinned = rc.post("/predict", json={"model": "mail", "X": probe[:2], "version": 1})
+        assert pinned.status_code == 409 and "http://learner:8000" in pinned.json()["detail"], pinned.text
+        pinned = rc.get("/v2/models/mail/versions/1")
+        assert "http://learner:8000" in pinned.json()["error"], pinned.text
         assert rc.get("/models/mail").json()["version"] == before
         assert rc.post("/predict", json={"model": "mail", "X": probe[:2], "proba": True}).status_code == 200
 

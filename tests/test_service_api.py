@@ -151,7 +151,7 @@ BAD_LEARN = {
     "bad_sparse_key": (
         _dense_body('[{"a": 1}]', "[1]"),
         422,
-        "X[0]: feature key 'a' is not a non-negative integer",
+        "X[0]: model 'default' learns positional rows of 4 features; it cannot take named fields",
         "X[0]",
         0,
     ),
@@ -225,14 +225,14 @@ def test_bad_predict_input(client, body, status, detail):
 @pytest.mark.parametrize(
     "name, body, detail",
     [
-        ("m1", {"budget": 0}, "budget: Input should be greater than or equal to 1"),
+        ("m1", {"budget": 0}, "budget: Input should be greater than or equal to 2"),
         ("m1", {"classes": [1]}, "classes: Value error, give at least 2 classes"),
         (
             "m1",
             {"classes": [1, 2, 3], "max_classes": 2},
             "classes: Value error, 3 labels exceed max_classes = 2",
         ),
-        ("m1", {"gamma": -1}, "gamma: Input should be greater than 0"),
+        ("m1", {"gamma": -1}, "gamma: Input should be greater than or equal to 0.000000000000001"),
         ("m1", {"algorithm": "svc"}, "algorithm: Input should be 'bsgd'"),
         ("m1", {"budgets": 5}, "budgets: Extra inputs are not permitted"),
         ("bad name!", {}, "name: invalid model name 'bad name!'"),

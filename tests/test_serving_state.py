@@ -73,6 +73,10 @@ def test_the_serving_encoding_predicts_and_counts_as_the_snapshot(case, tmp_path
         np.testing.assert_array_equal(getattr(whole.estimator, method)(probe), expected)
         np.testing.assert_array_equal(getattr(served.estimator, method)(probe), expected)
     # the counters (received, learned, pending...) and every other figure: as the snapshot's
+    # (a plain estimator is not a served model: it has no report of the model contract,
+    # solvers/contract.py; the service wraps every online estimator in a pipeline)
+    if case.startswith("plain-"):
+        return
     assert json.dumps(estimator_stats(served.estimator), sort_keys=True, default=str) == json.dumps(
         estimator_stats(whole.estimator), sort_keys=True, default=str
     )

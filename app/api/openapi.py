@@ -25,14 +25,17 @@ try:  # FastAPI >= 0.16x keeps included routers as such; this walks their routes
 except ImportError:  # pragma: no cover - older FastAPI: app.routes are the routes themselves
     iter_route_contexts = None
 
-from svmstream.app.api.auth import require_read
+from svmstream.app.api.auth import bearer_scheme, require_read
+from svmstream.app.models.challengers import MODEL_FIELDS
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorResponse"}
 _FASTAPI_422 = ("HTTPValidationError", "ValidationError")
 
 
 def _reads(app: FastAPI) -> set[tuple[str, str]]:
-    """(path, method) of the operations guarded by :func:`require_read`."""
+    """(path, method) of the read operations: guarded by :func:`require_read`, or reading the
+    bearer token themselves (the protocol routes, ``app/api/protocols.py``: every one of them
+    only reads, and asks for the token exactly when :func:`require_read` would)."""
     out = set()
     if iter_route_contexts is None:
         routes = [(r, r.path_format) for r in app.routes if isinstance(r, APIRoute)]
@@ -41,7 +44,7 @@ def _reads(app: FastAPI) -> set[tuple[str, str]]:
     for route, path in routes:
         if isinstance(route, APIRoute) and path is not None:
             calls = {dep.call for dep in route.dependant.dependencies}
-            if require_read in calls:
+            if require_read in calls or bearer_scheme in calls:
                 out.update((path, m.lower()) for m in route.methods or ())
     return out
 
@@ -70,10 +73,34 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
             security = op.get("security")
             if security and (not token_set or ((path, method) in reads and not settings.protect_reads)):
                 op["security"] = [*security, {}]
+    _server_bounds(schema, settings)
     components = schema.get("components", {}).get("schemas", {})
     for name in _FASTAPI_422:
         components.pop(name, None)
     return schema
+
+
+def _server_bounds(schema: dict[str, Any], settings: Any) -> None:
+    """The bounds the server's settings enforce, in the ``PUT /models/{name}`` body's schema:
+    ``challengers`` at most ``max_challengers`` items, ``budget`` at most ``max_budget``,
+    ``n_features`` at most ``max_features`` (the server answers 422 beyond each)."""
+    op = schema.get("paths", {}).get("/models/{name}", {}).get("put", {})
+    body = op.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+    props = body.get("properties", {})
+    bounds = {
+        "challengers": ("maxItems", settings.max_challengers),
+        "budget": ("maximum", settings.max_budget),
+        "n_features": ("maximum", settings.max_features),
+    }
+    for field, (key, value) in bounds.items():
+        for branch in [props.get(field, {}), *props.get(field, {}).get("anyOf", [])]:
+            if branch.get("type") in ("array", "integer"):
+                branch[key] = value
+    # a challenger: the settings it changes, each as in the champion's body (docs/challengers.md)
+    own = {k: v for k, v in props.items() if k != "challengers" and k not in MODEL_FIELDS}
+    for branch in props.get("challengers", {}).get("anyOf", []):
+        if branch.get("type") == "array":
+            branch["items"] = {"type": "object", "properties": own, "additionalProperties": False}
 
 
 CONNECTION_ANSWERS = {

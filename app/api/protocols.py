@@ -23,7 +23,7 @@ from fastapi.responses import Response
 
 from svmstream.app.api.auth import require_read
 from svmstream.app.api.http import read_body
-from svmstream.app.errors import InvalidInput, PayloadTooLarge, ServiceError
+from svmstream.app.errors import InvalidInput, PayloadTooLarge, ServiceError, naming_the_learner
 from svmstream.app.models.registry import Registry
 
 #: ``Content-Encoding`` values accepted on protocol requests (``tritonclient``'s
@@ -99,13 +99,16 @@ async def authorize_read(request: Request, credentials: Any) -> None:
 
 
 async def guarded(
-    work: Callable[[], Awaitable[Response]], render: Callable[[ServiceError], Response]
+    work: Callable[[], Awaitable[Response]],
+    render: Callable[[ServiceError], Response],
+    request: Request | None = None,
 ) -> Response:
-    """Run a protocol route's ``work``; a :class:`ServiceError` becomes ``render(error)``."""
+    """Run a protocol route's ``work``; a :class:`ServiceError` becomes ``render(error)`` (a
+    replica's 409 for what only the learner answers names the learner, ``request``'s app)."""
     try:
         return await work()
     except ServiceError as exc:
-        return render(exc)
+        return render(naming_the_learner(exc, request.app) if request is not None else exc)
 
 
 @dataclass(frozen=True)
@@ -169,7 +172,7 @@ def predict_rows(registry: Registry, name: str, X: np.ndarray, field: str, proba
         model without them.
     """
     view = registry.get(name).view
-    if view.n_features is not None and X.shape[1] != view.n_features:
+    if not isinstance(X, list) and view.n_features is not None and X.shape[1] != view.n_features:
         raise InvalidInput(
             f"{field}: rows of {X.shape[1]} features; model {name!r} expects {view.n_features}",
             field=field,

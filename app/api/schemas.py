@@ -46,7 +46,7 @@ class JsonBody(BaseModel):
     """Base of the request bodies pydantic validates (``PUT /models``, ``POST /jobs``): a
     number must be a JSON number and a boolean a JSON boolean.  Pydantic's lax mode would
     read ``"5"`` as 5 and ``0`` as false, which the OpenAPI schema does not allow (found by
-    schemathesis: schema-violating requests accepted)."""
+    schemathesis: schema-violating requests accepted), nor ``50.0`` as the integer 50."""
 
     @field_validator("*", mode="before")
     @classmethod
@@ -66,6 +66,8 @@ class JsonBody(BaseModel):
         elif isinstance(value, (int, float)) and not numeric:
             if bool in kinds:
                 raise ValueError(f"expected true or false, got {value!r}")
+        elif isinstance(value, float) and float not in kinds:  # budget: 50.0 is not an integer
+            raise ValueError(f"expected an integer, got {value!r}")
         return value
 
 

@@ -27,6 +27,7 @@ from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import LEARN_FIELDS, PREDICT_FIELDS, check_envelope
 from svmstream.app.ingest.features import parse_features
 from svmstream.app.ingest.labels import LabelCodec, NewLabels
+from svmstream.app.ingest.named import named_rows
 
 
 @dataclass(frozen=True)
@@ -47,17 +48,21 @@ class Batch:
         Labels the batch adds to a model that learns its classes (provisional indices in ``y``).
     """
 
-    X: np.ndarray | sp.csr_matrix
+    X: np.ndarray | sp.csr_matrix | None
     y: np.ndarray | None
     n_features: int | None = None
     new_labels: NewLabels | None = None
+    #: rows of named fields (then ``X`` is None: the model's schema encodes them)
+    rows: list | None = None
 
     @property
     def n(self) -> int:
-        return self.X.shape[0]
+        return len(self.rows) if self.rows is not None else self.X.shape[0]
 
 
-def parse_examples(obj: Mapping[str, Any], codec: LabelCodec | None, check_bools: bool = True) -> Batch:
+def parse_examples(
+    obj: Mapping[str, Any], codec: LabelCodec | None, check_bools: bool = True, has_schema: bool = False
+) -> Batch:
     """Validate a decoded learn (``codec`` given) or predict (``codec=None``) request.
 
     Parameters
@@ -69,6 +74,8 @@ def parse_examples(obj: Mapping[str, Any], codec: LabelCodec | None, check_bools
         Label set of the target model; ``None`` for predict requests (no ``y``).
     check_bools : bool
         See :func:`~svmstream.app.ingest.features.parse_features`.
+    has_schema : bool
+        The model learns named fields: every object row is one (:mod:`.named`).
 
     Returns
     -------
@@ -85,12 +92,18 @@ def parse_examples(obj: Mapping[str, Any], codec: LabelCodec | None, check_bools
     learn = codec is not None
     check_envelope(obj, LEARN_FIELDS if learn else PREDICT_FIELDS, require_y=learn)
     declared = obj.get("n_features")
-    X = parse_features(obj["X"] if "X" in obj else obj["x"], declared, check_bools)
+    raw = obj["X"] if "X" in obj else obj["x"]
+    named = named_rows(raw, has_schema)
+    if named and declared is not None:
+        raise InvalidInput("n_features: rows of named fields declare no dimension", field="n_features")
+    X = None if named else parse_features(raw, declared, check_bools)
+    n = len(raw) if named else X.shape[0]
+    rows = raw if named else None
     y = None
     if learn:
         labels = obj["y"]
-        if isinstance(labels, list) and len(labels) != X.shape[0]:
-            raise InvalidInput(f"y: has {len(labels)} labels for {X.shape[0]} examples in X", field="y")
+        if isinstance(labels, list) and len(labels) != n:
+            raise InvalidInput(f"y: has {len(labels)} labels for {n} examples in X", field="y")
         y, new = codec.encode_with_new(labels)
-        return Batch(X=X, y=y, n_features=declared, new_labels=new)
-    return Batch(X=X, y=y, n_features=declared)
+        return Batch(X=X, y=y, n_features=declared, new_labels=new, rows=rows)
+    return Batch(X=X, y=y, n_features=declared, rows=rows)

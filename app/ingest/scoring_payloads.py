@@ -18,7 +18,8 @@ Columns are taken in the order given (the order of ``columns``, of the first rec
 of the ``inputs`` object's keys), as pandas builds the DataFrame: the service keeps no column
 names, so a client must send the features in the order the model learned them.  Every
 record must have the same columns.  Values must be numbers (no strings, booleans or nulls),
-finite.
+finite.  The exception: records for a model that learns named fields are its schema's rows
+(strings, booleans, nulls and any column order allowed; ``docs/fields.md``).
 
 :func:`parse_scoring_payload` returns a :class:`ScoringRequest` or raises one
 :class:`~svmstream.app.errors.InvalidInput` (status 400) whose message starts with the
@@ -59,7 +60,7 @@ class ScoringRequest:
     Attributes
     ----------
     X : ndarray of shape (n, d), float64, C-contiguous
-        Finite feature values.
+        Finite feature values; or the list of records of a model that learns named fields.
     input_format : str
         Which of :data:`INPUT_FORMATS` carried the rows (names the field in messages).
     model : str or None
@@ -70,7 +71,7 @@ class ScoringRequest:
         ``params.version``: a version of the model's history (``docs/versions.md``); None: live.
     """
 
-    X: np.ndarray
+    X: np.ndarray | list
     input_format: str
     model: str | None
     output: str
@@ -86,7 +87,9 @@ def _key(name: str) -> str:
     return f"[{orjson.dumps(name).decode()}]"
 
 
-def parse_scoring_payload(obj: Any, check_bools: bool = True) -> ScoringRequest:
+def parse_scoring_payload(
+    obj: Any, check_bools: bool = True, named: Callable[[str | None], bool] | None = None
+) -> ScoringRequest:
     """Validate a decoded MLflow scoring payload.
 
     Parameters
@@ -96,6 +99,9 @@ def parse_scoring_payload(obj: Any, check_bools: bool = True) -> ScoringRequest:
     check_bools : bool
         Scan the values for JSON booleans (refused); callers that know the raw body has no
         ``true``/``false`` token skip the scan (:func:`~svmstream.app.ingest.decode.may_contain_bools`).
+    named : callable, optional
+        ``named(params.model)``: the model learns named fields (``docs/fields.md``); then records
+        (``dataframe_records``, record ``instances``) stay a list of objects for its schema.
 
     Returns
     -------
@@ -121,7 +127,11 @@ def parse_scoring_payload(obj: Any, check_bools: bool = True) -> ScoringRequest:
         raise _bad("body", f"expected exactly one of {list(INPUT_FORMATS)}, got {given or 'none'}")
     fmt = given[0]
     model, output, version = _parse_params(obj.get("params"))
-    X = _PARSERS[fmt](obj[fmt], fmt, check_bools)
+    value = obj[fmt]
+    records = fmt in ("dataframe_records", "instances") and isinstance(value, list) and value
+    if records and isinstance(value[0], dict) and named is not None and named(model):
+        return ScoringRequest(X=value, input_format=fmt, model=model, output=output, version=version)
+    X = _PARSERS[fmt](value, fmt, check_bools)
     return ScoringRequest(X=X, input_format=fmt, model=model, output=output, version=version)
 
 

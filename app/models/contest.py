@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from svmstream.app.models.challengers import CELL, Challenger, ChallengerSet, differences, drift_config
+from svmstream.app.models.constant_guard import constant_margins
 from svmstream.app.models.limits import set_bytes
 from svmstream.app.models.rows import fitted, join_rows, learn_rows, right_of
 from svmstream.app.models.view import check_finite
@@ -60,6 +61,8 @@ class Contest:
         self.learned_y: list[np.ndarray] = []
         #: warm starts of drift challengers: the champion copied where one may start (position → copy)
         self.warm_at: dict[int, Any] = {}
+        #: per challenger (id): whether its prequential decisions on the last cell were constant
+        self.constant: dict[int, bool] = {}
 
     def rows(self, lo: int, hi: int):
         """``(X, y)`` of rows ``lo:hi`` of the batch (held rows first)."""
@@ -179,7 +182,9 @@ class Contest:
         for entry in list(self.cs.entries):
             est = entry.ensure_estimator()
             try:
-                right = right_of(est, Xp, yp)
+                margins: list[np.ndarray] = []
+                right = right_of(est, Xp, yp, margins)
+                self.constant[id(entry)] = bool(margins) and constant_margins(margins[0], Xp)
                 learn_rows(est, Xp, yp, self.n_classes)
                 check_finite(est, Xp[:4])
             except Exception as exc:
@@ -192,8 +197,9 @@ class Contest:
         return rights
 
     def _grid_point(self, current, name: str) -> tuple[Any, Challenger | None]:
-        """At a grid point: promote the challenger with the most evidence past its threshold,
-        else retire a drift challenger past its horizon.  Returns ``(champion, promoted)``."""
+        """At a grid point: promote the challenger with the most evidence past its threshold
+        that did not predict the last cell constantly (:mod:`.constant_guard`), else retire a
+        drift challenger past its horizon.  Returns ``(champion, promoted)``."""
         cs = self.cs
         best, best_log = None, -np.inf
         for entry in cs.entries:
@@ -203,6 +209,7 @@ class Contest:
                 ev.n >= cs.policy.min_examples
                 and log_e >= np.log(1.0 / cs.alpha_of(entry))
                 and log_e > best_log
+                and not self.constant.get(id(entry), False)
             ):
                 best, best_log = entry, log_e
         if best is not None:

@@ -34,6 +34,7 @@ from svmstream.app.errors import (
 )
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import NewLabels, shared_codec
+from svmstream.app.ingest.named import encode_named, named_schema, refuse_mixed
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.contested import Challenged, challenger_set
 from svmstream.app.models.copies import published
@@ -66,7 +67,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         "_closed", "_executor", "_restore", "_restore_lock", "view", "prequential", "rate",
         "label_runs", "overflows", "learn_failures", "snapshot_failures", "publish_seconds",
         "_drift_logged", "created_at", "stream_status", "saved_version", "last_snapshot_time",
-        "last_snapshot_path", "last_used", "challengers", "__weakref__",
+        "last_snapshot_path", "last_used", "challengers", "fields", "__weakref__",
     )  # fmt: skip
 
     def __init__(
@@ -88,6 +89,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         restore: Callable[[], Any] | None = None,
         stats: dict[str, Any] | None = None,
         challengers: Any = None,
+        fields: dict[str, Any] | None = None,
     ):
         settings = settings if settings is not None else Settings()
         self.name = name
@@ -119,8 +121,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             self._checkpoint = first_checkpoint(self._est, checkpoint_path)
         # challengers (:mod:`.challengers`): a ChallengerSet, or a restored model's (saved, arrays)
         self.challengers = challenger_set(challengers, config, settings, follower_of is not None)
-        self._journal: list[Callable[[Any], Any]] = []
-        self._journal_bytes = 0
+        self._journal, self._journal_bytes = [], 0  # list[Callable[[Any], Any]], bytes
         self._n_features = n_features if n_features is not None else config.n_features
         # sparse input widens a model until dense rows or a declared n_features fix d
         self._fixed = bool(config.n_features is not None if n_features_fixed is None else n_features_fixed)
@@ -132,10 +133,9 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         # lazy restore: ``restore()`` decodes the snapshot (a RestoredModel) on first use
         self._restore = restore if estimator is None else None
         self._restore_lock = threading.Lock()
-        if self._restore is not None:
-            view_estimator = RestorePending(self)
-        else:
-            view_estimator = published(self._est) if estimator is not None else None
+        view_estimator = published(self._est) if estimator is not None else None
+        view_estimator = RestorePending(self) if self._restore is not None else view_estimator
+        self.fields = named_schema(config, fields)
         self.view = ModelView(
             name=name,
             config=config,
@@ -147,6 +147,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             extra=dict(extra or {}),
             n_features_fixed=self._fixed,
             challengers=self.challengers.info() if self.challengers is not None else None,
+            fields=self.fields,
         )
         self._init_meters(settings)
 
@@ -246,15 +247,41 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         self.last_used = time.monotonic()
         with self._lock:
             self._check_can_queue()
-            d = self._n_features
-            if d is None or (sparse and not self._fixed and X.shape[1] > d):
-                check_width(X, self.config, self.settings, sparse, self.counted_configs())
-                d = max(int(X.shape[1]), d or 0)
-            X = conform(X, d, declared, self.name)
-            self._n_features = d
-            self._fixed = self._fixed or not sparse or declared is not None
-            note_waiting(f"learning a batch of model {self.name!r}")
-            return self._queue(self._apply, X, y, extra, new_labels)
+            refuse_mixed(self, named=False)
+            return self._submit_locked(X, y, declared, extra, sparse, new_labels)
+
+    def submit_named(
+        self, rows: list, y: np.ndarray, *, extra: dict | None = None, new_labels=None, check=None
+    ) -> Future:
+        """:meth:`submit` for rows of named fields: encoded by the model's schema under the
+        handle's lock (batches take their new columns in queue order), the new columns kept
+        only when the batch is queued.  ``check(X)``: a further refusal (the server-wide size
+        bound).  Raises what :meth:`submit` raises, and InvalidInput naming ``X[i].field``."""
+        self._refuse_if_batch_trained()
+        if y.shape != (len(rows),):
+            raise InvalidInput(f"y: has {y.shape[0]} labels for {len(rows)} examples in X", field="y")
+        self.last_used = time.monotonic()
+        with self._lock:
+            self._check_can_queue()
+            refuse_mixed(self, named=True)
+            X, commit = encode_named(self, rows)
+            if check is not None:
+                check(X)
+            future = self._submit_locked(X, y, None, extra, True, new_labels)
+            commit()
+            return future
+
+    def _submit_locked(self, X, y, declared, extra, sparse, new_labels) -> Future:
+        """Under the lock: the dimension rules, then the learner's task."""
+        d = self._n_features
+        if d is None or (sparse and not self._fixed and X.shape[1] > d):
+            check_width(X, self.config, self.settings, sparse, self.counted_configs())
+            d = max(int(X.shape[1]), d or 0)
+        X = conform(X, d, declared, self.name)
+        self._n_features = d
+        self._fixed = self._fixed or not sparse or declared is not None
+        note_waiting(f"learning a batch of model {self.name!r}")
+        return self._queue(self._apply, X, y, extra, new_labels)
 
     def submit_flush(self) -> Future:
         """Queue a flush (learn every pending example now); returns a future of the new view.
@@ -352,6 +379,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             "n_features_fixed": self._fixed,
             "classes": view.codec.public_classes,
             "classes_learned": view.config.learns_classes,
+            "fields": view.fields.info() if view.fields is not None else None,
             "fitted": view.estimator is not None,
             **stats,
             "version": view.version,

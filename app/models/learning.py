@@ -202,6 +202,7 @@ class Learning:
             extra={**old.extra, **extra} if extra else old.extra,
             n_features_fixed=self._fixed,
             challengers=self.challengers.info() if self.challengers is not None else None,
+            fields=self.fields,
         )
         self.view = view
         return view

@@ -162,6 +162,7 @@ class LazyRestore:
             published_at=stub.published_at,
             n_features_fixed=stub.n_features_fixed,
             challengers=self.challengers.info() if self.challengers is not None else None,
+            fields=self.fields,
         )
         self._restore = None
 

@@ -35,15 +35,18 @@ def scorable(est) -> bool:
     return est is not None and est.serves()
 
 
-def right_of(est, X, y: np.ndarray) -> np.ndarray | None:
+def right_of(est, X, y: np.ndarray, margins_out: list | None = None) -> np.ndarray | None:
     """(n,) bool: whether ``est``'s prediction of each row was its class index ``y``; None when
-    ``est`` does not predict yet (:func:`scorable`)."""
+    ``est`` does not predict yet (:func:`scorable`).  ``margins_out``: the decision values are
+    appended to it (the promotion guard reads them, :mod:`.constant_guard`)."""
     if not scorable(est) or X.shape[0] == 0:
         return None
     width = est.input_width()
     if X.shape[1] > width:  # a model that has not grown yet sees the features it knows
         X = X[:, :width]
     margins = np.asarray(est.decision_function(X))
+    if margins_out is not None:
+        margins_out.append(margins)
     predicted = (margins > 0).astype(np.int64) if margins.ndim == 1 else np.argmax(margins, axis=1)
     return predicted == np.asarray(y, dtype=np.int64)
 

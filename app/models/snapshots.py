@@ -97,6 +97,8 @@ class RestoredModel:
     #: arrays (None: read from the header only, not decoded)
     challengers: dict[str, Any] | None = None
     challenger_arrays: dict[str, np.ndarray] | None = None
+    #: the named-field schema's state (``meta["service"]["fields"]``; None: positional rows)
+    fields: dict[str, Any] | None = None
 
 
 class Written(NamedTuple):
@@ -180,6 +182,7 @@ class SnapshotStore:
         classes: list[Any] | None = None,
         stats: dict[str, Any] | None = None,
         figures: dict[str, Any] | None = None,
+        fields: dict[str, Any] | None = None,
     ) -> Written:
         """Write a snapshot of model ``name`` and prune old files.
 
@@ -198,6 +201,8 @@ class SnapshotStore:
             model without decoding it).
         figures
             The service's meters at ``version`` (prequential accuracy: the history lists it).
+        fields
+            The model's named-field schema (``FieldSchema.get_state()[1]``), if it has one.
 
         Returns
         -------
@@ -229,6 +234,8 @@ class SnapshotStore:
             meta["service"]["stats"] = _jsonable(stats)
         if figures is not None:
             meta["service"]["figures"] = _jsonable(figures)
+        if fields is not None:
+            meta["service"]["fields"] = fields
         path = directory / f"{name}-{seq:012d}{SUFFIX}"
         write_atomic(path, encode_state(arrays, meta))
         self.prune(name)
@@ -401,6 +408,7 @@ def _service_fields(meta: dict[str, Any], path: Path | None) -> dict[str, Any]:
         fitted=meta.get("estimator") is not None,
         figures=service.get("figures") if isinstance(service.get("figures"), dict) else None,
         challengers=meta.get("challengers"),
+        fields=service.get("fields") if isinstance(service.get("fields"), dict) else None,
     )
 
 

@@ -24,9 +24,10 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from svmstream.app.errors import ModelNotFitted, ModelNotFound, ServiceError
+from svmstream.app.errors import AskTheLearner, ModelNotFitted, ModelNotFound, ServiceError
 from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import shared_codec
+from svmstream.app.ingest.named import named_schema, rows_for_view
 from svmstream.app.models.contested import challenger_set
 from svmstream.app.models.copies import detached_state, published
 from svmstream.app.models.history import add_marks, read_marks, reasons
@@ -41,7 +42,7 @@ class VersionNotFound(ModelNotFound):
     """A version that is not in the model's history (HTTP 404)."""
 
 
-class NoHistory(ServiceError):
+class NoHistory(AskTheLearner):
     """The server keeps no history (a prediction replica, or snapshots off): HTTP 409."""
 
     default_status = 409
@@ -212,7 +213,7 @@ class Versions:
         view = self.view(name, version)
         if view.estimator is None:
             raise ModelNotFitted(f"version {version} of model {name!r} has not learned from any example")
-        X = conform(X, view.n_features, declared, name)
+        X = conform(rows_for_view(view, X), view.n_features, declared, name)
         return view, X, view.decision_function(X)
 
     def forget(self, name: str) -> None:
@@ -278,6 +279,7 @@ def pinned_view(found: RestoredModel, live: ModelView) -> ModelView:
         extra=dict(found.extra),
         published_at=found.saved_at,
         n_features_fixed=found.n_features_fixed,
+        fields=named_schema(config, found.fields),
     )
 
 
@@ -295,7 +297,7 @@ class PinnedRegistry:
         view = self.view
         if view.estimator is None:
             raise ModelNotFitted(f"version {view.version} of model {name!r} has not learned from any example")
-        X = conform(X, view.n_features, declared, name)
+        X = conform(rows_for_view(view, X), view.n_features, declared, name)
         decision = view.decision_function(X)
         return (view, X, decision) if with_rows else (view, decision)
 

@@ -114,6 +114,9 @@ class ModelView:
     published_at: float = field(default_factory=time.time)
     n_features_fixed: bool = True
     challengers: dict[str, Any] | None = None
+    #: the named-field schema (a FieldSchema, append-only: a version encodes with its columns
+    #: below ``n_features``); None for a model of positional rows
+    fields: Any = None
 
     def decision_function(self, X) -> np.ndarray:
         """Decision values, shape (n,), float64.  Raises :class:`~svmstream.app.errors.ModelNotFitted`.

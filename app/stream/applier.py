@@ -28,10 +28,11 @@ from typing import Any
 import numpy as np
 
 from svmstream.app.errors import InvalidInput, LearnerBusy
+from svmstream.app.ingest.named_entries import named_stream, parse_named_entries
 from svmstream.app.ingest.stream_entries import parse_stream_entries
 from svmstream.app.models.registry import ModelHandle, Registry
 from svmstream.app.settings import Settings
-from svmstream.app.stream import redis_ops
+from svmstream.app.stream import fencing, redis_ops
 from svmstream.app.stream.feedback_entries import FeedbackResolution, has_fid
 from svmstream.app.stream.redis_ops import StreamId, as_str, fields_dict, parse_id
 
@@ -108,6 +109,8 @@ class StreamApplier:
         self.dead_letters = 0
         self.skipped = 0
         self.acked = 0
+        #: ``(lease key, token)`` of a clustered learner: acknowledgements are fenced
+        self.fence: tuple[str, str] | None = None
 
     # ------------------------------------------------------------------ snapshots -> acks
     def covered(self, sid: StreamId | None) -> None:
@@ -140,7 +143,10 @@ class StreamApplier:
         if not ids:
             return
         try:
-            redis_ops.ack(client, self.key, self.group, ids)
+            if self.fence is None:
+                redis_ops.ack(client, self.key, self.group, ids)
+            else:
+                fencing.fenced_ack(client, self.key, *self.fence, self.group, ids)
         except BaseException:
             self._unacked.extendleft(reversed(done))  # retried after the reconnect
             raise
@@ -222,8 +228,11 @@ class StreamApplier:
             self.collect_done(client, block=True)
 
     def _parse(self, fresh):
+        entries = [f for _, f in fresh]
+        if named_stream(self.handle, entries):  # named fields (docs/fields.md)
+            return parse_named_entries(entries, self.handle.codec, self.handle.fields)
         return parse_stream_entries(
-            [f for _, f in fresh],
+            entries,
             self.handle.codec,
             self.handle.n_features,
             self.name,

@@ -52,7 +52,7 @@ from svmstream.app.errors import ModelClosed, ModelNotFound
 from svmstream.app.models.registry import ModelHandle, Registry
 from svmstream.app.models.view import ModelView
 from svmstream.app.settings import Settings
-from svmstream.app.stream import redis_ops
+from svmstream.app.stream import fencing, redis_ops
 from svmstream.app.stream.applier import StreamApplier
 from svmstream.app.stream.redis_ops import StreamId, as_str, format_id, make_client, parse_id
 
@@ -81,9 +81,15 @@ class StreamConsumer:
         The model it feeds; the consumer stops when the model is deleted or replaced.
     settings : Settings
         ``redis_url`` and the ``stream_*`` settings.
+    lease : optional
+        A clustered learner's lease of the model (``key``, ``token``, ``member``, ``ttl_ms``;
+        :class:`svmstream.app.cluster.leases.Lease`): the consumer then never takes a lease of
+        its own, reads and acknowledges only while that lease is ours (fenced in Redis,
+        :mod:`svmstream.app.stream.fencing`), consumes as the member, and stops for good
+        when the lease is lost.
     """
 
-    def __init__(self, registry: Registry, handle: ModelHandle, settings: Settings):
+    def __init__(self, registry: Registry, handle: ModelHandle, settings: Settings, lease=None):
         self.registry = registry
         self.handle = handle
         self.settings = settings
@@ -92,6 +98,11 @@ class StreamConsumer:
         self.consumer = settings.stream_consumer
         self.lease_key = f"{self.key}:lease"
         self.token = f"{self.consumer}|{socket.gethostname()}|{os.getpid()}|{uuid.uuid4().hex[:8]}"
+        self.lease = lease
+        #: a clustered consumer stopped because its lease went to another learner
+        self.lost = False
+        if lease is not None:
+            self.consumer, self.lease_key, self.token = lease.member, lease.key, lease.token
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         view = handle.view
@@ -100,6 +111,8 @@ class StreamConsumer:
         keys = (self.key, self.dead_key, self.group)
         #: the model side: what was applied, what a snapshot covers, the work of one read
         self.applier = StreamApplier(registry, handle, settings, keys, restored, durable, self._sleep)
+        if lease is not None:
+            self.applier.fence = (self.lease_key, self.token)
         self._snapshotter: threading.Thread | None = None
         self._lease_at = 0.0
         self._status: dict[str, Any] = {}
@@ -262,9 +275,12 @@ class StreamConsumer:
                 log.info("model %r: %s; restarting the stream session", self.name, exc)
                 self.reconnects += 1
                 backoff = 0.1
-            except LeaseLost as exc:
+            except (LeaseLost, fencing.Fenced) as exc:
                 self.last_error = str(exc)
                 log.warning("model %r: %s", self.name, exc)
+                if self.lease is not None:  # clustered: the model has moved; never retake it
+                    self.lost = True
+                    break
             except errors as exc:
                 self.connected = False
                 self.reconnects += 1
@@ -298,6 +314,11 @@ class StreamConsumer:
                 break
 
     def _acquire_lease(self, client) -> None:
+        if self.lease is not None:  # clustered: the coordinator took it; check it is still ours
+            if client.eval(fencing.RENEW, 1, self.lease_key, self.token, self.lease.ttl_ms) == -1:
+                raise LeaseLost(f"the lease {self.lease_key} is not ours any more")
+            self._lease_at = time.monotonic()
+            return
         ttl = int(self.settings.stream_lease_s * 1000)
         waited = False
         while not client.eval(redis_ops.LEASE_ACQUIRE, 1, self.lease_key, self.token, ttl):
@@ -315,6 +336,10 @@ class StreamConsumer:
 
     def _renew_lease(self, client) -> None:
         now = time.monotonic()
+        if self.lease is not None:
+            if now - self._lease_at >= self.lease.ttl_ms / 4000.0:
+                self._acquire_lease(client)
+            return
         if now - self._lease_at < self.settings.stream_lease_s / 4:
             return
         if not client.eval(
@@ -336,11 +361,20 @@ class StreamConsumer:
     def _claim_dead_consumers(self, client) -> None:
         """XAUTOCLAIM every entry pending for another consumer of the group (there is only
         one learning consumer per model, and we hold its lease: any other one is dead)."""
+        if self.lease is not None:
+            claimed = fencing.fenced_claim(
+                client, self.key, self.lease_key, self.token, self.group, self.consumer
+            )
+            if claimed:
+                log.info("model %r: claimed %d entries pending for former owners", self.name, claimed)
+            return
         claimed = redis_ops.claim_dead_consumers(client, self.key, self.group, self.consumer)
         if claimed is not None:
             log.info("model %r: claimed %d pending entries of dead consumers", self.name, claimed)
 
     def _read(self, client, cursor: str, block: int | None) -> list[tuple[bytes, dict | None]]:
+        if self.lease is not None:
+            return self._fenced_read(client, cursor, block)
         try:
             reply = client.xreadgroup(
                 self.group, self.consumer, {self.key: cursor}, count=self.settings.stream_count, block=block
@@ -352,6 +386,29 @@ class StreamConsumer:
         if not reply:
             return []
         return reply[0][1]
+
+    def _fenced_read(self, client, cursor: str, block: int | None) -> list[tuple[bytes, dict | None]]:
+        """A clustered read: XREADGROUP inside the lease check (:func:`fencing.fenced_read`); on
+        no new entries, wait with a plain XREAD BLOCK from the newest one (the group is
+        untouched, so a learner that loses the lease meanwhile has taken nothing)."""
+        try:
+            entries, newest = fencing.fenced_read(
+                client,
+                self.key,
+                self.lease_key,
+                self.token,
+                self.group,
+                self.consumer,
+                self.settings.stream_count,
+                cursor,
+            )
+        except redis.ResponseError as exc:
+            if "NOGROUP" in str(exc):
+                raise _Reconnect("the consumer group or stream vanished") from exc
+            raise
+        if not entries and block is not None and newest is not None:
+            client.xread({self.key: newest}, count=1, block=block)
+        return entries
 
     def _session(self, client) -> None:
         self._acquire_lease(client)
@@ -391,6 +448,8 @@ class StreamConsumer:
     def _snapshot(self) -> None:
         try:
             self.registry.snapshot(self.handle)
+        except fencing.Fenced as exc:  # clustered: the model moved; its new owner snapshots it
+            log.info("model %r: %s", self.name, exc)
         except Exception:
             log.exception("model %r: snapshot requested by the stream consumer failed", self.name)
 

@@ -27,11 +27,15 @@ log = logging.getLogger("svmstream.stream")
 
 class StreamManager:
     """Starts one :class:`StreamConsumer` per streamed model and keeps that set in line
-    with the registry (models created, replaced or deleted over HTTP)."""
+    with the registry (models created, replaced or deleted over HTTP).
 
-    def __init__(self, registry: Registry, settings: Settings):
+    ``leases`` (a clustered learner, :mod:`svmstream.app.cluster`): model name -> its lease, or
+    None when this learner does not hold it (then the model gets no consumer)."""
+
+    def __init__(self, registry: Registry, settings: Settings, leases=None):
         self.registry = registry
         self.settings = settings
+        self.leases = leases
         self.consumers: dict[str, StreamConsumer] = {}
         self._retired: list[StreamConsumer] = []
         self._refused: weakref.WeakSet[ModelHandle] = weakref.WeakSet()
@@ -53,7 +57,10 @@ class StreamManager:
             wanted = {
                 h.name: h
                 for h in self.registry.handles()
-                if self.settings.streamed(h.name) and h.config.learns_online and h not in self._refused
+                if self.settings.streamed(h.name)
+                and h.config.learns_online
+                and h not in self._refused
+                and (self.leases is None or self.leases(h.name) is not None)
             }
             for name, consumer in list(self.consumers.items()):
                 if consumer.refused:  # the model itself refused to learn: do not try again
@@ -66,8 +73,26 @@ class StreamManager:
             self._retired = [c for c in self._retired if c.alive]
             for name, handle in wanted.items():
                 if name not in self.consumers and not handle.closed:
-                    self.consumers[name] = StreamConsumer(self.registry, handle, self.settings).start()
+                    lease = None if self.leases is None else self.leases(name)
+                    if lease is None and self.leases is not None:
+                        continue
+                    self.consumers[name] = StreamConsumer(
+                        self.registry, handle, self.settings, lease=lease
+                    ).start()
                     log.info("model %r: consuming stream %r", name, self.consumers[name].key)
+
+    def detach(self, name: str, timeout: float = 30.0) -> StreamConsumer | None:
+        """Stop model ``name``'s consumer and wait for it (its batches in flight are applied);
+        returns it (for its final :meth:`StreamConsumer.flush`), or None when it had none.
+        Until the model leaves the registry, :meth:`reconcile` must not start another one:
+        the caller withdraws the model's lease first (``leases(name)`` None)."""
+        with self._lock:
+            consumer = self.consumers.pop(name, None)
+        if consumer is None:
+            return None
+        consumer.stop()
+        consumer.join(timeout)
+        return consumer
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop every consumer and wait for their threads (batches in flight are applied)."""

@@ -41,6 +41,7 @@ from typing import Any
 
 from svmstream.app.models.serving import decode_serving, serving_state
 from svmstream.app.models.snapshots import decode_snapshot
+from svmstream.app.stream.fencing import PUBLISH
 from svmstream.solvers.persistence import CorruptStateError, decode_state, encode_state
 
 log = logging.getLogger("svmstream.replication")
@@ -68,13 +69,27 @@ class SnapshotPublisher:
     registry : the learner's :class:`~svmstream.app.models.registry.Registry`
     advertise_url : str or None — the learner's URL, named by the replicas' 409 answers
     reconcile_s : float — how often models deleted on the learner are removed from Redis
+    fence : callable, optional — a clustered learner (``docs/cluster.md``): model name ->
+        ``(lease key, token)`` or None; a version is written only while that lease is ours
+        (one Lua script, :data:`svmstream.app.stream.fencing.PUBLISH`)
+    names : callable, optional — the models of the deployment (default: this registry's)
     """
 
-    def __init__(self, client, registry, advertise_url: str | None = None, reconcile_s: float = 2.0):
+    def __init__(
+        self,
+        client,
+        registry,
+        advertise_url: str | None = None,
+        reconcile_s: float = 2.0,
+        fence=None,
+        names=None,
+    ):
         self.client = client
         self.registry = registry
         self.advertise_url = advertise_url
         self.reconcile_s = reconcile_s
+        self.fence = fence
+        self.names = names or registry.names
         self._queue: queue.SimpleQueue[tuple | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="snapshot-publisher", daemon=True)
         self.published = 0
@@ -92,6 +107,11 @@ class SnapshotPublisher:
         the rows held for learning alive; without them, the file at ``path`` is read."""
         serving = serving_state(arrays, meta) if arrays is not None and meta is not None else None
         self._queue.put((handle.name, int(view.version), path, serving))
+
+    def queue(self, name: str, version: int, path: str) -> None:
+        """Publish the snapshot file at ``path`` (a model just gained from another learner)
+        unless Redis already has that version."""
+        self._queue.put((name, int(version), path, None))
 
     def _run(self) -> None:
         try:
@@ -131,6 +151,8 @@ class SnapshotPublisher:
         started = time.perf_counter()
         blob = encode_state(*serving)
         encoded = time.perf_counter()
+        if self.fence is not None:
+            return self._publish_fenced(name, version, blob)
         pipe = self.client.pipeline(transaction=True)
         pipe.hset(model_key(name), mapping={"version": version, "serving": blob})
         pipe.hdel(model_key(name), "blob")
@@ -146,6 +168,19 @@ class SnapshotPublisher:
             encoded - started,
             time.perf_counter() - encoded,
         )
+        return True
+
+    def _publish_fenced(self, name: str, version: int, blob: bytes) -> bool:
+        held = self.fence(name)
+        announce = json.dumps({"model": name, "version": version})
+        keys = (model_key(name), VERSIONS_KEY, CHANNEL)
+        if (
+            held is None
+            or self.client.eval(PUBLISH, 4, held[0], *keys, held[1], name, version, blob, announce) != 1
+        ):
+            log.info("replication: model %r version %d not published: its lease is not ours", name, version)
+            return False
+        self.published += 1
         return True
 
     def republish_restored(self) -> int:
@@ -169,7 +204,7 @@ class SnapshotPublisher:
 
     def reconcile(self) -> None:
         """Remove from Redis the models the learner no longer has."""
-        names = set(self.registry.names())
+        names = set(self.names())
         for raw in self.client.hkeys(VERSIONS_KEY):
             name = raw.decode() if isinstance(raw, bytes) else raw
             if name not in names:

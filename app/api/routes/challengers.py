@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_write
 from svmstream.app.api.deps import RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse, read_json_body
+from svmstream.app.api.http import OrjsonResponse, body_budget, read_json_body, route_limit
 from svmstream.app.api.routes.learn import applied
 from svmstream.app.api.routes.models import ModelName, validation_error
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, errors
@@ -20,12 +20,30 @@ from svmstream.app.ingest.decode import decode_body
 
 router = APIRouter(prefix="/models", tags=["models"])
 
+INDEX_PATTERN = r"^(0|[1-9][0-9]{0,5})$"
+
 
 class PromoteRequest(BaseModel):
     """Body of ``POST /models/{name}/promote``."""
 
     model_config = ConfigDict(extra="forbid")
-    challenger: int = Field(ge=0, description="the index of the challenger (GET /models/{name}: challengers)")
+    challenger: int = Field(
+        ge=0, strict=True, description="the index of the challenger (GET /models/{name}: challengers)"
+    )
+
+
+PROMOTE_BODY_BYTES = 4096
+"""Byte limit of a ``/promote`` body (``{"challenger": 3}`` is 17 bytes)."""
+
+ChallengerIndex = Annotated[
+    str,
+    Path(
+        pattern=INDEX_PATTERN,
+        description="the index of the challenger: a decimal integer without sign, point or leading zero",
+    ),
+]
+"""A challenger's index in a path: digits only (``1.0``, ``+1`` and ``01`` are 422 naming
+``index``, not index 1), at most 6 of them (a longer one names no challenger: 422 too)."""
 
 
 class ChallengersResponse(BaseModel):
@@ -64,7 +82,9 @@ async def promote_challenger(
     history as a manual promotion, counted in ``svmstream_promotions_total``); 404 naming
     ``challenger`` when the model has no such challenger."""
     handle = registry.get(name)
-    body = await read_json_body(request, settings.max_body_bytes)
+    limit, setting = route_limit(settings, PROMOTE_BODY_BYTES, "POST /models/{name}/promote")
+    async with body_budget(request, limit, setting):
+        body = await read_json_body(request, limit, setting)
     try:
         index = PromoteRequest.model_validate(decode_body(body) if body.strip() else {}).challenger
     except ValidationError as exc:
@@ -78,10 +98,8 @@ async def promote_challenger(
     responses=errors(401, 404, 409, 422, 429, 500),
     dependencies=[Depends(require_write)],
 )
-async def delete_challenger(
-    name: ModelName, index: Annotated[int, Path(ge=0)], registry: RegistryDep
-) -> OrjsonResponse:
+async def delete_challenger(name: ModelName, index: ChallengerIndex, registry: RegistryDep) -> OrjsonResponse:
     """Remove challenger ``index`` (its evidence goes to the history); later ones move up; 404
     naming ``challenger`` when the model has no such challenger."""
     handle = registry.get(name)
-    return await _answer(registry, handle, handle.submit_remove_challenger(index))
+    return await _answer(registry, handle, handle.submit_remove_challenger(int(index)))

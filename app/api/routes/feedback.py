@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_write
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse, read_json_body
+from svmstream.app.api.http import OrjsonResponse, body_budget, read_json_body, route_limit
 from svmstream.app.api.routes.learn import applied, learn_figures
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, errors
 from svmstream.app.errors import InvalidInput, ServiceError
@@ -21,6 +21,13 @@ from svmstream.app.models.feedback import MAX_FEEDBACK_IDS, MAX_ID_CHARS, check_
 from svmstream.app.models.registry import Registry
 
 router = APIRouter(tags=["feedback"], dependencies=[Depends(require_write)])
+
+FEEDBACK_LABEL_CHARS = 16
+"""Label length (characters) the ``/feedback`` byte limit allows for every id."""
+FEEDBACK_BODY_BYTES = 64 * 1024 + MAX_FEEDBACK_IDS * (MAX_ID_CHARS + 3 + FEEDBACK_LABEL_CHARS + 3)
+"""Byte limit of a ``/feedback`` body: :data:`MAX_FEEDBACK_IDS` ids of :data:`MAX_ID_CHARS`
+characters, each with a label of :data:`FEEDBACK_LABEL_CHARS` (quotes and commas included):
+8.6 MB.  Longer labels: fewer ids per request."""
 
 
 class FeedbackRequest(BaseModel):
@@ -102,8 +109,11 @@ async def feedback(
     gives the counts and the indices of each.  A malformed body (422) learns nothing.
     """
     started = time.perf_counter()
-    body = await read_json_body(request, settings.max_body_bytes)
-    future, answer = await run_in_threadpool(_submit, registry, body, settings.default_model)
+    limit, setting = route_limit(settings, FEEDBACK_BODY_BYTES, "POST /feedback")
+    async with body_budget(request, limit, setting):
+        body = await read_json_body(request, limit, setting)
+        future, answer = await run_in_threadpool(_submit, registry, body, settings.default_model)
+        del body
     if future is not None:
         view = await applied(future)
     else:

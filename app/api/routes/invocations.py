@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import Credentials
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse, body_slot, read_limit
+from svmstream.app.api.http import OrjsonResponse, body_budget, read_limit
 from svmstream.app.api.protocols import authorize_read, guarded, predict_rows, read_protocol_body
 from svmstream.app.errors import InvalidInput, ServiceError
 from svmstream.app.ingest.decode import decode_json, may_contain_bools
@@ -76,7 +76,11 @@ def _invoke(registry: Registry, body: bytes, default_model: str, versions=None) 
         obj = decode_json(body, "body", status=400)
     except RecursionError:
         raise InvalidInput("body: JSON nested too deeply", field="body", status=400) from None
-    request = parse_scoring_payload(obj, check_bools=may_contain_bools(body))
+    request = parse_scoring_payload(
+        obj,
+        check_bools=may_contain_bools(body),
+        named=lambda m: registry.get(m or default_model).fields is not None,
+    )
     name = request.model or default_model
     if request.version is not None:  # params.version: that version of the history answers
         registry = for_version(registry, versions, name, str(request.version))
@@ -138,8 +142,8 @@ async def invocations(
     async def work() -> Response:
         await authorize_read(request, credentials)
         started = time.perf_counter()
-        limit, setting = read_limit(settings)
-        async with body_slot(request, limit, setting, settings.max_concurrent_bodies):
+        limit, setting = read_limit(settings, request)
+        async with body_budget(request, limit, setting, slot=True):
             body = await read_protocol_body(request, limit, MEDIA_TYPES, setting)
             name, result = await run_in_threadpool(
                 _invoke, registry, body, settings.default_model, request.app.state.versions
@@ -147,7 +151,7 @@ async def invocations(
         observe("invocations", name, time.perf_counter() - started)
         return OrjsonResponse(result)
 
-    return await guarded(work, mlflow_error)
+    return await guarded(work, mlflow_error, request)
 
 
 @router.get("/ping", response_model=dict[str, str])

@@ -14,7 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from svmstream.app.api.auth import require_read, require_write
 from svmstream.app.api.deps import SettingsDep
 from svmstream.app.api.disclosure import public_job, sees_everything
-from svmstream.app.api.http import OrjsonResponse, read_json_body
+from svmstream.app.api.http import OrjsonResponse, body_budget, decode_off_loop, read_json_body
 from svmstream.app.api.routes.models import validation_error
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, JobInfo, JobList, JsonBody, errors
 from svmstream.app.ingest.decode import decode_body
@@ -90,9 +90,10 @@ def runner_of(request: Request) -> JobRunner:
 )
 async def create_job(request: Request, settings: SettingsDep) -> OrjsonResponse:
     """Queue a training job; answers 201 with the job record (state ``queued`` or ``running``)."""
-    body = await read_json_body(request, settings.max_body_bytes)
+    async with body_budget(request, settings.max_body_bytes, "SVMSTREAM_MAX_BODY_BYTES"):
+        obj = await decode_off_loop(await read_json_body(request, settings.max_body_bytes), decode_body)
     try:
-        spec = JobCreate.model_validate(decode_body(body))
+        spec = JobCreate.model_validate(obj)
     except ValidationError as exc:
         raise validation_error(exc) from None
     check_job_bounds(spec.params or {}, settings, grid=spec.grid if spec.algorithm == "search" else None)

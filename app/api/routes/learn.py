@@ -10,11 +10,13 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_write
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse, learn_body_budget, read_json_body
+from svmstream.app.api.http import OrjsonResponse, body_budget, read_body, read_json_body
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, LearnRequest, LearnResponse, errors
-from svmstream.app.errors import ServiceError
+from svmstream.app.cluster.append import append_learn
+from svmstream.app.errors import ModelNotFound, ServiceError
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
 from svmstream.app.ingest.examples import parse_examples
+from svmstream.app.ingest.learn_tensors import parse_learn_tensors
 from svmstream.app.models.registry import Registry
 
 router = APIRouter(tags=["learn"], dependencies=[Depends(require_write)])
@@ -24,11 +26,37 @@ INLINE_PARSE_BYTES = 512 * 1024
 a worker thread so that the loop keeps serving."""
 
 
+HEADER_LENGTH = "inference-header-content-length"
+
+
+def is_binary(request: Request) -> bool:
+    """A body in the binary tensor form (:mod:`svmstream.app.ingest.learn_tensors`): declared
+    ``application/octet-stream``, or carrying ``Inference-Header-Content-Length``."""
+    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return media == "application/octet-stream" or HEADER_LENGTH in request.headers
+
+
+def _submit_tensors(registry: Registry, body: bytes, header: str | None, default_model: str):
+    tensors = parse_learn_tensors(body, header)
+    handle = registry.get(tensors.model if tensors.model is not None else default_model)
+    y, new = handle.codec.encode_with_new(tensors.labels)
+    n = int(tensors.X.shape[0])
+    return handle.name, n, registry.submit(handle, tensors.X, y, declared=tensors.n_features, new_labels=new)
+
+
 def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
     obj = decode_body(body)
     name = obj.get("model") if isinstance(obj, dict) else None
     handle = registry.get(name if isinstance(name, str) else default_model)
-    batch = parse_examples(obj, handle.codec, check_bools=may_contain_bools(body))
+    batch = parse_examples(
+        obj, handle.codec, check_bools=may_contain_bools(body), has_schema=handle.fields is not None
+    )
+    if batch.rows is not None:
+        return (
+            handle.name,
+            batch.n,
+            registry.submit(handle, batch.rows, batch.y, new_labels=batch.new_labels),
+        )
     return (
         handle.name,
         batch.n,
@@ -43,7 +71,10 @@ def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": LearnRequest.model_json_schema()}},
+            "content": {
+                "application/json": {"schema": LearnRequest.model_json_schema()},
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
+            },
         }
     },
 )
@@ -58,14 +89,31 @@ async def learn(
     """
     started = time.perf_counter()
     limit, setting = settings.max_body_bytes, "SVMSTREAM_MAX_BODY_BYTES"
-    async with learn_body_budget(request, limit, setting, settings.max_concurrent_learn_bytes):
-        body = await read_json_body(request, limit, setting)
-        if len(body) <= INLINE_PARSE_BYTES:  # ~2 ms for 1,000 x 22: cheaper than a thread hop
-            name, n, future = _parse_and_submit(registry, body, settings.default_model)
-        else:
+    async with body_budget(request, limit, setting):
+        if is_binary(request):
+            body = await read_body(request, limit, setting)
+            header = request.headers.get(HEADER_LENGTH)
             name, n, future = await run_in_threadpool(
-                _parse_and_submit, registry, body, settings.default_model
+                _submit_tensors, registry, body, header, settings.default_model
             )
+        else:
+            body = await read_json_body(request, limit, setting)
+            try:
+                if len(body) <= INLINE_PARSE_BYTES:  # ~2 ms for 1,000 x 22: cheaper than a thread hop
+                    name, n, future = _parse_and_submit(registry, body, settings.default_model)
+                else:
+                    name, n, future = await run_in_threadpool(
+                        _parse_and_submit, registry, body, settings.default_model
+                    )
+            except ModelNotFound:
+                cluster = getattr(request.app.state, "cluster", None)
+                if cluster is None:
+                    raise
+                # another learner owns it: append to its stream (docs/cluster.md)
+                answer = await run_in_threadpool(
+                    append_learn, cluster, decode_body(body), settings.default_model
+                )
+                return OrjsonResponse(answer, status_code=202)
         del body
     view = await applied(future)
     observe("learn", name, time.perf_counter() - started)

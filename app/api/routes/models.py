@@ -11,7 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from svmstream.app.api.auth import require_read, require_write
 from svmstream.app.api.deps import RegistryDep, SettingsDep
 from svmstream.app.api.disclosure import public_model, sees_everything
-from svmstream.app.api.http import OrjsonResponse, read_json_body
+from svmstream.app.api.http import OrjsonResponse, body_budget, decode_off_loop, read_json_body, route_limit
 from svmstream.app.api.routes.learn import applied, learn_figures
 from svmstream.app.api.schemas import (
     JSON_BODY_ERRORS,
@@ -24,10 +24,10 @@ from svmstream.app.api.schemas import (
 )
 from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import decode_body
-from svmstream.app.models.challengers import ChallengerSet, Policy
-from svmstream.app.models.config import MODEL_NAME_PATTERN
+from svmstream.app.models.challengers import ChallengerSet, Policy, challenger_config
+from svmstream.app.models.config import HYPERPARAMETERS, MODEL_NAME_PATTERN
 from svmstream.app.models.factory import check_config
-from svmstream.app.models.limits import estimate_bytes, set_bytes
+from svmstream.app.models.limits import check_config_limits, estimate_bytes, set_bytes
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -40,22 +40,77 @@ message (PUT: 422 "name: invalid model name ..."; GET/DELETE: 404, no such model
 
 
 def new_challengers(config, specs: list, settings) -> ChallengerSet | None:
-    """The challenger set of a new model (``docs/challengers.md``); 422 naming
-    ``challengers[i].field``, or ``challengers`` when there are too many."""
+    """The challenger set of a new model (``docs/challengers.md``), each challenger held to the
+    champion's rules (:func:`check_challenger_spec`); 422 naming ``challengers[i].field``, or
+    ``challengers`` when there are too many."""
+    if len(specs) > settings.max_challengers:
+        raise InvalidInput(
+            f"challengers: at most {settings.max_challengers} challengers (SVMSTREAM_MAX_CHALLENGERS), "
+            f"got {len(specs)}",
+            field="challengers",
+        )
+    for i, spec in enumerate(specs):
+        check_challenger_spec(i, spec, config, settings)
     try:
-        challengers = ChallengerSet.for_model(config, specs, Policy.from_settings(settings))
-        for i, entry in enumerate(challengers.entries if challengers is not None else []):
-            try:
-                check_config(entry.config)
-            except ValueError as exc:
-                raise ValueError(f"challengers[{i}]: {exc}") from None
+        return ChallengerSet.for_model(config, specs, Policy.from_settings(settings))
     except ValueError as exc:
         message = str(exc)
         field = message.split(":", 1)[0] if message.startswith("challengers[") else "challengers"
         raise InvalidInput(
             message if field != "challengers" else f"challengers: {message}", field=field
         ) from None
-    return challengers
+
+
+def check_challenger_spec(i: int, spec: dict, config, settings) -> None:
+    """Challenger ``i``'s settings by the champion's rules: the strict types and bounds of the
+    ``PUT`` body (:class:`ModelCreate`), the size guards (``max_budget``, ...) and the
+    estimator's own checks.  Raises InvalidInput naming ``challengers[i].field``."""
+    where = f"challengers[{i}]"
+    if "challengers" in spec:
+        raise InvalidInput(
+            f"{where}.challengers: a challenger has no challengers", field=f"{where}.challengers"
+        )
+    try:
+        ModelCreate.model_validate(spec)
+        cfg = challenger_config(config, spec)
+    except ValidationError as exc:
+        raise validation_error(exc, where) from None
+    except ValueError as exc:  # a field of the model itself
+        raise _named(where, str(exc)) from None
+    try:
+        check_config_limits(cfg, settings)
+    except InvalidInput as exc:
+        raise InvalidInput(f"{where}.{exc.message}", field=f"{where}.{exc.field}") from None
+    try:
+        check_config(cfg)
+    except ValueError as exc:
+        raise _named(where, str(exc)) from None
+
+
+def _named(where: str, message: str) -> InvalidInput:
+    """``where.<parameter>: message`` when the message starts with a hyperparameter's name (the
+    estimators' checks: ``budget must be ...``), else ``where: message``."""
+    first = message.replace(":", " ").split(" ", 1)[0]
+    names = {row.json_name for row in HYPERPARAMETERS} | {row.name for row in HYPERPARAMETERS}
+    field = f"{where}.{first}" if first in names else where
+    return InvalidInput(f"{field}: {message}", field=field)
+
+
+MODEL_BODY_BYTES = 4 * 2**20
+"""Byte limit of a ``PUT /models/{name}`` body: every setting, up to 16 challengers and a
+``classes`` list of e.g. 100,000 labels of 30 characters (a longer list: let the model learn
+its classes, ``max_classes``)."""
+
+
+def _model_fields(registry, body: bytes):
+    """``(config, challenger specs)`` of a ``PUT`` body; raises InvalidInput naming the field."""
+    obj = decode_body(body) if body.strip() else {}
+    try:
+        fields = ModelCreate.model_validate(obj).model_dump(by_alias=True, exclude_none=True)
+        specs = fields.pop("challengers", None) or []
+        return registry.resolve_config(fields), specs
+    except ValidationError as exc:
+        raise validation_error(exc) from None
 
 
 def check_challenger_bytes(config, challengers: ChallengerSet | None, settings) -> None:
@@ -76,24 +131,44 @@ def check_challenger_bytes(config, challengers: ChallengerSet | None, settings) 
         )
 
 
-def validation_error(exc: ValidationError) -> InvalidInput:
-    """The first pydantic error as an :class:`~svmstream.app.errors.InvalidInput` naming its field."""
+def validation_error(exc: ValidationError, where: str = "") -> InvalidInput:
+    """The first pydantic error as an :class:`~svmstream.app.errors.InvalidInput` naming its field
+    (``where.field`` inside ``where``, e.g. ``challengers[0].gamma``)."""
     err = exc.errors()[0]
     loc = err.get("loc", ())
     # the field, then list positions; not the member tags of a union (gamma: number or "scale")
-    field = (
-        ".".join(str(part) for part in loc[:1] + tuple(p for p in loc[1:] if isinstance(p, int))) or "body"
-    )
-    return InvalidInput(f"{field}: {err.get('msg', 'invalid value')}", field=field)
+    parts = [str(loc[0])] if loc else []
+    parts += [f"[{p}]" for p in loc[1:] if isinstance(p, int)]
+    field = "".join(parts[:1]) + "".join(parts[1:])
+    field = f"{where}.{field}" if where and field else (where or field or "body")
+    return InvalidInput(f"{field}: {_first_message(exc)}", field=field)
+
+
+def _first_message(exc: ValidationError) -> str:
+    """The message of the first error; for a union (gamma: a number or "scale") the message of
+    the member that fits the value's kind (the bound, not "Input should be 'scale'")."""
+    errs = exc.errors()
+    first = errs[0]
+    for err in errs:
+        if err.get("loc", ())[:1] == first.get("loc", ())[:1] and err.get("type") != "literal_error":
+            return str(err.get("msg", "invalid value"))
+    return str(first.get("msg", "invalid value"))
 
 
 @router.get("", response_model=ModelList, responses=errors(401), dependencies=[Depends(require_read)])
 async def list_models(request: Request, registry: RegistryDep) -> OrjsonResponse:
-    """``{"models": [ModelInfo, ...]}``."""
+    """``{"models": [ModelInfo, ...]}``; with several learners (``docs/cluster.md``) also
+    ``"deployment"``: every model of the deployment with its owner, and the live members."""
     infos = [h.info() for h in registry.handles()]
     if not sees_everything(request):
         infos = [public_model(info) for info in infos]
-    return OrjsonResponse({"models": infos})
+    cluster = getattr(request.app.state, "cluster", None)
+    if cluster is None:
+        return OrjsonResponse({"models": infos})
+    deployment = await run_in_threadpool(cluster.deployment)
+    for info in infos:
+        info["owner"] = cluster.member
+    return OrjsonResponse({"models": infos, "deployment": deployment})
 
 
 @router.get(
@@ -134,14 +209,11 @@ async def put_model(
     Fields not given come from the server's ``SVMSTREAM_DEFAULT_*`` settings.  The new
     model is snapshotted at once.
     """
-    body = await read_json_body(request, settings.max_body_bytes)
-    obj = decode_body(body) if body.strip() else {}
-    try:
-        fields = ModelCreate.model_validate(obj).model_dump(by_alias=True, exclude_none=True)
-        specs = fields.pop("challengers", None) or []
-        config = registry.resolve_config(fields)
-    except ValidationError as exc:
-        raise validation_error(exc) from None
+    limit, setting = route_limit(settings, MODEL_BODY_BYTES, "PUT /models/{name}")
+    async with body_budget(request, limit, setting):
+        body = await read_json_body(request, limit, setting)
+        config, specs = await decode_off_loop(body, lambda raw: _model_fields(registry, raw))
+        del body
     challengers = new_challengers(config, specs, settings)
     try:
         registry.check_config(config)

@@ -10,7 +10,7 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse, body_slot, read_json_body, read_limit
+from svmstream.app.api.http import OrjsonResponse, body_budget, read_json_body, read_limit
 from svmstream.app.api.routes.feedback import remember_rows, wants_remember
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, PredictRequest, PredictResponse, errors
 from svmstream.app.errors import InvalidInput
@@ -29,8 +29,9 @@ def parse_predict(registry: Registry, body: bytes, default_model: str) -> tuple[
     obj = decode_body(body)
     name = obj.get("model") if isinstance(obj, dict) else None
     name = name if isinstance(name, str) else default_model
-    registry.get(name)
-    return name, obj, parse_examples(obj, None, check_bools=may_contain_bools(body))
+    handle = registry.get(name)
+    has_schema = handle.fields is not None
+    return name, obj, parse_examples(obj, None, check_bools=may_contain_bools(body), has_schema=has_schema)
 
 
 def answer_predict(
@@ -42,10 +43,11 @@ def answer_predict(
     Raises ModelNotFound, VersionNotFound (404), ModelNotFitted, ModelWarmingUp (409),
     InvalidInput."""
     version = pinned_version(obj)
+    X = batch.X if batch.rows is None else batch.rows
     if version is not None and versions is not None:
-        view, X, decision = versions.predict(name, version, batch.X, batch.n_features)
+        view, X, decision = versions.predict(name, version, X, batch.n_features)
     else:
-        view, X, decision = registry.predict(name, batch.X, declared=batch.n_features, with_rows=True)
+        view, X, decision = registry.predict(name, X, declared=batch.n_features, with_rows=True)
     out = {
         "model": name,
         "version": view.version,
@@ -99,8 +101,8 @@ async def predict(
     ``classes`` and ``proba`` (calibrated probabilities, rows sum to 1, ``argmax`` = label).
     """
     started = time.perf_counter()
-    limit, setting = read_limit(settings)
-    async with body_slot(request, limit, setting, settings.max_concurrent_bodies):
+    limit, setting = read_limit(settings, request)
+    async with body_budget(request, limit, setting, slot=True):
         body = await read_json_body(request, limit, setting)
         versions = getattr(request.app.state, "versions", None)
         result = await run_in_threadpool(_predict, registry, body, settings.default_model, versions)

@@ -22,6 +22,7 @@ type or encoding, 400 model not ready (as Triton: a 5xx would say the server fai
 
 from __future__ import annotations
 
+import re
 import struct
 import time
 from typing import Any
@@ -35,7 +36,7 @@ from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import Credentials
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
-from svmstream.app.api.http import OrjsonResponse, body_slot, read_limit
+from svmstream.app.api.http import OrjsonResponse, body_budget, read_limit
 from svmstream.app.api.protocols import (
     Prediction,
     authorize_read,
@@ -130,6 +131,22 @@ def oip_error(exc: ServiceError) -> Response:
     return OrjsonResponse({"error": exc.message}, status_code=status, headers=exc.headers)
 
 
+VERSION_SEGMENT = re.compile(r"0|[1-9][0-9]{0,17}")
+"""A version in a path: a decimal integer without sign or leading zero, at most 18 digits
+(versions count batches; a longer segment names no version: 404, without parsing it)."""
+
+
+def check_version_segment(name: str, version: str | None) -> None:
+    """404 for a version segment that cannot name a version (``01``, ``+1``, ``1.0``, 5,000
+    digits: Python's ``int()`` refuses more than 4,300)."""
+    if version is not None and not VERSION_SEGMENT.fullmatch(version):
+        shown = version if len(version) <= 40 else f"{version[:20]}... ({len(version)} characters)"
+        raise ModelNotFound(
+            f"model {name!r} version {shown!r} is not served: versions are the numbers "
+            f"GET /models/{name}/versions lists"
+        )
+
+
 def _check_version(name: str, current: int, version: str | None) -> None:
     if version is not None and version != str(current):
         raise ModelNotFound(
@@ -164,7 +181,7 @@ async def server_metadata(request: Request, credentials: Credentials) -> Respons
             {"name": "svmstream", "version": request.app.version, "extensions": ["binary_tensor_data"]}
         )
 
-    return await guarded(work, oip_error)
+    return await guarded(work, oip_error, request)
 
 
 def model_metadata(registry: Registry, name: str, version: str | None = None) -> dict[str, Any]:
@@ -198,10 +215,11 @@ async def _metadata(
 ) -> Response:
     async def work() -> Response:
         await authorize_read(request, credentials)
+        check_version_segment(name, version)
         answering = await run_in_threadpool(for_version, registry, request.app.state.versions, name, version)
         return OrjsonResponse(model_metadata(answering, name, version))
 
-    return await guarded(work, oip_error)
+    return await guarded(work, oip_error, request)
 
 
 @router.get("/v2/models/{name}", response_model=ModelMetadata, responses=_errors(401, 404))
@@ -225,6 +243,7 @@ async def _ready(
 ) -> Response:
     async def work() -> Response:
         await authorize_read(request, credentials)
+        check_version_segment(name, version)
         answering = await run_in_threadpool(for_version, registry, request.app.state.versions, name, version)
         view = answering.get(name).view
         _check_version(name, view.version, version)
@@ -236,7 +255,7 @@ async def _ready(
             )
         return OrjsonResponse({"name": name, "ready": True})
 
-    return await guarded(work, oip_error)
+    return await guarded(work, oip_error, request)
 
 
 @router.get("/v2/models/{name}/ready", response_model=ModelReady, responses=_errors(400, 401, 404))
@@ -375,9 +394,10 @@ async def _infer_route(
 ) -> Response:
     async def work() -> Response:
         await authorize_read(request, credentials)
+        check_version_segment(name, version)
         started = time.perf_counter()
-        limit, setting = read_limit(settings)
-        async with body_slot(request, limit, setting, settings.max_concurrent_bodies):
+        limit, setting = read_limit(settings, request)
+        async with body_budget(request, limit, setting, slot=True):
             body = await read_protocol_body(request, limit, MEDIA_TYPES, setting)
             response = await run_in_threadpool(
                 _infer,
@@ -390,7 +410,7 @@ async def _infer_route(
         observe("v2_infer", name, time.perf_counter() - started)
         return response
 
-    return await guarded(work, oip_error)
+    return await guarded(work, oip_error, request)
 
 
 @router.post(

@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from svmstream.app.api.auth import require_read, require_write
-from svmstream.app.api.http import OrjsonResponse, read_json_body
+from svmstream.app.api.http import OrjsonResponse, body_budget, read_json_body, route_limit
 from svmstream.app.api.routes.models import ModelName, validation_error
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, errors
 from svmstream.app.ingest.decode import decode_body
@@ -50,14 +50,12 @@ class VersionList(BaseModel):
 
 class RollbackRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    version: int = Field(ge=0, description="a version listed by GET /models/{name}/versions")
+    # strict: a JSON integer only ("3", true and 2.0 are not versions)
+    version: int = Field(ge=0, strict=True, description="a version listed by GET /models/{name}/versions")
 
-    @field_validator("version", mode="before")
-    @classmethod
-    def _a_number(cls, value: Any) -> Any:
-        if isinstance(value, (str, bool)):  # JSON numbers only ("3" and true are not versions)
-            raise ValueError("Input should be a valid integer")
-        return value
+
+ROLLBACK_BODY_BYTES = 4096
+"""Byte limit of a ``/rollback`` body (``{"version": 12}`` is 15 bytes)."""
 
 
 class RollbackResponse(BaseModel):
@@ -106,8 +104,11 @@ async def list_versions(name: ModelName, request: Request, versions: VersionsDep
 async def rollback(name: ModelName, request: Request, versions: VersionsDep) -> OrjsonResponse:
     """Make a version of the model's history the live model, as a new version, and snapshot it
     at once; learning continues from it.  The stream's position does not move back."""
-    limit = request.app.state.settings.max_body_bytes
-    obj = decode_body(await read_json_body(request, limit))
+    limit, setting = route_limit(
+        request.app.state.settings, ROLLBACK_BODY_BYTES, "POST /models/{name}/rollback"
+    )
+    async with body_budget(request, limit, setting):
+        obj = decode_body(await read_json_body(request, limit, setting))
     try:
         target = RollbackRequest.model_validate(obj).version
     except ValidationError as exc:

@@ -1,0 +1,397 @@
+"""The coordinator of a clustered learner: gains, renews and hands off models.
+
+Two daemon threads (``docs/cluster.md`` has the protocol and its failure cases):
+
+* the **heartbeat** thread, every ``tick_s``: renews this member's heartbeat (and learns the
+  live members) and every lease it holds, in two round trips.  A lease that is not ours any
+  more is withdrawn at once (its model stops learning: :meth:`Coordinator.lease` answers None,
+  the consumer is fenced).  When Redis does not answer for 60 % of the lease TTL, every lease
+  is withdrawn (the member is cut off: it stops learning before its leases expire in Redis);
+* the **coordinator** thread, every ``tick_s``: reads the catalogue, works out the models this
+  member should own (:func:`~svmstream.app.cluster.rendezvous.owner` over the live members),
+  hands off those it should not (stop the consumer, final snapshot, acknowledge, release the
+  lease, drop the model here), and gains the others once their lease is free (take the lease
+  with the next fence, restore the newest snapshot; the stream manager then starts the
+  consumer, whose recovery resumes the group from the snapshot's position).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from svmstream.app.cluster import leases as lease_ops
+from svmstream.app.cluster import membership
+from svmstream.app.cluster.leases import Lease
+from svmstream.app.cluster.rendezvous import owner
+from svmstream.app.errors import ModelNotFound
+from svmstream.app.stream.fencing import Fenced
+from svmstream.app.stream.redis_ops import make_client, redis_errors
+
+log = logging.getLogger("svmstream.cluster")
+
+#: Part of the lease TTL after which a member that cannot reach Redis withdraws its leases.
+CUT_OFF_FRACTION = 0.6
+
+
+def default_member() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class ClusterMetrics:
+    """``svmstream_cluster_*`` on the app's Prometheus registry."""
+
+    def __init__(self, prom):
+        self.handoffs = Counter(
+            "svmstream_cluster_handoffs_total",
+            "Ownership moves seen by this learner (gained, handed_off, lost)",
+            ["kind"],
+            registry=prom,
+        )
+        self.seconds = Histogram(
+            "svmstream_cluster_handoff_seconds",
+            "Seconds of a move: gained = from the model being wanted here to it learning here; "
+            "handed_off = final snapshot, acknowledgement and release",
+            ["kind"],
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+            registry=prom,
+        )
+        self.owned = Gauge("svmstream_cluster_models_owned", "Models this learner owns", registry=prom)
+        self.members = Gauge("svmstream_cluster_members", "Live learners", registry=prom)
+
+
+class Coordinator:
+    """Ownership of this learner's models (see the module docstring).
+
+    Parameters
+    ----------
+    settings : Settings — ``redis_url``, ``cluster_*``, the stream keys
+    registry : the learner's Registry (its store a FencedSnapshotStore)
+    streams : the StreamManager (its ``leases`` callable is :meth:`lease`)
+    publisher : the SnapshotPublisher or None
+    metrics : ClusterMetrics or None
+    """
+
+    def __init__(self, settings, registry, streams=None, publisher=None, metrics=None, url=None):
+        self.settings = settings
+        self.registry = registry
+        self.streams = streams
+        self.publisher = publisher
+        self.metrics = metrics
+        self.url = url
+        self.member = settings.cluster_member or default_member()
+        self.ttl_ms = int(settings.cluster_lease_s * 1000)
+        self.tick_s = min(0.5, settings.cluster_lease_s / 6)
+        self.client = make_client(settings.redis_url, timeout=max(1.0, settings.cluster_lease_s / 3))
+        self._beat_client = make_client(settings.redis_url, timeout=max(0.5, settings.cluster_lease_s / 4))
+        self._leases: dict[str, Lease] = {}
+        self._lock = threading.Lock()
+        self._lost: list[str] = []
+        self._wanted_since: dict[str, float] = {}
+        self.members: list[str] = []
+        self._last_ok = time.monotonic()
+        self.connected = False
+        self._stop = threading.Event()
+        self._beat_stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # ------------------------------------------------------------------ what others ask
+    def lease(self, name: str) -> Lease | None:
+        """The lease this member holds on ``name`` (None: not ours; do not learn it)."""
+        return self._leases.get(name)
+
+    def token_of(self, name: str) -> tuple[str, str]:
+        """``(lease key, token or '')`` for the fenced snapshot store."""
+        held = self._leases.get(name)
+        key = lease_ops.lease_keys(self.settings.stream_keys(name)[0])[0]
+        return key, held.token if held is not None else ""
+
+    def publish_token(self, name: str) -> tuple[str, str] | None:
+        """``(lease key, token)`` for the fenced replication write, None when not ours."""
+        held = self._leases.get(name)
+        return None if held is None else (held.key, held.token)
+
+    def owned(self) -> list[str]:
+        return sorted(self._leases)
+
+    def owner_of(self, name: str) -> str | None:
+        """The member holding ``name``'s lease now (None: nobody, a hand-off is under way)."""
+        return lease_ops.holder(self.client, self._stream_key(name))
+
+    def catalogued(self, name: str) -> bool:
+        return bool(self.client.sismember(membership.MODELS_KEY, name))
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> Coordinator:
+        self._rebuild_catalogue()
+        self._beat()
+        for target, label in ((self._beat_loop, "cluster-heartbeat"), (self._run, "cluster-coordinator")):
+            thread = threading.Thread(target=target, name=label, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        log.info("cluster: member %r joined; live members %s", self.member, self.members)
+        return self
+
+    def stop_rebalancing(self, timeout: float = 30.0) -> None:
+        """No more gains or hand-offs (shutdown); the heartbeat thread keeps the leases until
+        :meth:`leave`, after the final snapshots and acknowledgements."""
+        self._stop.set()
+        if len(self._threads) > 1:
+            self._threads[1].join(timeout)
+
+    def leave(self) -> None:
+        """After the final snapshots: stop the heartbeat, release every lease and leave (the
+        others gain the models at once)."""
+        self._beat_stop.set()
+        if self._threads:
+            self._threads[0].join(5.0)
+        try:
+            for lease in list(self._leases.values()):
+                lease_ops.release(self.client, lease)
+            membership.leave(self.client, self.member)
+        except Exception as exc:
+            log.warning("cluster: leaving failed (%s); leases expire after their TTL", exc)
+        self._leases.clear()
+
+    def _rebuild_catalogue(self) -> None:
+        """Every model with a snapshot directory joins the catalogue (a Redis without data)."""
+        names = self.registry.store.model_names() if self.registry.store is not None else []
+        for start in range(0, len(names), 1000):
+            self.client.sadd(membership.MODELS_KEY, *names[start : start + 1000])
+
+    # ------------------------------------------------------------------ heartbeat thread
+    def _beat(self) -> None:
+        sent = time.monotonic()
+        self.members = membership.heartbeat(self._beat_client, self.member, self.ttl_ms)
+        if self.url:
+            self._beat_client.hset(membership.URLS_KEY, self.member, self.url)
+        held = list(self._leases.values())
+        for lease, ok in zip(held, lease_ops.renew_all(self._beat_client, held)):
+            if not ok:
+                self._withdraw(lease.model, "renewal refused: the lease expired or another member took it")
+        self._last_ok = sent
+        self.connected = True
+        if self.metrics is not None:
+            self.metrics.members.set(len(self.members))
+            self.metrics.owned.set(len(self._leases))
+
+    def _beat_loop(self) -> None:
+        errors = redis_errors()
+        while not self._beat_stop.wait(self.tick_s):
+            try:
+                self._beat()
+            except errors as exc:
+                self.connected = False
+                if time.monotonic() - self._last_ok >= CUT_OFF_FRACTION * self.settings.cluster_lease_s:
+                    if self._leases:
+                        log.warning("cluster: Redis unreachable (%s): stopping every model", exc)
+                    for name in list(self._leases):
+                        self._withdraw(name, "Redis unreachable")
+            except Exception:
+                log.exception("cluster: heartbeat failed")
+
+    def _withdraw(self, name: str, why: str) -> None:
+        with self._lock:
+            if self._leases.pop(name, None) is not None:
+                self._lost.append(name)
+                log.warning("cluster: model %r lost (%s)", name, why)
+
+    # ------------------------------------------------------------------ coordinator thread
+    def _run(self) -> None:
+        errors = redis_errors()
+        while not self._stop.wait(self.tick_s):
+            try:
+                self._evict_lost()
+                if self.connected:
+                    self.rebalance()
+            except errors as exc:
+                log.warning("cluster: Redis unavailable during rebalance (%s)", exc)
+            except Exception:
+                log.exception("cluster: rebalance failed")
+
+    def _evict_lost(self) -> None:
+        with self._lock:
+            lost, self._lost = self._lost, []
+        for name in lost:
+            self._drop(name)
+            self._count("lost", None)
+            self._move(name, "lost", None, None)
+
+    def _drop(self, name: str) -> None:
+        """Stop ``name``'s consumer and remove the model here, keeping its files."""
+        if self.streams is not None:
+            self.streams.detach(name)
+        try:
+            self.registry.delete(name, keep_files=True)
+        except ModelNotFound:
+            pass
+
+    def rebalance(self) -> None:
+        """One pass: adopt models created here, forget deleted ones, hand off, gain."""
+        catalogue = membership.catalogue(self.client)
+        if not catalogue:  # a Redis that restarted empty: the snapshot directory lists them
+            self._rebuild_catalogue()
+            catalogue = membership.catalogue(self.client)
+        local = set(self.registry.names())
+        for name in sorted(local - catalogue - set(self._leases)):
+            if self._created(name):
+                self._adopt(name)
+        for name in sorted(set(self._leases) - local):
+            self._deleted(name)
+        catalogue = membership.catalogue(self.client)
+        for name in sorted(local & catalogue - set(self._leases)):
+            self._drop(name)  # a copy that is not ours (a default made at start, a stale create)
+        members = list(self.members)
+        if self.member not in members:
+            return
+        wanted = {m for m in catalogue if owner(m, members) == self.member}
+        now = time.monotonic()
+        self._wanted_since = {m: self._wanted_since.get(m, now) for m in wanted}
+        for name in sorted(set(self._leases) - wanted):
+            if self._stop.is_set():
+                return
+            self._hand_off(name)
+        for name in sorted(wanted - set(self._leases)):
+            if self._stop.is_set():
+                return
+            self._gain(name)
+
+    def _stream_key(self, name: str) -> str:
+        return self.settings.stream_keys(name)[0]
+
+    def _created(self, name: str) -> bool:
+        """Whether the model made here has its first snapshot (``PUT /models`` writes it before
+        answering; until then the creation's fenced write must not find a lease taken)."""
+        try:
+            return self.registry.get(name).last_snapshot_path is not None
+        except ModelNotFound:
+            return False
+
+    def _adopt(self, name: str) -> None:
+        """A model created here (``POST /models``, the default model): take its lease and list
+        it in the catalogue; a model someone else holds meanwhile is dropped here."""
+        lease = lease_ops.acquire(self.client, name, self._stream_key(name), self.member, self.ttl_ms)
+        if lease is None:
+            log.warning("cluster: model %r created here is held by another member; dropped here", name)
+            self._drop(name)
+            return
+        with self._lock:
+            self._leases[name] = lease
+        self.client.sadd(membership.MODELS_KEY, name)
+        try:
+            handle = self.registry.get(name)
+            self.registry.snapshot(handle, force=handle.saved_version is None)
+            if self.publisher is not None and handle.last_snapshot_path is not None:
+                self.publisher.queue(name, int(handle.saved_version), handle.last_snapshot_path)
+        except ModelNotFound:
+            pass
+        self._move(name, "created", None, lease.fence)
+
+    def _deleted(self, name: str) -> None:
+        """A model deleted here (``DELETE /models/{name}`` on its owner)."""
+        lease = self._leases.get(name)
+        self.client.srem(membership.MODELS_KEY, name)
+        with self._lock:
+            self._leases.pop(name, None)
+        if lease is not None:
+            lease_ops.release(self.client, lease)
+        self._move(name, "deleted", None, None)
+
+    def _hand_off(self, name: str) -> None:
+        """Stop learning ``name``, write its final snapshot, acknowledge, release, drop."""
+        started = time.monotonic()
+        lease = self._leases.get(name)
+        consumer = self.streams.detach(name) if self.streams is not None else None
+        try:
+            handle = self.registry.get(name)
+            handle.close(wait=True)  # HTTP batches already queued are applied, no new ones
+            self.registry.snapshot(handle)
+        except ModelNotFound:
+            pass
+        except Fenced as exc:
+            log.warning("cluster: model %r: %s", name, exc)
+        with self._lock:
+            self._leases.pop(name, None)
+        if consumer is not None:
+            consumer.flush()  # fenced acknowledgement of what the final snapshot covers
+        if lease is not None:
+            lease_ops.release(self.client, lease)
+        try:
+            self.registry.delete(name, keep_files=True)
+        except ModelNotFound:
+            pass
+        seconds = time.monotonic() - started
+        self._count("handed_off", seconds)
+        self._move(name, "handed_off", seconds, lease.fence if lease else None)
+
+    def _gain(self, name: str) -> None:
+        """Take ``name``'s lease if free and restore its newest snapshot."""
+        lease = lease_ops.acquire(self.client, name, self._stream_key(name), self.member, self.ttl_ms)
+        if lease is None:
+            return  # its former owner still holds it (hand-off running, or a TTL to run out)
+        store = self.registry.store
+        found = store.load_newest_header(name) if store is not None else None
+        if found is None:
+            log.error("cluster: model %r has no valid snapshot in %s; not restored", name, store.root)
+            lease_ops.release(self.client, lease)
+            return
+        handle = self.registry.install(found)
+        with self._lock:
+            self._leases[name] = lease
+        if self.publisher is not None and handle.last_snapshot_path is not None:
+            self.publisher.queue(name, int(found.version), handle.last_snapshot_path)
+        seconds = time.monotonic() - self._wanted_since.get(name, time.monotonic())
+        self._count("gained", seconds)
+        self._move(name, "gained", seconds, lease.fence)
+        log.info("cluster: model %r gained (fence %d, version %d)", name, lease.fence, found.version)
+
+    def _count(self, kind: str, seconds: float | None) -> None:
+        if self.metrics is not None:
+            self.metrics.handoffs.labels(kind).inc()
+            if seconds is not None:
+                self.metrics.seconds.labels(kind).observe(seconds)
+
+    def _move(self, name: str, kind: str, seconds: float | None, fence: int | None) -> None:
+        try:
+            membership.record_move(self.client, name, kind, self.member, seconds, fence)
+        except Exception:  # the dashboard's list only
+            log.debug("cluster: recording a move failed", exc_info=True)
+
+    # ------------------------------------------------------------------ GET /cluster
+    def deployment(self) -> dict[str, Any]:
+        """:meth:`describe` without the moves, or ``{"unavailable": reason}`` when Redis does not
+        answer (``GET /models`` still lists this learner's own models then)."""
+        try:
+            return self.describe(0)
+        except redis_errors() as exc:
+            return {"member": self.member, "unavailable": f"Redis: {type(exc).__name__}: {exc}"}
+
+    def describe(self, moves: int = 50) -> dict[str, Any]:
+        """Members (URL, models held), every model's owner and fence, the newest ``moves``."""
+        members = membership.live_members(self.client)
+        urls = {k.decode(): v.decode() for k, v in self.client.hgetall(membership.URLS_KEY).items()}
+        models = sorted(membership.catalogue(self.client))
+        pipe = self.client.pipeline(transaction=False)
+        for name in models:
+            pipe.get(lease_ops.lease_keys(self._stream_key(name))[0])
+        holders = [None if v is None else v.decode().rpartition("|") for v in pipe.execute()]
+        owners = {
+            name: (None if h is None else {"member": h[0], "fence": int(h[2])})
+            for name, h in zip(models, holders)
+        }
+        counts = dict.fromkeys(members, 0)
+        for h in owners.values():
+            if h is not None:
+                counts[h["member"]] = counts.get(h["member"], 0) + 1
+        return {
+            "member": self.member,
+            "members": [{"name": m, "url": urls.get(m), "models": counts.get(m, 0)} for m in members],
+            "models": owners,
+            "moves": membership.recent_moves(self.client, moves) if moves else [],
+        }

@@ -1,0 +1,64 @@
+"""A model's lease with its fencing token (``docs/cluster.md``).
+
+The lease key is the stream consumer's (``<stream key>:lease``), its value ``member|fence``;
+``<stream key>:fence`` counts the hand-offs.  The scripts are in
+:mod:`svmstream.app.stream.fencing`, where the consumer's fenced reads and acknowledgements are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from svmstream.app.stream import fencing
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A lease this member holds: ``key`` (the lease key), ``member``, ``fence`` (the token
+    number), ``ttl_ms``; ``token`` is the value stored in Redis."""
+
+    model: str
+    key: str
+    member: str
+    fence: int
+    ttl_ms: int
+
+    @property
+    def token(self) -> str:
+        return f"{self.member}|{self.fence}"
+
+
+def lease_keys(stream_key: str) -> tuple[str, str]:
+    """``(lease key, fence counter key)`` of a model's stream."""
+    return f"{stream_key}:lease", f"{stream_key}:fence"
+
+
+def acquire(client, model: str, stream_key: str, member: str, ttl_ms: int) -> Lease | None:
+    """Take the model's lease if nobody holds it (the fence counter increases); None if held."""
+    key, fence_key = lease_keys(stream_key)
+    fence = client.eval(fencing.ACQUIRE, 2, key, fence_key, member, ttl_ms)
+    if fence == -1:
+        return None
+    return Lease(model, key, member, int(fence), ttl_ms)
+
+
+def renew_all(client, leases: list[Lease]) -> list[bool]:
+    """Extend every lease (one pipelined round trip); False for each that is not ours."""
+    pipe = client.pipeline(transaction=False)
+    for lease in leases:
+        pipe.eval(fencing.RENEW, 1, lease.key, lease.token, lease.ttl_ms)
+    return [r != -1 for r in pipe.execute()] if leases else []
+
+
+def release(client, lease: Lease) -> bool:
+    """Delete the lease if still ours."""
+    return client.eval(fencing.RELEASE, 1, lease.key, lease.token) != -1
+
+
+def holder(client, stream_key: str) -> str | None:
+    """The member holding the model's lease, or None."""
+    value = client.get(lease_keys(stream_key)[0])
+    if value is None:
+        return None
+    text = value.decode() if isinstance(value, bytes) else value
+    return text.rpartition("|")[0]

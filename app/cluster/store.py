@@ -1,0 +1,37 @@
+"""The snapshot store of a clustered learner: a write needs the model's lease.
+
+:class:`FencedSnapshotStore` asks Redis (:data:`svmstream.app.stream.fencing.SNAPSHOT_OK`)
+right before each snapshot file is written: allowed while this learner's lease of the model is
+the current one, or for a brand-new model nobody holds and the catalogue does not list yet
+(``POST /models``); refused (:class:`~svmstream.app.stream.fencing.Fenced`) otherwise.  What is
+left between that check and the file's rename is documented in ``docs/cluster.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from svmstream.app.cluster.membership import MODELS_KEY
+from svmstream.app.models.snapshots import SnapshotStore, Written
+from svmstream.app.stream import fencing
+
+
+@dataclass
+class FencedSnapshotStore(SnapshotStore):
+    """:class:`SnapshotStore` whose :meth:`write` is fenced (``client``: a Redis client;
+    ``token_of``: model name -> ``(lease key, token or '')``)."""
+
+    client: Any = None
+    token_of: Callable[[str], tuple[str, str]] | None = None
+    refused: int = 0
+
+    def write(self, name: str, *args: Any, **kwargs: Any) -> Written:
+        key, token = self.token_of(name)
+        if self.client.eval(fencing.SNAPSHOT_OK, 2, key, MODELS_KEY, token, name) != 1:
+            self.refused += 1
+            raise fencing.Fenced(f"model {name!r}: not ours any more; snapshot refused")
+        # the writer and its fence, for audits (docs/cluster.md: fences never decrease by seq)
+        kwargs["extra"] = {**(kwargs.get("extra") or {}), "cluster_writer": token or "new"}
+        return super().write(name, *args, **kwargs)

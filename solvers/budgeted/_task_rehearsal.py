@@ -1,0 +1,116 @@
+"""Streaming steps with rehearsal for the regressor and the one-class SVM (numba kernels).
+
+Per received example, in stream order: the example's own step; the example offered to a
+uniform reservoir of the stream (Vitter 1985, Algorithm R); then ``rehearsal`` extra steps on
+rows drawn uniformly from the reservoir.  For the dual coordinate regressor an extra step is a
+dataset-mode coordinate step with the remembered row's own dual variable α (kept beside it),
+so rehearsal carries BSCA's dataset mode (Qaadan, Schüler & Glasmachers 2019) over to a
+stream: the reservoir is the data set; for the one-class SVM it is one more NORMA step.
+
+Random numbers come in as uniforms (``draws``: 1 + ``rehearsal`` per example, from the
+pipeline's generator), so the result does not depend on how the stream is cut into batches.
+
+Memory layout (preallocated by the pipeline): ``mem_X`` (M, d) float64, ``mem_y`` (M,),
+``mem_a`` (M,) the dual variables (regression), ``mem_n`` (2,) int64 = (rows held, rows seen).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from ._task_steps import oneclass_sgd_steps, soft_box, svr_sca_steps
+
+
+@nb.njit(nogil=True, cache=True, inline="always")
+def _reservoir_slot(mem_n, capacity, u):
+    """Algorithm R: the slot the next row takes (−1: not kept); counts it as seen."""
+    held = mem_n[0]
+    seen = mem_n[1]
+    mem_n[1] = seen + 1
+    if held < capacity:
+        mem_n[0] = held + 1
+        return held
+    j = int(u * (seen + 1))
+    return j if j < capacity else -1
+
+
+@nb.njit(nogil=True, cache=True)
+def _remember(mem_X, mem_y, slot, X, i, y_i):
+    for k in range(X.shape[1]):
+        mem_X[slot, k] = X[i, k]
+    mem_y[slot] = y_i
+
+
+# Long on purpose: the per-example loop (own step, reservoir, extra steps) in one call per batch.
+@nb.njit(nogil=True, cache=True)
+def svr_sca_stream(
+    X, y, C, epsilon, sv_t, sv_sq, coef, counters, reals, k_inv, gamma, budget, maintenance, scratch,
+    mem_X, mem_y, mem_a, mem_n, rehearsal, draws, out,
+):  # fmt: skip
+    """Streaming-mode dual coordinate steps on the rows of X (n, d) with targets y (n,), each
+    followed by its reservoir offer and ``rehearsal`` dataset-mode steps on reservoir rows.
+    ``out`` (n,) receives f(x) before each row's own step; ``draws`` (n·(1 + rehearsal),)
+    uniforms in [0, 1).  Other parameters as :func:`._task_steps.svr_sca_steps`."""
+    one = np.zeros(1, dtype=np.int64)
+    f_own = np.zeros(1)
+    f_extra = np.zeros(1)
+    no_alpha = np.zeros(0)
+    capacity = mem_X.shape[0]
+    per = 1 + rehearsal
+    for i in range(X.shape[0]):
+        one[0] = i
+        svr_sca_steps(
+            X, y, one, no_alpha, True, C, epsilon, sv_t, sv_sq, coef, counters, reals, k_inv, gamma,
+            budget, maintenance, f_own, scratch,
+        )  # fmt: skip
+        out[i] = f_own[0]
+        if capacity == 0:
+            continue
+        slot = _reservoir_slot(mem_n, capacity, draws[i * per])
+        if slot >= 0:
+            _remember(mem_X, mem_y, slot, X, i, y[i])
+            mem_a[slot] = soft_box(y[i] - f_own[0], epsilon, C)  # the α its own step gave it
+        for k in range(rehearsal):
+            one[0] = int(draws[i * per + 1 + k] * mem_n[0])
+            svr_sca_steps(
+                mem_X, mem_y, one, mem_a, False, C, epsilon, sv_t, sv_sq, coef, counters, reals, k_inv,
+                gamma, budget, maintenance, f_extra, scratch,
+            )  # fmt: skip
+    return X.shape[0]
+
+
+@nb.njit(nogil=True, cache=True)
+def oneclass_stream(
+    X, sv_t, sv_sq, coef, rho, counters, reals, k_inv, gamma, nu, eta0, budget, schedule, maintenance,
+    scratch, mem_X, mem_n, rehearsal, draws, out,
+):  # fmt: skip
+    """NORMA novelty steps on the rows of X (n, d), each followed by its reservoir offer and
+    ``rehearsal`` extra steps on reservoir rows; ``out`` (n,) receives score − ρ before each
+    row's own step.  Parameters as :func:`._task_steps.oneclass_sgd_steps` and
+    :func:`svr_sca_stream`."""
+    one = np.zeros(1, dtype=np.int64)
+    f_own = np.zeros(1)
+    f_extra = np.zeros(1)
+    capacity = mem_X.shape[0]
+    per = 1 + rehearsal
+    for i in range(X.shape[0]):
+        one[0] = i
+        oneclass_sgd_steps(
+            X, one, sv_t, sv_sq, coef, rho, counters, reals, k_inv, gamma, nu, eta0, budget, schedule,
+            maintenance, f_own, scratch,
+        )  # fmt: skip
+        out[i] = f_own[0]
+        if capacity == 0:
+            continue
+        slot = _reservoir_slot(mem_n, capacity, draws[i * per])
+        if slot >= 0:
+            for k in range(X.shape[1]):
+                mem_X[slot, k] = X[i, k]
+        for k in range(rehearsal):
+            one[0] = int(draws[i * per + 1 + k] * mem_n[0])
+            oneclass_sgd_steps(
+                mem_X, one, sv_t, sv_sq, coef, rho, counters, reals, k_inv, gamma, nu, eta0, budget,
+                schedule, maintenance, f_extra, scratch,
+            )  # fmt: skip
+    return X.shape[0]

@@ -1,0 +1,158 @@
+""":class:`ServedTask`: the model contract (:mod:`..contract`) of the regression and novelty
+pipelines (:mod:`.tasks`): report, finiteness, what they learned last, copies, widening and the
+byte estimate.  No classes (``HAS_CLASSES = False``); their own metrics go in
+``ModelReport.metrics`` (regression: the recent prequential MAE and the 90 % conformal
+half-width; novelty: the threshold and its false-alarm rate)."""
+
+from __future__ import annotations
+
+import copy
+from typing import ClassVar
+
+import numpy as np
+
+from ..budgeted import WarmingUp
+from ..contract import ExampleAccount, Learned, ModelReport
+from .served import drift_of
+
+#: Rows of a batch on which :meth:`ServedTask.nonfinite` checks the decisions.
+PROBE_ROWS = 4
+
+
+class ServedTask:
+    """Mixin of :class:`.tasks.StreamingRegressor` and :class:`.tasks.StreamingNovelty`."""
+
+    HAS_CLASSES: ClassVar[bool] = False
+    LEARNS_ONLINE: ClassVar[bool] = True
+
+    def fitted(self) -> bool:
+        return hasattr(self, "engine_")
+
+    def input_width(self) -> int | None:
+        return int(self.n_features_in_) if self.fitted() else None
+
+    def drift(self):
+        return drift_of(getattr(self, "drift_", None))
+
+    def serves(self) -> bool:
+        return self._learned() and not self.warming_up_
+
+    def class_count(self):
+        return None
+
+    def serving_settings(self):
+        return None
+
+    def last_learned(self) -> Learned | None:
+        return getattr(self, "_last", None)
+
+    def report(self) -> ModelReport:
+        if not self.fitted():
+            return ModelReport(task=self.TASK, has_classes=False)
+        engine = self.engine_
+        learned = self._learned()
+        return ModelReport(
+            task=self.TASK,
+            has_classes=False,
+            fitted=True,
+            warming_up=bool(self.warming_up_),
+            examples=ExampleAccount(int(self.n_received_), int(self.n_learned_), int(self.n_pending_)),
+            n_features=int(self.n_features_in_),
+            n_classes=None,
+            n_support_vectors=engine.n_support_ if learned else 0,
+            steps=engine.n_steps_ if learned else 0,
+            n_seen=int(self.n_received_),
+            gamma=float(engine.gamma_) if learned else None,
+            lambda_=float(getattr(engine, "lambda_eff_", 0.0)) or None if learned else None,
+            scaling=self.scaling,
+            scaling_reason="the warm-up window's mean and standard deviation"
+            if self.scaling != "none"
+            else "off",
+            drift=self.drift(),
+            statistics={
+                "merges": engine.n_merges_ if learned else 0,
+                "violations": engine.n_violations_ if learned else 0,
+                "rehearsal_memory_rows": int(self._mem_n[0]),
+            },
+            metrics=self._task_metrics(),
+        )
+
+    def nonfinite(self, X=None) -> str | None:
+        if not self._learned():
+            return None
+        engine = self.engine_
+        if not np.all(np.isfinite(engine.dual_coef_)):
+            return "dual coefficients"
+        if not (np.all(np.isfinite(engine._bias)) and np.all(np.isfinite(getattr(engine, "_rho", 0.0)))):
+            return "intercept"
+        if X is not None and not np.all(np.isfinite(self.decision_function(np.asarray(X)[:PROBE_ROWS]))):
+            return "decisions"
+        return None
+
+    def _check_serves(self) -> None:
+        if not self.serves():
+            held = self.n_pending_ if self.fitted() else 0
+            raise WarmingUp(f"warming up: {held} of the {self.warmup} warm-up examples have arrived")
+
+    def published_copy(self):
+        """A copy predictions read while this model learns on (the reservoir is shared: the copy
+        never learns)."""
+        out = copy.copy(self)
+        for name in ("engine_", "drift_", "_target", "intervals_", "scores_", "_window_X", "_window_y"):
+            if name in self.__dict__:
+                setattr(out, name, copy.deepcopy(self.__dict__[name]))
+        return out
+
+    def flush(self):
+        """Learn the warm-up window now (the end of a stream); returns self."""
+        if self.fitted() and self.warming_up_ and self.n_pending_:
+            self._after_learning(self._close_now())
+        return self
+
+    def warm_start(self):
+        """A detached copy past its window with a fresh drift detector, or None while warming up."""
+        if not self.serves():
+            return None
+        from ..drift import DriftMonitor
+
+        out = copy.deepcopy(self)
+        out.drift_ = DriftMonitor()
+        return out
+
+    def grow_features(self, n_features: int):
+        """Widen to ``n_features`` inputs (a new feature is 0 in every SV and remembered row)."""
+        d = int(self.n_features_in_)
+        extra = int(n_features) - d
+        if extra <= 0:
+            return self
+        self._offset = np.r_[self._offset, np.zeros(extra)]
+        self._factor = np.r_[self._factor, np.ones(extra)]
+        self._mem_X = np.hstack([self._mem_X, np.zeros((self._mem_X.shape[0], extra))])
+        self._window_X = [np.hstack([w, np.zeros((w.shape[0], extra))]) for w in self._window_X]
+        if self._learned():
+            e = self.engine_
+            e._sv_t = np.vstack([e._sv_t, np.zeros((extra, e._sv_t.shape[1]))])
+            e._x_buf = np.zeros(int(n_features))
+            e.n_features_in_ = int(n_features)
+        self.n_features_in_ = int(n_features)
+        return self
+
+    def add_class(self, label):
+        raise ValueError(f"a {self.TASK} model has no classes")
+
+    def estimate_bytes(self, n_features: int, n_classes: int) -> int:
+        """Bytes of the arrays at width ``n_features``: the engine's pool, the reservoir, the
+        window and the stages' windows (an upper bound)."""
+        est = self.estimator if self.estimator is not None else self._default_engine()
+        cap = int(est.budget) + 1
+        d = int(n_features)
+        engine = cap * (d + 6) * 8 + (cap * cap * 8 if est.maintenance == "project" else 8) + d * 8 + 4096
+        memory = min(int(self.rehearsal_memory), (16 * 2**20) // (8 * max(d, 1))) if self.rehearsal else 0
+        return (
+            engine
+            + memory * (d + 2) * 8
+            + int(self.warmup) * (d + 1) * 8
+            + int(self.window) * 8
+            + 2 * d * 8
+            + 4096
+        )

@@ -1,0 +1,458 @@
+"""Streaming pipelines of the tasks beyond classification: regression and novelty detection.
+
+:class:`StreamingRegressor` and :class:`StreamingNovelty` put these stages around a plain
+budgeted estimator (:mod:`svmstream.solvers.budgeted.tasks`), in the order an example meets them:
+
+1. **warm-up** — the first ``warmup`` rows are held; they fix the feature standardisation
+   (``scaling="standard"``: mean/std per feature of the window; ``"none"``), ``gamma="scale"``
+   (1/(d·Var) of the scaled window) and, for regression, the target standardisation
+   (:mod:`.stages.target`); then they are learned in a random order (the order stage of a
+   window);
+2. the estimator's own step on each row, in arrival order;
+3. **rehearsal** — each row is offered to a uniform reservoir of ``rehearsal_memory`` rows and
+   ``rehearsal`` extra steps are taken on reservoir rows (:mod:`svmstream.solvers.budgeted._task_rehearsal`);
+   this also undoes a sorted source's order over the reservoir;
+4. **intervals** (regression) / **threshold** (novelty) from the prequential values of the last
+   ``window`` rows (:mod:`.stages.recent`);
+5. **drift** — a :class:`svmstream.solvers.drift.DriftMonitor` on the exceedance bits: for
+   regression |y − ŷ| beyond the current 90 % conformal half-width (10 % of rows when nothing
+   changes), for novelty a score beyond the threshold (``false_alarm`` of rows); an increase of
+   that rate is a drift of the loss or of the score distribution.  Detections are counted
+   (``drift_detections_``); the model is left as it is.
+
+Every row received is learned or pending: ``n_received_ = n_learned_ + n_pending_``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, OutlierMixin, RegressorMixin, clone
+from sklearn.utils.validation import check_is_fitted
+
+from ..budgeted.tasks import BudgetedOneClassSVM, BudgetedSCARegressor
+from ..contract import Learned
+from ..drift import DriftMonitor
+from ..persistence import estimator_from_state, register_estimator
+from .stages.recent import DEFAULT_WINDOW, ConformalIntervals, ScoreThreshold
+from .stages.target import TargetScaler
+from .task_served import ServedTask
+
+#: Defaults of the stages (docs/regression.md, docs/novelty.md say how they were chosen).
+DEFAULT_TASK_WARMUP = 200
+DEFAULT_TASK_REHEARSAL = 4
+DEFAULT_TASK_MEMORY = 20_000
+#: Rehearsal memory is bounded at this many bytes of rows as well.
+MEMORY_MAX_BYTES = 16 * 2**20
+#: The level of the conformal half-width whose exceedances the drift monitor watches.
+DRIFT_LEVEL = 0.9
+DEFAULT_FALSE_ALARM = 0.05
+
+
+def _finite_rows(X, n_features=None) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-D (n, d), got shape {X.shape}")
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, the model {n_features}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X holds NaN or infinity")
+    return np.ascontiguousarray(X)
+
+
+class _StreamingTask(BaseEstimator):
+    """Shared stages (warm-up window, feature scaling, reservoir, drift) of the task pipelines."""
+
+    def _setup(self, d: int) -> None:
+        self.engine_ = clone(self.estimator) if self.estimator is not None else self._default_engine()
+        self.n_features_in_ = d
+        self._window_X: list[np.ndarray] = []
+        self._window_y: list[np.ndarray] = []
+        self.n_received_ = 0
+        self.n_learned_ = 0
+        self.warming_up_ = self.warmup > 0
+        self._offset = np.zeros(d)
+        self._factor = np.ones(d)
+        cap = min(int(self.rehearsal_memory), MEMORY_MAX_BYTES // (8 * max(d, 1))) if self.rehearsal else 0
+        self._mem_X = np.zeros((cap, d))
+        self._mem_y = np.zeros(cap)
+        self._mem_a = np.zeros(cap)
+        self._mem_n = np.zeros(2, dtype=np.int64)
+        self._rng = np.random.default_rng(self.random_state)
+        self.drift_ = DriftMonitor()
+        self._target = TargetScaler(self._scales_target())
+
+    @property
+    def n_pending_(self) -> int:
+        """Rows received and not yet learned (the warm-up window)."""
+        return self.n_received_ - self.n_learned_
+
+    @property
+    def drift_detections_(self) -> int:
+        return self.drift_.n_detections if hasattr(self, "drift_") else 0
+
+    def _scales_target(self) -> bool:
+        return False
+
+    def _receive(self, X, y):
+        """Take a batch: hold it in the window or learn it; returns the prequential values of the
+        rows learned now (for the stages) as (X_learned, y_learned, out) or None."""
+        X = _finite_rows(X, getattr(self, "n_features_in_", None))
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"y has {y.shape[0]} values for {X.shape[0]} rows")
+        if not hasattr(self, "engine_"):
+            self._setup(X.shape[1])
+        self.n_received_ += X.shape[0]
+        if self.warming_up_:
+            room = self.warmup - sum(part.shape[0] for part in self._window_X)
+            self._window_X.append(X[:room])
+            self._window_y.append(y[:room])
+            if X.shape[0] < room:
+                return None
+            Xw, yw = self._close_window()  # exactly `warmup` rows: the batch cut does not matter
+            X, y = np.concatenate([Xw, X[room:]]), np.concatenate([yw, y[room:]])
+        return self._learn_rows(X, y)
+
+    def _learn_rows(self, X, y):
+        """Learn raw rows X with targets y (window rows first when it just closed): the
+        prequential ``(y, out)``."""
+        Xs = (X - self._offset) / self._factor
+        ys = self._target.transform(y)
+        out = np.empty(X.shape[0])
+        self._learn(np.ascontiguousarray(Xs), np.ascontiguousarray(ys), out)
+        self.n_learned_ += X.shape[0]
+        return y, out
+
+    def _close_now(self):
+        """Close the warm-up window with what it holds and learn it (``flush``)."""
+        Xw, yw = self._close_window()
+        return self._learn_rows(Xw, yw)
+
+    def _close_window(self):
+        X = np.concatenate(self._window_X)
+        y = np.concatenate(self._window_y)
+        self._window_X, self._window_y = [], []
+        self.warming_up_ = False
+        if self.scaling == "standard":
+            self._offset = X.mean(axis=0)
+            std = X.std(axis=0)
+            self._factor = np.where(std > 0.0, std, 1.0)
+        self._target.fit(y)
+        if X.shape[0]:
+            self._start_engine((X - self._offset) / self._factor)
+        order = self._rng.permutation(X.shape[0])
+        return X[order], y[order]
+
+    def _start_engine(self, Xs) -> None:
+        """Allocate the engine, γ = "scale" from ``Xs``: the scaled window (no window: the first
+        batch, as the plain estimator's ``partial_fit``)."""
+        self.engine_._validate_params()
+        self.engine_._start(np.ascontiguousarray(Xs), reset=True)
+
+    def _learn(self, Xs, ys, out) -> None:
+        if not hasattr(self.engine_, "_sv_t"):
+            self._start_engine(Xs)
+        draws = self._rng.random(Xs.shape[0] * (1 + int(self.rehearsal)))
+        self.engine_.stream_steps(Xs, ys, self._memory(), int(self.rehearsal), draws, out)
+
+    def _memory(self):
+        return self._mem_X, self._mem_y, self._mem_a, self._mem_n
+
+    def _scaled(self, X) -> np.ndarray:
+        X = _finite_rows(X, self.n_features_in_)
+        return np.ascontiguousarray((X - self._offset) / self._factor)
+
+    def _learned(self) -> bool:
+        return hasattr(self, "engine_") and hasattr(self.engine_, "_sv_t")
+
+    # ------------------------------------------------------------------ persistence
+    _ARRAYS = ("_offset", "_factor", "_mem_X", "_mem_y", "_mem_a", "_mem_n")
+
+    def get_state(self):
+        """(arrays, meta), pickle-free (:mod:`svmstream.solvers.persistence`)."""
+        check_is_fitted(self, "engine_")
+        arrays = {name: getattr(self, name).copy() for name in self._ARRAYS}
+        arrays["window_X"] = (
+            np.concatenate(self._window_X) if self._window_X else np.zeros((0, self.n_features_in_))
+        )
+        arrays["window_y"] = np.concatenate(self._window_y) if self._window_y else np.zeros(0)
+        meta = {
+            "estimator": type(self).__name__,
+            "params": {k: v for k, v in self.get_params(deep=False).items() if k != "estimator"},
+            "counts": [self.n_received_, self.n_learned_],
+            "warming_up": self.warming_up_,
+            "rng": self._rng.bit_generator.state,
+        }
+        for key, part in self._parts().items():
+            part_arrays, part_meta = part.get_state()
+            arrays.update({f"{key}/{k}": v for k, v in part_arrays.items()})
+            meta[key] = part_meta
+        if self._learned():
+            engine_arrays, meta["engine"] = self.engine_.get_state()
+            arrays.update({f"engine/{k}": v for k, v in engine_arrays.items()})
+        meta["engine_params"] = {"name": type(self.engine_).__name__, "params": self.engine_.get_params()}
+        return arrays, meta
+
+    def _parts(self) -> dict:
+        return {"drift": self.drift_, "target": self._target}
+
+    @classmethod
+    def from_state(cls, arrays, meta):
+        est = cls(**meta["params"])
+        from ..persistence import _ESTIMATORS
+
+        engine_cls = _ESTIMATORS[meta["engine_params"]["name"]]
+        est.estimator = engine_cls(**meta["engine_params"]["params"])
+        est._setup(arrays["_offset"].shape[0])
+        for name in cls._ARRAYS:
+            getattr(est, name)[...] = arrays[name]
+        if arrays["window_X"].shape[0]:
+            est._window_X, est._window_y = [arrays["window_X"].copy()], [arrays["window_y"].copy()]
+        est.n_received_, est.n_learned_ = (int(v) for v in meta["counts"])
+        est.warming_up_ = bool(meta["warming_up"])
+        est._rng.bit_generator.state = meta["rng"]
+        for key, part in est._parts().items():
+            own = {k[len(key) + 1 :]: v for k, v in arrays.items() if k.startswith(key + "/")}
+            setattr(est, *est._restore_part(key, type(part).from_state(own, meta[key])))
+        if "engine" in meta:
+            own = {k[7:]: v for k, v in arrays.items() if k.startswith("engine/")}
+            est.engine_ = estimator_from_state(own, meta["engine"])
+        return est
+
+    def _restore_part(self, key, part):
+        return {"drift": "drift_", "target": "_target"}.get(key, "_" + key), part
+
+
+@register_estimator
+class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
+    """Budgeted kernel regression on a stream: warm-up scaling of X and y, rehearsal, drift and
+    split-conformal prediction intervals around a plain regressor (module docstring).
+
+    Parameters
+    ----------
+    estimator : BudgetedSCARegressor or None, default=None
+        The engine (cloned); None: ``BudgetedSCARegressor(merge_solver="lookup-wd")`` (C = 1,
+        ε = 0.1 on the standardised target, γ = "scale", B = 500: the batch ``SVR()`` defaults on
+        standardised X and y; lookup-WD merging: the same RMSE as GSS at a quarter of the CPU on
+        friedman1, docs/regression.md).
+    warmup : int >= 0, default=200
+    scaling : {"standard", "none"}, default="standard"
+    target_scaling : bool, default=True
+    rehearsal : int >= 0, default=4
+    rehearsal_memory : int >= 0, default=20000
+    window : int >= 1, default=2000
+        Recent residuals of the conformal intervals.
+    random_state : int or None, default=None
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from svmstream.solvers.online.tasks import StreamingRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(-2, 2, (3000, 2)); y = 100 * np.sin(X[:, 0]) + 5 * rng.normal(size=3000)
+    >>> model = StreamingRegressor(warmup=200, random_state=0)
+    >>> for lo in range(0, 3000, 500):
+    ...     model = model.partial_fit(X[lo:lo + 500], y[lo:lo + 500])
+    >>> lower, upper = model.predict_interval(X[:1000], 0.9)
+    >>> bool(0.85 < np.mean((lower <= y[:1000]) & (y[:1000] <= upper)) < 0.97)
+    True
+    """
+
+    def __init__(
+        self, estimator=None, *, warmup=DEFAULT_TASK_WARMUP, scaling="standard", target_scaling=True,
+        rehearsal=DEFAULT_TASK_REHEARSAL, rehearsal_memory=DEFAULT_TASK_MEMORY, window=DEFAULT_WINDOW,
+        random_state=None,
+    ):  # fmt: skip
+        self.estimator = estimator
+        self.warmup = warmup
+        self.scaling = scaling
+        self.target_scaling = target_scaling
+        self.rehearsal = rehearsal
+        self.rehearsal_memory = rehearsal_memory
+        self.window = window
+        self.random_state = random_state
+
+    TASK = "regression"
+
+    def _default_engine(self):
+        return BudgetedSCARegressor(merge_solver="lookup-wd")
+
+    def _scales_target(self) -> bool:
+        return bool(self.target_scaling)
+
+    def _setup(self, d):
+        super()._setup(d)
+        self.intervals_ = ConformalIntervals(self.window)
+
+    def _parts(self):
+        return {**super()._parts(), "intervals": self.intervals_}
+
+    def _restore_part(self, key, part):
+        return ("intervals_", part) if key == "intervals" else super()._restore_part(key, part)
+
+    def partial_fit(self, X, y, classes=None):
+        """Learn rows X (n, d) with numeric targets y (n,) (``classes`` is ignored: no classes);
+        returns self.  ValueError on NaN/inf or a non-numeric y (nothing changes then)."""
+        y = np.asarray(y)
+        if y.dtype.kind not in "iuf" or y.ndim != 1 or not np.all(np.isfinite(y)):
+            raise ValueError("y must be a 1-D array of finite numbers")
+        self._after_learning(self._receive(X, y.astype(np.float64)))
+        return self
+
+    def _after_learning(self, got) -> None:
+        if got is None:
+            self._last = Learned(np.zeros(0), np.zeros(0))
+            return
+        y_true, out = got
+        pred = self._target.inverse(out)
+        self._last = Learned(pred, y_true)
+        resid = np.abs(y_true - pred)
+        half = self.intervals_.half_width(DRIFT_LEVEL)
+        if np.isfinite(half):
+            self.drift_.update(resid > half)
+        self.intervals_.observe(resid)
+
+    def _task_metrics(self) -> dict:
+        held = self.intervals_.values if hasattr(self, "intervals_") else np.zeros(0)
+        if not held.shape[0]:
+            return {}
+        half = self.intervals_.half_width(0.9)
+        out = {"recent_mae": float(np.mean(held)), "recent_rmse": float(np.sqrt(np.mean(held**2)))}
+        return out | ({"interval_90_half_width": half} if np.isfinite(half) else {})
+
+    def decision_function(self, X):
+        """ŷ (n,) float64; raises ``WarmingUp`` while the warm-up window is open."""
+        self._check_serves()
+        return self.predict(X)
+
+    def fit(self, X, y):
+        """One pass over X, y in the order given (a fresh model); returns self."""
+        for name in ("engine_",):
+            self.__dict__.pop(name, None)
+        return self.partial_fit(X, y)
+
+    def predict(self, X):
+        """ŷ for the rows of X (n, d): (n,) float64; the window's mean target while warming up."""
+        check_is_fitted(self, "engine_")
+        if not self._learned():
+            ys = np.concatenate(self._window_y) if self._window_y else np.zeros(1)
+            return np.full(np.asarray(X).shape[0], float(np.mean(ys)))
+        return self._target.inverse(self.engine_.predict(self._scaled(X)))
+
+    def predict_interval(self, X, level=0.9):
+        """(lower, upper), each (n,) float64: ŷ ∓ the split-conformal half-width of ``level``
+        on recent prequential residuals (±∞ before enough residuals)."""
+        pred = self.predict(X)
+        half = self.intervals_.half_width(level)
+        return pred - half, pred + half
+
+
+@register_estimator
+class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
+    """Budgeted one-class SVM on a stream: warm-up scaling, rehearsal, a threshold of a stated
+    false-alarm rate on recent scores and drift of the score distribution (module docstring).
+
+    Scores are anomaly scores, higher is more anomalous: ``score = ρ − ⟨w, φ(x)⟩``
+    (the one-class SVM's decision with the sign turned); ``outlier = score > threshold_``.
+
+    Parameters
+    ----------
+    estimator : BudgetedOneClassSVM or None, default=None
+        None: ``BudgetedOneClassSVM(nu=0.2, merge_solver="lookup-wd")`` (B = 500, γ = "scale").
+    warmup, scaling, rehearsal, rehearsal_memory, window, random_state : as
+        :class:`StreamingRegressor` (``rehearsal`` default 1)
+    false_alarm : float in (0, 1), default=0.05
+        The share of recent (inlier) rows the threshold flags.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from svmstream.solvers.online.tasks import StreamingNovelty
+    >>> rng = np.random.default_rng(0)
+    >>> model = StreamingNovelty(warmup=200, random_state=0).partial_fit(rng.normal(size=(3000, 2)))
+    >>> [bool(v) for v in model.outlier(np.array([[0.0, 0.0], [5.0, 5.0]]))]
+    [False, True]
+    """
+
+    def __init__(
+        self, estimator=None, *, warmup=DEFAULT_TASK_WARMUP, scaling="standard", rehearsal=1,
+        rehearsal_memory=DEFAULT_TASK_MEMORY, window=DEFAULT_WINDOW, false_alarm=DEFAULT_FALSE_ALARM,
+        random_state=None,
+    ):  # fmt: skip
+        self.estimator = estimator
+        self.warmup = warmup
+        self.scaling = scaling
+        self.rehearsal = rehearsal
+        self.rehearsal_memory = rehearsal_memory
+        self.window = window
+        self.false_alarm = false_alarm
+        self.random_state = random_state
+
+    TASK = "novelty"
+
+    def _default_engine(self):
+        return BudgetedOneClassSVM(nu=0.2, merge_solver="lookup-wd")
+
+    def _setup(self, d):
+        super()._setup(d)
+        self.scores_ = ScoreThreshold(self.window)
+
+    def _parts(self):
+        return {**super()._parts(), "scores": self.scores_}
+
+    def _restore_part(self, key, part):
+        return ("scores_", part) if key == "scores" else super()._restore_part(key, part)
+
+    def partial_fit(self, X, y=None, classes=None):
+        """Learn rows X (n, d) (``y``: ignored, no labels; ``classes`` too); returns self.
+        ValueError on NaN/inf."""
+        X = np.asarray(X, dtype=np.float64)
+        self._after_learning(self._receive(X, np.zeros(X.shape[0])))
+        return self
+
+    def _after_learning(self, got) -> None:
+        if got is None:
+            self._last = Learned(np.zeros(0), np.zeros(0))
+            return
+        scores = -got[1]
+        self._last = Learned(scores, got[0])
+        threshold = self.threshold_
+        if np.isfinite(threshold):
+            self.drift_.update(scores > threshold)
+        self.scores_.observe(scores)
+
+    def _task_metrics(self) -> dict:
+        threshold = self.threshold_
+        return (
+            {"threshold": threshold, "false_alarm": float(self.false_alarm)} if np.isfinite(threshold) else {}
+        )
+
+    def decision_function(self, X):
+        """threshold − score (n,) float64: negative for an outlier (scikit-learn's convention);
+        raises ``WarmingUp`` while the warm-up window is open."""
+        self._check_serves()
+        return self.threshold_ - self.score_samples(X)
+
+    def fit(self, X, y=None):
+        """One pass over X in the order given (a fresh model); returns self."""
+        self.__dict__.pop("engine_", None)
+        return self.partial_fit(X)
+
+    @property
+    def threshold_(self) -> float:
+        """The (1 − false_alarm) upper quantile of recent prequential scores (∞ before any)."""
+        return self.scores_.threshold(self.false_alarm) if hasattr(self, "scores_") else np.inf
+
+    def score_samples(self, X):
+        """Anomaly scores ρ − ⟨w, φ(x)⟩ (n,) float64, higher is more anomalous (0 while warming up)."""
+        check_is_fitted(self, "engine_")
+        if not self._learned():
+            return np.zeros(np.asarray(X).shape[0])
+        return -self.engine_.decision_function(self._scaled(X))
+
+    def outlier(self, X):
+        """(n,) bool: score above :attr:`threshold_`."""
+        return self.score_samples(X) > self.threshold_
+
+    def predict(self, X):
+        """+1 inlier, −1 outlier (scikit-learn's convention): (n,) int64."""
+        return np.where(self.outlier(X), -1, 1)
