@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from itertools import compress, count, islice
 from typing import Any
 
 import numpy as np
@@ -217,34 +218,41 @@ class DriftMonitor:
                 raise ValueError(f"errors must be bool or 0/1 numbers, got dtype {e.dtype}")
             if not np.all((e == 0) | (e == 1)):
                 raise ValueError("errors must hold only 0/1 (or False/True)")
-        bits = e.astype(np.int8).tolist()  # Python ints: the cheapest argument for the Rust call
+        ints = e.astype(np.int8)
+        bits = ints.tolist()  # Python ints: the cheapest argument for the Rust call
+        # errors before position i: prefix[i] (the window's counts between cuts follow from it)
+        prefix = np.concatenate(([0], np.cumsum(ints, dtype=np.int64))).tolist()
         fired = []
         window, width, total = self._window, self._width, self._total
-        step = window.update
-        for i, x in enumerate(bits):
-            if not step(x):
-                width += 1
-                total += x
-                continue
+        n, lo = len(bits), 0
+        while lo < n:
+            # feed bits[lo:] until ADWIN drops part of its window: the loop runs in C
+            # (map calls the Rust update, compress yields the first position it returned True)
+            hit = next(compress(count(lo), map(window.update, islice(bits, lo, None))), None)
+            if hit is None:
+                width, total = width + n - lo, total + prefix[n] - prefix[lo]
+                break
+            x = bits[hit]
+            width, total = width + hit - lo, total + prefix[hit] - prefix[lo]
+            lo = hit + 1
             # ADWIN dropped the older part W0 of the window and kept the recent part W1; report
             # only if W1 errs more: t1 / w1 > t0 / w0, cross-multiplied (all exact ints)
             w1, t1 = int(window.get_width()), int(window.get_total())
             w0, t0 = width + 1 - w1, total + x - t1
             if t1 * w0 > t0 * w1:
-                fired.append(i)
+                fired.append(hit)
                 self.n_detections += 1
-                self.last_detection_at = self.n_seen + i + 1
+                self.last_detection_at = self.n_seen + hit + 1
                 self.last_rates = (t0 / w0, t1 / w1)
                 # restart empty, as river's ADWIN does: W1 may still hold some examples from
                 # before the change, and keeping them let each later check cut a few more
                 # of them, each cut one more detection of the same increase
                 self._new_window()
                 window, width, total = self._window, 0, 0
-                step = window.update
             else:
                 width, total = w1, t1
         self._width, self._total = width, total
-        self.n_seen += len(bits)
+        self.n_seen += n
         return np.asarray(fired, dtype=np.int64)
 
     def get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

@@ -280,8 +280,9 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
     def _checked(self, X, y, classes, first):
         """The batch validated as a whole before any piece is learned (the model is unchanged
         by a batch that raises).  Raises ValueError naming the problem."""
-        X, y = validate_data(self.model_, X, y, accept_sparse="csr", dtype=np.float64, reset=first)
-        X = X if sp.issparse(X) else np.ascontiguousarray(X)
+        if first or not self._valid_as_is(X, y):
+            X, y = validate_data(self.model_, X, y, accept_sparse="csr", dtype=np.float64, reset=first)
+            X = X if sp.issparse(X) else np.ascontiguousarray(X)
         if not first:
             self.model_._encode_labels(y)
             if classes is not None and not np.array_equal(np.unique(classes), self.model_.classes_):
@@ -296,6 +297,27 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
                 label = y[bad[0]].item() if isinstance(y[bad[0]], np.generic) else y[bad[0]]
                 raise ValueError(f"y[{int(bad[0])}]: unknown label {label!r}; classes are {known.tolist()}")
         return X, y
+
+    def _valid_as_is(self, X, y) -> bool:
+        """True when ``validate_data`` would return ``X`` and ``y`` unchanged and raise nothing:
+        a C-contiguous finite float64 (n, d) ndarray of the fitted width (no feature names
+        fitted) and an (n,) integer ndarray -- what the service sends.  Skipping sklearn's
+        checks then saves ~0.2-0.6 ms a batch (docs/performance.md); anything else is checked."""
+        model = self.model_
+        return (
+            type(X) is np.ndarray
+            and type(y) is np.ndarray
+            and X.dtype == np.float64
+            and X.ndim == 2
+            and X.flags.c_contiguous
+            and X.shape[0] > 0
+            and X.shape[1] == model.n_features_in_
+            and y.ndim == 1
+            and y.shape[0] == X.shape[0]
+            and y.dtype.kind in "iu"
+            and not hasattr(model, "feature_names_in_")
+            and bool(np.isfinite(X).all())
+        )
 
     def _scaler_closed(self):
         """The window has closed: the engine takes the γ the scaler resolved."""
