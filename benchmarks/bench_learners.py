@@ -330,7 +330,7 @@ def main(argv=None) -> None:
         "jobs: see the load column."
     )
     write_results(
-        "bench_learners",
+        "learners",
         {"machine": started, "args": vars(args), "summary": summary, "runs": runs},
         table,
         f"Several learners: {args.models:,} models, 1 vs 2 vs 3 learner processes",
