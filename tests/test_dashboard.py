@@ -202,6 +202,7 @@ def test_events_carry_what_a_model_learned_from_raw_data(server):
     sub = Subscription(server.url)  # latency figures count the requests made while watched
     with server.client() as c:
         assert c.put("/models/raw").status_code == 201
+        learn_started = time.monotonic()
         for i in range(0, 3_000, 500):
             r = c.post(
                 "/learn", json={"model": "raw", "x": X[i : i + 500].tolist(), "y": labels[i : i + 500]}
@@ -226,9 +227,15 @@ def test_events_carry_what_a_model_learned_from_raw_data(server):
     assert fig["drift_detections"] == 0 and fig["stream"] is None and fig["warming_up"] is False
     assert (fig["challengers"], fig["promotions"], fig["recent_promotions"]) == (0, 0, [])
     # the latency of the requests just made (window of 10 s), both routes, p50 <= p99
-    learn, predict = fig["latency"]["learn"], fig["latency"]["predict"]
-    assert learn["n"] == 6 and predict["n"] == 3
-    assert 0 < learn["p50"] <= learn["p99"] and 0 < predict["p50"] <= predict["p99"]
+    # (on a slow machine the learn requests may be older than the window when the event is
+    # built: then only what is still in it is checked)
+    predict = fig["latency"]["predict"]
+    assert predict["n"] == 3 and 0 < predict["p50"] <= predict["p99"]
+    if time.monotonic() - learn_started < 9.0 or "learn" in fig["latency"]:
+        learn = fig["latency"]["learn"]
+        assert 0 < learn["p50"] <= learn["p99"] and learn["n"] <= 6
+        if time.monotonic() - learn_started < 9.0:
+            assert learn["n"] == 6
     assert event["totals"]["models"] >= 2 and event["totals"]["examples_applied"] >= 3_000
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from svmstream.app.models.meters import PrequentialWindow
 from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
-from svmstream.solvers.budgeted._preprocessing import grow_rows
+from svmstream.solvers.budgeted._sparse_rows import grow_rows
 from svmstream.solvers.calibration import MarginCalibrator
 from svmstream.solvers.online.stages import OrderStage
 from tests.conftest import wait_for

@@ -166,7 +166,7 @@ def test_bsgd_options_reach_the_solver(tmp_path, options):
         ({"algorithm": "svm"}, "algorithm: Input should be 'bsgd' or 'bsca'"),
         ({"merge_solver": "fast"}, "merge_solver: Input should be"),
         ({"schedule": "adam"}, "schedule: Input should be"),
-        ({"budget": 1}, "config: budget must be an integer >= 2"),
+        ({"budget": 1}, "budget: Input should be greater than or equal to 2"),
         ({"eta": 0}, "eta: Input should be greater than 0"),
     ],
 )

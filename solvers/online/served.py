@@ -72,7 +72,9 @@ class ServedPipeline:
             steps=int(statistics["steps"]),
             n_seen=int(statistics["examples_seen"]),
             gamma=float_or_none(model.gamma_),
-            lambda_=float(model.lambda_eff_),
+            lambda_=float_or_none(
+                getattr(model, "lambda_eff_", None)
+            ),  # one-vs-rest BSCA: set at its first step
             scaling=self.scaling_,
             scaling_reason=self.scaling_reason_,
             n_replayed=int(self.n_replayed_),
