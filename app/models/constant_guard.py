@@ -7,15 +7,13 @@ champion on the paired test (ijcnn1, 90 % one class: a gamma = 1e300 challenger 
 example 640), and every later drift challenger, a warm copy of the champion, was a copy of the
 constant model: the model never recovered.  The paired test alone cannot tell "better" from
 "the majority rate while the champion learns", so a promotion on evidence also needs this guard
-(:func:`constant_predictor`); a manual promotion (``POST /models/{name}/promote``) is the user's
+(:func:`constant_margins`, on the challenger's prequential decision values); a manual promotion (``POST /models/{name}/promote``) is the user's
 call and is not guarded.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from svmstream.app.models.rows import scorable
 
 #: Relative spread of the decision values below which a model counts as constant.
 CONSTANT_SPREAD = 1e-9
@@ -45,22 +43,3 @@ def constant_margins(margins: np.ndarray, X) -> bool:
         return False
     dense = X.toarray() if hasattr(X, "toarray") else np.asarray(X)  # only when constant: rare
     return bool(np.unique(dense, axis=0).shape[0] >= 2)
-
-
-def constant_predictor(estimator, X) -> bool:
-    """Whether ``estimator`` answers the same decision values for every row of ``X``
-    (:func:`constant_margins`); False while it does not predict yet.
-
-    >>> from svmstream.solvers.budgeted import BudgetedSGDClassifier as BSGD
-    >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [0.9, 0.1], [0.1, 0.9]])
-    >>> y = np.array([0, 1, 1, 0])
-    >>> constant_predictor(BSGD(budget=4, gamma=1.0, random_state=0).fit(X, y), X)
-    False
-    >>> constant_predictor(BSGD(budget=4, gamma=1e15, random_state=0).fit(X, y), X + 0.5)
-    True
-    """
-    if X is None or X.shape[0] < 2 or not scorable(estimator):
-        return False
-    width = getattr(estimator, "n_features_in_", X.shape[1])
-    rows = X[:, :width] if X.shape[1] > width else X
-    return constant_margins(estimator.decision_function(rows), rows)
