@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import socket
 import time
 from contextlib import asynccontextmanager
 from urllib.parse import urlsplit, urlunsplit
@@ -193,7 +194,8 @@ async def lifespan(app: FastAPI):
     streams = StreamManager(registry, settings) if settings.redis_url and learner else None
     app.state.cluster = coordinator = None
     if clustered(settings):  # several learners: this one owns some of the models
-        url = settings.advertise_url or f"http://{settings.host}:{settings.port}"
+        host = socket.gethostname() if settings.host in ("0.0.0.0", "::", "") else settings.host
+        url = settings.advertise_url or f"http://{host}:{settings.port}"
         coordinator = start_coordinator(app, settings, registry, streams, replication, url)
         app.state.cluster = coordinator
     stream_task = asyncio.create_task(run_stream_manager(streams)) if streams is not None else None

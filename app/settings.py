@@ -226,7 +226,8 @@ class Settings(_ModelDefaults):
     owned by one of them (rendezvous hashing over the live members, a fenced lease per model).
     Off: the one learner owns every model (as without the setting)."""
     cluster_member: str | None = None
-    """This learner's member name (default ``<hostname>-<pid>``); unique per live process."""
+    """This learner's member name (default ``<hostname>-<pid>-<random>``, new at every start:
+    a restarted process is a new member); unique per live process."""
     cluster_lease_s: float = Field(3.0, gt=0.2, le=600)
     """TTL of a member's heartbeat and of each model lease: a learner that stops renewing loses
     its models after this long; it stops learning them itself before (at 60 % of it)."""

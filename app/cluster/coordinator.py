@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import socket
 import threading
 import time
@@ -41,7 +42,9 @@ CUT_OFF_FRACTION = 0.6
 
 
 def default_member() -> str:
-    return f"{socket.gethostname()}-{os.getpid()}"
+    """``<hostname>-<pid>-<4 random hex>``: unique per process even where every start has the
+    same hostname and pid (a container restarted by its restart policy runs as pid 1 again)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
 
 
 class ClusterMetrics:

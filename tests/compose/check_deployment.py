@@ -1,13 +1,16 @@
 """The docker-compose deployment, run for real: driven by ``tests/compose/run.sh``.
 
-Every check goes through the published ports (learner on ``LEARNER_PORT``, the balancer on
-``PREDICT_PORT``) or through ``docker compose`` itself; the figures go to
+Every check goes through the published ports (the learner "svmstream" on ``LEARNER_PORT``, the
+balancer on ``PREDICT_PORT``), the other learner's address on the compose network, or
+``docker compose`` itself; the figures go to
 ``benchmarks/results/compose.md``.  Not a pytest module (the normal ``pytest -q`` never runs it):
 ``.ci/run`` runs it as its own step.
 
-Steps: build; up and wait healthy; create a model, learn, predict at the learner and through the
-balancer; replicas follow each snapshot; ``--scale replica=3``; SIGKILL the learner under a Redis
-stream (model and applied count back exactly, decisions equal to an uninterrupted run's);
+Steps: build; up (two learners, docs/cluster.md) and wait healthy; create a model, learn at its
+owner, predict there and through the balancer; replicas follow each snapshot; ``--scale
+replica=3``; SIGKILL the learner container owning a model under a Redis stream: the other learner
+takes it over (applied count exact, decisions equal to an uninterrupted run's), then the killed one
+rejoins and takes its share back (``handoff.py``);
 ``down`` then ``up`` (replicas serve the learner's newest version); SIGKILL a replica under
 ``/predict`` load through the balancer (0 errors); the dask profile runs a DC-SVM job twice on a
 fresh worker (first within 2 x the second) and no dask container is ever unhealthy.
@@ -15,122 +18,35 @@ fresh worker (first within 2 x the second) and no dask container is ever unhealt
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
-import numpy as np
-
-REPO = Path(__file__).resolve().parents[2]
-REPORT = REPO / "benchmarks" / "results" / "compose.md"
-TOKEN = os.environ["API_TOKEN"]
-AUTH = {"Authorization": f"Bearer {TOKEN}"}
-LEARNER = f"http://127.0.0.1:{os.environ['LEARNER_PORT']}"
-BALANCER = f"http://127.0.0.1:{os.environ['PREDICT_PORT']}"
-STREAM_FILE = "a9a.bz2"  # in SVMSTREAM_DATA, mounted at /data/in (32,561 rows, 123 features)
-STREAM_MODEL = ["--budget", "200", "--gamma", "0.05", "--C", "10"]
-# a DC-SVM job on the dask cluster: phishing (11,055 rows, 68 features; >= 5,000 rows, so the
-# levels' sub-problems are dask tasks), scored on its own rows.  (The issue's ijcnn1 job took
-# ~4-5 min per run at load 14 on 2 cores: too long for CI.)
-DASK_JOB = {"algorithm": "dcsvm", "data": "phishing.bz2", "test": "phishing.bz2", "params": {"C": 8}}
-
-rows: list[tuple[str, str, str]] = []  # (check, figure, status) for the report
-T_START = time.monotonic()
-
-
-class CheckFailed(AssertionError):
-    pass
-
-
-def log(msg: str) -> None:
-    print(f"[compose +{time.monotonic() - T_START:6.1f}s] {msg}", flush=True)
-
-
-def record(check: str, figure: str, ok: bool = True) -> None:
-    rows.append((check, figure, "ok" if ok else "FAILED"))
-    log(f"{'ok' if ok else 'FAILED'}: {check}: {figure}")
-    if not ok:
-        raise CheckFailed(f"{check}: {figure}")
-
-
-def compose(*args: str, timeout: float = 600, check: bool = True, capture: bool = True) -> str:
-    """``docker compose ARGS`` (project, files and variables from the environment of run.sh)."""
-    cmd = ["docker", "compose", *args]
-    try:
-        done = subprocess.run(cmd, cwd=REPO, capture_output=capture, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        raise CheckFailed(f"`{' '.join(cmd)}` took over {timeout:.0f} s") from exc
-    if check and done.returncode != 0:
-        raise CheckFailed(f"`{' '.join(cmd)}` exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
-    return done.stdout or ""
-
-
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            value = predicate()
-        except (httpx.HTTPError, ValueError, KeyError) as exc:
-            value, last = None, exc
-        if value:
-            return value
-        time.sleep(interval)
-    raise CheckFailed(f"timed out after {timeout:.0f} s waiting for {what} (last error: {last!r})")
-
-
-def containers(*services: str) -> list[dict]:
-    out = compose("ps", "--format", "json", *services)
-    text = out.strip()
-    if not text:
-        return []
-    if text.startswith("["):
-        return json.loads(text)
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def container_pid(name: str) -> int:
-    out = subprocess.run(
-        ["docker", "inspect", "-f", "{{.State.Pid}}", name], capture_output=True, text=True, check=True
-    )
-    return int(out.stdout.strip())
-
-
-def sigkill(name: str) -> int:
-    """SIGKILL the container's main process from the host: what the OOM killer or a crash does
-    (docker sees an exit, not a manual stop, so the restart policy applies)."""
-    pid = container_pid(name)
-    os.kill(pid, 9)
-    return pid
-
-
-def problem(n: int, d: int = 6, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-1.5, 1.5, size=(n, d))
-    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] ** 2 - 0.5 > 0, 1, -1)
-    return X, y
-
-
-def model(client: httpx.Client, name: str) -> dict:
-    r = client.get(f"/models/{name}")
-    r.raise_for_status()
-    return r.json()
-
-
-def predict(url: str, name: str, X, timeout: float = 10) -> dict:
-    r = httpx.post(f"{url}/predict", json={"model": name, "X": X}, timeout=timeout)
-    r.raise_for_status()
-    return r.json()
-
-
-def balancer_versions(name: str, X, n: int) -> set[int]:
-    """The versions ``n`` successive balanced predictions carry (round robin: every replica)."""
-    return {predict(BALANCER, name, X)["version"] for _ in range(n)}
+from handoff import step_handoff
+from harness import (
+    AUTH,
+    BALANCER,
+    DASK_JOB,
+    LEARNER,
+    REPO,
+    REPORT,
+    T_START,
+    CheckFailed,
+    balancer_versions,
+    compose,
+    containers,
+    log,
+    model,
+    owner_url,
+    predict,
+    problem,
+    record,
+    rows,
+    sigkill,
+    wait_for,
+)
 
 
 # ----------------------------------------------------------------------------- steps
@@ -141,7 +57,7 @@ def step_build() -> None:
     record(f"build (docker compose build{' --no-cache' if fresh else ''})", f"{time.monotonic() - t0:.0f} s")
 
 
-def step_up(what: str = "up -d (redis, learner, 2 replicas, balancer) to all healthy") -> float:
+def step_up(what: str = "up -d (redis, 2 learners, 2 replicas, balancer) to all healthy") -> float:
     t0 = time.monotonic()
     compose("up", "-d", "--wait", "--wait-timeout", "300", timeout=360, capture=False)
     seconds = time.monotonic() - t0
@@ -151,9 +67,15 @@ def step_up(what: str = "up -d (redis, learner, 2 replicas, balancer) to all hea
     return seconds
 
 
-def step_learn_predict(lc: httpx.Client) -> tuple[int, list]:
-    r = lc.put("/models/m", json={"warmup": 200, "shuffle_buffer": 500, "budget": 200})
+def step_learn_predict(front: httpx.Client) -> tuple[int, list]:
+    r = front.put("/models/m", json={"warmup": 200, "shuffle_buffer": 500, "budget": 200})
     assert r.status_code == 201, r.text
+    with httpx.Client(base_url=owner_url("m"), headers=AUTH, timeout=60) as lc:
+        return _learn_predict(lc)
+
+
+def _learn_predict(lc: httpx.Client) -> tuple[int, list]:
+    """Learn 3 batches on the owner of ``m``, follow them to the replicas."""
     X, y = problem(4000, seed=1)
     probe = problem(200, seed=2)[0].tolist()
     delays = []
@@ -175,7 +97,7 @@ def step_learn_predict(lc: httpx.Client) -> tuple[int, list]:
         )
         seen = time.time()
         delays.append(seen - model(lc, "m")["last_snapshot_time"])  # the snapshot they serve
-    mine = predict(LEARNER, "m", probe)
+    mine = predict(str(lc.base_url).rstrip("/"), "m", probe)
     theirs = predict(BALANCER, "m", probe)
     same = mine["version"] == theirs["version"] == version and mine["decision"] == theirs["decision"]
     record(
@@ -210,112 +132,9 @@ def step_scale(probe, version: int) -> None:
     )
 
 
-def replay(name: str, *extra: str) -> dict:
-    """``svmstream replay`` of the stream file into model ``name``'s Redis stream, run in a
-    producer container (inside the compose network)."""
-    out = compose(
-        "--profile",
-        "producer",
-        "run",
-        "--rm",
-        "-T",
-        "--no-deps",
-        "producer",
-        "svmstream",
-        "replay",
-        f"/data/in/{STREAM_FILE}",
-        "--redis",
-        "redis://redis:6379/0",
-        "--url",
-        "http://svmstream:8000",
-        "--model",
-        name,
-        *STREAM_MODEL,
-        "--no-progress",
-        "--json",
-        *extra,
-        timeout=600,
-    )
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def stream_state(lc: httpx.Client, name: str) -> dict:
-    info = model(lc, name)
-    stream = info.get("metrics", {}).get("stream") or {}
-    return {"n_seen": info["n_seen"], "version": info["version"], **stream}
-
-
-def _applied_all(lc, name, n):
-    s = stream_state(lc, name)
-    return s if s["n_seen"] >= n and not s.get("lag") and not s.get("pending") else None
-
-
-def step_learner_sigkill(lc: httpx.Client) -> None:
-    t0 = time.monotonic()
-    n = int(replay("ref")["examples"])
-    ref = wait_for(lambda: _applied_all(lc, "ref", n), 300, "the uninterrupted run to apply the stream", 0.5)
-    t_ref = time.monotonic() - t0
-    rng = np.random.default_rng(3)
-    probe = (rng.random((200, 123)) < 0.11).astype(float).tolist()
-    ref_pred = predict(LEARNER, "ref", probe, timeout=60)
-
-    t0 = time.monotonic()
-    killer_done = threading.Event()
-    kill_at: dict = {}
-
-    def kill_mid_stream():
-        try:
-            wait_for(lambda: stream_state(lc, "s")["n_seen"] >= n * 0.3, 300, "the stream half applied", 0.05)
-            kill_at["n_seen"] = stream_state(lc, "s")["n_seen"]
-            name = containers("svmstream")[0]["Name"]
-            kill_at["pid"] = sigkill(name)
-            kill_at["t"] = time.monotonic()
-        finally:
-            killer_done.set()
-
-    killer = threading.Thread(target=kill_mid_stream, daemon=True)
-    killer.start()
-    replay("s")
-    killer.join(320)
-    if "t" not in kill_at:
-        raise CheckFailed("the learner was never killed mid-stream")
-    # docker restarts it (restart: unless-stopped; a SIGKILL of the process is not a manual stop)
-    wait_for(lambda: httpx.get(LEARNER + "/health", timeout=2).status_code == 200, 180, "the learner back")
-    back = time.monotonic() - kill_at["t"]
-    with httpx.Client(base_url=LEARNER, headers=AUTH, timeout=60) as lc2:
-        got = wait_for(lambda: _applied_all(lc2, "s", n), 300, "the killed run to apply the stream", 0.5)
-        mine = predict(LEARNER, "s", probe, timeout=60)
-        applied_metric = _metric(lc2, "svmstream_examples_applied", "s")
-    mid = kill_at["n_seen"] < n
-    exact = mid and got["n_seen"] == n == ref["n_seen"] and applied_metric == n
-    same = mine["decision"] == ref_pred["decision"]
-    restarts = containers("svmstream")[0]
-    record(
-        "learner SIGKILL under a Redis stream (a9a, 32,561 entries): exactly once",
-        f"killed at {kill_at['n_seen']:,} applied (mid-stream: {mid}); back healthy after {back:.1f} s (restart policy); "
-        f"applied {got['n_seen']:,} of {n:,} (uninterrupted run: {ref['n_seen']:,}; "
-        f"svmstream_examples_applied {applied_metric}); {restarts.get('Status', '')}",
-        exact,
-    )
-    record(
-        "decisions after the SIGKILL equal an uninterrupted run's",
-        f"200 decisions equal: {same}; uninterrupted stream applied in {t_ref:.1f} s, "
-        f"killed one in {time.monotonic() - t0:.1f} s",
-        same,
-    )
-
-
-def _metric(client: httpx.Client, name: str, model_name: str) -> float | None:
-    text = client.get("/metrics").text
-    for line in text.splitlines():
-        if line.startswith(name) and f'model="{model_name}"' in line:
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
 def step_down_up(lc_version: int, probe) -> None:
     # learn once more and go down at once: only the shutdown's final snapshot holds this version
-    with httpx.Client(base_url=LEARNER, headers=AUTH, timeout=60) as lc:
+    with httpx.Client(base_url=owner_url("m"), headers=AUTH, timeout=60) as lc:
         X, y = problem(1000, seed=9)
         r = lc.post("/learn", json={"model": "m", "X": X.tolist(), "y": y.tolist()})
         assert r.status_code == 200, r.text
@@ -324,7 +143,7 @@ def step_down_up(lc_version: int, probe) -> None:
     compose("down", "--timeout", "60", timeout=240, capture=False)
     t_down = time.monotonic() - t0
     t_up = step_up("up -d again after down (volumes kept) to all healthy")
-    with httpx.Client(base_url=LEARNER, headers=AUTH, timeout=60) as lc:
+    with httpx.Client(base_url=owner_url("m"), headers=AUTH, timeout=60) as lc:
         restored = model(lc, "m")["version"]
     served = wait_for(
         lambda: balancer_versions("m", probe[:2], 9) == {newest} and newest,
@@ -478,8 +297,8 @@ def main() -> int:
             version, probe = step_learn_predict(lc)
             if want("scale"):
                 step_scale(probe, version)
-            if want("stream"):
-                step_learner_sigkill(lc)
+        if want("stream"):
+            step_handoff()
         if want("downup"):
             step_down_up(version, probe)
         if want("replica-kill"):

@@ -29,7 +29,9 @@ local_or() { if docker image inspect "$1" >/dev/null 2>&1; then echo "$1"; else 
 export PYTHON_IMAGE=${PYTHON_IMAGE:-$(local_or local/python:bookworm python:3.11-slim)}
 export REDIS_IMAGE=${REDIS_IMAGE:-$(local_or local/redis:bookworm redis:7.2-alpine)}
 export NGINX_IMAGE=${NGINX_IMAGE:-$(local_or local/nginx:sid nginx:1.27-alpine)}
-export COMPOSE_PROJECT_NAME=svmstream-ci
+export COMPOSE_PROJECT_NAME=${COMPOSE_PROJECT_NAME:-svmstream-ci}
+# the image of this project (another deployment or CI run on this machine builds its own tag)
+export SVMSTREAM_IMAGE=${SVMSTREAM_IMAGE:-svmstream:$COMPOSE_PROJECT_NAME}
 export API_TOKEN=${API_TOKEN:-ci-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')}
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 export LEARNER_PORT=${LEARNER_PORT:-$(free_port)}
