@@ -380,3 +380,45 @@ def test_a_learner_cut_off_from_redis_stops_learning_and_rejoins(deployment):
     metrics = httpx.get(c2.url + "/metrics", timeout=30).text
     assert 'svmstream_cluster_handoffs_total{kind="gained"}' in metrics, metrics[-2000:]
     assert "svmstream_cluster_handoff_seconds_bucket" in metrics
+
+
+def _answer(server: ServerProcess, name: str, probe) -> tuple[int, list] | None:
+    r = httpx.post(server.url + "/predict", json={"model": name, "X": probe}, timeout=30)
+    return (r.json()["version"], r.json()["decision"]) if r.status_code == 200 else None
+
+
+def test_any_learner_predicts_every_model_from_its_published_state(deployment):
+    """A learner answers /predict for a model another learner owns from the owner's published
+    serving state, and follows its new versions: the same version and decisions as the owner."""
+    dep = deployment
+    p1, p2 = dep.start("P1"), dep.start("P2")
+    names = [f"p{i}" for i in range(6)]
+    create_models(p1, names)
+    owned = settled(dep, names)
+    assert owned["P1"] and owned["P2"], owned
+    n = 600
+    data = model_data(names, n)
+    probe = two_moons_like(20, d=D, seed=9)[0].tolist()
+    client = redis.Redis.from_url(dep.redis_url)
+    for part in (slice(0, n // 2), slice(n // 2, n)):
+        for name, (X, y) in data.items():
+            produce(client, f"svmstream:{name}:examples", good_entries(X[part], y[part]))
+        wait_for(lambda p=part: min(dep.seen().get(m, -1) for m in names) >= p.stop, 60, "all applied")
+        for member, models in owned.items():
+            here, there = dep.learners[member], (p2 if member == "P1" else p1)
+            for name in models:
+                version, decision = _answer(here, name, probe)
+                assert version > 0
+                wait_for(
+                    lambda name=name, there=there, v=version, d=decision: (
+                        _answer(there, name, probe) == (v, d)
+                    ),
+                    timeout=30,
+                    what=f"{name} on the learner that does not own it at version {version}",
+                )
+    assert httpx.post(p2.url + "/predict", json={"model": "nope", "X": probe}).status_code == 404
+    listing = httpx.get(p2.url + "/models", timeout=30).json()
+    assert {m["name"] for m in listing["models"]} == set(owned["P2"])  # its own, with owners
+    assert {k: v["member"] for k, v in listing["deployment"]["models"].items()} == {
+        m: member for member, models in owned.items() for m in models
+    }

@@ -39,6 +39,11 @@ log = logging.getLogger("svmstream.cluster")
 
 #: Part of the lease TTL after which a member that cannot reach Redis withdraws its leases.
 CUT_OFF_FRACTION = 0.6
+#: Seconds to the next rebalance while a model we want is still held by a member that is gone
+#: (its lease expires a few milliseconds after its heartbeat: the same beat renewed both).
+RETRY_S = 0.05
+#: Models per pipelined round trip of lease acquisitions.
+ACQUIRE_CHUNK = 500
 
 
 def default_member() -> str:
@@ -101,8 +106,11 @@ class Coordinator:
         self._last_ok = time.monotonic()
         self.connected = False
         self._stop = threading.Event()
+        self._wake = threading.Event()  # the member list changed: rebalance now
         self._beat_stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.others = None  # the Registry of the models other learners own (service.follow_others)
+        self.follower = None  # its SnapshotFollower
 
     # ------------------------------------------------------------------ what others ask
     def lease(self, name: str) -> Lease | None:
@@ -145,6 +153,7 @@ class Coordinator:
         """No more gains or hand-offs (shutdown); the heartbeat thread keeps the leases until
         :meth:`leave`, after the final snapshots and acknowledgements."""
         self._stop.set()
+        self._wake.set()
         if len(self._threads) > 1:
             self._threads[1].join(timeout)
 
@@ -152,6 +161,8 @@ class Coordinator:
         """After the final snapshots: stop the heartbeat, release every lease and leave (the
         others gain the models at once)."""
         self._beat_stop.set()
+        if self.follower is not None:
+            self.follower.stop(5.0)
         if self._threads:
             self._threads[0].join(5.0)
         try:
@@ -171,7 +182,10 @@ class Coordinator:
     # ------------------------------------------------------------------ heartbeat thread
     def _beat(self) -> None:
         sent = time.monotonic()
-        self.members = membership.heartbeat(self._beat_client, self.member, self.ttl_ms)
+        members = membership.heartbeat(self._beat_client, self.member, self.ttl_ms)
+        if set(members) != set(self.members):
+            self._wake.set()
+        self.members = members
         if self.url:
             self._beat_client.hset(membership.URLS_KEY, self.member, self.url)
         held = list(self._leases.values())
@@ -207,12 +221,20 @@ class Coordinator:
 
     # ------------------------------------------------------------------ coordinator thread
     def _run(self) -> None:
+        """Rebalance every tick, at once when the member list changed, and after
+        :data:`RETRY_S` while a wanted model waits for a gone member's lease to expire."""
         errors = redis_errors()
-        while not self._stop.wait(self.tick_s):
+        delay = self.tick_s
+        while True:
+            self._wake.wait(delay)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
+            delay = self.tick_s
             try:
                 self._evict_lost()
                 if self.connected:
-                    self.rebalance()
+                    delay = self.rebalance()
             except errors as exc:
                 log.warning("cluster: Redis unavailable during rebalance (%s)", exc)
             except Exception:
@@ -235,8 +257,9 @@ class Coordinator:
         except ModelNotFound:
             pass
 
-    def rebalance(self) -> None:
-        """One pass: adopt models created here, forget deleted ones, hand off, gain."""
+    def rebalance(self) -> float:
+        """One pass: adopt models created here, forget deleted ones, hand off, gain; returns the
+        seconds to the next pass (:data:`RETRY_S` while a gain waits for a dead member's lease)."""
         catalogue = membership.catalogue(self.client)
         if not catalogue:  # a Redis that restarted empty: the snapshot directory lists them
             self._rebuild_catalogue()
@@ -252,18 +275,15 @@ class Coordinator:
             self._drop(name)  # a copy that is not ours (a default made at start, a stale create)
         members = list(self.members)
         if self.member not in members:
-            return
+            return self.tick_s
         wanted = {m for m in catalogue if owner(m, members) == self.member}
         now = time.monotonic()
         self._wanted_since = {m: self._wanted_since.get(m, now) for m in wanted}
         for name in sorted(set(self._leases) - wanted):
             if self._stop.is_set():
-                return
+                return self.tick_s
             self._hand_off(name)
-        for name in sorted(wanted - set(self._leases)):
-            if self._stop.is_set():
-                return
-            self._gain(name)
+        return self._gain_all(sorted(wanted - set(self._leases)), members)
 
     def _stream_key(self, name: str) -> str:
         return self.settings.stream_keys(name)[0]
@@ -333,20 +353,44 @@ class Coordinator:
         self._count("handed_off", seconds)
         self._move(name, "handed_off", seconds, lease.fence if lease else None)
 
-    def _gain(self, name: str) -> None:
-        """Take ``name``'s lease if free and restore its newest snapshot."""
-        lease = lease_ops.acquire(self.client, name, self._stream_key(name), self.member, self.ttl_ms)
-        if lease is None:
-            return  # its former owner still holds it (hand-off running, or a TTL to run out)
+    def _gain_all(self, names: list[str], members: list[str]) -> float:
+        """Take the free leases of ``names`` (pipelined), restore each model's newest snapshot,
+        then start their consumers at once; returns the seconds to the next pass."""
+        retry = self.tick_s
+        for start in range(0, len(names), ACQUIRE_CHUNK):
+            if self._stop.is_set():
+                break
+            chunk = [(n, self._stream_key(n)) for n in names[start : start + ACQUIRE_CHUNK]]
+            taken, held = lease_ops.acquire_many(self.client, chunk, self.member, self.ttl_ms)
+            if any(holder is None or holder not in members for holder in held.values()):
+                retry = RETRY_S  # held by a member that is gone: its lease runs out any moment
+            with self._lock:  # renewed by the heartbeat from now on, while the others restore
+                self._leases.update((lease.model, lease) for lease in taken)
+            for k, lease in enumerate(taken):
+                if self._stop.is_set():
+                    for left in taken[k:]:
+                        self._give_back(left)
+                    break
+                self._restore(lease)
+            if taken and self.streams is not None:
+                self.streams.reconcile()  # their consumers start now, not at the manager's next poll
+        return retry
+
+    def _give_back(self, lease: Lease) -> None:
+        with self._lock:
+            self._leases.pop(lease.model, None)
+        lease_ops.release(self.client, lease)
+
+    def _restore(self, lease: Lease) -> None:
+        """Install the newest snapshot of a model whose lease was just taken."""
+        name = lease.model
         store = self.registry.store
         found = store.load_newest_header(name) if store is not None else None
         if found is None:
             log.error("cluster: model %r has no valid snapshot in %s; not restored", name, store.root)
-            lease_ops.release(self.client, lease)
+            self._give_back(lease)
             return
         handle = self.registry.install(found)
-        with self._lock:
-            self._leases[name] = lease
         if self.publisher is not None and handle.last_snapshot_path is not None:
             self.publisher.queue(name, int(found.version), handle.last_snapshot_path)
         seconds = time.monotonic() - self._wanted_since.get(name, time.monotonic())

@@ -42,6 +42,28 @@ def acquire(client, model: str, stream_key: str, member: str, ttl_ms: int) -> Le
     return Lease(model, key, member, int(fence), ttl_ms)
 
 
+def acquire_many(
+    client, wanted: list[tuple[str, str]], member: str, ttl_ms: int
+) -> tuple[list[Lease], dict[str, str | None]]:
+    """Take every free lease of ``wanted`` (``(model, stream key)`` pairs) in one pipelined
+    round trip; returns the leases taken and, for the others, ``{model: holder}`` (the member
+    holding it, None when it expired between the two commands)."""
+    pipe = client.pipeline(transaction=False)
+    for _, stream_key in wanted:
+        key, fence_key = lease_keys(stream_key)
+        pipe.eval(fencing.ACQUIRE, 2, key, fence_key, member, ttl_ms)
+        pipe.get(key)
+    replies = pipe.execute() if wanted else []
+    taken, held = [], {}
+    for (model, stream_key), fence, value in zip(wanted, replies[0::2], replies[1::2]):
+        if fence == -1:
+            text = value.decode() if isinstance(value, bytes) else value
+            held[model] = None if text is None else text.rpartition("|")[0]
+        else:
+            taken.append(Lease(model, lease_keys(stream_key)[0], member, int(fence), ttl_ms))
+    return taken, held
+
+
 def renew_all(client, leases: list[Lease]) -> list[bool]:
     """Extend every lease (one pipelined round trip); False for each that is not ours."""
     pipe = client.pipeline(transaction=False)

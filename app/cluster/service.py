@@ -9,6 +9,7 @@ from svmstream.app.cluster.membership import catalogue
 from svmstream.app.cluster.store import FencedSnapshotStore
 from svmstream.app.models.registry import Registry
 from svmstream.app.stream.redis_ops import make_client
+from svmstream.app.stream.replication import SnapshotFollower
 
 log = logging.getLogger("svmstream.cluster")
 
@@ -43,8 +44,24 @@ def start_coordinator(app, settings, registry, streams, publisher, url) -> Coord
         publisher.fence = coordinator.publish_token
         publisher.names = lambda: catalogue(coordinator.client)
     coordinator.start()
+    follow_others(settings, registry, coordinator)
     name = settings.default_model
     if settings.create_default_model and not coordinator.catalogued(name):
         registry.create(name, registry.resolve_config({}))  # adopted by the next rebalance
         log.info("cluster: model %r created with defaults", name)
     return coordinator
+
+
+def follow_others(settings, registry, coordinator) -> None:
+    """``/predict`` on this learner for the models other learners own: a registry of their
+    published serving states (``svmstream:replication:*``), followed as a replica follows
+    (``coordinator.others``; a model gained here is dropped from it, one lost is followed)."""
+    coordinator.others = Registry(settings, None)
+
+    def wanted(name: str) -> bool:
+        return coordinator.lease(name) is None and name not in registry
+
+    client = make_client(settings.redis_url, timeout=10.0)
+    coordinator.follower = SnapshotFollower(
+        client, coordinator.others, poll_s=settings.replica_poll_s, wanted=wanted
+    ).start()

@@ -230,12 +230,16 @@ class SnapshotFollower:
     client : redis.Redis — a client of the learner's Redis
     registry : the replica's :class:`~svmstream.app.models.registry.Registry`
     poll_s : float — how often the versions hash is compared besides the announcements
+    wanted : callable name -> bool or None — which models to follow (None: all)
     """
 
-    def __init__(self, client, registry, poll_s: float = 1.0):
+    def __init__(self, client, registry, poll_s: float = 1.0, wanted=None):
         self.client = client
         self.registry = registry
         self.poll_s = poll_s
+        # name -> bool: follow this model? (a clustered learner follows only the models other
+        # learners own, docs/cluster.md); None: every model
+        self.wanted = wanted
         self.installed: dict[str, int] = {}
         self.learner_url: str | None = None
         self._stop = threading.Event()
@@ -291,10 +295,15 @@ class SnapshotFollower:
         """Install model ``name``'s published snapshot if newer than ours (``version`` None:
         the learner deleted it).  Bytes that do not decode are logged and skipped (the model
         stays at its version; the next announcement or poll tries again)."""
-        if version is None:
+        unwanted = version is not None and self.wanted is not None and not self.wanted(name)
+        if version is None or unwanted:  # deleted, or not followed here (owned here now)
             if self.installed.pop(name, None) is not None and name in self.registry:
                 self.registry.delete(name)
-                log.info("replica: model %r deleted on the learner", name)
+                log.info(
+                    "replica: model %r %s",
+                    name,
+                    "not followed here" if unwanted else "deleted on the learner",
+                )
             return
         if self.installed.get(name, -1) >= int(version):
             return

@@ -90,7 +90,7 @@ def step_handoff() -> None:
     name = _stream_model_on(view, victim_member)
     for model_name in ("ref", name):
         _create(model_name)
-    view = settle()
+    view = settle(models=["ref", name])
     ref_url = member_address(view["models"]["ref"]["member"])[1]
     t0 = time.monotonic()
     n = int(replay("ref")["examples"])

@@ -206,15 +206,15 @@ def member_address(member: str) -> tuple[str, str]:
     return learner_addresses()[member.rsplit("-", 2)[0]]
 
 
-def settle(members: int = 2, url: str = LEARNER, timeout: float = 180) -> dict:
-    """Wait until ``members`` learners are live and every model is held by its rendezvous owner
-    over them (``docs/cluster.md``); returns ``GET /cluster``."""
+def settle(members: int = 2, url: str = LEARNER, timeout: float = 180, models=()) -> dict:
+    """Wait until ``members`` learners are live, the catalogue lists ``models`` and every model
+    is held by its rendezvous owner over them (``docs/cluster.md``); returns ``GET /cluster``."""
     from svmstream.app.cluster.rendezvous import owner
 
     def settled():
         view = cluster_view(url)
         live = [m["name"] for m in view["members"]]
-        if len(live) != members:
+        if len(live) != members or not set(models) <= set(view["models"]):
             return None
         for name, held in view["models"].items():
             if held is None or held["member"] != owner(name, live):
@@ -226,4 +226,4 @@ def settle(members: int = 2, url: str = LEARNER, timeout: float = 180) -> dict:
 
 def owner_url(name: str, url: str = LEARNER) -> str:
     """The host-side URL of the learner owning ``name`` once ownership has settled."""
-    return member_address(settle(url=url)["models"][name]["member"])[1]
+    return member_address(settle(url=url, models=[name])["models"][name]["member"])[1]

@@ -13,7 +13,7 @@ from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
 from svmstream.app.api.http import OrjsonResponse, body_budget, read_json_body, read_limit
 from svmstream.app.api.routes.feedback import remember_rows, wants_remember
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, PredictRequest, PredictResponse, errors
-from svmstream.app.errors import InvalidInput
+from svmstream.app.errors import InvalidInput, ModelNotFound
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
 from svmstream.app.ingest.examples import Batch, parse_examples
 from svmstream.app.models.registry import Registry
@@ -88,8 +88,17 @@ def _predict(
     default_model: str,
     versions: Versions | None = None,
     authenticated: bool = True,
+    others: Registry | None = None,
 ) -> dict:
-    return answer_predict(registry, *parse_predict(registry, body, default_model), versions, authenticated)
+    """``others``: a clustered learner's registry of the models other learners own, followed
+    from their published state (``docs/cluster.md``), asked when this one has no such model."""
+    try:
+        parsed = parse_predict(registry, body, default_model)
+    except ModelNotFound:
+        if others is None:
+            raise
+        return answer_predict(others, *parse_predict(others, body, default_model), None, authenticated)
+    return answer_predict(registry, *parsed, versions, authenticated)
 
 
 @router.post(
@@ -117,8 +126,10 @@ async def predict(
     async with body_budget(request, limit, setting, slot=True):
         body = await read_json_body(request, limit, setting)
         versions = getattr(request.app.state, "versions", None)
+        cluster = getattr(request.app.state, "cluster", None)
+        others = cluster.others if cluster is not None else None
         result = await run_in_threadpool(
-            _predict, registry, body, settings.default_model, versions, authenticated(request)
+            _predict, registry, body, settings.default_model, versions, authenticated(request), others
         )
     observe("predict", result["model"], time.perf_counter() - started)
     return OrjsonResponse(result)
