@@ -13,8 +13,9 @@ every second): aggregate examples per wall second and per CPU second of the lear
 (psutil, user + system, children included).  Runs are interleaved
 (the order of k rotates per round); ratios are medians of per-round ratios.  The spread is each
 member's model count (``GET /cluster``), the moves from 2 to 3 members the share of models whose
-owner changed.  After the last round, with 2 learners: more entries, one learner SIGKILLed,
-and the seconds until every one of its models is delivered entries again on the other one.
+owner changed.  After the last round, with 2 learners (default lease TTL) fed continuously: one
+learner SIGKILLed, the seconds until every one of its models is delivered entries again on the
+other one; a new learner joins and the kill is repeated (``--kills``, 3 in a row).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import psutil
 import redis
 
 from benchmarks.common import RedisServer, Server, machine, write_results
+from svmstream.app.cluster.rendezvous import owner
 
 D = 6
 CONFIG = {
@@ -123,11 +125,14 @@ def cpu_seconds(procs: list[psutil.Process]) -> float:
 
 
 def wait_settled(server: Server, k: int, n_models: int, timeout: float = 300) -> dict[str, str]:
-    """Wait until every model has an owner and the k members hold them all."""
+    """Wait until k members are live and every model is held by its rendezvous owner (the
+    hand-offs of a join are over)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        own = owners(server)
-        if len(own) == n_models and None not in own.values() and len(set(own.values())) == k:
+        info = httpx.get(server.url + "/cluster", timeout=60).json()
+        live = [m["name"] for m in info["members"]]
+        own = {m: (o or {}).get("member") for m, o in info["models"].items()}
+        if len(live) == k and len(own) == n_models and all(o == owner(m, live) for m, o in own.items()):
             return own
         time.sleep(0.5)
     raise TimeoutError("ownership did not settle")
@@ -215,57 +220,81 @@ def one_run(root: Path, template: Path, k: int, entries: int, seed: int, tag: st
     }
 
 
-def kill_phase(root: Path, template: Path, entries: int) -> dict:
-    """2 learners fed continuously; SIGKILL one; seconds until all its models learn again."""
+def start_learner(root: Path, snap: Path, url: str, member: str) -> Server:
+    """One clustered learner with the default lease TTL (the kill phase)."""
+    env = {**ENV, "SVMSTREAM_REDIS_URL": url, "SVMSTREAM_CLUSTER_MEMBER": member}
+    return Server(snap, env=env, clean_env=True, log=root / f"kill-{member}.log").__enter__()
+
+
+def kill_once(client, servers: dict[str, Server], member: str) -> dict:
+    """Feed the models of ``member`` continuously, SIGKILL it, and time until every one of its
+    models is delivered entries again on the other learner."""
+    any_live = next(s for m, s in servers.items() if m != member)
+    theirs = [m for m, o in owners(any_live).items() if o == member]
+    stop = threading.Event()
+    more: dict[str, list] = {}
+
+    def feed():
+        rng = np.random.default_rng(5)
+        while not stop.is_set():
+            pipe = client.pipeline(transaction=False)
+            for name in theirs:
+                row = rng.normal(size=D).astype("<f4")
+                pipe.xadd(f"svmstream:{name}:examples", {"y": "1", "xb": row.tobytes()})
+            for name, eid in zip(theirs, pipe.execute()):
+                more.setdefault(name, []).append(tuple(int(p) for p in eid.decode().split("-")))
+            time.sleep(0.2)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    time.sleep(1.0)
+    servers[member].proc.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    base = {m: len(more.get(m, [])) for m in theirs}
+    back = None
+    while time.monotonic() - killed < 120:
+        got = delivered(client, {m: list(more[m]) for m in theirs})
+        if all(got[m] > base[m] for m in theirs):
+            back = time.monotonic() - killed
+            break
+        time.sleep(0.1)
+    stop.set()
+    feeder.join(5)
+    servers[member].proc.wait(10)
+    return {
+        "models_of_the_killed": len(theirs),
+        "seconds_to_learning_again": back,
+        "load_avg": os.getloadavg()[0],
+    }
+
+
+def kill_phase(root: Path, template: Path, kills: int = 3) -> list[dict]:
+    """2 learners fed continuously; SIGKILL one, ``kills`` times in a row (a new learner joins
+    after each kill and takes its share back); the seconds until all its models learn again."""
     snap = root / "snap-kill"
     shutil.copytree(template, snap)
     rs = RedisServer(root / "redis-kill", fsync="no").start()
     client = redis.Redis.from_url(rs.url)
     names = sorted(p.name for p in template.iterdir() if p.is_dir())
-    servers = start_learners(root, snap, rs.url, 2, "kill", lease_s=None)  # the default TTL
+    servers = {m: start_learner(root, snap, rs.url, m) for m in ("learner-1", "learner-2")}
+    out = []
     try:
         ids = fill(client, names, 20, 99)  # everyone learning, models gained
         while min(delivered(client, ids).values()) < 20:
             time.sleep(0.2)
-        own = owners(servers[0])
-        victim = servers[1]
-        theirs = [m for m, o in own.items() if o == "learner-2"]
-        stop = threading.Event()
-        more = {}
-
-        def feed():
-            rng = np.random.default_rng(5)
-            while not stop.is_set():
-                pipe = client.pipeline(transaction=False)
-                for name in theirs:
-                    row = rng.normal(size=D).astype("<f4")
-                    pipe.xadd(f"svmstream:{name}:examples", {"y": "1", "xb": row.tobytes()})
-                for name, eid in zip(theirs, pipe.execute()):
-                    more.setdefault(name, []).append(tuple(int(p) for p in eid.decode().split("-")))
-                time.sleep(0.2)
-
-        feeder = threading.Thread(target=feed, daemon=True)
-        feeder.start()
-        time.sleep(1.0)
-        victim.proc.send_signal(signal.SIGKILL)
-        killed = time.monotonic()
-        base = {m: len(more.get(m, [])) for m in theirs}
-        back = None
-        while time.monotonic() - killed < 120:
-            now_ids = {m: list(more[m]) for m in theirs}
-            got = delivered(client, now_ids)
-            if all(got[m] > base[m] for m in theirs):
-                back = time.monotonic() - killed
-                break
-            time.sleep(0.1)
-        stop.set()
-        feeder.join(5)
+        for k in range(kills):
+            wait_settled(servers["learner-1"], len(servers), len(names))
+            victim = sorted(m for m in servers if m != "learner-1")[-1]
+            out.append(kill_once(client, servers, victim))
+            print({"kill": k + 1, **out[-1]}, flush=True)
+            servers.pop(victim)
+            servers[f"learner-2-{k + 1}"] = start_learner(root, snap, rs.url, f"learner-2-{k + 1}")
     finally:
-        for s in servers:
+        for s in servers.values():
             if s.proc.poll() is None:
                 s.__exit__(None, None, None)
         rs.stop()
-    return {"models_of_the_killed": len(theirs), "seconds_to_learning_again": back}
+    return out
 
 
 def main(argv=None) -> None:
@@ -273,6 +302,7 @@ def main(argv=None) -> None:
     parser.add_argument("--models", type=int, default=1000)
     parser.add_argument("--entries", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--kills", type=int, default=3, help="SIGKILLs in a row of the kill phase")
     args = parser.parse_args(argv)
     started = machine()
     root = Path(tempfile.mkdtemp(prefix="bench-learners-"))
@@ -286,7 +316,7 @@ def main(argv=None) -> None:
                 run["round"] = r
                 runs.append(run)
                 print({key: v for key, v in run.items() if key != "owners"}, flush=True)
-        kill = kill_phase(root, template, args.entries)
+        kill = kill_phase(root, template, args.kills)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     table, ratios = [], {2: [], 3: []}
@@ -325,9 +355,15 @@ def main(argv=None) -> None:
         f"{summary['throughput_2_over_1_median']:.2f}x, 3/1: {summary['throughput_3_over_1_median']:.2f}x "
         f"(per round {[round(x, 2) for x in ratios[2]]}, {[round(x, 2) for x in ratios[3]]}). "
         f"Models moved from 2 to 3 members: {[round(x, 3) for x in moved]}. "
-        f"SIGKILL of a learner holding {kill['models_of_the_killed']} models: all learning again on the "
-        f"other after {kill['seconds_to_learning_again']} s. The machine has 2 cores shared with other "
-        "jobs: see the load column."
+        "SIGKILL of a learner, "
+        + "; ".join(
+            f"kill {i + 1}: {k['models_of_the_killed']} models all learning again on the other after "
+            f"{k['seconds_to_learning_again']:.2f} s (load {k['load_avg']:.1f})"
+            if k["seconds_to_learning_again"] is not None
+            else f"kill {i + 1}: not all learning again within 120 s"
+            for i, k in enumerate(kill)
+        )
+        + ". The machine has 2 cores shared with other jobs: see the load column."
     )
     write_results(
         "learners",

@@ -417,6 +417,11 @@ def test_any_learner_predicts_every_model_from_its_published_state(deployment):
                     what=f"{name} on the learner that does not own it at version {version}",
                 )
     assert httpx.post(p2.url + "/predict", json={"model": "nope", "X": probe}).status_code == 404
+    for member, models in owned.items():  # GET /models/{name} on either learner, with the owner
+        for server in (p1, p2):
+            info = httpx.get(f"{server.url}/models/{next(iter(models))}", timeout=30).json()
+            mine = server is dep.learners[member]
+            assert info["owner"] == member and info["n_seen"] == n and info.get("published", False) != mine
     listing = httpx.get(p2.url + "/models", timeout=30).json()
     assert {m["name"] for m in listing["models"]} == set(owned["P2"])  # its own, with owners
     assert {k: v["member"] for k, v in listing["deployment"]["models"].items()} == {

@@ -102,6 +102,7 @@ class Coordinator:
         self._lock = threading.Lock()
         self._lost: list[str] = []
         self._wanted_since: dict[str, float] = {}
+        self._leaving: set[str] = set()  # models being handed off: no consumer starts for them
         self.members: list[str] = []
         self._last_ok = time.monotonic()
         self.connected = False
@@ -114,8 +115,9 @@ class Coordinator:
 
     # ------------------------------------------------------------------ what others ask
     def lease(self, name: str) -> Lease | None:
-        """The lease this member holds on ``name`` (None: not ours; do not learn it)."""
-        return self._leases.get(name)
+        """The lease this member holds on ``name`` (None: not ours, or being handed off; do not
+        learn it)."""
+        return None if name in self._leaving else self._leases.get(name)
 
     def token_of(self, name: str) -> tuple[str, str]:
         """``(lease key, token or '')`` for the fenced snapshot store."""
@@ -279,10 +281,16 @@ class Coordinator:
         wanted = {m for m in catalogue if owner(m, members) == self.member}
         now = time.monotonic()
         self._wanted_since = {m: self._wanted_since.get(m, now) for m in wanted}
-        for name in sorted(set(self._leases) - wanted):
-            if self._stop.is_set():
-                return self.tick_s
-            self._hand_off(name)
+        leaving = sorted(set(self._leases) - wanted)
+        self._leaving = set(leaving)
+        try:
+            stopped = self.streams.detach_many(leaving) if leaving and self.streams is not None else {}
+            for name in leaving:
+                if self._stop.is_set():
+                    return self.tick_s
+                self._hand_off(name, stopped.get(name))
+        finally:
+            self._leaving = set()
         return self._gain_all(sorted(wanted - set(self._leases)), members)
 
     def _stream_key(self, name: str) -> str:
@@ -326,11 +334,11 @@ class Coordinator:
             lease_ops.release(self.client, lease)
         self._move(name, "deleted", None, None)
 
-    def _hand_off(self, name: str) -> None:
-        """Stop learning ``name``, write its final snapshot, acknowledge, release, drop."""
+    def _hand_off(self, name: str, consumer=None) -> None:
+        """Stop learning ``name`` (its consumer already stopped: ``consumer``, or None), write
+        its final snapshot, acknowledge, release, drop."""
         started = time.monotonic()
         lease = self._leases.get(name)
-        consumer = self.streams.detach(name) if self.streams is not None else None
         try:
             handle = self.registry.get(name)
             handle.close(wait=True)  # HTTP batches already queued are applied, no new ones

@@ -196,7 +196,8 @@ class StreamConsumer:
             client = make_client(self.settings.redis_url, timeout=timeout)
             try:
                 self.applier.ack_durable(client)
-                client.eval(redis_ops.LEASE_RELEASE, 1, self.lease_key, self.token)
+                if self.lease is None:  # clustered: the coordinator releases its lease
+                    client.eval(redis_ops.LEASE_RELEASE, 1, self.lease_key, self.token)
             finally:
                 client.close()
         except Exception as exc:
@@ -267,7 +268,8 @@ class StreamConsumer:
                 )
                 self.applier.finish_inflight(client)
                 try:
-                    client.eval(redis_ops.LEASE_RELEASE, 1, self.lease_key, self.token)
+                    if self.lease is None:  # clustered: the coordinator releases its lease
+                        client.eval(redis_ops.LEASE_RELEASE, 1, self.lease_key, self.token)
                 except Exception:
                     pass
                 break

@@ -94,6 +94,18 @@ class StreamManager:
         consumer.join(timeout)
         return consumer
 
+    def detach_many(self, names: list[str], timeout: float = 30.0) -> dict[str, StreamConsumer]:
+        """:meth:`detach` of several models at once: every consumer is told to stop first, then
+        each is waited for (their blocking reads end together, not one after the other)."""
+        with self._lock:
+            consumers = {n: c for n in names if (c := self.consumers.pop(n, None)) is not None}
+        for consumer in consumers.values():
+            consumer.stop()
+        deadline = time.monotonic() + timeout
+        for consumer in consumers.values():
+            consumer.join(max(0.0, deadline - time.monotonic()))
+        return consumers
+
     def stop(self, timeout: float = 30.0) -> None:
         """Stop every consumer and wait for their threads (batches in flight are applied)."""
         with self._lock:

@@ -179,8 +179,17 @@ async def list_models(request: Request, registry: RegistryDep) -> OrjsonResponse
 )
 async def get_model(name: ModelName, request: Request, registry: RegistryDep) -> OrjsonResponse:
     """Configuration and statistics: n_support_vectors, t (steps), n_merges, n_seen,
-    version (batches applied), last snapshot time."""
+    version (batches applied), last snapshot time.  With several learners (``docs/cluster.md``)
+    ``"owner"``: the learner owning it; a model another learner owns is answered from its
+    published state (``"published": true``: no stream figures, those are on its owner)."""
+    cluster = getattr(request.app.state, "cluster", None)
+    if cluster is not None and name not in registry and cluster.others is not None and name in cluster.others:
+        info = {**cluster.others.get(name).info(), "published": True}
+        info["owner"] = await run_in_threadpool(cluster.owner_of, name)
+        return OrjsonResponse(info if sees_everything(request) else public_model(info))
     info = registry.get(name).info()
+    if cluster is not None:
+        info["owner"] = cluster.member
     if getattr(registry, "feedback", None) is not None:  # served accuracy beside the prequential one
         info["metrics"] = {**info["metrics"], **registry.feedback.figures(name)}
     return OrjsonResponse(info if sees_everything(request) else public_model(info))
