@@ -363,7 +363,10 @@ def main(argv=None) -> None:
             else f"kill {i + 1}: not all learning again within 120 s"
             for i, k in enumerate(kill)
         )
-        + ". The machine has 2 cores shared with other jobs: see the load column."
+        + ". The machine has 2 cores shared with other jobs: see the load column. Under a load above the "
+        "core count the scheduler gives k learner processes up to k shares of the machine against the "
+        "other jobs, so a throughput ratio measured then is a note, not the 2-core figure; the "
+        "examples per CPU second compare the learners' own cost."
     )
     write_results(
         "learners",
