@@ -37,6 +37,7 @@ from harness import (
     balancer_versions,
     compose,
     containers,
+    learner_addresses,
     log,
     model,
     owner_url,
@@ -97,13 +98,22 @@ def _learn_predict(lc: httpx.Client) -> tuple[int, list]:
         )
         seen = time.time()
         delays.append(seen - model(lc, "m")["last_snapshot_time"])  # the snapshot they serve
-    mine = predict(str(lc.base_url).rstrip("/"), "m", probe)
+    owner = str(lc.base_url).rstrip("/")
+    mine = predict(owner, "m", probe)
     theirs = predict(BALANCER, "m", probe)
     same = mine["version"] == theirs["version"] == version and mine["decision"] == theirs["decision"]
     record(
-        "create, learn 3 batches, predict at learner and through the balancer",
-        f"version {version}; 200 decisions identical at learner and balancer: {same}",
+        "create, learn 3 batches at the owner, predict there and through the balancer",
+        f"version {version}; 200 decisions identical at the owner and the balancer: {same}",
         same,
+    )
+    # the other learner answers from the owner's published state (docs/cluster.md)
+    other = next(url for _, url in learner_addresses().values() if url != owner)
+    got = wait_for(lambda: _same_answer(other, probe, mine), 30, "the other learner at the owner's version")
+    record(
+        "/predict and GET /models/m on the learner that does not own m (its published state)",
+        f"version {got['version']}, 200 decisions identical to the owner's: True; GET /models/m there: "
+        f"owner {got['owner'][:12]}..., n_seen {got['n_seen']:,}",
     )
     record(
         "replicas follow each snapshot (snapshot written -> every replica serving it, via balancer)",
@@ -111,6 +121,15 @@ def _learn_predict(lc: httpx.Client) -> tuple[int, list]:
         max(delays) < 10,
     )
     return version, probe
+
+
+def _same_answer(url: str, probe, mine: dict) -> dict | None:
+    """The other learner's answer and model info when they equal the owner's, else None."""
+    theirs = predict(url, "m", probe)
+    if theirs["version"] != mine["version"] or theirs["decision"] != mine["decision"]:
+        return None
+    info = httpx.get(f"{url}/models/m", headers=AUTH, timeout=10).json()
+    return {**theirs, "owner": info["owner"], "n_seen": info["n_seen"]}
 
 
 def _snapshot_after(lc: httpx.Client, name: str, t: float) -> float | None:
