@@ -234,6 +234,18 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         RehearsalStage(self.rehearsal, self.rehearsal_memory, seed).attach(engine)
         return engine
 
+    def set_rehearsal(self, rehearsal: int):
+        """Set ``rehearsal`` (extra steps per learned example, an int >= 0) of a fitted or fresh
+        pipeline: the parameter and its rehearsal stage (each binary model's, one-vs-rest), so
+        that the next rows learned rehearse so (a selector's candidates after their early
+        rehearsal).  Returns self."""
+        self.rehearsal = int(rehearsal)
+        stage = self.model_._rehearsal if "model_" in self.__dict__ else None
+        for s in [stage, *(stage.children if stage is not None else [])]:
+            if s is not None:
+                s.rehearsal = self.rehearsal
+        return self
+
     def _start(self):
         self.check_params()
         self.model_ = self._new_engine()
