@@ -229,7 +229,6 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             raise ValueError(f"estimator must be one of {', '.join(_PLAIN)}, got {type(plain).__name__}")
         plain.check_params()
         engine = type(plain)(**plain.get_params())  # the plain estimator is the engine
-        engine._calibrates = False  # the calibration stage calibrates
         seed = RehearsalStage.seed_of(engine.random_state)
         RehearsalStage(self.rehearsal, self.rehearsal_memory, seed).attach(engine)
         return engine
@@ -272,9 +271,9 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             sparse_rows=sparse_rows, decide_rows=linear, random_state=model.random_state,
         )  # fmt: skip
         if isinstance(model, BudgetedSCAClassifier) and n_classes > 2:
-            model._start_ovr(d, classes, streaming=True)
+            model._start_ovr(d, classes, streaming=True, calibrate=False)  # the calibration stage calibrates
         else:
-            model._init_state(d, classes, ready=self._scaler.ready)
+            model._init_state(d, classes, ready=self._scaler.ready, calibrate=False)
 
     def _observe(self):
         """Feed the margins the engine computed before its last steps on received examples
