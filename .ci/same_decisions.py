@@ -5,9 +5,8 @@ compare every decision value exactly (max |Δ| = 0), and continue snapshots the 
 
 Each case is one model (plain BSGD, BSCA, Pegasos estimator; the streaming pipeline around
 each; the no-settings selector; DC-SVM; the linear dual CD estimator) learning the first
-``--rows`` rows of a data set
-(ijcnn1, letter, reuters from ``$SVMSTREAM_DATA``) in file order, by ``partial_fit`` batches of
-500 (pipelines: then ``flush``), and its ``decision_function`` on the first 2,000 rows of the
+``--rows`` rows of a data set (ijcnn1, letter, reuters from ``$SVMSTREAM_DATA``) in file order,
+by ``partial_fit`` batches of 500 (pipelines and the selector: then ``flush``), and its ``decision_function`` on the first 2,000 rows of the
 test file.  Snapshots: the other tree saves each online case half-way; this tree loads the file
 and learns the second half, and its decisions must equal the other tree's uninterrupted run.
 
