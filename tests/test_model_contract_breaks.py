@@ -39,4 +39,3 @@ def test_a_published_copy_that_reports_another_model_breaks_its_promise(monkeypa
     monkeypatch.setattr(SelectionClassifier, "published_copy", lambda self: self._leader().published_copy())
     with pytest.raises(AssertionError, match="ModelReport"):
         contract.test_published_copy_reports_and_predicts_what_the_model_does("selection")
-
