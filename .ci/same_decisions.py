@@ -1,12 +1,12 @@
 """Same decisions as another tree: run the same fits here and under another tree's interpreter,
 compare every decision value exactly (max |Δ| = 0), and continue snapshots the other tree wrote.
 
-    python .ci/same_decisions.py --before /work/base [--rows 6000] [--out DIR]
+    python .ci/same_decisions.py --before /work/base [--rows 6000] [--out DIR] [--real]
 
 Each case is one model (plain BSGD, BSCA, Pegasos estimator; the streaming pipeline around
-each; DC-SVM; the linear dual CD estimator) learning the first ``--rows`` rows of a data set
-(ijcnn1, letter, reuters from ``$SVMSTREAM_DATA``) in file order, by ``partial_fit`` batches of
-500 (pipelines: then ``flush``), and its ``decision_function`` on the first 2,000 rows of the
+each; the no-settings selector; DC-SVM; the linear dual CD estimator) learning the first
+``--rows`` rows of a data set (ijcnn1, letter, reuters from ``$SVMSTREAM_DATA``) in file order,
+by ``partial_fit`` batches of 500 (pipelines and the selector: then ``flush``), and its ``decision_function`` on the first 2,000 rows of the
 test file.  Snapshots: the other tree saves each online case half-way; this tree loads the file
 and learns the second half, and its decisions must equal the other tree's uninterrupted run.
 
@@ -59,12 +59,16 @@ def _model(kind):
         return plain[kind]()
     if kind.startswith("pipeline-"):
         return solvers.StreamingClassifier(plain[kind[len("pipeline-") :]](), warmup=500)
+    if kind == "selection":  # the no-settings selector, through its whole race
+        from svmstream.solvers.online.selection import SelectionClassifier
+
+        return SelectionClassifier(plain["bsgd"]())
     if kind == "dcsvm":
         return solvers.DCSVMClassifier(C=1.0, gamma=0.5, n_levels=2, n_sample=200, random_state=0, n_jobs=1)
     return solvers.LinearDualCDClassifier(C=1.0, random_state=0)
 
 
-ONLINE = ["bsgd", "bsca", "pegasos", "pipeline-bsgd", "pipeline-bsca", "pipeline-pegasos"]
+ONLINE = ["bsgd", "bsca", "pegasos", "pipeline-bsgd", "pipeline-bsca", "pipeline-pegasos", "selection"]
 BATCH_KINDS = ["dcsvm", "linear"]
 
 
@@ -97,10 +101,34 @@ def run(mode, rows, out):
             else:
                 model = load_estimator(Path(out) / f"{name}-{kind}.state")
                 model = _learn(model, X, y, classes, half, X.shape[0])
-            if hasattr(model, "flush") and kind.startswith("pipeline"):
+            if hasattr(model, "flush") and (kind.startswith("pipeline") or kind == "selection"):
                 model.flush()
             result[key] = np.asarray(model.decision_function(Xt), dtype=np.float64).tolist()
     return result
+
+
+def _compare_real(before_tree) -> int:
+    """Run ``tests/scenarios/real_decisions.py`` under both trees; print each case's max |Δ| and
+    promotions; returns the number of cases that differ."""
+    script = Path(__file__).resolve().parent.parent / "tests" / "scenarios" / "real_decisions.py"
+    other = Path(before_tree) / ".venv" / "bin" / "python"
+    runs = [
+        json.loads(subprocess.run([str(py), str(script)], check=True, capture_output=True, cwd=cwd).stdout)
+        for py, cwd in ((other, before_tree), (sys.executable, None))
+    ]
+    bad = 0
+    for data, parts in runs[0].items():
+        for part, cases in parts.items():
+            for case, ref in cases.items():
+                got = runs[1][data][part][case]
+                delta = float(np.max(np.abs(np.asarray(ref["decisions"]) - np.asarray(got["decisions"]))))
+                same = delta == 0.0 and ref.get("at") == got.get("at")
+                bad += not same
+                promoted = f"promotions {ref.get('promotions')} at {ref.get('at')}" if "at" in ref else ""
+                print(
+                    f"real {data}/{part}/{case:12s} max|Δ| = {delta:.3g} {promoted} {'ok' if same else 'DIFFERS'}"
+                )
+    return bad
 
 
 def main(argv):
@@ -109,6 +137,12 @@ def main(argv):
     parser.add_argument("--rows", type=int, default=6000)
     parser.add_argument("--mode", choices=["fit", "continue"], help=argparse.SUPPRESS)
     parser.add_argument("--out", help="directory of the snapshots and decisions")
+    parser.add_argument(
+        "--real",
+        action="store_true",
+        help="also tests/scenarios/real_decisions.py in both trees: the service's models (the selector, "
+        "a model whose challenger is promoted) in process, through the app and over HTTP",
+    )
     args = parser.parse_args(argv)
     if args.mode is not None:  # a worker: write the decisions as JSON
         (Path(args.out) / f"{args.mode}.json").write_text(json.dumps(run(args.mode, args.rows, args.out)))
@@ -137,6 +171,8 @@ def main(argv):
             status = "ok" if delta == 0.0 else "DIFFERS"
             bad += delta != 0.0
             print(f"{label:24s} {key:26s} max|Δ| = {delta:.3g}  {status}")
+    if args.real:
+        bad += _compare_real(args.before)
     print(f"{bad} case(s) differ" if bad else "every decision equal (max |Δ| = 0)")
     return 1 if bad else 0
 

@@ -7,7 +7,11 @@ with its own ``.venv``; without one these tests skip (they compare two trees, th
   size estimates of plain BSGD, BSCA, Pegasos pipelines and selectors along a stream
   (``tests/scenarios/model_figures.py``, run by both trees): equal, max |Δ| = 0;
 * states written by the tree before load here and continue identically
-  (``tests/scenarios/old_states.py``).
+  (``tests/scenarios/old_states.py``);
+* on real data (ijcnn1, letter, reuters from ``SVMSTREAM_DATA``; skipped without them): plain
+  BSGD, BSCA, Pegasos pipelines and the no-settings selector in process, and the no-settings
+  selector and a model whose challenger is promoted through the service's app and over HTTP
+  (``tests/scenarios/real_decisions.py``): equal decisions (max |Δ| = 0), equal promotions.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from tests.scenarios.old_states import continue_from
 BASE = Path(os.environ.get("SVMSTREAM_BASE_TREE", "/work/base"))
 PYTHON = BASE / ".venv" / "bin" / "python"
 SCENARIOS = Path(__file__).parent / "scenarios"
+DATA = Path(os.environ.get("SVMSTREAM_DATA", "/work/shared/data"))
 pytestmark = pytest.mark.skipif(not PYTHON.exists(), reason=f"no tree before the contract at {BASE}")
 
 
@@ -56,3 +61,21 @@ def test_states_written_before_load_and_continue_identically(tmp_path):
     _run(PYTHON, SCENARIOS / "old_states.py", "write", tmp_path, cwd=BASE)
     for name, (before, now) in continue_from(tmp_path).items():
         assert now == before, name
+
+
+@pytest.mark.skipif(not (DATA / "ijcnn1.bz2").exists(), reason=f"no LIBSVM data sets in {DATA}")
+def test_real_data_decisions_and_promotions_equal_the_tree_before():
+    script = SCENARIOS / "real_decisions.py"
+    before = json.loads(_run(PYTHON, script, cwd=BASE))
+    now = json.loads(_run(sys.executable, script, cwd=Path(__file__).parent.parent))
+    assert set(now) == set(before) == {"ijcnn1", "letter", "reuters"}
+    for data, parts in before.items():
+        assert set(now[data]) == set(parts) == {"in_process", "app", "http"}
+        for part, cases in parts.items():
+            assert set(now[data][part]) == set(cases)
+            for case, figures in cases.items():
+                got = now[data][part][case]
+                assert got["decisions"] == figures["decisions"], (data, part, case)  # max |Δ| = 0
+                assert got.get("at") == figures.get("at"), (data, part, case)
+        for part in ("app", "http"):  # the challenged model's challenger is promoted on every set
+            assert parts[part]["promoted"]["promotions"] >= 1, (data, part)

@@ -30,8 +30,10 @@ from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.factory import estimator_from_state, make_estimator
 from svmstream.app.models.label_runs import LabelRuns
 from svmstream.app.models.rows import fitted, n_rows, rows_from_state, rows_state
+from svmstream.solvers.online.race.core import Race
 from svmstream.solvers.online.race.evidence import PairedEvidence, challenger_alpha
 from svmstream.solvers.online.race.grid import CHALLENGER_GRID
+from svmstream.solvers.online.race.promotion import Promotion
 
 log = logging.getLogger("svmstream.challengers")
 
@@ -214,6 +216,17 @@ class ChallengerSet:
         service model has ``on_drift="challenger"`` by default): it starts only if it fits
         ``max_model_bytes`` then (:class:`~svmstream.app.models.contest.Contest`)."""
         return [e.config for e in self.entries]
+
+    def race(self, champion=None, *, position: int | None = None, excluded=None) -> Race:
+        """The race of ``champion`` (``models[0]``) and the challengers' estimators on the
+        challenger grid (:data:`CELL`), decided by promotion by the sequential test
+        (:class:`~svmstream.solvers.online.race.promotion.Promotion`: each challenger's evidence
+        at its level, ``min_examples``; ``excluded``: challengers that may not be promoted now);
+        at ``position`` (default: the set's)."""
+        rule = Promotion([e.evidence for e in self.entries], [self.alpha_of(e) for e in self.entries],
+                         self.policy.min_examples, excluded)  # fmt: skip
+        models = [champion, *(e.estimator for e in self.entries)]
+        return Race(models, grid=CELL, rule=rule, position=self.position if position is None else position)
 
     def alpha_of(self, entry: Challenger) -> float:
         """The level ``entry`` is tested at (:func:`~.evidence.challenger_alpha`)."""

@@ -47,11 +47,11 @@ class Contest:
         self.X, self.y = X, (np.zeros(0, np.int64) if y is None else np.asarray(y, np.int64))
         self.first = cs.position - held  # the position of the first row (a grid point)
         n = 0 if X is None else int(X.shape[0])
-        ends = list(range(CELL - self.first % CELL, n + 1, CELL)) if n else []
-        if flush and n and (not ends or ends[-1] < n):
-            ends.append(n)
-        self.pieces = list(zip([0, *ends[:-1]], ends))
-        self.learned = ends[-1] if ends else 0
+        race = cs.race(position=self.first)
+        self.pieces = race.pieces(n)  # cut at the race's grid points; an open last cell is held
+        if self.pieces and not flush and not race.on_grid(self.first + self.pieces[-1][1]):
+            self.pieces.pop()
+        self.learned = self.pieces[-1][1] if self.pieces else 0
         self.scoring = bool(cs.entries) or cs.spawn_at is not None
         self.can_spawn = cs.spawn_at is None and cs.may_spawn()
         self.champion_right: list[np.ndarray | None] = []
@@ -201,19 +201,11 @@ class Contest:
         that did not predict the last cell constantly (:mod:`.constant_guard`), else retire a
         drift challenger past its horizon.  Returns ``(champion, promoted)``."""
         cs = self.cs
-        best, best_log = None, -np.inf
-        for entry in cs.entries:
-            ev = entry.evidence
-            log_e = ev.log_e_value()
-            if (
-                ev.n >= cs.policy.min_examples
-                and log_e >= np.log(1.0 / cs.alpha_of(entry))
-                and log_e > best_log
-                and not self.constant.get(id(entry), False)
-            ):
-                best, best_log = entry, log_e
-        if best is not None:
-            return promote(cs, cs.entries.index(best), current, name, manual=False), best
+        race = cs.race(current, excluded=[self.constant.get(id(e), False) for e in cs.entries])
+        winner = race.decide()  # the race's rule: promotion by the sequential test
+        if winner is not None:
+            best = cs.entries[winner - 1]
+            return promote(cs, winner - 1, current, name, manual=False), best
         for index, entry in enumerate(cs.entries):
             if entry.origin == "drift" and entry.seen >= cs.policy.drift_horizon:
                 cs.remove(index, "retired", reason=(

@@ -86,9 +86,6 @@ class BudgetedKernelModel(Learning, Readout, KernelModelState, ClassifierMixin, 
     #: True for the binary models inside a one-vs-rest BSCA model: the parent calibrates
     #: for all of them
     _ovr_child = False
-    #: False inside a streaming pipeline, whose calibration stage calibrates instead
-    #: (``calibrator_`` is None then)
-    _calibrates = True
 
     """Shared state and prediction of budgeted Gaussian-kernel classifiers (BSGD, BSCA).
 
@@ -161,7 +158,7 @@ class BudgetedKernelModel(Learning, Readout, KernelModelState, ClassifierMixin, 
         return index.astype(np.float64)
 
     # ------------------------------------------------------------------ state
-    def _init_state(self, n_features, classes, n_rows=None, streaming=True, ready=True):
+    def _init_state(self, n_features, classes, n_rows=None, streaming=True, ready=True, calibrate=True):
         classes = np.unique(np.asarray(classes))
         if classes.shape[0] < 2:
             raise ValueError(
@@ -183,7 +180,7 @@ class BudgetedKernelModel(Learning, Readout, KernelModelState, ClassifierMixin, 
         self.merge_diagnostics_ = np.zeros(N_DIAG, dtype=np.float64)
         self.rng_ = np.random.default_rng(self.random_state)
         self.gamma_ = self._given_gamma()
-        self._new_calibrator()
+        self._new_calibrator(calibrate)
         if not streaming or ready:
             self._ensure_pool()
         self.last_margins_ = np.zeros((0,) if n_cols == 1 else (0, n_cols))
@@ -263,10 +260,11 @@ class BudgetedKernelModel(Learning, Readout, KernelModelState, ClassifierMixin, 
             return int(self._sv_len[:n].sum())
         return int(n * self.n_features_in_)
 
-    def _new_calibrator(self):
-        """A fresh probability calibrator (:class:`~svmstream.solvers.calibration.MarginCalibrator`),
-        None inside a streaming pipeline (its calibration stage calibrates)."""
-        self.calibrator_ = MarginCalibrator(self.classes_.shape[0]) if self._calibrates else None
+    def _new_calibrator(self, calibrate=True):
+        """A fresh probability calibrator (:class:`~svmstream.solvers.calibration.MarginCalibrator`);
+        ``calibrate`` False: none (``calibrator_`` None) -- the engine of a streaming pipeline,
+        whose calibration stage calibrates (the pipeline starts its state so)."""
+        self.calibrator_ = MarginCalibrator(self.classes_.shape[0]) if calibrate else None
 
     def _given_gamma(self):
         """``gamma`` as a number, or None when it is ``"scale"`` (resolved from the first data,

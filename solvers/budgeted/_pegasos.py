@@ -117,8 +117,8 @@ class PegasosClassifier(ScheduleChecks, BudgetedKernelModel):
         n = n_rows if n_rows is not None else REFERENCE_N_LINEAR  # a stream: the linear reference n
         return resolve_lambda(self.lambda_, self.C, self.n_samples, n)
 
-    def _init_state(self, n_features, classes, n_rows=None, streaming=True, ready=True):
-        super()._init_state(n_features, classes, n_rows, streaming, ready)
+    def _init_state(self, n_features, classes, n_rows=None, streaming=True, ready=True, calibrate=True):
+        super()._init_state(n_features, classes, n_rows, streaming, ready, calibrate)
         self._W = np.zeros((self.n_features_in_, self._coef.shape[1]))
         self._idx_buf = np.zeros(self.n_features_in_, dtype=np.int32)
 

@@ -95,7 +95,7 @@ class KernelModelState:
             raise ValueError(f"unsupported {cls.__name__} state version {version}")
         est = cls.from_params(dict(meta["params"]))
         est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
-        est._init_state(meta["n_features_in"], arrays["classes"], 1, ready=False)
+        est._init_state(meta["n_features_in"], arrays["classes"], 1, ready=False, calibrate=calibrates(meta))
         est._load_gamma(meta)
         if saved_pool(meta) or arrays["coef"].shape[0]:  # a model still warming up has no pool yet
             est._ensure_pool()
@@ -136,3 +136,10 @@ def saved_pool(meta) -> bool:
         return bool(meta["pool"])
     pp = meta.get("preprocessing")
     return True if pp is None else bool(pp["ready"])
+
+
+def calibrates(meta) -> bool:
+    """Whether a model restored from ``meta`` keeps its own probability calibrator: yes, unless
+    the meta says ``"calibrates": False`` -- what a streaming pipeline hands with its engine's
+    state (its calibration stage calibrates; an engine saves no calibrator then)."""
+    return bool(meta.get("calibrates", True))

@@ -15,6 +15,7 @@ from ._base import DRIFT_RESET_T0, BudgetedKernelModel
 from ._bsca import bsca_steps
 from ._decision import squared_model_norm
 from ._gss import GSS_STANDARD_EPS
+from ._persist import calibrates
 from ._sca_ovr import _SPARSE_POOL, OneVsRest
 from ._sgd import KERNEL_PARAMS
 from ._sparse_pool import run_with_room
@@ -407,7 +408,7 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
             raise ValueError(f"unsupported {cls.__name__} state version {meta.get('state_version')}")
         est = cls.from_params(dict(meta["params"]))
         est.sv_storage_ = meta.get("sv_storage", "dense")  # version <= 5: dense SVs
-        est._start_ovr(meta["n_features_in"], arrays["classes"], streaming=True)
+        est._start_ovr(meta["n_features_in"], arrays["classes"], streaming=True, calibrate=calibrates(meta))
         est._load_gamma(meta)
         if "rng_state" in meta:
             est.rng_.bit_generator.state = meta["rng_state"]
@@ -432,7 +433,7 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
             est.lambda_eff_ = fitted[0].lambda_eff_
         return est
 
-    def _init_state(self, n_features, classes, n_rows=None, streaming=True, ready=True):
-        super()._init_state(n_features, classes, n_rows, streaming, ready)
+    def _init_state(self, n_features, classes, n_rows=None, streaming=True, ready=True, calibrate=True):
+        super()._init_state(n_features, classes, n_rows, streaming, ready, calibrate)
         if self._coef.shape[1] != 1:
             raise ValueError(f"{type(self).__name__} models are binary; use fit for one-vs-rest")

@@ -31,12 +31,12 @@ class OneVsRest:
             child._rehearsal = self._rehearsal.child(k, self.classes_.shape[0], params["random_state"])
         return child
 
-    def _start_ovr(self, n_features, classes, streaming):
+    def _start_ovr(self, n_features, classes, streaming, calibrate=True):
         self.classes_ = np.unique(classes)
         self.n_features_in_ = int(n_features)
         self.rng_ = np.random.default_rng(self.random_state)
         self.gamma_ = self._given_gamma()
-        self._new_calibrator()
+        self._new_calibrator(calibrate)
         self._counters = np.zeros(N_COUNTERS, dtype=np.int64)  # one-vs-rest: zeros (the children count)
         self.last_margins_ = np.zeros((0, self.classes_.shape[0]))
         self.last_y_ = self.classes_[:0]

@@ -229,10 +229,21 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             raise ValueError(f"estimator must be one of {', '.join(_PLAIN)}, got {type(plain).__name__}")
         plain.check_params()
         engine = type(plain)(**plain.get_params())  # the plain estimator is the engine
-        engine._calibrates = False  # the calibration stage calibrates
         seed = RehearsalStage.seed_of(engine.random_state)
         RehearsalStage(self.rehearsal, self.rehearsal_memory, seed).attach(engine)
         return engine
+
+    def set_rehearsal(self, rehearsal: int):
+        """Set ``rehearsal`` (extra steps per learned example, an int >= 0) of a fitted or fresh
+        pipeline: the parameter and its rehearsal stage (each binary model's, one-vs-rest), so
+        that the next rows learned rehearse so (a selector's candidates after their early
+        rehearsal).  Returns self."""
+        self.rehearsal = int(rehearsal)
+        stage = self.model_._rehearsal if "model_" in self.__dict__ else None
+        for s in [stage, *(stage.children if stage is not None else [])]:
+            if s is not None:
+                s.rehearsal = self.rehearsal
+        return self
 
     def _start(self):
         self.check_params()
@@ -260,9 +271,9 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             sparse_rows=sparse_rows, decide_rows=linear, random_state=model.random_state,
         )  # fmt: skip
         if isinstance(model, BudgetedSCAClassifier) and n_classes > 2:
-            model._start_ovr(d, classes, streaming=True)
+            model._start_ovr(d, classes, streaming=True, calibrate=False)  # the calibration stage calibrates
         else:
-            model._init_state(d, classes, ready=self._scaler.ready)
+            model._init_state(d, classes, ready=self._scaler.ready, calibrate=False)
 
     def _observe(self):
         """Feed the margins the engine computed before its last steps on received examples

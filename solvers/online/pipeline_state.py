@@ -103,7 +103,7 @@ class PipelineState:
     @classmethod
     def from_state(cls, arrays, meta):
         """Rebuild from :meth:`get_state` (older layouts pass :mod:`.upgrades` first)."""
-        model = estimator_from_state(arrays, meta["model"])
+        model = estimator_from_state(arrays, {**meta["model"], "calibrates": False})  # the stage calibrates
         plain_meta = meta.get("plain") or _plain_of(model)
         face = _PLAIN[plain_meta["class"]]
         plain = face(**{k: v for k, v in plain_meta["params"].items() if k in face().get_params()})
@@ -129,7 +129,6 @@ class PipelineState:
             counters = arrays["ovr_counters"] if "ovr_counters" in arrays else arrays["counters"]
             est._drift.pending = counters.shape[0] > _LEGACY_RESET_FLAG and bool(counters[_LEGACY_RESET_FLAG])
             model._counters[_LEGACY_RESET_FLAG:] = 0
-        model._calibrates, model.calibrator_ = False, None
         return est
 
     # ------------------------------------------------------------------ warm copy

@@ -141,13 +141,9 @@ class Candidates:
         self.gamma_scale_ = gamma
         self.settings_ = self._settings(scaling, gamma)
         self.race_size_ = self._race_size(len(self.settings_))
-        self.candidates_ = [
-            self._pipeline(s) if i < self.race_size_ else None for i, s in enumerate(self.settings_)
-        ]
+        models = [self._pipeline(s) if i < self.race_size_ else None for i, s in enumerate(self.settings_)]
+        self._new_race(models, before=int(self.n_received_))  # position 0: the grid starts here
         held, self._held = self._held, []
-        k = len(self.candidates_)
-        self._score = np.zeros((k, 4), dtype=np.int64)  # segment correct, total; all correct, total
-        self._hits = [np.zeros(0, dtype=np.int8) for _ in range(k)]  # 1: right, in learning order
         for X, y in held:
             for i in self._alive():
                 self.candidates_[i].partial_fit(X, y, classes=self.classes_)

@@ -18,7 +18,7 @@ from ..._params import DEFAULT_SHUFFLE_BUFFER, DEFAULT_WARMUP
 from ...budgeted import BudgetedSGDClassifier
 from ...persistence import register_estimator
 from .candidates import Candidates
-from .halving import CHECK_EVERY, Halving
+from .halving import Halving
 from .leader import LEADER_RULES, LeaderRule
 from .served import ServedSelection
 from .state import SelectionState
@@ -223,11 +223,8 @@ class SelectionClassifier(
                 X, y = X[need:], y[need:]
             if self._n_held() >= self.warmup:
                 self._start_candidates()
-        while X.shape[0]:
-            cut = min(X.shape[0], CHECK_EVERY - self._past % CHECK_EVERY)
-            self._pass(X[:cut], y[:cut])
-            X, y = X[cut:], y[cut:]
-            if self._past % CHECK_EVERY == 0:
+        for lo, hi in self.race_.pieces(X.shape[0]):  # cut at the grid points
+            if self._pass(X[lo:hi], y[lo:hi]):
                 self._checkpoint()
         return self
 
@@ -236,17 +233,13 @@ class SelectionClassifier(
         self.__dict__.pop("race_size_", None)
         self.classes_ = np.unique(np.asarray(classes))
         self._held = []
-        self.candidates_ = []
         self.settings_ = []
-        self.rungs_ = []
+        self._new_race([])
         self.n_received_ = 0
-        self._past = 0
-        self._segment_open = False
         self._race_end_detections = 0
-        self._score = np.zeros((0, 4), dtype=np.int64)
-        self._hits = []
 
     def _pass(self, X, y):
+        """Every racing candidate learns the rows; returns whether the race is at a grid point."""
         alive = self._alive()
         for i in alive:
             est = self.candidates_[i]
@@ -254,7 +247,7 @@ class SelectionClassifier(
             if len(alive) > 1:  # the scores are frozen once the race is over
                 self._record(i)
         self.n_received_ += X.shape[0]
-        self._past += X.shape[0]
+        return self.race_.advance(X.shape[0])
 
     def fit(self, X, y):
         """From scratch: ``partial_fit(X, y, classes=np.unique(y))`` then :meth:`flush`.  Returns self."""

@@ -1,16 +1,16 @@
-"""Successive halving on the stream (Jamieson & Talwalkar, AISTATS 2016; River's
-``SuccessiveHalvingClassifier``): the prequential scores of the candidates, the scoring
-segments and rungs on the grid of :data:`CHECK_EVERY` received examples, the early rehearsal
-that settles, the survivor (:class:`Halving`, a mixin of :class:`~.classifier.SelectionClassifier`)."""
+"""The selector's race (:class:`~..race.core.Race` of its candidate pipelines on the selection
+grid, decided by :class:`~..race.halving.SuccessiveHalving`): scoring what each candidate
+learned, the grid points, the early rehearsal that settles, the survivor and the race's JSON
+(:class:`Halving`, a mixin of :class:`~.classifier.SelectionClassifier`)."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from ..race.core import Race
 from ..race.grid import SELECTION_GRID
+from ..race.halving import SuccessiveHalving
 
 #: Rungs are decided every this many examples received past the window (at exact counts, so the
 #: race does not depend on how the stream is cut into batches): the selection grid.
@@ -26,7 +26,45 @@ def _detections(pipeline):
 
 
 class Halving:
-    """Mixin: the race's scores, rungs and survivors, and its JSON (:meth:`race`)."""
+    """Mixin: the race, its scores, rungs and survivors, and its JSON (:meth:`race`)."""
+
+    def _new_race(self, models, before=0):
+        """The race of ``models`` on the selection grid (its rule's record empty)."""
+        short = [bool(s.get("short", False)) for s in self.settings_]
+        rule = SuccessiveHalving(len(models), first_rung=self.first_rung, eta=self.eta, leader=self.leader,
+                                 short=short, before=before)  # fmt: skip
+        self.race_ = Race(models, grid=CHECK_EVERY, rule=rule)
+
+    def _rule(self):
+        """The race's rule with this selector's parameters (``set_params`` may change them)."""
+        rule = self.race_.rule
+        rule.first_rung, rule.eta, rule.leader = self.first_rung, self.eta, self.leader
+        return rule
+
+    # the race's record under the selector's names (saved as such, :mod:`.state`)
+    candidates_ = property(lambda self: self.race_.models, lambda self, v: setattr(self.race_, "models", v))
+    _past = property(lambda self: self.race_.position, lambda self, v: setattr(self.race_, "position", v))
+    _score = property(
+        lambda self: self.race_.rule.score, lambda self, v: setattr(self.race_.rule, "score", v)
+    )
+    _hits = property(lambda self: self.race_.rule.hits, lambda self, v: setattr(self.race_.rule, "hits", v))
+    rungs_ = property(
+        lambda self: self.race_.rule.rungs, lambda self, v: setattr(self.race_.rule, "rungs", v)
+    )
+    _segment_open = property(
+        lambda self: self.race_.rule.segment_open, lambda self, v: setattr(self.race_.rule, "segment_open", v)
+    )
+
+    @property
+    def models(self):
+        """The racing pipelines (River's ``ModelSelector.models``; None: out of the race)."""
+        check_is_fitted(self)
+        return self.race_.models
+
+    @property
+    def best_model(self):
+        """The pipeline that predicts (River's ``ModelSelector.best_model``; the leader)."""
+        return self._leader()
 
     def _record(self, i):
         """Score the examples candidate ``i`` learned in its last call (prequential: f before the
@@ -39,10 +77,7 @@ class Halving:
             pred = np.where(margins > 0, est.classes_[1], est.classes_[0])
         else:
             pred = est.classes_[np.argmax(margins, axis=1)]
-        hits = pred == y
-        correct = int(np.count_nonzero(hits))
-        self._score[i] += (correct, y.shape[0], correct, y.shape[0])
-        self._hits[i] = np.concatenate([self._hits[i], hits.astype(np.int8)])
+        self.race_.rule.record(i, pred == y)
 
     def _settled(self):
         """One candidate left, past its early rehearsal: the steady state."""
@@ -50,71 +85,25 @@ class Halving:
         return len(alive) == 1 and not self.settings_[alive[0]].get("early", False)
 
     def _alive(self):
-        return [i for i, est in enumerate(self.candidates_) if est is not None]
-
-    def _marks(self):
-        """``(learned examples at the next rung, at the start of its scoring segment)``, or None
-        once one candidate is left."""
-        if len(self._alive()) <= 1:
-            return None
-        at = self.first_rung * self.eta ** len(self.rungs_)
-        before = self.first_rung * self.eta ** (len(self.rungs_) - 1) if self.rungs_ else 0
-        return int(math.ceil(at)), int(math.ceil(max(before, at / 2)))
+        return self.race_.racing()
 
     def _checkpoint(self):
-        """At a multiple of :data:`CHECK_EVERY` received examples: open the scoring segment, or
-        hold the rung, when every survivor has learned that many examples."""
+        """At a grid point (a multiple of :data:`CHECK_EVERY` received examples): settle the
+        early rehearsals, then the rule opens the scoring segment or holds the rung."""
         self._settle()
-        marks = self._marks()
-        if marks is None:
-            return
-        learned = int(self._score[self._alive(), 3].min())
-        if not self._segment_open and learned >= marks[1]:
-            self._score[:, :2] = 0
-            self._segment_open = True
-        elif self._segment_open and learned >= marks[0]:
-            self._rung()
-            self._segment_open = False
+        self._rule()
+        survivor = self.race_.decide()
+        if survivor is not None:  # the race is over
+            self._race_end_detections = _detections(self.candidates_[survivor])
 
     def _settle(self):
         """Each candidate that has learned ``early_until`` examples goes from ``early_rehearsal``
-        to ``rehearsal`` (the pipeline's parameter and its rehearsal stages: saved as such)."""
+        to ``rehearsal`` (the pipeline's parameter, which its rehearsal stage reads: saved as such)."""
         for i in self._alive():
             setting, est = self.settings_[i], self.candidates_[i]
             if setting["early"] and est.n_learned_ >= self.early_until:
                 setting["early"] = False
-                est.rehearsal = setting["rehearsal"]
-                stage = est.model_._rehearsal
-                for s in [stage, *stage.children]:
-                    if s is not None:
-                        s.rehearsal = setting["rehearsal"]
-
-    def _rung(self):
-        alive = self._alive()
-        seg = self._score[alive]
-        acc = np.where(seg[:, 1] > 0, seg[:, 0] / np.maximum(seg[:, 1], 1), 0.0)
-        # a short-stream candidate retires at the first rung (unless only such candidates race)
-        ranked = [j for j in range(len(alive)) if not self.settings_[alive[j]].get("short")] or list(
-            range(len(alive))
-        )
-        order = sorted(ranked, key=lambda j: (-acc[j], alive[j]))
-        keep = sorted(alive[j] for j in order[: int(math.ceil(len(alive) / self.eta))])
-        for i in alive:
-            if i not in keep:
-                self.candidates_[i] = None
-                self._hits[i] = np.zeros(0, dtype=np.int8)
-        if len(keep) == 1:  # the race is over: the history is no longer read
-            self._hits[keep[0]] = np.zeros(0, dtype=np.int8)
-            self._race_end_detections = _detections(self.candidates_[keep[0]])
-        self.rungs_.append(
-            {
-                "received": int(self.n_received_),
-                "learned": int(seg[:, 3].min()),
-                "accuracy": {str(alive[j]): float(acc[j]) for j in range(len(alive))},
-                "scored": {str(alive[j]): int(seg[j, 1]) for j in range(len(alive))},
-                "kept": keep,
-            }
-        )
+                est.set_rehearsal(setting["rehearsal"])
 
     @property
     def drift_detections_(self):
@@ -142,7 +131,7 @@ class Halving:
         what it learned), ``rungs``, ``leader`` (None while the window is open), the ``leader_rule``
         and, while more than one races, the evidence rule's ``leader_test`` (:meth:`leader_test`)."""
         check_is_fitted(self)
-        alive = self._alive()
+        alive, rule = self._alive(), self._rule()
         cands = []
         for i, setting in enumerate(self.settings_):
             est = self.candidates_[i]
@@ -153,7 +142,7 @@ class Halving:
                     "racing": est is not None,
                     "learned": int(seg[3]),
                     "segment_accuracy": float(seg[0] / seg[1]) if seg[1] else None,
-                    "recent_accuracy": self._recent_accuracy(i)
+                    "recent_accuracy": rule.recent_accuracy(i)
                     if est is not None and len(alive) > 1
                     else None,
                 }

@@ -12,6 +12,7 @@ from ..._params import DEFAULT_REHEARSAL_MEMORY
 from ...budgeted import model_bytes, window_bytes
 from ...budgeted._base import resolve_lambda
 from ...contract import DriftReport, ExampleAccount, Learned, ModelReport
+from ..race.core import Race
 from .candidates import race_size
 
 
@@ -121,9 +122,11 @@ class ServedSelection:
         copy.__dict__.update(self.__dict__)
         copy._held = list(self._held)  # read for the count in the message only
         alive = self._alive()
-        copy.candidates_ = [None] * len(self.candidates_)
+        models = [None] * len(self.candidates_)
         if alive:
             leader = self.leader_
-            copy.candidates_[leader] = self.candidates_[leader].published_copy()
+            models[leader] = self.candidates_[leader].published_copy()
+        race = self.race_  # the copy's race: its own models, the same record (read only)
+        copy.race_ = Race(models, grid=race.grid, rule=race.rule, position=race.position)
         copy._published_report = report
         return copy

@@ -76,8 +76,6 @@ class SelectionState:
         if meta.get("n_features") is not None:
             est.n_features_in_ = int(meta["n_features"])
         est.n_received_ = int(meta["n_received"])
-        est._past = int(meta["past"])
-        est._segment_open = bool(meta["segment_open"])
         for j, hm in enumerate(meta["held"]):
             if hm["sparse"]:
                 parts = (arrays[f"held{j}.data"], arrays[f"held{j}.indices"], arrays[f"held{j}.indptr"])
@@ -85,16 +83,18 @@ class SelectionState:
             else:
                 X = arrays[f"held{j}.X"]
             est._held.append((X, arrays[f"held{j}.y"]))
+        models = []
         for i, cm in enumerate(meta["candidates"]):
-            if cm is None:
-                est.candidates_.append(None)
-                continue
             prefix = f"c{i}."
             sub = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
-            est.candidates_.append(estimator_from_state(sub, cm))
+            models.append(None if cm is None else estimator_from_state(sub, cm))
+        est.settings_ = [{"early": False, **s} for s in meta["settings"]]
+        past = int(meta["past"])
+        est._new_race(models, before=est.n_received_ - past)
+        est._past = past
+        est._segment_open = bool(meta["segment_open"])
         est._score = np.array(arrays["score"], dtype=np.int64).reshape(-1, 4)
         est._hits = [np.array(arrays[f"hits{i}"], dtype=np.int8) for i in range(est._score.shape[0])]
-        est.settings_ = [{"early": False, **s} for s in meta["settings"]]
         est.rungs_ = [dict(r) for r in meta["rungs"]]
         if meta.get("gamma_scale") is not None:
             est.gamma_scale_ = float(meta["gamma_scale"])
