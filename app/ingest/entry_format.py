@@ -87,7 +87,8 @@ def entry_fields(fields: Mapping[Any, Any] | list) -> tuple[Any, Any, BinaryFiel
     Raises
     ------
     InvalidInput
-        Unknown field, no ``y``, several or none of ``x``, ``xd`` and ``xb``.
+        Unknown field, several or none of ``x``, ``xd`` and ``xb`` (an entry without ``y``
+        gives ``y`` None: refused by a model whose examples need one, ``"y: field required"``).
     """
     if type(fields) is list:  # a raw reply: [field, value, field, value, ...]
         fields = dict(zip(fields[::2], fields[1::2]))
@@ -100,9 +101,7 @@ def entry_fields(fields: Mapping[Any, Any] | list) -> tuple[Any, Any, BinaryFiel
     get = fields.get
     y_raw = get(b"y")
     if y_raw is None:
-        y_raw = get("y")
-        if y_raw is None:
-            raise InvalidInput("y: field required", field="y")
+        y_raw = get("y")  # None: no y (a novelty model's rows; the model's codec decides)
     given = []
     for name, name_b in FEATURE_FIELDS:
         value = get(name_b)
