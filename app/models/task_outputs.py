@@ -171,10 +171,25 @@ class TaskOutput:
 
     task = "classification"
     meter = ClassMeter
+    #: the names and datatypes of :meth:`tensors` (none: a classifier's outputs)
+    tensor_types: tuple[tuple[str, str], ...] = ()
+    #: challengers are scored by paired 0/1 losses (:mod:`.contest`): classifiers only so far
+    challengers = True
+
+    def tensors(self, view, X, decision) -> dict[str, tuple[str, np.ndarray]] | None:
+        """The protocols' outputs (OIP v2, MLflow ``/invocations``) of a model without classes:
+        ``name -> (datatype, values)``, the first the ``label`` output of MLflow; None: a
+        classifier's (labels, decision, proba, classes; :mod:`svmstream.app.api.protocols`)."""
+        return None
 
     def refuse(self, obj: dict) -> None:
         if obj.get("interval") is not None:
             raise InvalidInput(f"interval: a {self.task} model has no prediction intervals", field="interval")
+
+    def served(self, out: dict[str, Any]) -> list[Any]:
+        """What an answer ``out`` served per row, as remembered for ``/feedback``: the labels
+        (a regressor: the values; a novelty model: the outlier flags)."""
+        return out["labels"]
 
     def answer(self, view, X, decision: np.ndarray, obj: dict) -> dict[str, Any]:
         """The task's fields of a prediction answer for rows X and their decision values."""
@@ -191,17 +206,25 @@ class ValueOutput(TaskOutput):
 
     task = "regression"
     meter = ErrorMeter
+    tensor_types = (("value", "FP64"),)
+    challengers = False
 
     def answer(self, view, X, decision, obj):
         if obj.get("proba"):
             raise InvalidInput("proba: a regression model has no class probabilities", field="proba")
         level = interval_level(obj)
-        out: dict[str, Any] = {"values": np.ascontiguousarray(decision)}
+        out: dict[str, Any] = {"values": np.ascontiguousarray(decision)}  # ŷ on the target's scale
         if level is not None:
             lower, upper = view.estimator.predict_interval(X, level)
             out["interval"] = level
             out["lower"], out["upper"] = np.ascontiguousarray(lower), np.ascontiguousarray(upper)
         return out
+
+    def tensors(self, view, X, decision):
+        return {"value": ("FP64", np.ascontiguousarray(decision, dtype=np.float64))}
+
+    def served(self, out):
+        return np.asarray(out["values"]).tolist()
 
 
 class ScoreOutput(TaskOutput):
@@ -209,6 +232,8 @@ class ScoreOutput(TaskOutput):
 
     task = "novelty"
     meter = OutlierMeter
+    tensor_types = (("outlier", "BOOL"), ("score", "FP64"))
+    challengers = False
 
     def answer(self, view, X, decision, obj):
         if obj.get("proba"):
@@ -220,6 +245,16 @@ class ScoreOutput(TaskOutput):
             "scores": np.ascontiguousarray(scores),
             "outlier": (np.asarray(decision) < 0).tolist(),
             "threshold": threshold,
+        }
+
+    def served(self, out):
+        return out["outlier"]
+
+    def tensors(self, view, X, decision):
+        scores = np.asarray(view.estimator.score_samples(X), dtype=np.float64)
+        return {
+            "outlier": ("BOOL", np.asarray(decision) < 0),
+            "score": ("FP64", np.ascontiguousarray(scores)),
         }
 
 

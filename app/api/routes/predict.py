@@ -54,16 +54,17 @@ def answer_predict(
         view, X, decision = versions.predict(name, version, X, batch.n_features)
     else:
         view, X, decision = registry.predict(name, X, declared=batch.n_features, with_rows=True)
+    task = output_of(view.config)
     out = {
         "model": name,
         "version": view.version,
         "model_version": view.version,
         # labels/decision/proba; values/lower/upper; scores/outlier (app/models/task_outputs.py)
-        **output_of(view.config).answer(view, X, decision, obj),
+        **task.answer(view, X, decision, obj),
     }
     if wants_remember(obj, view):
         served = (out["classes"], out["proba"]) if "proba" in out else None
-        out["ids"] = remember_rows(registry, view, X, decision, out["labels"], served, authenticated)
+        out["ids"] = remember_rows(registry, view, X, decision, task.served(out), served, authenticated)
     return out
 
 
