@@ -172,3 +172,33 @@ def test_novelty_over_http_rows_without_y_scores_outliers_evaluation_labels_and_
         np.testing.assert_array_equal(np.asarray(again["scores"]), scores)
         assert again["outlier"] == answer["outlier"] and again["threshold"] == answer["threshold"]
     server.terminate()
+
+
+def test_with_the_stages_off_the_service_equals_the_plain_estimator(start_server):
+    """Explicit settings with warm-up, scaling and rehearsal off: the service's predictions are the
+    plain estimator's with the same settings fed the same batches (max |Δ| <= 1e-12)."""
+    from svmstream.solvers import BudgetedOneClassSVM, BudgetedSCARegressor
+
+    X, y = friedman(3000, seed=5)
+    X = X / 1000.0
+    off = {"warmup": 0, "scaling": "none", "rehearsal": 0, "budget": 60, "gamma": 0.5, "merge_solver": "gss"}
+    server = start_server(use_uvicorn=True, env=ENV)
+    with server.client() as c:
+        assert (
+            c.put("/models/r", json={"task": "regression", "C": 2.0, "epsilon": 0.05, **off}).status_code
+            == 201
+        )
+        assert c.put("/models/n", json={"task": "novelty", "nu": 0.3, **off}).status_code == 201
+        post_rows(c, "r", X, y, batch=500)
+        post_rows(c, "n", X, batch=500)
+        probe = X[:300] * 0.95
+        values = np.asarray(c.post("/predict", json={"model": "r", "X": probe.tolist()}).json()["values"])
+        scores = np.asarray(c.post("/predict", json={"model": "n", "X": probe.tolist()}).json()["scores"])
+    server.terminate()
+    regressor = BudgetedSCARegressor(budget=60, gamma=0.5, C=2.0, epsilon=0.05, random_state=0)
+    novelty = BudgetedOneClassSVM(budget=60, gamma=0.5, nu=0.3, random_state=0)
+    for lo in range(0, 3000, 500):
+        regressor.partial_fit(X[lo : lo + 500], y[lo : lo + 500])
+        novelty.partial_fit(X[lo : lo + 500])
+    assert float(np.max(np.abs(values - regressor.predict(probe)))) <= 1e-12
+    assert float(np.max(np.abs(scores + novelty.decision_function(probe)))) <= 1e-12
