@@ -103,6 +103,7 @@ def test_regression_over_http_values_intervals_figures_refusals_and_restart(star
         assert info["task"] == "regression" and metrics["prequential_window"] == 3000
         assert 0 < metrics["prequential_mae"] <= metrics["prequential_rmse"]
         assert 0.7 <= metrics["prequential_coverage_90"] <= 1.0
+        assert metrics["interval_90_half_width"] > 0 and metrics["recent_mae"] > 0
         assert info["statistics"]["merges"] > 0 or info["n_support_vectors"] <= 500
         assert_examples_account(c, "r", sent=3000)
     server.terminate()
@@ -161,6 +162,7 @@ def test_novelty_over_http_rows_without_y_scores_outliers_evaluation_labels_and_
         metrics = info["metrics"]
         assert info["task"] == "novelty" and metrics["prequential_window"] == 3000
         assert 0.0 <= metrics["prequential_outlier_rate"] <= 0.2
+        assert metrics["threshold"] == answer["threshold"] and metrics["false_alarm"] == 0.05
         assert metrics["evaluation_outliers_flagged"] is None  # no row was labelled 1
         assert 0.0 <= metrics["evaluation_inliers_flagged"] <= 0.2
         assert_examples_account(c, "n", sent=3000)

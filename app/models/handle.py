@@ -392,6 +392,8 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             "last_snapshot_path": self.last_snapshot_path,
             "extra": view.extra,
             "statistics": view.stats.get("statistics", {}),
-            "metrics": self.metrics(),
+            # the service's meters, and the model's own figures (a novelty model's threshold and
+            # false-alarm rate, a regressor's recent errors and 90 % half-width; none of a classifier)
+            "metrics": {**view.stats.get("metrics", {}), **self.metrics()},
             **self.challengers_info(view),
         }
