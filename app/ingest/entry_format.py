@@ -4,7 +4,9 @@
 
 Entry format (field values are bytes as Redis returns them, or str):
 
-* ``y`` -- the label: a JSON number or string, or plain text (a string label);
+* ``y`` -- the label: a JSON number or string, or plain text (a string label); a regression
+  model's target (a number); absent or 0/1 for a novelty model (the model's codec decides:
+  :mod:`.targets`);
 * exactly one of
   * ``x`` -- JSON: a dense list of d numbers or a sparse ``{"index": value}`` object with
     0-based integer keys (numbers parsed to float64);
