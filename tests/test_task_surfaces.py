@@ -116,7 +116,8 @@ def test_delayed_numeric_feedback_learns_each_id_once(start_server):
     server.terminate()
 
 
-def test_a_replica_serves_a_regression_models_snapshots_exactly(start_server, own_redis, tmp_path):
+@pytest.mark.parametrize("task", ["regression", "novelty"])
+def test_a_replica_serves_the_snapshots_of_a_task_model_exactly(task, start_server, own_redis, tmp_path):
     learner = start_server(
         tmp_path / "learner",
         args=(
@@ -129,10 +130,10 @@ def test_a_replica_serves_a_regression_models_snapshots_exactly(start_server, ow
         ),
     )
     replica = start_server(tmp_path / "replica", args=("--role", "replica", "--redis-url", own_redis.url))
-    X, y = friedman(1500)
+    X, y = friedman(1500) if task == "regression" else (blobs(1500), None)
     probe = X[:100]
     with learner.client() as lc, replica.client() as rc:
-        assert lc.put("/models/r", json={"task": "regression"}).status_code == 201
+        assert lc.put("/models/r", json={"task": task}).status_code == 201
         post_rows(lc, "r", X, y, batch=500)
         version = lc.get("/models/r").json()["version"]
         wait_for(
@@ -142,12 +143,10 @@ def test_a_replica_serves_a_regression_models_snapshots_exactly(start_server, ow
             timeout=60,
             what="the replica at the learner's version",
         )
-        body = {"model": "r", "X": probe.tolist(), "interval": 0.9}
+        body = {"model": "r", "X": probe.tolist(), **({"interval": 0.9} if task == "regression" else {})}
         mine, theirs = lc.post("/predict", json=body).json(), rc.post("/predict", json=body).json()
-        for key in ("values", "lower", "upper"):
+        keys = ("values", "lower", "upper") if task == "regression" else ("scores", "outlier", "threshold")
+        for key in keys:
             assert mine[key] == theirs[key]
-        assert rc.get("/models/r").json()["task"] == "regression"
-        assert (
-            rc.post("/learn", json={"model": "r", "X": probe[:2].tolist(), "y": [1.0, 2.0]}).status_code
-            == 409
-        )
+        assert rc.get("/models/r").json()["task"] == task
+        assert rc.post("/learn", json={"model": "r", "X": probe[:2].tolist()}).status_code == 409
