@@ -52,6 +52,12 @@ _LAZY = {
     "resolve_sv_storage": ".budgeted",
     "DCSVMClassifier": ".exact",
     "LinearDualCDClassifier": ".linear",
+    # the tasks beyond classification (issue 38; docs/regression.md, docs/novelty.md)
+    "BudgetedSCARegressor": ".budgeted.tasks",
+    "BudgetedSGDRegressor": ".budgeted.tasks",
+    "BudgetedOneClassSVM": ".budgeted.tasks",
+    "StreamingRegressor": ".online.tasks",
+    "StreamingNovelty": ".online.tasks",
 }
 
 
@@ -89,12 +95,17 @@ __all__ = [
     "SCHEDULES",
     "SELECTIONS",
     "SV_STORAGES",
+    "BudgetedOneClassSVM",
     "BudgetedSCAClassifier",
+    "BudgetedSCARegressor",
     "BudgetedSGDClassifier",
+    "BudgetedSGDRegressor",
     "Cancelled",
     "DCSVMClassifier",
     "PegasosClassifier",
     "StreamingClassifier",
+    "StreamingNovelty",
+    "StreamingRegressor",
     "SelectionClassifier",
     "LinearDualCDClassifier",
     "WarmingUp",

@@ -177,8 +177,15 @@ class Hyperparameter:
 H = Hyperparameter
 _BSGD = ("bsgd",)
 
+#: The tasks a budgeted model learns (issue 38): class labels, a numeric target, or no target.
+TASKS = ("classification", "regression", "novelty")
+
 # fmt: off
 HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
+    H("task", str, "classification", "what the model learns: class labels (classification), a numeric "
+      "target (regression: /predict answers values and intervals) or no target (novelty: scores and "
+      "outlier flags; docs/regression.md, docs/novelty.md)", "service", choices=TASKS, cli=(),
+      same_in_estimator=False),
     H("algorithm", str, "bsgd", "bsgd (budgeted SGD) or bsca (budgeted coordinate ascent); not given: "
       "bsca when C is given without lambda (C is then its box constraint, which needs no n), else bsgd",
       "service",
@@ -251,13 +258,17 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
     H("remember", bool, False, "every /predict of this model keeps its rows and answers ids for "
       "/feedback, as if it asked remember (docs/feedback.md)", "service", cli=(),
       same_in_estimator=False),
+    H("epsilon", float, None, "regression: half-width of the epsilon-insensitive tube on the "
+      "standardised target (null: 0.1, SVR's default)", "service", nullable=True, ge=0, cli=(),
+      same_in_estimator=False),
+    H("nu", float, None, "novelty: nu of the one-class SVM, an upper bound on the fraction of rows "
+      "outside the boundary (null: 0.2, docs/novelty.md)", "service", nullable=True, gt=0, le=1, cli=(),
+      same_in_estimator=False),
 )
 # fmt: on
 """The table, in the order of ``ModelConfig``'s fields (``max_classes`` before ``classes``: the
 label check reads it)."""
 
-#: The tasks a budgeted model learns (issue 38): class labels, a numeric target, or no target.
-TASKS = ("classification", "regression", "novelty")
 #: The ε-tube of regression: residuals within ±ε cost nothing (on the target as the estimator sees it:
 #: the streaming pipeline standardises the target in its warm-up window, so 0.1 means 0.1 standard
 #: deviations, as ``TransformedTargetRegressor(SVR(), StandardScaler())`` with SVR's default ε).
@@ -294,6 +305,28 @@ ESTIMATOR_ONLY: tuple[Hyperparameter, ...] = (
       "estimator", ("bsca",), choices=("permutation", "uniform"), cli=()),
 )
 # fmt: on
+
+#: What a model of a task gets for the settings its request (and the server's explicitly set
+#: defaults) leave out, where the classifier's default does not apply: the task pipelines' own
+#: defaults (chosen by ``benchmarks/bench_regression.py`` / ``bench_novelty.py``; docs/regression.md,
+#: docs/novelty.md).  No race (``selection`` false): the selector races classifiers only.
+TASK_DEFAULTS: dict[str, dict[str, Any]] = {
+    "classification": {},
+    "regression": {"algorithm": "bsca", "warmup": 200, "rehearsal": 4, "scaling": "standard",
+                   "merge_solver": "lookup-wd", "on_drift": "none", "selection": False},
+    "novelty": {"algorithm": "bsgd", "warmup": 200, "rehearsal": 1, "scaling": "standard",
+                "merge_solver": "lookup-wd", "on_drift": "none", "selection": False},
+}  # fmt: skip
+#: The settings a model of each task takes (beyond classification's: every row); a setting of
+#: another row given with another value than the task's default is refused, naming it.
+TASK_SETTINGS: dict[str, tuple[str, ...]] = {
+    "regression": ("task", "algorithm", "budget", "gamma", "C", "lambda_", "n_samples", "n_features",
+                   "random_state", "maintenance", "merge_solver", "schedule", "eta", "fit_intercept",
+                   "scaling", "warmup", "rehearsal", "rehearsal_memory", "remember", "epsilon"),
+    "novelty": ("task", "algorithm", "budget", "gamma", "n_features", "random_state", "maintenance",
+                "merge_solver", "schedule", "eta", "scaling", "warmup", "rehearsal", "rehearsal_memory",
+                "remember", "nu"),
+}  # fmt: skip
 
 BY_NAME: dict[str, Hyperparameter] = {row.name: row for row in HYPERPARAMETERS}
 BY_JSON: dict[str, Hyperparameter] = {row.json_name: row for row in HYPERPARAMETERS}

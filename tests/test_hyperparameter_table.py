@@ -364,6 +364,9 @@ def test_stage_params_routes_each_value_to_its_stage():
     assert routed["rehearsal"] == {"rehearsal": 1, "rehearsal_memory": table.DEFAULT_REHEARSAL_MEMORY}
     assert routed["drift"] == {"on_drift": "reset_schedule"}
     assert set(routed["service"]) == {
+        "task",
+        "epsilon",
+        "nu",
         "algorithm",
         "n_features",
         "max_classes",

@@ -25,6 +25,7 @@ from svmstream.app.api.auth import require_read
 from svmstream.app.api.http import read_body
 from svmstream.app.errors import InvalidInput, PayloadTooLarge, ServiceError, naming_the_learner
 from svmstream.app.models.registry import Registry
+from svmstream.app.models.task_outputs import output_of
 
 #: ``Content-Encoding`` values accepted on protocol requests (``tritonclient``'s
 #: ``request_compression_algorithm``), with zlib's ``wbits`` for each.
@@ -135,6 +136,9 @@ class Prediction:
     labels: list[Any]
     decision: np.ndarray
     proba: np.ndarray | None
+    #: a model without classes: its task's outputs, ``name -> (datatype, values)``
+    #: (:meth:`~svmstream.app.models.task_outputs.TaskOutput.tensors`), else None
+    outputs: dict[str, tuple[str, np.ndarray]] | None = None
 
 
 def has_proba(view) -> bool:
@@ -179,6 +183,13 @@ def predict_rows(registry: Registry, name: str, X: np.ndarray, field: str, proba
             status=400,
         )
     view, X, decision = registry.predict(name, X, with_rows=True)
+    outputs = output_of(view.config).tensors(view, X, decision)
+    if outputs is not None:  # regression, novelty: no labels, classes or probabilities
+        if proba:
+            raise InvalidInput(f"proba: model {name!r} has no class probabilities", field="proba", status=400)
+        first = next(iter(outputs.values()))[1]
+        labels = first.tolist()
+        return Prediction(name, view.version, [], labels, np.ascontiguousarray(decision), None, outputs)
     probabilities = None
     if proba or (proba is None and has_proba(view)):
         if not has_proba(view):

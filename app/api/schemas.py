@@ -120,8 +120,11 @@ class LearnRequest(BaseModel):
         description='examples: dense lists of d numbers, or sparse {"index": value} maps with 0-based indices',
         json_schema_extra=_NON_EMPTY,
     )
-    y: list[Label] = Field(
-        description="one label per example, from the model's classes", json_schema_extra=_NON_EMPTY
+    y: list[Label] | None = Field(
+        None,
+        description="one label per example, from the model's classes; a regression model: one finite number "
+        "per example; a novelty model: none, or 0/1 evaluation labels (docs/regression.md, docs/novelty.md)",
+        json_schema_extra=_NON_EMPTY,
     )
     n_features: int | None = Field(
         None, ge=1, description="optional: the input dimension the rows are meant for"
@@ -147,6 +150,12 @@ class PredictRequest(BaseModel):
         description="keep the rows and answer ids for POST /feedback (default: the model's "
         "remember setting; docs/feedback.md)",
     )
+    interval: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="a regression model: also answer lower and upper bounds of this coverage",
+    )
 
 
 class ModelInfo(BaseModel):
@@ -163,6 +172,7 @@ class ModelInfo(BaseModel):
     )
 
     name: str
+    task: str = Field("classification", description="classification, regression or novelty")
     algorithm: str
     budget: int
     config: dict[str, Any]
@@ -255,10 +265,19 @@ class PredictResponse(BaseModel):
         description="the model version that answered (batches applied; equal to version): a replica "
         "serves the learner's snapshot of that version (docs/deployment.md)"
     )
-    labels: list[Label]
-    decision: list[float] | list[list[float]] = Field(
-        description="binary: f(x) (> 0: classes[1]); multi-class: one score per class, in classes order"
+    labels: list[Label] | None = Field(None, description="a classifier's predicted labels")
+    decision: list[float] | list[list[float]] | None = Field(
+        None,
+        description="a classifier's: binary: f(x) (> 0: classes[1]); multi-class: one score per class, in "
+        "classes order",
     )
+    values: list[float] | None = Field(None, description="a regression model's predictions")
+    interval: float | None = Field(None, description='with "interval": the coverage of lower and upper')
+    lower: list[float] | None = Field(None, description='with "interval": split-conformal lower bounds')
+    upper: list[float] | None = Field(None, description='with "interval": split-conformal upper bounds')
+    scores: list[float] | None = Field(None, description="a novelty model's anomaly scores (higher: rarer)")
+    outlier: list[bool] | None = Field(None, description="a novelty model's flags: score above threshold")
+    threshold: float | None = Field(None, description="a novelty model's threshold (5 % false alarms)")
     classes: list[Label] | None = Field(None, description='with "proba": the column order of proba')
     proba: list[list[float]] | None = Field(
         None, description='with "proba": true: calibrated probabilities, rows sum to 1, argmax = label'

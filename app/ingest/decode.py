@@ -38,7 +38,7 @@ _STEP[[ord("["), ord("{")]] = 1
 _STEP[[ord("]"), ord("}")]] = -1
 
 LEARN_FIELDS = frozenset({"model", "X", "x", "y", "n_features"})
-PREDICT_FIELDS = frozenset({"model", "X", "x", "n_features", "proba", "version", "remember"})
+PREDICT_FIELDS = frozenset({"model", "X", "x", "n_features", "proba", "version", "remember", "interval"})
 
 
 def describe(value: Any) -> str:

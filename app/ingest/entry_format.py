@@ -4,7 +4,9 @@
 
 Entry format (field values are bytes as Redis returns them, or str):
 
-* ``y`` -- the label: a JSON number or string, or plain text (a string label);
+* ``y`` -- the label: a JSON number or string, or plain text (a string label); a regression
+  model's target (a number); absent or 0/1 for a novelty model (the model's codec decides:
+  :mod:`.targets`);
 * exactly one of
   * ``x`` -- JSON: a dense list of d numbers or a sparse ``{"index": value}`` object with
     0-based integer keys (numbers parsed to float64);
@@ -87,7 +89,8 @@ def entry_fields(fields: Mapping[Any, Any] | list) -> tuple[Any, Any, BinaryFiel
     Raises
     ------
     InvalidInput
-        Unknown field, no ``y``, several or none of ``x``, ``xd`` and ``xb``.
+        Unknown field, several or none of ``x``, ``xd`` and ``xb`` (an entry without ``y``
+        gives ``y`` None: refused by a model whose examples need one, ``"y: field required"``).
     """
     if type(fields) is list:  # a raw reply: [field, value, field, value, ...]
         fields = dict(zip(fields[::2], fields[1::2]))
@@ -100,9 +103,7 @@ def entry_fields(fields: Mapping[Any, Any] | list) -> tuple[Any, Any, BinaryFiel
     get = fields.get
     y_raw = get(b"y")
     if y_raw is None:
-        y_raw = get("y")
-        if y_raw is None:
-            raise InvalidInput("y: field required", field="y")
+        y_raw = get("y")  # None: no y (a novelty model's rows; the model's codec decides)
     given = []
     for name, name_b in FEATURE_FIELDS:
         value = get(name_b)

@@ -90,7 +90,7 @@ def parse_examples(
         ``len(y) != len(X)``.
     """
     learn = codec is not None
-    check_envelope(obj, LEARN_FIELDS if learn else PREDICT_FIELDS, require_y=learn)
+    check_envelope(obj, LEARN_FIELDS if learn else PREDICT_FIELDS, require_y=learn and codec.requires_y)
     declared = obj.get("n_features")
     raw = obj["X"] if "X" in obj else obj["x"]
     named = named_rows(raw, has_schema)
@@ -101,7 +101,9 @@ def parse_examples(
     rows = raw if named else None
     y = None
     if learn:
-        labels = obj["y"]
+        labels = obj.get("y")
+        if labels is None and not codec.requires_y:  # a novelty model's rows (targets.py)
+            return Batch(X=X, y=codec.absent(n), n_features=declared, rows=rows)
         if isinstance(labels, list) and len(labels) != n:
             raise InvalidInput(f"y: has {len(labels)} labels for {n} examples in X", field="y")
         y, new = codec.encode_with_new(labels)

@@ -69,6 +69,11 @@ class LabelCodec:
         docstring) instead of being refused.
     """
 
+    #: a label codec: the model has classes and every example a label (the targets of the
+    #: other tasks: :mod:`.targets`)
+    has_classes = True
+    requires_y = True
+
     def __init__(self, classes: Sequence[Any], learn: bool = False):
         self.classes = list(classes)
         self.learn = bool(learn)

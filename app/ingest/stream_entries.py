@@ -94,6 +94,8 @@ class EntryBatch:
 
 
 def _label_or_error(raw: Any) -> Any:
+    if raw is None:  # no y: the codec says whether the model needs one (encode_labels)
+        return None
     try:
         return parse_stream_label(raw)
     except InvalidInput as exc:
@@ -319,11 +321,25 @@ class _Entries:
         if not cand.size:
             return None, None
         labels = self.labels
-        idx, bad, new = codec.encode_each([labels[i] for i in cand])
+        absent = np.asarray([labels[i] is None for i in cand], dtype=bool)
+        if absent.any():  # entries without y: refused, or a novelty model's rows (targets.py)
+            if codec.requires_y:
+                for i in cand[absent]:
+                    self.reject(i, "y: field required")
+                cand = cand[~absent]
+                absent = absent[~absent]
+            if not cand.size:
+                return None, None
+        given = np.flatnonzero(~absent)
+        idx, bad, new = codec.encode_each([labels[i] for i in cand[given]])
+        if absent.any():
+            full = codec.absent(cand.size)
+            full[given] = idx
+            idx = full
         for k, message in bad:
-            self.reject(cand[k], message)
+            self.reject(cand[given[k]], message)
         keep = np.ones(cand.size, dtype=bool)
-        keep[[k for k, _ in bad]] = False
+        keep[given[[k for k, _ in bad]]] = False
         return idx[keep], new
 
 

@@ -53,6 +53,7 @@ from svmstream.solvers._hyperparameters import (  # noqa: F401  (re-exported: th
     SCALINGS,
     SCHEDULES,
     SV_STORAGES,
+    TASK_DEFAULTS,
 )
 
 Label = StrictInt | StrictFloat | str
@@ -60,7 +61,7 @@ Label = StrictInt | StrictFloat | str
 
 #: The fields that are not learning settings: a model created with only these races candidates
 #: (``selection`` null, ``docs/selection.md``).
-NOT_SETTINGS = ("classes", "max_classes", "n_features", "remember", "selection", "selection_bytes")
+NOT_SETTINGS = ("classes", "max_classes", "n_features", "remember", "selection", "selection_bytes", "task")
 
 
 def resolve_selection(given: dict[str, Any], explicit_defaults: dict[str, Any]) -> dict[str, Any]:
@@ -73,6 +74,17 @@ def resolve_selection(given: dict[str, Any], explicit_defaults: dict[str, Any]) 
     settings = {**explicit_defaults, **given}
     chosen = any(k not in NOT_SETTINGS for k, v in settings.items() if v is not None)
     return {**given, "selection": not chosen}
+
+
+def task_defaults(given: dict[str, Any], explicit_defaults: dict[str, Any]) -> dict[str, Any]:
+    """The defaults of the task ``given`` (or an explicitly set server default) names, for the
+    fields neither gives (:data:`TASK_DEFAULTS`; JSON names; ``{}`` for classification).  A
+    regression model given ``lambda`` without an algorithm runs BSGD (BSCA takes C only)."""
+    settings = {**explicit_defaults, **given}
+    own = dict(TASK_DEFAULTS.get(settings.get("task") or "classification", {}))
+    if own and settings.get("lambda") is not None and own.get("algorithm") == "bsca":
+        own["algorithm"] = "bsgd"
+    return {k: v for k, v in own.items() if settings.get(k) is None}
 
 
 def refuse_race_of_given_c(settings: dict[str, Any]) -> None:
@@ -202,6 +214,8 @@ class ModelConfig(_ModelConfigFields):
     def _check_selection(cls, value: bool | None, info: ValidationInfo) -> bool | None:
         if value:
             data = info.data
+            if TASK_DEFAULTS.get(data.get("task"), {}).get("selection") is False:
+                raise ValueError(f"races classifiers only, not a {data.get('task')} model")
             if data.get("algorithm") != "bsgd" or data.get("kernel") != "rbf":
                 raise ValueError('races budgeted RBF models: algorithm "bsgd" and kernel "rbf" only')
             if data.get("gamma") != "scale":

@@ -12,6 +12,7 @@ from typing import Any
 
 from svmstream.app.models.config import BATCH_ALGORITHMS as ALGORITHMS
 from svmstream.app.models.config import ModelConfig
+from svmstream.app.models.task_models import TASK_MODELS, refuse_foreign_settings
 from svmstream.solvers import (
     BudgetedSCAClassifier,
     BudgetedSGDClassifier,
@@ -59,6 +60,10 @@ def make_estimator(config: ModelConfig):
     """
     if config.algorithm not in ONLINE_ESTIMATORS:
         raise ValueError(f"unknown algorithm {config.algorithm!r}")  # pragma: no cover
+    task_model = TASK_MODELS.get(config.task)
+    if task_model is not None:  # regression, novelty (app/models/task_models.py)
+        refuse_foreign_settings(config)
+        return task_model(config)
     if config.algorithm == "bsca" and config.kernel != "rbf":
         raise ValueError(
             f"kernel={config.kernel!r} is available for algorithm 'bsgd' only; 'bsca' learns "

@@ -33,8 +33,9 @@ from svmstream.app.errors import (
     ServiceError,
 )
 from svmstream.app.ingest.features import conform
-from svmstream.app.ingest.labels import NewLabels, shared_codec
+from svmstream.app.ingest.labels import NewLabels
 from svmstream.app.ingest.named import encode_named, named_schema, refuse_mixed
+from svmstream.app.ingest.targets import target_codec
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.contested import Challenged, challenger_set
 from svmstream.app.models.copies import published
@@ -43,9 +44,10 @@ from svmstream.app.models.kind import model_kind
 from svmstream.app.models.learners import LearnerPool, default_pool
 from svmstream.app.models.learning import Learning
 from svmstream.app.models.limits import check_width, max_width
-from svmstream.app.models.meters import LabelRunMeter, PrequentialWindow, RateMeter, RecentValues
+from svmstream.app.models.meters import LabelRunMeter, RateMeter, RecentValues
 from svmstream.app.models.restoring import LazyRestore, RestorePending
 from svmstream.app.models.rollback import Rollback, first_checkpoint
+from svmstream.app.models.task_outputs import output_of
 from svmstream.app.models.view import ModelView, estimator_stats
 from svmstream.app.models.warmup import note_waiting
 from svmstream.app.settings import Settings
@@ -99,9 +101,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         self.settings = settings
         # learned classes (restored from a snapshot: ``classes``) are committed by the learner
         # thread only; readers use the published view's codec
-        self.codec = (
-            shared_codec(classes or [], learn=True) if config.learns_classes else shared_codec(config.classes)
-        )
+        self.codec = target_codec(config, classes)
         self.max_pending = settings.max_pending_batches
         # a prediction replica's model (follower_of: its learner's URL) never learns: no
         # private copy, no checkpoint; learning is refused naming the learner
@@ -156,7 +156,8 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
     def _init_meters(self, settings: Settings) -> None:
         """The learning meters and the snapshot bookkeeping of a new handle (after its view)."""
         # learning metrics, written by the learner thread
-        self.prequential = PrequentialWindow(settings.metrics_window)
+        # the task's prequential meter (accuracy; MAE/RMSE; outlier rate: task_outputs.py)
+        self.prequential = output_of(self.config).meter(settings.metrics_window)
         self.rate = RateMeter(settings.rate_window_s)
         self.label_runs = LabelRunMeter(settings.label_run_window)
         self.overflows = 0
@@ -321,7 +322,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             "examples_applied": view.stats["n_seen"],
             "applied_per_s": self.rate.rate_at_last(),
             "last_applied_at": view.published_at if view.version else None,
-            "prequential_accuracy": self.prequential.accuracy(),
+            **self.prequential.figures(),  # accuracy; MAE and RMSE; outlier rate (task_outputs.py)
             "prequential_window": self.prequential.count(),
             "prequential_window_size": self.prequential.size,
             "single_label_run": self.label_runs.length,
@@ -371,6 +372,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         stats["examples"] = self.examples(view=view)
         return {
             "name": self.name,
+            "task": view.config.task,
             "algorithm": view.config.algorithm,
             "budget": view.config.budget,
             "config": view.config.to_json(),
@@ -390,6 +392,8 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             "last_snapshot_path": self.last_snapshot_path,
             "extra": view.extra,
             "statistics": view.stats.get("statistics", {}),
-            "metrics": self.metrics(),
+            # the service's meters, and the model's own figures (a novelty model's threshold and
+            # false-alarm rate, a regressor's recent errors and 90 % half-width; none of a classifier)
+            "metrics": {**view.stats.get("metrics", {}), **self.metrics()},
             **self.challengers_info(view),
         }

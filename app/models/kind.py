@@ -9,6 +9,8 @@ selection model is ``statistics["selection"]``, :meth:`SelectionClassifier.race`
 * ``"selection won by 4 × scale (C = 1) over 4 candidates"``;
 * ``"BSGD pipeline, gss merging, budget 500"``, ``"BSCA pipeline, lookup-wd merging, budget 200"``,
   ``"linear BSGD pipeline (weight vector, no budget)"``;
+* ``"ε-SVR regression: BSCA pipeline, lookup-wd merging, budget 500"``,
+  ``"ν one-class SVM novelty: BSGD pipeline, lookup-wd merging, budget 500"``;
 * ``"DC-SVM batch model"``, ``"AVSF batch model"``, ``"LIBLINEAR dual CD batch model"``.
 """
 
@@ -17,6 +19,12 @@ from __future__ import annotations
 from typing import Any
 
 _BATCH_NAMES = {"dcsvm": "DC-SVM", "avsf": "AVSF", "liblinear-cd": "LIBLINEAR dual CD"}
+#: How a model of each task is named before its pipeline (docs/regression.md, docs/novelty.md).
+_TASK_NAMES = {
+    "classification": "",
+    "regression": "ε-SVR regression: ",
+    "novelty": "ν one-class SVM novelty: ",
+}
 _RACE_CANDIDATES = 4  # DEFAULT_CANDIDATES of the selector, shown before the window closes
 
 
@@ -68,7 +76,7 @@ def model_kind(config: Any, stats: dict[str, Any]) -> str:
         return f"linear {algorithm.upper()} pipeline (weight vector, no budget)"
     maintenance = config.maintenance
     how = f"{config.merge_solver} merging" if maintenance == "merge" else f"{maintenance} maintenance"
-    return f"{algorithm.upper()} pipeline, {how}, budget {config.budget:,}"
+    return f"{_TASK_NAMES[config.task]}{algorithm.upper()} pipeline, {how}, budget {config.budget:,}"
 
 
 def race_figures(stats: dict[str, Any]) -> dict[str, Any] | None:

@@ -20,7 +20,6 @@ from svmstream.app.models.contest import Contest
 from svmstream.app.models.copies import published
 from svmstream.app.models.factory import make_estimator
 from svmstream.app.models.limits import label_refusal
-from svmstream.app.models.meters import correct_predictions
 from svmstream.app.models.rollback import input_bytes
 from svmstream.app.models.rows import learn_rows
 from svmstream.app.models.view import ModelView, check_finite, estimator_stats
@@ -91,7 +90,7 @@ class Learning:
         n_classes = max(2, len(codec.classes))
         contest = functools.partial(Contest, X=X, y=y, n_classes=n_classes)
         view = self._learn_step(step, extra, int(X.shape[0]), codec, input_bytes(X, y), contest)
-        if self.label_runs.add(y):
+        if codec.has_classes and self.label_runs.add(y):
             log.warning(
                 "model %r: the last %d examples received all have label %r: the source looks sorted by "
                 "label; the shuffle buffer and the run guard compensate, but shuffling the source is better",
@@ -158,7 +157,7 @@ class Learning:
                 pairs = [] if last is None else [(last.outputs, last.targets)]
             for margins, learned in pairs:
                 if margins is not None and learned is not None and len(margins) == len(learned):
-                    self.prequential.add(correct_predictions(margins, np.asarray(learned, dtype=np.int64)))
+                    self.prequential.add(margins, learned, est)  # the task's meter (task_outputs.py)
             self.rate.add(n_received)
             self._count_drift(est)
             view = self._publish(est, codec, extra)

@@ -59,6 +59,7 @@ from svmstream.app.models.config import (
     check_model_name,
     refuse_race_of_given_c,
     resolve_selection,
+    task_defaults,
 )
 from svmstream.app.models.contested import new_counted_configs
 from svmstream.app.models.factory import check_config
@@ -146,9 +147,11 @@ class Registry:
         given = {k: v for k, v in fields.items() if v is not None}
         merged = self.settings.model_defaults()
         explicit = self.settings.given_model_defaults()
-        merged.update(resolve_selection(given, explicit))
+        own = task_defaults(given, explicit)  # a regression / novelty model's own defaults
+        merged.update(own)
+        merged.update(resolve_selection({**own, **given}, explicit))
         # the algorithm given, else a C without lambda runs BSCA (docs/defaults.md)
-        merged["algorithm"] = default_algorithm({**explicit, **given})
+        merged["algorithm"] = own.get("algorithm") or default_algorithm({**explicit, **given})
         if merged.get("selection"):
             refuse_race_of_given_c({**explicit, **given})
             if merged.get("selection_bytes") is None:

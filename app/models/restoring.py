@@ -61,6 +61,14 @@ class RestorePending:
     def predict(self, X):
         return self._loaded().predict(X)
 
+    def predict_interval(self, X, level):
+        """A regressor's intervals (the task's own prediction, :mod:`.task_outputs`)."""
+        return self._loaded().predict_interval(X, level)
+
+    def score_samples(self, X):
+        """A novelty model's anomaly scores (the task's own prediction, :mod:`.task_outputs`)."""
+        return self._loaded().score_samples(X)
+
     @property
     def predict_proba(self):
         """The decoded copy's ``predict_proba`` (AttributeError for a model without probabilities)."""

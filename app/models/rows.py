@@ -16,8 +16,8 @@ def fitted(est) -> bool:
 
 def learn_rows(est, X, y: np.ndarray, n_classes: int) -> None:
     """``est.partial_fit`` on ``X`` (n, d) float64 dense or CSR and class indices ``y`` (n,)
-    int64, after widening it to ``d`` and adding the classes it lacks (``n_classes`` >= 2 in
-    all).  Raises whatever ``partial_fit`` raises (ValueError on invalid input)."""
+    int64 (a model without classes: its float64 targets), after widening it to ``d`` and adding
+    the classes it lacks (``n_classes`` >= 2 in all; models with classes only).  Raises whatever ``partial_fit`` raises (ValueError on invalid input)."""
     if X.shape[0] == 0:
         return
     if not est.fitted():
@@ -25,8 +25,9 @@ def learn_rows(est, X, y: np.ndarray, n_classes: int) -> None:
         return
     if X.shape[1] > est.input_width():
         est.grow_features(X.shape[1])
-    for k in range(est.class_count(), n_classes):
-        est.add_class(k)
+    if est.HAS_CLASSES:  # a regressor's y are targets, a novelty model's evaluation labels
+        for k in range(est.class_count(), n_classes):
+            est.add_class(k)
     est.partial_fit(X, y)
 
 

@@ -27,8 +27,8 @@ from typing import Any
 
 from svmstream.app.errors import AskTheLearner, ModelNotFitted, ModelNotFound, ServiceError
 from svmstream.app.ingest.features import conform
-from svmstream.app.ingest.labels import shared_codec
 from svmstream.app.ingest.named import named_schema, rows_for_view
+from svmstream.app.ingest.targets import target_codec
 from svmstream.app.models.contested import challenger_set
 from svmstream.app.models.copies import detached_state, published
 from svmstream.app.models.history import add_marks, read_marks, reasons
@@ -262,11 +262,7 @@ def revert(handle, found: RestoredModel, note: dict[str, int]) -> ModelView:
             handle.challengers = challenger_set(
                 (found.challengers, found.challenger_arrays), config, handle.settings, False
             )
-            codec = (
-                shared_codec(found.classes or [], learn=True)
-                if config.learns_classes
-                else shared_codec(config.classes)
-            )
+            codec = target_codec(config, found.classes)
             with handle._lock:
                 if found.n_features is not None:
                     handle._n_features = found.n_features
@@ -284,11 +280,7 @@ def pinned_view(found: RestoredModel, live: ModelView) -> ModelView:
     """A read-only view of a decoded snapshot (``found``) of the model whose live view is
     ``live``: its own labels, dimension and figures."""
     config = found.config
-    codec = (
-        shared_codec(found.classes or [], learn=True)
-        if config.learns_classes
-        else shared_codec(config.classes)
-    )
+    codec = target_codec(config, found.classes)
     return ModelView(
         name=live.name,
         config=config,

@@ -51,7 +51,8 @@ def report_stats(report: ModelReport | None) -> dict[str, Any]:
     ``examples`` (``received``, ``learned``, ``pending``), ``scaling_reason``,
     ``merging_frequency``, ``average_weight_degradation``, ``drift`` (``detections``,
     ``last_at``: the example count of the last one, or None) and ``statistics`` (the model's
-    counters without ``per_class``).
+    counters without ``per_class``) and, when the model keeps any, ``metrics`` (the model's own figures: a
+    regressor's recent MAE and interval half-width, a novelty model's threshold).
     """
     report = ModelReport() if report is None else report
     statistics = dict(report.statistics)
@@ -73,6 +74,8 @@ def report_stats(report: ModelReport | None) -> dict[str, Any]:
         "average_weight_degradation": float(statistics.get("average_weight_degradation", 0.0)),
         "drift": {"detections": int(report.drift.detections), "last_at": report.drift.last_at},
         "statistics": statistics,
+        # the model's own figures (a regressor's, a novelty model's; none of a classifier)
+        **({"metrics": dict(report.metrics)} if report.metrics else {}),
     }
 
 

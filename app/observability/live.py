@@ -244,8 +244,11 @@ def model_figures(handle: Any, now: float) -> dict[str, Any]:
         "n_classes": len(classes),
         "version": view.version,
         "last_snapshot_time": handle.last_snapshot_time,
+        "task": handle.config.task,
         "accuracy": handle.prequential.accuracy(),
         "accuracy_window": handle.prequential.count(),
+        # a regression model's MAE/RMSE/coverage, a novelty model's outlier rate (task_outputs.py)
+        **{k: v for k, v in handle.prequential.figures().items() if k != "prequential_accuracy"},
         "examples_per_s": handle.rate.rate(),
         "examples_applied": stats.get("n_seen", 0),
         "support_vectors": stats.get("n_support_vectors", 0),

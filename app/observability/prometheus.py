@@ -56,6 +56,22 @@ _FAMILIES: dict[str, tuple[type, str, str]] = {
     ),
     "preq": (_GAUGE, "svmstream_prequential_accuracy", "Test-then-train accuracy over the sliding window."),
     "preq_n": (_GAUGE, "svmstream_prequential_window_examples", "Examples in the prequential window."),
+    "mae": (_GAUGE, "svmstream_prequential_mae", "Regression: test-then-train mean absolute error (window)."),
+    "rmse": (
+        _GAUGE,
+        "svmstream_prequential_rmse",
+        "Regression: test-then-train root mean squared error (window).",
+    ),
+    "coverage": (
+        _GAUGE,
+        "svmstream_prequential_coverage_90",
+        "Regression: share of targets inside the 90 % interval stated before they arrived (window).",
+    ),
+    "outlier_rate": (
+        _GAUGE,
+        "svmstream_prequential_outlier_rate",
+        "Novelty: share of rows flagged as outliers when they arrived (window).",
+    ),
     "sv": (_GAUGE, "svmstream_support_vectors", "Support vectors held."),
     "merges": (_COUNTER, "svmstream_merges", "Budget merges (survives restarts)."),
     "mfreq": (_GAUGE, "svmstream_merging_frequency", "Budget maintenance events per step."),
@@ -135,6 +151,13 @@ _FAMILIES: dict[str, tuple[type, str, str]] = {
     "s_up": (_GAUGE, "svmstream_stream_connected", "1 while the consumer is connected to Redis."),
 }
 
+# a task meter's figure -> family key (absent for the models of other tasks)
+_TASK_FIGURES = (
+    ("prequential_mae", "mae"),
+    ("prequential_rmse", "rmse"),
+    ("prequential_coverage_90", "coverage"),
+    ("prequential_outlier_rate", "outlier_rate"),
+)
 # stream status key -> family key, for the figures that may be missing (None)
 _STREAM_GAUGES = (("lag", "lag"), ("lag_seconds", "lag_s"), ("pending", "s_pending"), ("length", "s_len"))
 
@@ -172,6 +195,7 @@ def _model_values(handle: ModelHandle, now: float) -> dict[str, float]:
     view = handle.view
     stats = view.stats
     acc = handle.prequential.accuracy()
+    figures = handle.prequential.figures()
     out: dict[str, float] = {
         "applied": stats.get("n_seen", 0),
         "rate": handle.rate.rate(),
@@ -199,6 +223,10 @@ def _model_values(handle: ModelHandle, now: float) -> dict[str, float]:
     out.update(received=examples["received"], learned=examples["learned"], refused=examples["refused"])
     if acc is not None:
         out["preq"] = acc
+    for key, fam in _TASK_FIGURES:  # a regression or novelty model's meter (task_outputs.py)
+        value = figures.get(key)
+        if value is not None:
+            out[fam] = value
     if handle.last_snapshot_time is not None:
         out["snap_age"] = max(0.0, now - handle.last_snapshot_time)
     if status:

@@ -137,6 +137,15 @@ class ServedTask:
         self.n_features_in_ = int(n_features)
         return self
 
+    def check_params(self):
+        """Validate this pipeline's and its engine's parameters; returns self.  Raises ValueError
+        naming the parameter (``budget must be an integer >= 2, got 1``)."""
+        if hasattr(self, "_parameter_constraints"):
+            self._validate_params()
+        est = self.estimator if self.estimator is not None else self._default_engine()
+        est._validate_params()
+        return self
+
     def add_class(self, label):
         raise ValueError(f"a {self.TASK} model has no classes")
 

@@ -26,6 +26,7 @@ Every row received is learned or pending: ``n_received_ = n_learned_ + n_pending
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, OutlierMixin, RegressorMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
@@ -49,6 +50,7 @@ DEFAULT_FALSE_ALARM = 0.05
 
 
 def _finite_rows(X, n_features=None) -> np.ndarray:
+    X = X.toarray() if sp.issparse(X) else X  # the kernels take dense rows
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-D (n, d), got shape {X.shape}")
@@ -403,10 +405,12 @@ class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
         return ("scores_", part) if key == "scores" else super()._restore_part(key, part)
 
     def partial_fit(self, X, y=None, classes=None):
-        """Learn rows X (n, d) (``y``: ignored, no labels; ``classes`` too); returns self.
-        ValueError on NaN/inf."""
-        X = np.asarray(X, dtype=np.float64)
-        self._after_learning(self._receive(X, np.zeros(X.shape[0])))
+        """Learn rows X (n, d); returns self.  ValueError on NaN/inf.  ``y``: never learned; its
+        values (evaluation labels: 1 outlier, 0 inlier, NaN unknown) come back as the targets of
+        :meth:`last_learned`, for the service's meters; ``classes`` is ignored."""
+        X = _finite_rows(X)
+        labels = np.zeros(X.shape[0]) if y is None else np.asarray(y, dtype=np.float64)
+        self._after_learning(self._receive(X, labels))
         return self
 
     def _after_learning(self, got) -> None:

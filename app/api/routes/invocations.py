@@ -85,8 +85,8 @@ def _invoke(registry: Registry, body: bytes, default_model: str, versions=None) 
     if request.version is not None:  # params.version: that version of the history answers
         registry = for_version(registry, versions, name, str(request.version))
     pred = predict_rows(registry, name, request.X, f"{request.input_format}[0]", request.output == "proba")
-    if request.output == "label":
-        return name, {"predictions": pred.labels}
+    if request.output == "label" or (pred.outputs is not None and request.output != "decision"):
+        return name, {"predictions": pred.labels}  # a regressor's values, a novelty model's outlier flags
     values = pred.proba if request.output == "proba" else pred.decision
     return name, {"predictions": values, "classes": pred.classes}
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
 from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 
@@ -17,6 +16,7 @@ from svmstream.app.errors import InvalidInput, ModelNotFound
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
 from svmstream.app.ingest.examples import Batch, parse_examples
 from svmstream.app.models.registry import Registry
+from svmstream.app.models.task_outputs import output_of
 from svmstream.app.models.versions import Versions
 
 router = APIRouter(tags=["predict"], dependencies=[Depends(require_read)])
@@ -54,19 +54,17 @@ def answer_predict(
         view, X, decision = versions.predict(name, version, X, batch.n_features)
     else:
         view, X, decision = registry.predict(name, X, declared=batch.n_features, with_rows=True)
+    task = output_of(view.config)
     out = {
         "model": name,
         "version": view.version,
         "model_version": view.version,
-        "labels": view.labels_from_decision(decision),
-        "decision": np.ascontiguousarray(decision),  # orjson serialises C-contiguous arrays only
+        # labels/decision/proba; values/lower/upper; scores/outlier (app/models/task_outputs.py)
+        **task.answer(view, X, decision, obj),
     }
-    if obj.get("proba"):
-        classes, proba = view.predict_proba(X, decision)
-        out["classes"], out["proba"] = classes, np.ascontiguousarray(proba)
     if wants_remember(obj, view):
         served = (out["classes"], out["proba"]) if "proba" in out else None
-        out["ids"] = remember_rows(registry, view, X, decision, out["labels"], served, authenticated)
+        out["ids"] = remember_rows(registry, view, X, decision, task.served(out), served, authenticated)
     return out
 
 

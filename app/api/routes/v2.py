@@ -49,6 +49,7 @@ from svmstream.app.api.protocols import (
 from svmstream.app.errors import InvalidInput, ModelClosed, ModelNotFitted, ModelNotFound, ServiceError
 from svmstream.app.ingest.tensors import InferRequest, RequestedOutput, parse_infer_request
 from svmstream.app.models.registry import Registry
+from svmstream.app.models.task_outputs import output_of
 from svmstream.app.models.versions import for_version
 
 router = APIRouter(tags=["open inference protocol v2"])
@@ -184,6 +185,14 @@ async def server_metadata(request: Request, credentials: Credentials) -> Respons
     return await guarded(work, oip_error, request)
 
 
+def output_names(view) -> set[str]:
+    """The outputs a model's inference answers (a regression or novelty model: its task's)."""
+    own = output_of(view.config).tensor_types
+    if own:
+        return {name for name, _ in own} | {"decision"}
+    return {"label", "decision", "classes"} | ({"proba"} if has_proba(view) else set())
+
+
 def model_metadata(registry: Registry, name: str, version: str | None = None) -> dict[str, Any]:
     """The protocol's model metadata of ``name``'s current view (``docs/protocols.md``).
 
@@ -193,6 +202,7 @@ def model_metadata(registry: Registry, name: str, version: str | None = None) ->
     classes = list(view.codec.public_classes)
     k = len(classes)
     ltype = label_datatype(classes)
+    own = output_of(view.config).tensor_types  # a regression or novelty model's (task_outputs.py)
     outputs = [
         {"name": "label", "datatype": ltype, "shape": [-1]},
         {"name": "decision", "datatype": "FP64", "shape": [-1, k] if k > 2 else [-1]},
@@ -200,6 +210,8 @@ def model_metadata(registry: Registry, name: str, version: str | None = None) ->
     if view.estimator is not None and has_proba(view):
         outputs.append({"name": "proba", "datatype": "FP64", "shape": [-1, k]})
     outputs.append({"name": "classes", "datatype": ltype, "shape": [k]})
+    if own:
+        outputs = [{"name": n, "datatype": t, "shape": [-1]} for n, t in (*own, ("decision", "FP64"))]
     d = view.n_features if view.n_features is not None else -1
     return {
         "name": name,
@@ -283,6 +295,9 @@ async def model_version_ready(
 def _output_tensors(pred: Prediction) -> dict[str, tuple[str, list[int], Any]]:
     """``name -> (datatype, shape, values)`` of every output the prediction has (values: a
     C-contiguous ndarray, or a list of str for BYTES)."""
+    if pred.outputs is not None:  # a regression or novelty model (task_outputs.py)
+        own = {name: (dtype, list(values.shape), values) for name, (dtype, values) in pred.outputs.items()}
+        return {**own, "decision": ("FP64", list(pred.decision.shape), pred.decision)}
     ltype = label_datatype(pred.classes)
     n = len(pred.labels)
 
@@ -305,6 +320,8 @@ def _output_tensors(pred: Prediction) -> dict[str, tuple[str, list[int], Any]]:
 
 def _binary(datatype: str, values: Any) -> bytes:
     """Triton's binary form: little-endian values; BYTES as 4-byte length + UTF-8 per element."""
+    if datatype == "BOOL":
+        return np.ascontiguousarray(values, dtype="?").tobytes()
     if datatype == "BYTES":
         parts = []
         for v in values:
@@ -341,7 +358,7 @@ def encode_response(
 def _infer(registry: Registry, name: str, version: str | None, body: bytes, header: str | None) -> Response:
     handle = registry.get(name)  # an unknown model is a 404 whatever the body
     request = parse_infer_request(body, header)
-    outputs = {"label", "decision", "classes"} | ({"proba"} if has_proba(handle.view) else set())
+    outputs = output_names(handle.view)
     if request.outputs is not None:
         for k, out in enumerate(request.outputs):
             if out.name not in outputs:
@@ -359,6 +376,7 @@ def _infer(registry: Registry, name: str, version: str | None, body: bytes, head
     _check_version(name, pred.version, version)
     if request.outputs is None:
         names = ["label", "decision", *(["proba"] if pred.proba is not None else []), "classes"]
+        names = names if pred.outputs is None else [*pred.outputs, "decision"]
         requested = tuple(RequestedOutput(n) for n in names)
     head, binary = encode_response(pred, request, requested)
     if not binary:

@@ -30,6 +30,12 @@
       ["prequential", "#1f77b4", (m) => (m.accuracy === null ? null : 100 * m.accuracy)],
       ["served", "#ff7f0e", (m) => (m.served_accuracy === null || m.served_accuracy === undefined
         ? null : 100 * m.served_accuracy)]] },
+    // the other tasks' prequential figures (docs/regression.md, docs/novelty.md): empty for a classifier
+    { key: "task", title: "regression: prequential MAE and RMSE · novelty: outlier rate (%)", series: [
+      ["MAE", "#1f77b4", (m) => (m.prequential_mae === undefined ? null : m.prequential_mae)],
+      ["RMSE", "#d62728", (m) => (m.prequential_rmse === undefined ? null : m.prequential_rmse)],
+      ["outlier rate (%)", "#ff7f0e", (m) => (m.prequential_outlier_rate === undefined ||
+        m.prequential_outlier_rate === null ? null : 100 * m.prequential_outlier_rate)]] },
     { key: "rate", title: "examples / s", series: [["examples/s", "#2ca02c", (m) => m.examples_per_s]] },
     { key: "sv", title: "support vectors and merges", series: [
       ["support vectors", "#9467bd", (m) => m.support_vectors],
@@ -46,6 +52,12 @@
       ["detections", "#bcbd22", (m) => m.drift_detections],
       ["promotions", "#d62728", (m) => (m.promotions === undefined ? null : m.promotions)]] },
   ];
+
+  // the prequential figure of a model's task (accuracy; MAE and RMSE; outlier rate)
+  const quality = (m) =>
+    m.prequential_rmse !== undefined ? `prequential MAE ${fmt(m.prequential_mae, 3)}, RMSE ${fmt(m.prequential_rmse, 3)}`
+    : m.prequential_outlier_rate !== undefined ? `prequential outlier rate ${pct(m.prequential_outlier_rate)}`
+    : `prequential accuracy ${pct(m.accuracy)}`;
 
   const models = new Map(); // name -> {card, data: {key: [xs, ...ys]}, plots: {key: uPlot}}
 
@@ -190,7 +202,7 @@
     const streamTitle = entry.plots.stream.root.querySelector(".u-title");
     streamTitle.textContent = "stream lag and dead letters" + (m.stream ? "" : " (no stream)");
     entry.figs.textContent =
-      `${m.algorithm}, budget ${fmt(m.budget)} · prequential accuracy ${pct(m.accuracy)} · ` +
+      `${m.algorithm}, budget ${fmt(m.budget)} · ${quality(m)} · ` +
       (m.served_accuracy === null || m.served_accuracy === undefined ? "" : `served ${pct(m.served_accuracy)} · `) +
       `${fmt(m.examples_per_s)} examples/s · ${fmt(m.support_vectors)} SVs · ${fmt(m.merges)} merges` +
       (m.warming_up ? " · warming up" : "") +
