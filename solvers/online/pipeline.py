@@ -58,6 +58,7 @@ from ..budgeted import (
     WarmingUp,
     resolve_sv_storage,
 )
+from ..budgeted._weights import checked_weights, unit_weights
 from ..persistence import register_estimator
 from .pipeline_counts import PipelineCounts
 from .pipeline_state import _PLAIN, PipelineState, resolve_scaling
@@ -95,6 +96,12 @@ DELEGATED = (
     "maintenance_seconds_",
     "merge_diagnostics_",
 )
+
+
+def _num_rows(X) -> int:
+    """Rows of X before it is validated (a bad weight is refused before the first batch starts
+    the pipeline)."""
+    return int(X.shape[0]) if hasattr(X, "shape") else len(X)
 
 
 def _read_through(name):
@@ -324,9 +331,20 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         if self._scaler.gamma is not None and self.model_.gamma_ is None:
             self.model_.use_gamma(self._scaler.gamma)
 
-    def _learn_piece(self, X, labels):
-        """Scale, order and learn received rows (encoded labels)."""
-        released = self._scaler.feed(X, labels)
+    def _learn_piece(self, X, labels, weights):
+        """Scale, order and learn received rows (encoded labels, (n,) float64 importance
+        weights; None: ones).  Rows of weight 0 take no step and enter no stage: they are
+        counted (``n_weightless_``) and learned as nothing (``docs/weights.md``)."""
+        if weights is None:
+            weights = unit_weights(labels.shape[0])
+        elif not weights.all():
+            keep = weights > 0
+            self.n_weightless_ = self.n_weightless_ + int(keep.shape[0] - keep.sum())
+            X, labels, weights = X[keep], labels[keep], weights[keep]
+            if X.shape[0] == 0:
+                self.model_.learn_rows(None)
+                return
+        released = self._scaler.feed(X, labels, weights)
         if released is None:  # the window stays open
             self.model_.learn_rows(None)
             return
@@ -334,18 +352,23 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         self.model_.learn_rows(self._order.feed(*released))
 
     # ------------------------------------------------------------------ learning
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """Receive a batch: it passes the stages and is learned, or stays pending (window,
         buffer).  ``classes`` is required on the first call.  Returns self.
 
-        X : (n, d) array-like or CSR, float64; y : (n,) labels.  Raises ValueError on
-        invalid input; the model is unchanged then."""
+        X : (n, d) array-like or CSR, float64; y : (n,) labels; sample_weight : (n,) finite
+        numbers >= 0 or None (ones) — each example's importance weight, carried with its row
+        through the window, the buffer and the rehearsal memory to its step
+        (``docs/weights.md``).  Raises ValueError on invalid input (a bad weight naming
+        ``sample_weight[i]``); the model is unchanged then."""
         first = not self.__sklearn_is_fitted__()
         if first:
-            self._start()
             if classes is None:
                 raise ValueError("classes must be passed on the first call to partial_fit")
+            weights = checked_weights(sample_weight, _num_rows(X))
+            self._start()
         X, y = self._checked(X, y, classes, first)
+        weights = checked_weights(sample_weight, X.shape[0])
         if first:
             self._begin(X, classes)
         model = self.model_
@@ -355,7 +378,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         pieces = [(0, n)] if self.on_drift == "none" else self._drift.pieces(base, n)
         margins, learned = [], []
         for lo, hi in pieces:  # no reset to place (on_drift="none"): the batch whole
-            self._learn_piece(X[lo:hi], labels[lo:hi])
+            self._learn_piece(X[lo:hi], labels[lo:hi], None if weights is None else weights[lo:hi])
             self._observe()
             margins.append(model.last_margins_)
             learned.append(model.last_y_)

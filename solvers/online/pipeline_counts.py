@@ -37,11 +37,20 @@ class PipelineCounts:
 
     @property
     def n_seen_(self):
-        """Examples received: learned (``t_`` − rehearsal steps − replayed rows), pending and
-        discarded."""
+        """Examples received: learned (``t_`` − rehearsal steps − replayed rows, plus the
+        examples of weight 0, which take no step), pending and discarded."""
         model = self.model_
-        learned = int(model.t_) - int(model.n_rehearsed_) - self.n_replayed_
+        learned = int(model.t_) - int(model.n_rehearsed_) - self.n_replayed_ + self.n_weightless_
         return learned + self.n_pending_ + self.n_discarded_
+
+    @property
+    def n_weightless_(self):
+        """Examples received with weight 0: learned as no step (``docs/weights.md``)."""
+        return int(self.__dict__.get("_n_weightless", 0))
+
+    @n_weightless_.setter
+    def n_weightless_(self, value):
+        self.__dict__["_n_weightless"] = int(value)
 
     @property
     def n_learned_(self):

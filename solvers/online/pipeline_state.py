@@ -95,6 +95,7 @@ class PipelineState:
             "params": {k: v for k, v in self.get_params(deep=False).items() if k != "estimator"},
             "plain": {"class": type(plain).__name__, "params": plain.get_params()},
             "n_received": int(self.n_received_),
+            "n_weightless": self.n_weightless_,
             "model": model_meta,
             "stages": {name: part_meta for name, (_, part_meta) in parts.items()},
         }
@@ -122,6 +123,7 @@ class PipelineState:
         est.scaling_reason_ = resolve_scaling(est.scaling, plain)[1]
         est._scaler = ScalerStage.from_state(arrays, stages["scaler"], d, n_classes)
         est._order = OrderStage.from_state(arrays, stages["order"], d, n_classes)
+        est.n_weightless_ = int(meta.get("n_weightless", 0))
         est.n_received_ = int(meta["n_received"]) if "n_received" in meta else est.n_seen_
         est._drift = DriftStage.from_state(arrays, stages.get("drift"), est.on_drift)
         est._calibration = CalibrationStage.from_state(arrays, stages.get("calibration"), n_classes)
