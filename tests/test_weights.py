@@ -94,8 +94,12 @@ def test_bsca_weighted_box_equals_brute_force(k):
         lambda: BudgetedSGDClassifier(budget=30, random_state=0),
         lambda: BudgetedSCAClassifier(budget=30, random_state=0),
         lambda: PegasosClassifier(random_state=0),
-        lambda: StreamingClassifier(BudgetedSGDClassifier(budget=30, random_state=0), warmup=20, shuffle_buffer=10),
-        lambda: StreamingClassifier(BudgetedSCAClassifier(budget=30, random_state=0), warmup=20, shuffle_buffer=10),
+        lambda: StreamingClassifier(
+            BudgetedSGDClassifier(budget=30, random_state=0), warmup=20, shuffle_buffer=10
+        ),
+        lambda: StreamingClassifier(
+            BudgetedSCAClassifier(budget=30, random_state=0), warmup=20, shuffle_buffer=10
+        ),
     ],
 )
 def test_zero_weight_learns_nothing(make):
@@ -118,7 +122,9 @@ def test_mixed_zero_weights_equal_the_rows_left_out():
     X, y = _data(n=200)
     w = np.where(np.arange(200) % 3 == 0, 0.0, 1.0)
     keep = w > 0
-    mk = lambda: StreamingClassifier(BudgetedSGDClassifier(budget=40, random_state=1), warmup=30, shuffle_buffer=25)  # noqa: E731
+    mk = lambda: StreamingClassifier(
+        BudgetedSGDClassifier(budget=40, random_state=1), warmup=30, shuffle_buffer=25
+    )  # noqa: E731
     a, b = mk(), mk()
     a.partial_fit(X, y, classes=["no", "yes"], sample_weight=w).flush()
     b.partial_fit(X[keep], y[keep], classes=["no", "yes"]).flush()
@@ -129,8 +135,12 @@ def test_mixed_zero_weights_equal_the_rows_left_out():
 def test_unit_weights_equal_no_weights():
     X, y = _data(n=300)
     for make in (
-        lambda: StreamingClassifier(BudgetedSGDClassifier(budget=40, random_state=2), warmup=50, shuffle_buffer=30),
-        lambda: StreamingClassifier(BudgetedSCAClassifier(budget=40, random_state=2), warmup=50, shuffle_buffer=30),
+        lambda: StreamingClassifier(
+            BudgetedSGDClassifier(budget=40, random_state=2), warmup=50, shuffle_buffer=30
+        ),
+        lambda: StreamingClassifier(
+            BudgetedSCAClassifier(budget=40, random_state=2), warmup=50, shuffle_buffer=30
+        ),
     ):
         a, b = make(), make()
         a.partial_fit(X, y, classes=["no", "yes"], sample_weight=np.ones(300)).flush()
@@ -144,7 +154,9 @@ def test_weights_travel_with_their_rows_through_the_buffer():
     same weights given twice over two calls equal one call (weights follow the rows)."""
     X, y = _data(n=300, seed=3)
     w = np.random.default_rng(0).uniform(0.1, 3.0, 300)
-    mk = lambda: StreamingClassifier(BudgetedSCAClassifier(budget=40, C=0.05, random_state=2), warmup=50, shuffle_buffer=60)  # noqa: E731
+    mk = lambda: StreamingClassifier(
+        BudgetedSCAClassifier(budget=40, C=0.05, random_state=2), warmup=50, shuffle_buffer=60
+    )  # noqa: E731
     a, b, c = mk(), mk(), mk()
     a.partial_fit(X, y, classes=["no", "yes"], sample_weight=w).flush()
     b.partial_fit(X[:130], y[:130], classes=["no", "yes"], sample_weight=w[:130])
@@ -159,7 +171,9 @@ def test_weights_survive_a_restart_mid_buffer():
 
     X, y = _data(n=300, seed=4)
     w = np.random.default_rng(1).uniform(0.1, 3.0, 300)
-    mk = lambda: StreamingClassifier(BudgetedSGDClassifier(budget=40, random_state=2), warmup=50, shuffle_buffer=60)  # noqa: E731
+    mk = lambda: StreamingClassifier(
+        BudgetedSGDClassifier(budget=40, random_state=2), warmup=50, shuffle_buffer=60
+    )  # noqa: E731
     a, b = mk(), mk()
     a.partial_fit(X[:40], y[:40], classes=["no", "yes"], sample_weight=w[:40])  # inside the window
     b.partial_fit(X[:40], y[:40], classes=["no", "yes"], sample_weight=w[:40])
@@ -198,3 +212,23 @@ def test_bad_weights_change_nothing(weights, message, make):
     with pytest.raises(ValueError, match=message):
         a.partial_fit(X[40:43], y[40:43], sample_weight=weights)
     _states_equal(a, b)
+
+
+def test_selection_candidates_learn_the_weighted_stream():
+    """A selector (the model of a service model with no settings) passes every candidate the
+    same weights: a weighted selector's candidates equal pipelines fed the same weights, and
+    its account holds."""
+    from svmstream.solvers.online.selection import SelectionClassifier
+
+    X, y = _data(n=400, seed=5)
+    w = np.where(np.arange(400) % 4 == 0, 0.0, np.random.default_rng(2).uniform(0.5, 2.0, 400))
+    a = SelectionClassifier(warmup=100)
+    b = SelectionClassifier(warmup=100)
+    a.partial_fit(X[:150], y[:150], classes=["no", "yes"], sample_weight=w[:150])
+    a.partial_fit(X[150:], y[150:], sample_weight=w[150:])
+    b.partial_fit(X, y, classes=["no", "yes"], sample_weight=w)
+    report = a.report()
+    assert report.examples.received == 400
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+    c = SelectionClassifier(warmup=100).partial_fit(X, y, classes=["no", "yes"])
+    assert np.abs(a.decision_function(X) - c.decision_function(X)).max() > 1e-9

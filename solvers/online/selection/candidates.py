@@ -47,9 +47,9 @@ def _probe_gamma(batches, warmup, scaling):
         on_drift="none",
     )
     seen = 0
-    for X, _ in batches:
+    for X, _, w in batches:  # weighted rows: the rows of weight 0 do not enter the window
         stand_in = (np.arange(seen, seen + X.shape[0]) % 2).astype(np.int64)
-        probe.partial_fit(X, stand_in, classes=[0, 1])
+        probe.partial_fit(X, stand_in, classes=[0, 1], sample_weight=w)
         seen += X.shape[0]
     if probe.warming_up_:
         probe.flush()
@@ -148,7 +148,7 @@ class Candidates:
         k = len(self.candidates_)
         self._score = np.zeros((k, 4), dtype=np.int64)  # segment correct, total; all correct, total
         self._hits = [np.zeros(0, dtype=np.int8) for _ in range(k)]  # 1: right, in learning order
-        for X, y in held:
+        for X, y, w in held:
             for i in self._alive():
-                self.candidates_[i].partial_fit(X, y, classes=self.classes_)
+                self.candidates_[i].partial_fit(X, y, classes=self.classes_, sample_weight=w)
                 self._record(i)
