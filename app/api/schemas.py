@@ -123,6 +123,11 @@ class LearnRequest(BaseModel):
     y: list[Label] = Field(
         description="one label per example, from the model's classes", json_schema_extra=_NON_EMPTY
     )
+    w: list[float] | None = Field(
+        None,
+        description="optional: one importance weight per example, finite and >= 0 (the example's loss "
+        "term scaled by w, as scikit-learn's sample_weight; 0: received, learns nothing; docs/weights.md)",
+    )
     n_features: int | None = Field(
         None, ge=1, description="optional: the input dimension the rows are meant for"
     )

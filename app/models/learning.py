@@ -74,9 +74,12 @@ class Learning:
         log.info("model %r: new class(es) %s learned from the data (%d classes)", self.name, added, n_classes)
         return y, codec.extended(added)
 
-    def _apply(self, X, y: np.ndarray, extra: dict | None, new: NewLabels | None = None) -> ModelView:
+    def _apply(
+        self, X, y: np.ndarray, extra: dict | None, new: NewLabels | None = None, weights=None
+    ) -> ModelView:
         """Learner thread: commit new labels, one ``partial_fit`` call (after widening the
-        model if a sparse batch grew ``d``, and adding learned classes), then publish a copy."""
+        model if a sparse batch grew ``d``, and adding learned classes; ``weights``: the
+        examples' importance weights, None: ones), then publish a copy."""
         try:
             y, codec = self._commit_labels(y, new)
         except InvalidInput:
@@ -85,11 +88,11 @@ class Learning:
             raise
 
         def step(est):
-            learn_rows(est, X, y, max(2, len(codec.classes)))  # a model that has seen one label is binary
+            learn_rows(est, X, y, max(2, len(codec.classes)), weights)  # one label seen: binary
             return X
 
         n_classes = max(2, len(codec.classes))
-        contest = functools.partial(Contest, X=X, y=y, n_classes=n_classes)
+        contest = functools.partial(Contest, X=X, y=y, n_classes=n_classes, weights=weights)
         view = self._learn_step(step, extra, int(X.shape[0]), codec, input_bytes(X, y), contest)
         if self.label_runs.add(y):
             log.warning(

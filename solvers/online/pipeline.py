@@ -386,6 +386,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
                 model.restart_schedule()
         if len(margins) > 1:
             self._last = (np.concatenate(margins), np.concatenate(learned))
+        self._count_weights(n, weights)
         self.n_received_ += n
         return self
 
@@ -468,6 +469,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         check_is_fitted(self)
         out = self.model_.statistics()
         out["examples_seen"] = self.n_seen_
+        out["weights"] = self.weight_figures()
         return out
 
     def published_copy(self):

@@ -96,6 +96,7 @@ class PipelineState:
             "plain": {"class": type(plain).__name__, "params": plain.get_params()},
             "n_received": int(self.n_received_),
             "n_weightless": self.n_weightless_,
+            "weights": {"sum": self.weight_received_, "weighted": self.weighted_},
             "model": model_meta,
             "stages": {name: part_meta for name, (_, part_meta) in parts.items()},
         }
@@ -125,6 +126,8 @@ class PipelineState:
         est._order = OrderStage.from_state(arrays, stages["order"], d, n_classes)
         est.n_weightless_ = int(meta.get("n_weightless", 0))
         est.n_received_ = int(meta["n_received"]) if "n_received" in meta else est.n_seen_
+        weights = meta.get("weights") or {"sum": est.n_received_, "weighted": False}  # before weights: ones
+        est.__dict__["_weight_sum"], est.__dict__["_weighted"] = float(weights["sum"]), bool(weights["weighted"])
         est._drift = DriftStage.from_state(arrays, stages.get("drift"), est.on_drift)
         est._calibration = CalibrationStage.from_state(arrays, stages.get("calibration"), n_classes)
         if stages.get("reset_flag_in_counters"):  # the engine held the pending reset

@@ -1,0 +1,112 @@
+"""Weights through the real service (issue 39, item 3; docs/weights.md): ``w`` on ``/learn``
+is the local estimator's ``sample_weight``, a bad ``w`` is a 422 naming ``w[i]`` that changes
+nothing, ``w = 0`` is received and learns nothing, and the account holds throughout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification
+
+from svmstream.solvers import BudgetedSGDClassifier
+from svmstream.solvers.online.selection import SelectionClassifier
+from tests.conftest import assert_examples_account
+
+
+def _stream(n=1500, seed=3):
+    X, y = make_classification(n_samples=n, n_features=5, n_informative=3, weights=[0.8], random_state=seed)
+    X = X * np.array([1.0, 300.0, 0.05, 2.0, 1.0])  # raw, unscaled
+    w = np.random.default_rng(seed).uniform(0.0, 3.0, n).round(2)
+    w[::11] = 0.0
+    return X, y, w
+
+
+def _learn(client, model, X, y, w, batch=250):
+    for lo in range(0, X.shape[0], batch):
+        body = {"model": model, "X": X[lo : lo + batch].tolist(), "y": y[lo : lo + batch].tolist()}
+        if w is not None:
+            body["w"] = w[lo : lo + batch].tolist()
+        r = client.post("/learn", json=body)
+        assert r.status_code == 200, r.text
+        assert_examples_account(client, model, lo + len(y[lo : lo + batch]))
+
+
+def _decisions(client, model, probe):
+    r = client.post("/predict", json={"model": model, "X": probe.tolist()})
+    assert r.status_code == 200, r.text
+    return np.asarray(r.json()["decision"])
+
+
+def test_weights_through_http_equal_the_local_sample_weight(start_server):
+    """No settings, raw rows with weights through HTTP then flush: the same model as the
+    selector's ``partial_fit(..., sample_weight=w)`` on the same rows; the weights' sum and the
+    zero-weight count are reported, the prequential window says it is not weighted."""
+    server = start_server()
+    X, y, w = _stream()
+    with server.client() as client:
+        assert client.put("/models/weighted", json={}).status_code in (200, 201)
+        _learn(client, "weighted", X, y, w)
+        client.post("/models/weighted/flush")
+        examples = assert_examples_account(client, "weighted", X.shape[0])
+        assert examples["learned"] == X.shape[0]
+        info = client.get("/models/weighted").json()
+        served = _decisions(client, "weighted", X[::5])
+    local = SelectionClassifier(BudgetedSGDClassifier(random_state=0))
+    local.partial_fit(X, y, classes=[0, 1], sample_weight=w).flush()
+    np.testing.assert_allclose(served, local.decision_function(X[::5]), rtol=0, atol=1e-12)
+    unweighted = SelectionClassifier(BudgetedSGDClassifier(random_state=0)).fit(X, y)
+    assert np.abs(served - unweighted.decision_function(X[::5])).max() > 1e-6
+    weights = info["statistics"]["weights"]
+    assert weights["weighted"] is True and weights["zero_weight"] == int((w == 0).sum())
+    assert weights["sum"] == pytest.approx(float(w.sum()), rel=1e-12)
+    assert info["metrics"]["prequential_weighted"] is False
+
+
+@pytest.mark.parametrize(
+    ("w", "field"),
+    [
+        ([1.0, -0.5, 1.0], "w[1]"),
+        ([1.0, "2", 1.0], "w[1]"),
+        ([1.0, 1.0, True], "w[2]"),
+        ([None, 1.0, 1.0], "w[0]"),
+        ([1.0, 1.0], "w"),
+        ("1", "w"),
+    ],
+    ids=["negative", "string", "boolean", "null", "short", "not-a-list"],
+)
+def test_a_bad_weight_is_a_422_naming_it_and_changes_nothing(start_server, w, field):
+    """(NaN and infinities are not JSON: such a body is a 400; the estimators refuse them too,
+    tests/test_weights.py.)"""
+    server = start_server()
+    X, y, _ = _stream(n=1200)
+    with server.client() as client:
+        assert client.put("/models/bad", json={"warmup": 100}).status_code in (200, 201)
+        _learn(client, "bad", X[:1000], y[:1000], None)
+        before = client.get("/models/bad").json()
+        probe = _decisions(client, "bad", X[1000:])
+        body = {"model": "bad", "X": X[1000:1003].tolist(), "y": y[1000:1003].tolist(), "w": w}
+        r = client.post("/learn", json=body)
+        assert r.status_code == 422, r.text
+        assert r.json()["field"] == field, r.json()
+        after = client.get("/models/bad").json()
+        assert after["version"] == before["version"] and after["examples"] == before["examples"]
+        np.testing.assert_array_equal(_decisions(client, "bad", X[1000:]), probe)
+        assert_examples_account(client, "bad", 1000)
+
+
+def test_zero_weights_are_received_and_learn_nothing(start_server):
+    server = start_server()
+    X, y, _ = _stream(n=1300)
+    with server.client() as client:
+        assert client.put("/models/zero", json={"warmup": 100, "shuffle_buffer": 0}).status_code in (200, 201)
+        _learn(client, "zero", X[:1000], y[:1000], None)
+        probe = _decisions(client, "zero", X[1000:])
+        t = client.get("/models/zero").json()["t"]
+        r = client.post(
+            "/learn", json={"model": "zero", "X": X[1000:].tolist(), "y": y[1000:].tolist(), "w": [0] * 300}
+        )
+        assert r.status_code == 200, r.text
+        examples = assert_examples_account(client, "zero", 1300)
+        assert examples["pending"] == 0 and examples["learned"] == 1300
+        assert client.get("/models/zero").json()["t"] == t
+        np.testing.assert_array_equal(_decisions(client, "zero", X[1000:]), probe)
