@@ -232,3 +232,53 @@ def test_selection_candidates_learn_the_weighted_stream():
     np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
     c = SelectionClassifier(warmup=100).partial_fit(X, y, classes=["no", "yes"])
     assert np.abs(a.decision_function(X) - c.decision_function(X)).max() > 1e-9
+
+
+def test_balanced_class_weight_is_the_running_n_over_k_n_c():
+    """class_weight="balanced": the i-th example of class c weighs n_i / (K n_c,i) (counts up to
+    and including it), whatever the batches; the same model as those weights given as
+    sample_weight to a pipeline without class weights."""
+    X, y = _data(n=300, seed=6)
+    y = np.where(np.arange(300) % 7 == 0, "yes", "no")  # 1 in 7 positives
+    n_i = np.arange(1, 301)
+    n_c = np.array([np.sum(y[: i + 1] == y[i]) for i in range(300)])
+    expected = n_i / (2 * n_c)
+    mk = lambda **kw: StreamingClassifier(  # noqa: E731
+        BudgetedSGDClassifier(budget=40, random_state=3), warmup=50, shuffle_buffer=30, **kw
+    )
+    a, b = mk(class_weight="balanced"), mk()
+    a.partial_fit(X[:130], y[:130], classes=["no", "yes"])
+    a.partial_fit(X[130:], y[130:]).flush()
+    b.partial_fit(X, y, classes=["no", "yes"], sample_weight=expected).flush()
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+    assert a.weight_received_ == pytest.approx(expected.sum())
+
+
+def test_class_weight_mapping_and_its_state():
+    from svmstream.solvers.persistence import estimator_from_state
+
+    X, y = _data(n=300, seed=7)
+    w = np.random.default_rng(3).uniform(0.5, 2.0, 300)
+    mk = lambda **kw: StreamingClassifier(  # noqa: E731
+        BudgetedSCAClassifier(budget=40, random_state=3), warmup=50, shuffle_buffer=30, **kw
+    )
+    a, b = mk(class_weight={"yes": 5.0}), mk()
+    a.partial_fit(X, y, classes=["no", "yes"], sample_weight=w).flush()
+    b.partial_fit(X, y, classes=["no", "yes"], sample_weight=w * np.where(y == "yes", 5.0, 1.0)).flush()
+    np.testing.assert_array_equal(a.decision_function(X), b.decision_function(X))
+    c, d = mk(class_weight="balanced"), mk(class_weight="balanced")
+    c.partial_fit(X[:100], y[:100], classes=["no", "yes"])
+    d.partial_fit(X[:100], y[:100], classes=["no", "yes"])
+    d = estimator_from_state(*d.get_state())  # the running counts are saved
+    for est in (c, d):
+        est.partial_fit(X[100:], y[100:]).flush()
+    np.testing.assert_array_equal(c.decision_function(X), d.decision_function(X))
+
+
+@pytest.mark.parametrize("bad", [{"yes": -1.0}, {"yes": "2"}, {"yes": True}, "auto", [1, 2]])
+def test_bad_class_weight_is_refused_naming_it(bad):
+    X, y = _data()
+    with pytest.raises(ValueError, match="class_weight"):
+        StreamingClassifier(BudgetedSGDClassifier(), class_weight=bad).partial_fit(
+            X, y, classes=["no", "yes"]
+        )

@@ -64,6 +64,7 @@ from .pipeline_counts import PipelineCounts
 from .pipeline_state import _PLAIN, PipelineState, resolve_scaling
 from .served import ServedPipeline
 from .stages import CalibrationStage, DriftStage, OrderStage, RehearsalStage, ScalerStage
+from .stages.weights import ClassWeightStage, check_class_weight
 from .upgrades import legacy_state, scaler_and_order_out_of_the_engine, stages_out_of_the_engine
 
 __all__ = [
@@ -96,12 +97,6 @@ DELEGATED = (
     "maintenance_seconds_",
     "merge_diagnostics_",
 )
-
-
-def _num_rows(X) -> int:
-    """Rows of X before it is validated (a bad weight is refused before the first batch starts
-    the pipeline)."""
-    return int(X.shape[0]) if hasattr(X, "shape") else len(X)
 
 
 def _read_through(name):
@@ -143,6 +138,10 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
     on_drift : {"reset_schedule", "none"}, default="reset_schedule"
         What a drift detection does: restart the step-size schedule, or only count it.
         Neither discards an example.
+    class_weight : None, "balanced" or dict, default=None
+        Each example's weight times its class's: a mapping ``{label: weight}`` or
+        ``"balanced"``, n / (K · n_c) from the running class frequencies
+        (:mod:`.stages.weights`, ``docs/weights.md``).
 
     Attributes
     ----------
@@ -182,6 +181,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         "rehearsal": [Interval(Integral, 0, None, closed="left")],
         "rehearsal_memory": [Interval(Integral, 0, None, closed="left")],
         "on_drift": [StrOptions(set(ON_DRIFT))],
+        "class_weight": [StrOptions({"balanced"}), dict, None],
     }
 
     def __init__(
@@ -195,6 +195,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         rehearsal=DEFAULT_REHEARSAL,
         rehearsal_memory=DEFAULT_REHEARSAL_MEMORY,
         on_drift="reset_schedule",
+        class_weight=None,
     ):
         self.estimator = estimator
         self.scaling = scaling
@@ -204,6 +205,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         self.rehearsal = rehearsal
         self.rehearsal_memory = rehearsal_memory
         self.on_drift = on_drift
+        self.class_weight = class_weight
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -225,6 +227,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             value = getattr(self, name)
             if isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        check_class_weight(self.class_weight)
         engine = self._new_engine().check_params()
         if hasattr(engine, "sv_storage"):  # names sv_storage for sparse SVs with an offset
             resolve_sv_storage(engine.sv_storage, None, resolve_scaling(self.scaling, self._plain())[0])
@@ -266,6 +269,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             self.shuffle_buffer, self.run_guard, d, n_classes,
             sparse_rows=sparse_rows, decide_rows=linear, random_state=model.random_state,
         )  # fmt: skip
+        self._class_weights = ClassWeightStage(self.class_weight, n_classes)
         if isinstance(model, BudgetedSCAClassifier) and n_classes > 2:
             model._start_ovr(d, classes, streaming=True)
         else:
@@ -365,7 +369,6 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         if first:
             if classes is None:
                 raise ValueError("classes must be passed on the first call to partial_fit")
-            weights = checked_weights(sample_weight, _num_rows(X))
             self._start()
         X, y = self._checked(X, y, classes, first)
         weights = checked_weights(sample_weight, X.shape[0])
@@ -373,6 +376,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             self._begin(X, classes)
         model = self.model_
         labels = model._encode_labels(y)
+        weights = self._class_weights.weigh(model._class_index(labels), weights, model.classes_)
         self.__dict__.pop("_last", None)
         base, n = self.n_received_, int(y.shape[0])
         pieces = [(0, n)] if self.on_drift == "none" else self._drift.pieces(base, n)
@@ -430,6 +434,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         self.model_.add_class(label)
         self._scaler.add_class()
         self._order.add_class()
+        self._class_weights.add_class()
         self.__dict__.pop("_last", None)
         self._calibration.add_class()
         return self

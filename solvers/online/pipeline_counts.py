@@ -65,7 +65,9 @@ class PipelineCounts:
 
     def _count_weights(self, n: int, weights) -> None:
         """Add a received batch of ``n`` examples to :attr:`weight_received_`."""
-        self.__dict__["_weight_sum"] = self.weight_received_ + (n if weights is None else float(weights.sum()))
+        self.__dict__["_weight_sum"] = self.weight_received_ + (
+            n if weights is None else float(weights.sum())
+        )
         if weights is not None and not self.weighted_:
             self.__dict__["_weighted"] = bool((weights != 1.0).any())
 
