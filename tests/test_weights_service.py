@@ -110,3 +110,43 @@ def test_zero_weights_are_received_and_learn_nothing(start_server):
         assert examples["pending"] == 0 and examples["learned"] == 1300
         assert client.get("/models/zero").json()["t"] == t
         np.testing.assert_array_equal(_decisions(client, "zero", X[1000:]), probe)
+
+
+@pytest.mark.parametrize("class_weight", ["balanced", {"1": 5.0}], ids=["balanced", "mapping"])
+def test_class_weight_through_put_is_the_local_pipelines(start_server, class_weight):
+    """``class_weight`` in PUT (alone: still the no-settings race, docs/selection.md): the
+    selector with ``pipeline_params={"class_weight": "balanced"}``, or a mapping keyed by the
+    label as JSON writes it, which the service multiplies into the weights."""
+    server = start_server()
+    X, y, w = _stream(n=1200, seed=4)
+    with server.client() as client:
+        r = client.put("/models/cw", json={"class_weight": class_weight})
+        assert r.status_code in (200, 201), r.text
+        assert r.json()["config"]["class_weight"] == class_weight
+        _learn(client, "cw", X, y, w)
+        client.post("/models/cw/flush")
+        assert_examples_account(client, "cw", X.shape[0])
+        served = _decisions(client, "cw", X[::5])
+    if class_weight == "balanced":
+        local = SelectionClassifier(
+            BudgetedSGDClassifier(random_state=0), pipeline_params={"class_weight": "balanced"}
+        )
+        local.partial_fit(X, y, classes=[0, 1], sample_weight=w).flush()
+    else:
+        local = SelectionClassifier(BudgetedSGDClassifier(random_state=0))
+        local.partial_fit(X, y, classes=[0, 1], sample_weight=w * np.where(y == 1, 5.0, 1.0)).flush()
+    np.testing.assert_allclose(served, local.decision_function(X[::5]), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"1": -1}, {"1": "2"}, {"1": True}, "auto", [1, 2]],
+    ids=["negative", "string", "bool", "word", "list"],
+)
+def test_a_bad_class_weight_is_a_422_naming_it(start_server, bad):
+    server = start_server()
+    with server.client() as client:
+        r = client.put("/models/badcw", json={"class_weight": bad})
+        assert r.status_code == 422, r.text
+        assert "class_weight" in r.text
+        assert client.get("/models/badcw").status_code == 404

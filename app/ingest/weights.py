@@ -33,9 +33,28 @@ def parse_weights(raw: Any, n: int, field: str = "w") -> np.ndarray | None:
         if not is_number(v) or not math.isfinite(v) or v < 0:
             what = describe(v) if not is_number(v) else repr(v)
             raise InvalidInput(
-                f"{field}[{i}]: a weight must be a finite number >= 0, got {what}", field=f"{field}[{i}]", index=i
+                f"{field}[{i}]: a weight must be a finite number >= 0, got {what}",
+                field=f"{field}[{i}]",
+                index=i,
             )
     return np.asarray(raw, dtype=np.float64)
+
+
+def class_weights(mapping, labels: list, y: np.ndarray, weights: np.ndarray | None) -> np.ndarray | None:
+    """The weights of a batch of class indices ``y`` (n,) into ``labels`` times the class
+    weights of ``mapping`` (a model's ``class_weight`` mapping: the label as a string -> its
+    weight; a class not named weighs 1).  ``weights`` None: ones; ``mapping`` not a dict (None,
+    ``"balanced"``: the model applies it): ``weights`` unchanged."""
+    if not isinstance(mapping, dict) or not mapping:
+        return weights
+    table = np.array([float(mapping.get(_key(label), 1.0)) for label in labels])
+    factor = table[np.asarray(y, dtype=np.intp)]
+    return factor if weights is None else weights * factor
+
+
+def _key(label) -> str:
+    """A label as a JSON object key names it: ``"fraud"``, ``"1"`` (an integer label 1), ``"0.5"``."""
+    return label if isinstance(label, str) else repr(label)
 
 
 def weight_figures(weights: np.ndarray | None, n: int) -> tuple[float, bool]:

@@ -256,7 +256,14 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             return self._submit_locked(X, y, declared, extra, sparse, new_labels, weights)
 
     def submit_named(
-        self, rows: list, y: np.ndarray, *, extra: dict | None = None, new_labels=None, check=None, weights=None
+        self,
+        rows: list,
+        y: np.ndarray,
+        *,
+        extra: dict | None = None,
+        new_labels=None,
+        check=None,
+        weights=None,
     ) -> Future:
         """:meth:`submit` for rows of named fields: encoded by the model's schema under the
         handle's lock (batches take their new columns in queue order), the new columns kept

@@ -16,6 +16,7 @@ import numpy as np
 
 from svmstream.app.errors import InvalidInput, NumericalOverflow
 from svmstream.app.ingest.labels import LabelCodec, NewLabels
+from svmstream.app.ingest.weights import class_weights
 from svmstream.app.models.contest import Contest
 from svmstream.app.models.copies import published
 from svmstream.app.models.factory import make_estimator
@@ -86,6 +87,8 @@ class Learning:
             with self._lock:
                 self._pending -= 1
             raise
+
+        weights = class_weights(self.config.class_weight, codec.classes, y, weights)
 
         def step(est):
             learn_rows(est, X, y, max(2, len(codec.classes)), weights)  # one label seen: binary

@@ -61,7 +61,12 @@ def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
         handle.name,
         batch.n,
         registry.submit(
-            handle, batch.X, batch.y, declared=batch.n_features, new_labels=batch.new_labels, weights=batch.weights
+            handle,
+            batch.X,
+            batch.y,
+            declared=batch.n_features,
+            new_labels=batch.new_labels,
+            weights=batch.weights,
         ),
     )
 
