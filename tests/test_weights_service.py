@@ -5,6 +5,7 @@ nothing, ``w = 0`` is received and learns nothing, and the account holds through
 from __future__ import annotations
 
 import numpy as np
+import orjson
 import pytest
 from sklearn.datasets import make_classification
 
@@ -150,3 +151,41 @@ def test_a_bad_class_weight_is_a_422_naming_it(start_server, bad):
         assert r.status_code == 422, r.text
         assert "class_weight" in r.text
         assert client.get("/models/badcw").status_code == 404
+
+
+def test_weights_on_stream_entries(redis_server, tmp_path):
+    """``w`` on Redis stream entries: a bad one is dead-lettered naming ``w``, the others learn
+    as the local pipeline's sample_weight; entries without ``w`` weigh 1."""
+    from svmstream.app.models.factory import make_estimator
+    from tests.test_stream import n_seen, produce, stream_settings, streaming, unique, wait_for
+
+    r = redis_server.client()
+    name = unique("weighted")
+    settings = stream_settings(tmp_path, redis_server.url)
+    key, dead_key, _ = settings.stream_keys(name)
+    X, y, w = _stream(n=900, seed=8)
+    w[::3] = 1.0  # written without a w
+    bad = [b"-1", b"true", b'"x"', b"nan", b"1_0"]
+    entries = []
+    for i in range(900):
+        if i % 100 == 40:
+            entries.append({b"y": b"1", b"x": orjson.dumps(X[i].tolist()), b"w": bad[(i // 100) % len(bad)]})
+        fields = {b"y": str(int(y[i])).encode(), b"x": orjson.dumps(X[i].tolist())}
+        if i % 3:
+            fields[b"w"] = repr(float(w[i])).encode()
+        entries.append(fields)
+    config = {"budget": 60, "warmup": 200, "random_state": 0, "on_drift": "none", "classes": [0, 1]}
+    with streaming(settings, name, config) as (registry, manager):
+        produce(r, key, entries)
+        wait_for(lambda: n_seen(registry, name) == 900, what="all good entries applied")
+        registry.flush(name).result(timeout=60)
+        assert manager.consumers[name].dead_letters == 9
+        _, served = registry.predict(name, X[::5])
+        handle = registry.get(name)
+        info = handle.info()
+        local = make_estimator(handle.config)
+    reasons = [d[b"reason"].decode() for _, d in r.xrange(dead_key)]
+    assert len(reasons) == 9 and all(reason.startswith("w: a weight must be") for reason in reasons), reasons
+    assert info["examples"]["received"] == len(entries) and info["examples"]["learned"] == 900
+    local.partial_fit(X, y, classes=[0, 1], sample_weight=w).flush()
+    np.testing.assert_allclose(served, local.decision_function(X[::5]), rtol=0, atol=1e-12)
