@@ -189,3 +189,48 @@ def test_weights_on_stream_entries(redis_server, tmp_path):
     assert info["examples"]["received"] == len(entries) and info["examples"]["learned"] == 900
     local.partial_fit(X, y, classes=[0, 1], sample_weight=w).flush()
     np.testing.assert_allclose(served, local.decision_function(X[::5]), rtol=0, atol=1e-12)
+
+
+def test_weights_on_feedback_equal_learn(start_server, tmp_path):
+    """``POST /feedback`` with ``w``: the stored rows learn as ``/learn`` with the same ``w``;
+    a bad ``w`` is a 422 naming ``w[i]`` and learns nothing."""
+    from tests.conftest import two_moons_like
+
+    server = start_server(tmp_path / "snap")
+    c = server.client()
+    X, y = two_moons_like(900, d=5, seed=3)
+    labels = np.where(y > 0, "pos", "neg").tolist()
+    w = np.random.default_rng(5).uniform(0.0, 2.0, 900).round(3)
+    config = {"warmup": 100, "shuffle_buffer": 200, "budget": 60}
+    for name in ("fbw", "refw"):
+        assert c.put(f"/models/{name}", json=config).status_code == 201
+        assert (
+            c.post("/learn", json={"model": name, "X": X[:300].tolist(), "y": labels[:300]}).status_code
+            == 200
+        )
+    r = c.post("/predict", json={"model": "fbw", "X": X[300:800].tolist(), "remember": True})
+    ids = r.json()["ids"]
+    before = c.get("/models/fbw").json()
+    bad = c.post("/feedback", json={"model": "fbw", "ids": ids[:2], "y": labels[300:302], "w": [1.0, -2.0]})
+    assert bad.status_code == 422 and bad.json()["field"] == "w[1]", bad.text
+    after = c.get("/models/fbw").json()
+    assert after["version"] == before["version"] and after["examples"] == before["examples"]
+    for lo in range(300, 800, 250):
+        body = {
+            "model": "fbw",
+            "ids": ids[lo - 300 : lo - 50],
+            "y": labels[lo : lo + 250],
+            "w": w[lo : lo + 250].tolist(),
+        }
+        r = c.post("/feedback", json=body)
+        assert r.status_code == 200 and r.json()["learned"] == 250, r.text
+        body = {
+            "model": "refw",
+            "X": X[lo : lo + 250].tolist(),
+            "y": labels[lo : lo + 250],
+            "w": w[lo : lo + 250].tolist(),
+        }
+        assert c.post("/learn", json=body).status_code == 200
+    probe = X[800:]
+    assert np.max(np.abs(_decisions(c, "fbw", probe) - _decisions(c, "refw", probe))) <= 1e-12
+    assert_examples_account(c, "fbw", 800)
