@@ -280,3 +280,55 @@ def test_stream_entries_of_named_fields(redis_server, tmp_path):
     assert info["fields"]["n_fields"] == 5
     ex = info["examples"]
     assert ex["received"] == len(entries) and ex["learned"] + ex["pending"] == len(rows)
+
+
+# ---------------------------------------------------------------------- a schema declared in PUT
+def test_a_schema_declared_in_put(tmp_path):
+    """``PUT {"fields": ...}``: declared kinds and categories take the first columns, a declared
+    text field is a hashed bag of words, undeclared fields are learned; a bad declaration is a
+    422 naming ``fields.<name>`` and creates nothing; the declared schema survives a restart."""
+    declared = {
+        "country": {"kind": "category", "categories": ["US", "DE", "FR"]},
+        "amount": {"kind": "number"},
+        "note": {"kind": "text"},
+    }
+    rows = [
+        {"amount": 10.0, "country": "FR", "note": "refund asked twice", "device": "ios"},
+        {"amount": 99.5, "country": "JP", "note": "first order"},
+    ] * 40
+    y = ["ok", "fraud"] * 40
+    with TestClient(create_app(_settings(tmp_path))) as c:
+        r = c.put("/models/declared", json={"warmup": 10, "fields": declared})
+        assert r.status_code == 201, r.text
+        info = r.json()["fields"]
+        by_name = {f["name"]: f for f in info["fields"]}
+        assert by_name["country"]["declared"] and by_name["country"]["categories"] == 3
+        assert by_name["note"]["kind"] == "text" and info["n_columns"] == 4
+        r = c.post("/learn", json={"model": "declared", "X": [{"amount": "12"}], "y": ["ok"]})
+        assert r.status_code == 422 and r.json()["field"] == "X[0].amount", r.text
+        r = c.post("/learn", json={"model": "declared", "X": [[1.0, 2.0]], "y": ["ok"]})
+        assert r.status_code == 422 and r.json()["field"] == "X[0]", r.text
+        assert c.post("/learn", json={"model": "declared", "X": rows, "y": y}).status_code == 200
+        info = c.get("/models/declared").json()
+        names = [f["name"] for f in info["fields"]["fields"]]
+        assert names[:3] == ["country", "amount", "note"] and "device" in names
+        by_name = {f["name"]: f for f in info["fields"]["fields"]}
+        assert by_name["note"]["hashed_buckets"] == 5 and by_name["country"]["categories"] == 4
+        live = c.post("/predict", json={"model": "declared", "X": rows[:4]}).json()["decision"]
+        c.post("/models/declared/snapshot")
+        for bad, field in (
+            ({"x": {"kind": "float"}}, "fields.x"),
+            ({"x": {"kind": "number", "min": 0}}, "fields.x"),
+            ({"x": {"kind": "category", "categories": [1]}}, "fields.x.categories"),
+            ({"x": {"kind": "number", "categories": ["a"]}}, "fields.x.categories"),
+            ({"x" * 200: {"kind": "number"}}, "fields." + "x" * 200),
+            ({f"f{i}": {"kind": "number"} for i in range(300)}, "fields"),
+        ):
+            r = c.put("/models/baddecl", json={"fields": bad})
+            assert r.status_code == 422 and r.json()["field"] == field, (bad, r.text)
+            assert c.get("/models/baddecl").status_code == 404
+    with TestClient(create_app(_settings(tmp_path))) as c:  # a restart keeps the declared schema
+        info = c.get("/models/declared").json()["fields"]
+        assert {f["name"]: f["declared"] for f in info["fields"]}["country"] is True
+        again = c.post("/predict", json={"model": "declared", "X": rows[:4]}).json()["decision"]
+        assert np.max(np.abs(np.asarray(again) - np.asarray(live))) == 0.0

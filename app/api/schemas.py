@@ -98,6 +98,12 @@ class ModelCreate(_ModelCreateFields):
         "they learn the same examples, are scored against the champion and promoted only on evidence "
         "(docs/challengers.md)",
     )
+    fields: dict[str, dict[str, Any]] | None = Field(
+        None,
+        description='a declared schema of named fields: {name: {"kind": "number" | "boolean" | "category" | '
+        '"text", "categories": [...]}}; declared categories take the first columns; other fields are '
+        "learned as they come (docs/fields.md)",
+    )
 
 
 Features = Annotated[list[float], Field(min_length=1)] | dict[str, float]

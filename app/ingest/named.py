@@ -63,6 +63,19 @@ def named_schema(config: Any, saved: dict[str, Any] | None) -> FieldSchema | Non
     return None
 
 
+def declared_schema(declared: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The saved form (``meta``) of the schema a ``PUT`` body declares (``fields``), None when it
+    declares none.  Raises InvalidInput naming ``fields.<name>`` (an unknown kind or key, a
+    category that is not a string of at most ``max_value_length`` characters, a name over
+    ``max_name_length``, more than ``max_fields`` fields)."""
+    if not declared:
+        return None
+    try:
+        return FieldSchema(declared).get_state()[1]
+    except FieldError as exc:
+        raise invalid(exc) from None
+
+
 def refuse_mixed(handle: Any, named: bool) -> None:
     """Under the handle's lock: refuse named rows on a model of positional rows and the reverse."""
     if named and handle.fields is None and handle.n_features is not None:
