@@ -332,3 +332,35 @@ def test_a_schema_declared_in_put(tmp_path):
         assert {f["name"]: f["declared"] for f in info["fields"]}["country"] is True
         again = c.post("/predict", json={"model": "declared", "X": rows[:4]}).json()["decision"]
         assert np.max(np.abs(np.asarray(again) - np.asarray(live))) == 0.0
+
+
+def test_the_schema_bytes_count_in_max_model_bytes(tmp_path):
+    """A batch of named fields is refused (413 naming X, nothing changes) when the model at the
+    batch's width plus the schema's bytes would exceed ``max_model_bytes``, although the model
+    alone would fit; with room for the schema too it is accepted."""
+    from svmstream.app.models.limits import set_bytes
+
+    config = {"budget": 20, "warmup": 10, "shuffle_buffer": 0, "rehearsal": 0, "run_guard": False}
+    rows = [{"c": f"value-{i}"} for i in range(120)]  # 120 one-hot columns
+    y = ["a", "b"] * 60
+    schema = FieldSchema()
+    _, growth = schema.encode(rows)
+    schema_bytes = schema.nbytes(growth)
+    with TestClient(create_app(_settings(tmp_path / "probe"))) as c:
+        assert c.put("/models/m", json=config).status_code == 201
+        model_bytes = set_bytes([c.app.state.registry.get("m").config], 120)
+    for room, accepted in ((schema_bytes // 2, False), (schema_bytes + 64, True)):
+        settings = Settings(
+            snapshot_dir=tmp_path / f"s{room}", snapshot_interval_s=3600, max_model_bytes=model_bytes + room
+        )
+        with TestClient(create_app(settings)) as c:
+            assert c.put("/models/m", json=config).status_code == 201, room
+            r = c.post("/learn", json={"model": "m", "X": rows, "y": y})
+            if accepted:
+                assert r.status_code == 200, r.text
+                assert c.get("/models/m").json()["fields"]["n_columns"] == 120
+            else:
+                assert r.status_code == 413 and r.json()["field"] == "X", r.text
+                assert "schema" in r.json()["detail"]
+                info = c.get("/models/m").json()
+                assert info["fields"] is None and info["examples"]["received"] == 0

@@ -95,8 +95,9 @@ def refuse_mixed(handle: Any, named: bool) -> None:
 
 
 def encode_named(handle: Any, rows: list, locate: Callable[[int], str] | None = None):
-    """``(X, commit)``: ``rows`` encoded by ``handle.fields`` (a new schema for the first named
-    batch), CSR of shape ``(n, columns)``; ``commit()`` keeps the batch's new columns.
+    """``(X, commit, nbytes)``: ``rows`` encoded by ``handle.fields`` (a new schema for the first
+    named batch), CSR of shape ``(n, columns)``; ``commit()`` keeps the batch's new columns;
+    ``nbytes``: the schema's estimated bytes with them (counted in ``max_model_bytes``).
 
     Raises InvalidInput naming ``X[i].field`` (nothing changes)."""
     schema = handle.fields if handle.fields is not None else FieldSchema()
@@ -109,7 +110,7 @@ def encode_named(handle: Any, rows: list, locate: Callable[[int], str] | None = 
         schema.commit(growth)
         handle.fields = schema
 
-    return X, commit
+    return X, commit, schema.nbytes(growth)
 
 
 def encode_for_view(schema: FieldSchema | None, rows: list, width: int | None, locate=None):

@@ -276,18 +276,19 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         with self._lock:
             self._check_can_queue()
             refuse_mixed(self, named=True)
-            X, commit = encode_named(self, rows)
+            X, commit, schema_bytes = encode_named(self, rows)
             if check is not None:
                 check(X)
-            future = self._submit_locked(X, y, None, extra, True, new_labels, weights)
+            future = self._submit_locked(X, y, None, extra, True, new_labels, weights, schema_bytes)
             commit()
             return future
 
-    def _submit_locked(self, X, y, declared, extra, sparse, new_labels, weights=None) -> Future:
-        """Under the lock: the dimension rules, then the learner's task."""
+    def _submit_locked(self, X, y, declared, extra, sparse, new_labels, weights=None, reserved=0) -> Future:
+        """Under the lock: the dimension rules (``reserved``: bytes of the schema of named fields,
+        counted in ``max_model_bytes``), then the learner's task."""
         d = self._n_features
         if d is None or (sparse and not self._fixed and X.shape[1] > d):
-            check_width(X, self.config, self.settings, sparse, self.counted_configs())
+            check_width(X, self.config, self.settings, sparse, self.counted_configs(), reserved)
             d = max(int(X.shape[1]), d or 0)
         X = conform(X, d, declared, self.name)
         self._n_features = d

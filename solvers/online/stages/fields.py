@@ -420,11 +420,14 @@ class FieldSchema:
             "max_value_length": self.max_value_length,
         }
 
-    def nbytes(self) -> int:
+    def nbytes(self, growth: Growth | None = None) -> int:
         """An estimate of the schema's memory (bytes): ~120 per field, ~100 per column plus the
-        category strings."""
-        chars = sum(len(k) for f in self.fields.values() for k in f.categories)
-        return 120 * len(self.fields) + 100 * self.n_columns + chars
+        category strings; with ``growth``: as it will be once ``growth`` is committed (what
+        ``max_model_bytes`` counts, ``docs/fields.md``)."""
+        fields = self.fields if growth is None else {**self.fields, **growth.fields}
+        n_columns = self.n_columns if growth is None else max(self.n_columns, growth.n_columns)
+        chars = sum(len(k) for f in fields.values() for k in f.categories)
+        return 120 * len(fields) + 100 * n_columns + chars
 
     def get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """``(arrays, meta)``: no arrays; the fields in ``meta`` (JSON)."""
