@@ -16,7 +16,9 @@ positional dense rows); ``SVC()`` is fitted on that encoding.  Decode CPU: ``orj
 schema's encoding of a 1,000-row body against ``orjson.loads`` + ``parse_features`` of the same
 rows in the positional form (interleaved, 5 rounds, the median of the per-round ratios, CPU
 seconds).  The 10**6 field: one model learns 10**6 events whose ``user`` field never repeats;
-RSS, the schema's vocabulary and the decisions after a restart and of a pinned version.
+RSS, the schema's vocabulary and the decisions after a restart, on a replica (the serving
+encoding of the newest snapshot) and of a pinned version.  Class weights: on the imbalanced
+sets the same no-settings model with ``class_weight="balanced"`` (``docs/weights.md``).
 
 Run: ``python -m benchmarks.bench_fields [--quick]``.
 """
@@ -48,8 +50,11 @@ with warnings.catch_warnings():
 
 from svmstream.app.ingest.features import parse_features
 from svmstream.app.main import create_app
+from svmstream.app.models.registry import Registry
+from svmstream.app.models.serving import decode_serving, serving_blob
 from svmstream.app.settings import Settings
 from svmstream.solvers.online.stages.fields import FieldSchema
+from svmstream.solvers.persistence import decode_state
 
 SEED = 0
 BATCH = 200
@@ -270,6 +275,15 @@ def million(n, snap):
         rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with TestClient(create_app(settings)) as c:
         restarted = np.asarray(c.post("/predict", json={"model": "users", "X": probe}).json()["decision"])
+    newest = sorted((Path(snap) / "users").glob("*.svmstate"))[-1]  # a replica installs the newest snapshot
+    replica = Registry(Settings(snapshot_dir=Path(snap) / "replica", snapshot_interval_s=3600))
+    try:
+        replica.install(
+            decode_serving(serving_blob(*decode_state(newest.read_bytes()))), follower_of="http://127.0.0.1:1"
+        )
+        on_replica = replica.predict("users", probe)[1]
+    finally:
+        replica.close()
     user = next(f for f in info["fields"]["fields"] if f["name"] == "user")
     return {
         "part": "million",
@@ -280,8 +294,11 @@ def million(n, snap):
         "n_columns": info["fields"]["n_columns"],
         "max_model_bytes": settings.max_model_bytes,
         "rss_growth_bytes": int((rss1 - rss0) * 1024),
+        "rss_growth_within_max_model_bytes": bool((rss1 - rss0) * 1024 <= settings.max_model_bytes),
+        "vocabulary_bounded": bool(user["categories"] <= 256 and user["hashed_buckets"] <= 64),
         "delta_restart": float(np.max(np.abs(restarted - live))),
         "delta_pinned": float(np.max(np.abs(pinned - live))),
+        "delta_replica": float(np.max(np.abs(on_replica - live))),
     }
 
 

@@ -364,3 +364,47 @@ def test_the_schema_bytes_count_in_max_model_bytes(tmp_path):
                 assert "schema" in r.json()["detail"]
                 info = c.get("/models/m").json()
                 assert info["fields"] is None and info["examples"]["received"] == 0
+
+
+def test_a_field_of_many_distinct_values_stays_bounded_and_restores_exactly(tmp_path):
+    """20,000 events whose ``user`` never repeats (the benchmark runs 10**6, bench_fields): the
+    vocabulary stops at max_categories, the rest share the hashed buckets, and the decisions
+    after a restart, on a replica and of a pinned version equal the live model's."""
+    n, rng = 20_000, np.random.default_rng(1)
+    probe = [{"user": f"new-{i}", "amount": float(i % 97), "shop": f"s{i % 40}"} for i in range(100)]
+    settings = _settings(tmp_path)
+    with TestClient(create_app(settings)) as c:
+        assert c.put("/models/users", json={"budget": 50, "warmup": 500}).status_code == 201
+        for lo in range(0, n, 5000):
+            amount = rng.gamma(2.0, 30.0, 5000)
+            rows = [
+                {"user": f"u{lo + j}", "amount": float(amount[j]), "shop": f"s{(lo + j) % 40}"}
+                for j in range(5000)
+            ]
+            y = (amount > 60).astype(int).tolist()
+            body = orjson.dumps({"model": "users", "X": rows, "y": y})
+            r = c.post("/learn", content=body, headers={"content-type": "application/json"})
+            assert r.status_code == 200, r.text
+        info = c.get("/models/users").json()
+        user = next(f for f in info["fields"]["fields"] if f["name"] == "user")
+        assert user["categories"] == 256 and 0 < user["hashed_buckets"] <= 64
+        assert info["fields"]["n_columns"] <= 256 + 64 + 40 + 3
+        assert info["examples"]["received"] == n
+        live = np.asarray(c.post("/predict", json={"model": "users", "X": probe}).json()["decision"])
+        version = info["version"]
+        c.post("/models/users/snapshot")
+        pinned = c.post("/predict", json={"model": "users", "X": probe, "version": version}).json()
+        assert np.max(np.abs(np.asarray(pinned["decision"]) - live)) == 0.0
+    newest = sorted((tmp_path / "users").glob("*.svmstate"))[-1]
+    replica = Registry(_settings(tmp_path / "replica"))
+    try:
+        replica.install(
+            decode_serving(serving_blob(*decode_state(newest.read_bytes()))), follower_of="http://127.0.0.1:1"
+        )
+        _, decision = replica.predict("users", probe)
+        assert np.max(np.abs(decision - live)) == 0.0
+    finally:
+        replica.close()
+    with TestClient(create_app(settings)) as c:
+        restarted = c.post("/predict", json={"model": "users", "X": probe}).json()["decision"]
+        assert np.max(np.abs(np.asarray(restarted) - live)) == 0.0
