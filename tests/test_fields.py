@@ -408,3 +408,30 @@ def test_a_field_of_many_distinct_values_stays_bounded_and_restores_exactly(tmp_
     with TestClient(create_app(settings)) as c:
         restarted = c.post("/predict", json={"model": "users", "X": probe}).json()["decision"]
         assert np.max(np.abs(np.asarray(restarted) - live)) == 0.0
+
+
+def test_feedback_learns_the_stored_rows_of_named_fields(tmp_path):
+    """``/predict`` with ``remember`` on a model of named fields stores the rows in the schema's
+    columns; ``/feedback`` learns them exactly as ``/learn`` learns the same named rows."""
+    rows, y = events(700, seed=9)
+    with TestClient(create_app(_settings(tmp_path))) as c:
+        for name in ("fbn", "refn"):
+            assert c.put(f"/models/{name}", json={"budget": 40, "warmup": 100}).status_code == 201
+            assert c.post("/learn", json={"model": name, "X": rows[:300], "y": y[:300]}).status_code == 200
+        ids = c.post("/predict", json={"model": "fbn", "X": rows[300:600], "remember": True}).json()["ids"]
+        for lo in range(300, 600, 100):
+            r = c.post(
+                "/feedback", json={"model": "fbn", "ids": ids[lo - 300 : lo - 200], "y": y[lo : lo + 100]}
+            )
+            assert r.status_code == 200 and r.json()["learned"] == 100, r.text
+            assert (
+                c.post(
+                    "/learn", json={"model": "refn", "X": rows[lo : lo + 100], "y": y[lo : lo + 100]}
+                ).status_code
+                == 200
+            )
+        a = c.post("/predict", json={"model": "fbn", "X": rows[600:]}).json()["decision"]
+        b = c.post("/predict", json={"model": "refn", "X": rows[600:]}).json()["decision"]
+        assert np.max(np.abs(np.asarray(a) - np.asarray(b))) == 0.0
+        ex = c.get("/models/fbn").json()["examples"]
+        assert ex["received"] == 600 == ex["learned"] + ex["pending"] + ex["refused"]

@@ -271,6 +271,7 @@ class Feedback:
                     new_labels=new,
                     extra=extra,
                     weights=None if w is None else w[learn],
+                    schema_rows=True,
                 ),  # fmt: skip
             )
         self.watch(future, ledger, meter, rows, arrived)

@@ -228,6 +228,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         sparse: bool | None = None,
         new_labels: NewLabels | None = None,
         weights: np.ndarray | None = None,
+        schema_rows: bool = False,
     ) -> Future:
         """Queue a validated batch; returns a future resolving to the new :class:`ModelView`.
 
@@ -236,7 +237,9 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         ``new_labels``: labels the batch adds to a model that learns its classes (``y``
         holds their provisional indices); the learner commits them (:meth:`_commit_labels`).
         ``weights``: (n,) float64 importance weights, validated (:mod:`svmstream.app.ingest.weights`;
-        None: every example weighs 1).
+        None: every example weighs 1).  ``schema_rows``: X holds rows of a model of named fields
+        already in its schema's columns (stored by ``/predict`` with ``remember``, learned by
+        ``/feedback``), not positional rows.
 
         Raises
         ------
@@ -252,7 +255,7 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         self.last_used = time.monotonic()
         with self._lock:
             self._check_can_queue()
-            refuse_mixed(self, named=False)
+            refuse_mixed(self, named=schema_rows and self.fields is not None)
             return self._submit_locked(X, y, declared, extra, sparse, new_labels, weights)
 
     def submit_named(
