@@ -435,3 +435,44 @@ def test_feedback_learns_the_stored_rows_of_named_fields(tmp_path):
         assert np.max(np.abs(np.asarray(a) - np.asarray(b))) == 0.0
         ex = c.get("/models/fbn").json()["examples"]
         assert ex["received"] == 600 == ex["learned"] + ex["pending"] + ex["refused"]
+
+
+def test_oip_v2_bytes_input_of_named_fields(tmp_path):
+    """OIP v2 ``/v2/models/{name}/infer``: a BYTES input of JSON objects, as JSON data or in
+    Triton's binary layout, answers the decisions ``/predict`` gives for the same named rows;
+    a bad element is a 400 naming it."""
+    rows, y = events(600, seed=11)
+    probe = rows[500:520]
+    with TestClient(create_app(_settings(tmp_path))) as c:
+        assert c.put("/models/oip", json={"budget": 40, "warmup": 100}).status_code == 201
+        assert c.post("/learn", json={"model": "oip", "X": rows[:500], "y": y[:500]}).status_code == 200
+        same = np.asarray(c.post("/predict", json={"model": "oip", "X": probe}).json()["decision"])
+        texts = [orjson.dumps(r).decode() for r in probe]
+        body = {
+            "inputs": [{"name": "events", "shape": [len(probe)], "datatype": "BYTES", "data": texts}],
+            "outputs": [{"name": "decision"}],
+        }
+        r = c.post("/v2/models/oip/infer", json=body)
+        assert r.status_code == 200, r.text
+        decision = np.asarray(r.json()["outputs"][0]["data"])
+        assert np.max(np.abs(decision - same)) == 0.0
+        raw = b"".join(len(t.encode()).to_bytes(4, "little") + t.encode() for t in texts)
+        head = orjson.dumps({
+            "inputs": [{"name": "events", "shape": [len(probe), 1], "datatype": "BYTES",
+                        "parameters": {"binary_data_size": len(raw)}}],
+            "outputs": [{"name": "decision"}],
+        })  # fmt: skip
+        r = c.post(
+            "/v2/models/oip/infer",
+            content=head + raw,
+            headers={
+                "content-type": "application/octet-stream",
+                "Inference-Header-Content-Length": str(len(head)),
+            },
+        )
+        assert r.status_code == 200, r.text
+        assert np.max(np.abs(np.asarray(r.json()["outputs"][0]["data"]) - same)) == 0.0
+        body["inputs"][0]["data"] = [texts[0], "[1, 2]"]
+        body["inputs"][0]["shape"] = [2]
+        r = c.post("/v2/models/oip/infer", json=body)
+        assert r.status_code == 400 and "inputs[0].data[1]" in r.text, r.text
