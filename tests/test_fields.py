@@ -476,3 +476,67 @@ def test_oip_v2_bytes_input_of_named_fields(tmp_path):
         body["inputs"][0]["shape"] = [2]
         r = c.post("/v2/models/oip/infer", json=body)
         assert r.status_code == 400 and "inputs[0].data[1]" in r.text, r.text
+
+
+# ---------------------------------------------------------------------- svmstream replay of named events
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_replay_of_a_csv_with_a_header_or_json_lines(start_server, tmp_path, kind):
+    """``svmstream replay events.csv|events.jsonl --label status --weight w`` sends named-field
+    JSON to /learn: the same model as /learn of the same rows in the same order (CSV cells:
+    numbers, empty = missing, strings = categories)."""
+    import csv
+
+    from tests.conftest import run_cli
+
+    rows, y = events(400, seed=12)
+    w = [1.0 + (i % 3) for i in range(400)]
+    path = tmp_path / f"events.{kind}"
+    names = sorted({k for r in rows for k in r})
+    if kind == "csv":
+        with path.open("w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow([*names, "status", "w"])
+            for r, label, wi in zip(rows, y, w):
+                out.writerow(
+                    [
+                        *(
+                            "" if r.get(k) is None else str(r[k]).lower() if isinstance(r[k], bool) else r[k]
+                            for k in names
+                        ),
+                        label,
+                        wi,
+                    ]
+                )
+        sent = [{k: r.get(k) for k in names} for r in rows]  # a CSV row has every column
+    else:
+        path.write_bytes(
+            b"".join(
+                orjson.dumps({**r, "status": label, "w": wi}) + b"\n" for r, label, wi in zip(rows, y, w)
+            )
+        )
+        sent = rows
+    server = start_server()
+    out = run_cli(
+        ["replay", str(path), "--url", server.url, "--model", "rp", "--label", "status", "--weight", "w",
+         "--file-order", "--budget", "40", "--warmup", "100", "--no-progress", "--json"],
+        timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    with server.client() as c:
+        assert c.put("/models/ref", json={"budget": 40, "warmup": 100}).status_code == 201
+        for lo in range(0, 400, 1000):
+            r = c.post(
+                "/learn",
+                json={
+                    "model": "ref",
+                    "X": sent[lo : lo + 1000],
+                    "y": y[lo : lo + 1000],
+                    "w": w[lo : lo + 1000],
+                },
+            )
+            assert r.status_code == 200, r.text
+        c.post("/models/ref/flush")
+        a = c.post("/predict", json={"model": "rp", "X": rows[:50]}).json()["decision"]
+        b = c.post("/predict", json={"model": "ref", "X": rows[:50]}).json()["decision"]
+        assert np.max(np.abs(np.asarray(a) - np.asarray(b))) == 0.0
+        assert c.get("/models/rp").json()["examples"]["received"] == 400
