@@ -245,6 +245,14 @@ def decode_ratio(name, rounds=5):
 
 
 # ---------------------------------------------------------------------- 10**6 distinct values
+def user_events(lo: int, n: int, rng) -> tuple[list[dict], list[int]]:
+    """Events ``lo .. lo + n`` of a stream whose ``user`` never repeats, and their labels (the
+    amount over 60); ``rng`` draws the amounts."""
+    amount = rng.gamma(2.0, 30.0, n)
+    rows = [{"user": f"u{lo + j}", "amount": float(amount[j]), "shop": f"s{(lo + j) % 40}"} for j in range(n)]
+    return rows, (amount > 60).astype(int).tolist()
+
+
 def million(n, snap):
     rng = np.random.default_rng(1)
     settings = Settings(snapshot_dir=snap, snapshot_interval_s=3600)
@@ -253,12 +261,7 @@ def million(n, snap):
     with TestClient(create_app(settings)) as c:
         c.put("/models/users", json={"budget": 100})
         for lo in range(0, n, 5000):
-            amount = rng.gamma(2.0, 30.0, 5000)
-            rows = [
-                {"user": f"u{lo + j}", "amount": float(amount[j]), "shop": f"s{(lo + j) % 40}"}
-                for j in range(5000)
-            ]
-            y = (amount > 60).astype(int).tolist()
+            rows, y = user_events(lo, 5000, rng)
             r = c.post(
                 "/learn",
                 content=orjson.dumps({"model": "users", "X": rows, "y": y}),

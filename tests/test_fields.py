@@ -370,18 +370,15 @@ def test_a_field_of_many_distinct_values_stays_bounded_and_restores_exactly(tmp_
     """20,000 events whose ``user`` never repeats (the benchmark runs 10**6, bench_fields): the
     vocabulary stops at max_categories, the rest share the hashed buckets, and the decisions
     after a restart, on a replica and of a pinned version equal the live model's."""
+    from benchmarks.bench_fields import user_events
+
     n, rng = 20_000, np.random.default_rng(1)
     probe = [{"user": f"new-{i}", "amount": float(i % 97), "shop": f"s{i % 40}"} for i in range(100)]
     settings = _settings(tmp_path)
     with TestClient(create_app(settings)) as c:
         assert c.put("/models/users", json={"budget": 50, "warmup": 500}).status_code == 201
         for lo in range(0, n, 5000):
-            amount = rng.gamma(2.0, 30.0, 5000)
-            rows = [
-                {"user": f"u{lo + j}", "amount": float(amount[j]), "shop": f"s{(lo + j) % 40}"}
-                for j in range(5000)
-            ]
-            y = (amount > 60).astype(int).tolist()
+            rows, y = user_events(lo, 5000, rng)
             body = orjson.dumps({"model": "users", "X": rows, "y": y})
             r = c.post("/learn", content=body, headers={"content-type": "application/json"})
             assert r.status_code == 200, r.text
