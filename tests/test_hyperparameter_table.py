@@ -141,8 +141,9 @@ SERVER_MAXIMA = {"budget": "max_budget", "n_features": "max_features"}
 
 def put_schema_problems(rows: tuple[Hyperparameter, ...], openapi: dict[str, Any]) -> list[str]:
     body = openapi["paths"]["/models/{name}"]["put"]["requestBody"]["content"]["application/json"]["schema"]
-    # "challengers" is the one body field that is no hyperparameter: each challenger is a set of them
-    props = {k: v for k, v in body["properties"].items() if k != "challengers"}
+    # "challengers" and "fields" are the body fields that are no hyperparameters: each challenger is
+    # a set of them, "fields" a declared schema of named fields (docs/fields.md)
+    props = {k: v for k, v in body["properties"].items() if k not in ("challengers", "fields")}
     problems = []
     if set(props) != {row.json_name for row in rows}:
         problems.append(f"PUT /models properties {sorted(props)} != table")
