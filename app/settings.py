@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, create_model, field_validator
+from pydantic import AliasChoices, Field, SecretStr, StrictFloat, StrictInt, create_model, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -42,6 +42,8 @@ def hyperparameter_field(
         kind: Any = Literal[row.choices + (row.stored if stored else ())]  # type: ignore[valid-type]
     elif row.type is list:
         kind = list[item]
+    elif row.type is dict:  # labels (JSON keys) -> weights: finite numbers >= 0, never a string
+        kind = dict[str, Annotated[StrictInt | StrictFloat, Field(ge=0, allow_inf_nan=False)]]
     else:
         kind = row.type
     bounds = row.bounds

@@ -16,7 +16,9 @@ positional dense rows); ``SVC()`` is fitted on that encoding.  Decode CPU: ``orj
 schema's encoding of a 1,000-row body against ``orjson.loads`` + ``parse_features`` of the same
 rows in the positional form (interleaved, 5 rounds, the median of the per-round ratios, CPU
 seconds).  The 10**6 field: one model learns 10**6 events whose ``user`` field never repeats;
-RSS, the schema's vocabulary and the decisions after a restart and of a pinned version.
+RSS, the schema's vocabulary and the decisions after a restart, on a replica (the serving
+encoding of the newest snapshot) and of a pinned version.  Class weights: on the imbalanced
+sets the same no-settings model with ``class_weight="balanced"`` (``docs/weights.md``).
 
 Run: ``python -m benchmarks.bench_fields [--quick]``.
 """
@@ -48,8 +50,11 @@ with warnings.catch_warnings():
 
 from svmstream.app.ingest.features import parse_features
 from svmstream.app.main import create_app
+from svmstream.app.models.registry import Registry
+from svmstream.app.models.serving import decode_serving, serving_blob
 from svmstream.app.settings import Settings
 from svmstream.solvers.online.stages.fields import FieldSchema
+from svmstream.solvers.persistence import decode_state
 
 SEED = 0
 BATCH = 200
@@ -107,6 +112,9 @@ def modeldata(name, label):
     return _frame_rows(frame, label)
 
 
+#: The imbalanced sets (binary, minority under 30 %): credit_data (28 % "bad"), mlc_churn (14 %).
+IMBALANCED = ("credit_data", "mlc_churn")
+
 SETS = {
     "house_votes": lambda: mlbench("HouseVotes84"),
     "soybean": lambda: mlbench("Soybean"),
@@ -136,8 +144,8 @@ def offline(train, test):
 
 
 # ---------------------------------------------------------------------- service
-def learn_http(c, model, X, y, named):
-    assert c.put(f"/models/{model}", json={}).status_code in (200, 201)
+def learn_http(c, model, X, y, named, config=None):
+    assert c.put(f"/models/{model}", json=config or {}).status_code in (200, 201)
     for lo in range(0, len(X), BATCH):
         chunk = X[lo : lo + BATCH] if named else np.asarray(X[lo : lo + BATCH]).tolist()
         r = c.post(
@@ -175,6 +183,14 @@ def accuracy_rows(c, name, order):
     svc = SVC().fit(Xtr, ytr).predict(Xte)
     svc_bal = SVC(class_weight="balanced").fit(Xtr, ytr).predict(Xte)
     info = c.get(f"/models/n-{tag}").json()
+    weighted = {}
+    if name in IMBALANCED:  # the same no-settings model with class_weight="balanced" (docs/weights.md)
+        learn_http(c, f"b-{tag}", train, ytr, True, {"class_weight": "balanced"})
+        balanced = predict_http(c, f"b-{tag}", test, True)
+        weighted = {
+            "minority_share": float(min(np.mean(ytr == k) for k in np.unique(ytr))),
+            "named_class_weight_balanced": float(balanced_accuracy_score(yte, balanced)),
+        }
     return {
         "part": "accuracy",
         "set": name,
@@ -188,6 +204,7 @@ def accuracy_rows(c, name, order):
         "svc": float(np.mean(svc == yte)),
         "named_balanced": float(balanced_accuracy_score(yte, named)),
         "svc_balanced_weighted": float(balanced_accuracy_score(yte, svc_bal)),
+        **weighted,
     }
 
 
@@ -228,6 +245,14 @@ def decode_ratio(name, rounds=5):
 
 
 # ---------------------------------------------------------------------- 10**6 distinct values
+def user_events(lo: int, n: int, rng) -> tuple[list[dict], list[int]]:
+    """Events ``lo .. lo + n`` of a stream whose ``user`` never repeats, and their labels (the
+    amount over 60); ``rng`` draws the amounts."""
+    amount = rng.gamma(2.0, 30.0, n)
+    rows = [{"user": f"u{lo + j}", "amount": float(amount[j]), "shop": f"s{(lo + j) % 40}"} for j in range(n)]
+    return rows, (amount > 60).astype(int).tolist()
+
+
 def million(n, snap):
     rng = np.random.default_rng(1)
     settings = Settings(snapshot_dir=snap, snapshot_interval_s=3600)
@@ -236,12 +261,7 @@ def million(n, snap):
     with TestClient(create_app(settings)) as c:
         c.put("/models/users", json={"budget": 100})
         for lo in range(0, n, 5000):
-            amount = rng.gamma(2.0, 30.0, 5000)
-            rows = [
-                {"user": f"u{lo + j}", "amount": float(amount[j]), "shop": f"s{(lo + j) % 40}"}
-                for j in range(5000)
-            ]
-            y = (amount > 60).astype(int).tolist()
+            rows, y = user_events(lo, 5000, rng)
             r = c.post(
                 "/learn",
                 content=orjson.dumps({"model": "users", "X": rows, "y": y}),
@@ -258,6 +278,15 @@ def million(n, snap):
         rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with TestClient(create_app(settings)) as c:
         restarted = np.asarray(c.post("/predict", json={"model": "users", "X": probe}).json()["decision"])
+    newest = sorted((Path(snap) / "users").glob("*.svmstate"))[-1]  # a replica installs the newest snapshot
+    replica = Registry(Settings(snapshot_dir=Path(snap) / "replica", snapshot_interval_s=3600))
+    try:
+        replica.install(
+            decode_serving(serving_blob(*decode_state(newest.read_bytes()))), follower_of="http://127.0.0.1:1"
+        )
+        on_replica = replica.predict("users", probe)[1]
+    finally:
+        replica.close()
     user = next(f for f in info["fields"]["fields"] if f["name"] == "user")
     return {
         "part": "million",
@@ -268,44 +297,78 @@ def million(n, snap):
         "n_columns": info["fields"]["n_columns"],
         "max_model_bytes": settings.max_model_bytes,
         "rss_growth_bytes": int((rss1 - rss0) * 1024),
+        "rss_growth_within_max_model_bytes": bool((rss1 - rss0) * 1024 <= settings.max_model_bytes),
+        "vocabulary_bounded": bool(user["categories"] <= 256 and user["hashed_buckets"] <= 64),
         "delta_restart": float(np.max(np.abs(restarted - live))),
         "delta_pinned": float(np.max(np.abs(pinned - live))),
+        "delta_replica": float(np.max(np.abs(on_replica - live))),
     }
+
+
+def kept_rows(parts) -> list[dict]:
+    """The rows of the parts not run now, from the current results file (none: none)."""
+    import json
+
+    path = Path(__file__).resolve().parent / "results" / "fields.json"
+    if not path.exists():
+        return []
+    return [r for r in json.loads(path.read_text())["table"] if r["part"] not in parts]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="two sets, file order, 10**5 events")
+    parser.add_argument(
+        "--only", choices=("accuracy", "decode", "million"), action="append",
+        help="run these parts only; the other parts' rows are kept from the current results file",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    parts = set(args.only or ("accuracy", "decode", "million"))
     names = ["house_votes", "credit_data"] if args.quick else list(SETS)
     orders = ["file"] if args.quick else ["file", "shuffled"]
-    rows = []
+    rows = kept_rows(parts)
     with tempfile.TemporaryDirectory() as tmp:
-        with TestClient(create_app(Settings(snapshot_dir=Path(tmp) / "a", snapshot_interval_s=3600))) as c:
+        if "accuracy" in parts:
+            with TestClient(
+                create_app(Settings(snapshot_dir=Path(tmp) / "a", snapshot_interval_s=3600))
+            ) as c:
+                for name in names:
+                    for order in orders:
+                        rows.append(accuracy_rows(c, name, order))
+                        print(rows[-1], file=sys.stderr, flush=True)
+        if "decode" in parts:
             for name in names:
-                for order in orders:
-                    rows.append(accuracy_rows(c, name, order))
-                    print(rows[-1], file=sys.stderr, flush=True)
-        for name in names:
-            rows.append(decode_ratio(name))
+                rows.append(decode_ratio(name))
+                print(rows[-1], file=sys.stderr, flush=True)
+        if "million" in parts:
+            rows.append(million(100_000 if args.quick else 1_000_000, Path(tmp) / "m"))
             print(rows[-1], file=sys.stderr, flush=True)
-        rows.append(million(100_000 if args.quick else 1_000_000, Path(tmp) / "m"))
-        print(rows[-1], file=sys.stderr, flush=True)
+    order_of = {"accuracy": 0, "decode": 1, "million": 2}
+    rows.sort(key=lambda r: order_of[r["part"]])
     acc = [r for r in rows if r["part"] == "accuracy"]
+    weighted = [r for r in acc if "named_class_weight_balanced" in r]
     payload = {
         "machine": machine(),
         "quick": args.quick,
         "worst_named_minus_offline_pp": min(100 * (r["named"] - r["offline"]) for r in acc),
         "worst_named_minus_svc_pp": min(100 * (r["named"] - r["svc"]) for r in acc),
         "worst_decode_ratio": max(r["ratio_median"] for r in rows if r["part"] == "decode"),
+        "worst_class_weight_gain_pp": min(
+            100 * (r["named_class_weight_balanced"] - r["named_balanced"]) for r in weighted
+        ),
+        "worst_class_weight_minus_svc_balanced_pp": min(
+            100 * (r["named_class_weight_balanced"] - r["svc_balanced_weighted"]) for r in weighted
+        ),
+        "parts_run": sorted(parts),
         "cpu_count": os.cpu_count(),
     }
     notes = (
         "Named-field JSON through /learn (no settings) against the same model on an offline DictVectorizer "
         "encoding and SVC() on it; decode CPU of named against positional rows; a field of 10**6 distinct "
-        "values (benchmarks/bench_fields.py, docs/fields.md). class_weight is not implemented yet: "
-        "named_balanced is the unweighted model's balanced accuracy, svc_balanced_weighted SVC(class_weight="
-        '"balanced")\'s.'
+        "values (benchmarks/bench_fields.py, docs/fields.md). Balanced accuracies: named_balanced of the "
+        'unweighted model, named_class_weight_balanced of the same model with PUT {"class_weight": "balanced"} '
+        '(docs/weights.md, imbalanced sets only), svc_balanced_weighted of SVC(class_weight="balanced") on the '
+        "offline encoding."
     )
     write_results("fields", payload, rows, "Named fields", notes)
     return 0

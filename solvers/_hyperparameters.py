@@ -58,8 +58,9 @@ KERNELS_ONLINE = ("rbf", "linear")
 #: dense (d, B+1) matrix, or sparse SVs in an append-only arena (``docs/defaults.md``).
 SV_STORAGES = ("auto", "dense", "sparse")
 #: The stages of a streaming model, in the order an example meets them (``service``: not a stage
-#: of learning, the fields only the service reads).
-STAGES = ("service", "scaler", "order", "estimator", "rehearsal", "drift")
+#: of learning, the fields only the service reads; ``weights``: the class weights an example's
+#: weight is multiplied by on arrival).
+STAGES = ("service", "weights", "scaler", "order", "estimator", "rehearsal", "drift")
 
 # ---------------------------------------------------------------------------- constants
 #: A budgeted model needs room for two SVs to merge.
@@ -110,7 +111,8 @@ _SAME: Any = object()
 class Hyperparameter:
     """One row of the table.
 
-    ``type`` is ``int``, ``float``, ``bool``, ``str`` (with ``choices``) or ``list``;
+    ``type`` is ``int``, ``float``, ``bool``, ``str`` (with ``choices``), ``list`` or ``dict`` (a
+    mapping of labels to numbers >= 0);
     ``nullable``: None is a value of its own (the estimator reads it, e.g. ``lambda_=None``: from
     C); ``words``: strings a number field also accepts (``gamma="scale"``); ``stored``: values a
     resolved configuration may hold besides ``choices`` (batch-job models) that a request may not
@@ -248,13 +250,17 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
     H("selection", bool, None, "race candidate models on the stream and serve the winner (gamma 1/4, 1 "
       'and 4 x "scale", and 4 x with C = 0.1 until the first rung; successive halving; '
       "docs/selection.md); null: true when the model is created "
-      "with no learning setting (only classes, max_classes, n_features, remember, selection_bytes), "
+      "with no learning setting (only classes, class_weight, max_classes, n_features, remember, selection_bytes), "
       "false otherwise (--no-selection alone: one plain model of the defaults)",
       "service", nullable=True, same_in_estimator=False),
     H("selection_bytes", int, None, "bytes the racing candidates may take with the warm-up window (each "
       "counted as a model of the same settings); as many candidates race as fit, at least one; null: "
       "max_model_bytes less room for max_classes labels, set when the model is created",
       "service", nullable=True, ge=0, cli=(), same_in_estimator=False),
+    H("class_weight", dict, None, 'class weights: each example\'s weight (w, 1 if not given) times its '
+      'class\'s; a mapping {label: weight >= 0} (a class not named weighs 1), or "balanced": '
+      "n / (K n_c) from the running class frequencies of the stream; null: none (docs/weights.md)",
+      "weights", nullable=True, words=("balanced",), cli=()),
     H("remember", bool, False, "every /predict of this model keeps its rows and answers ids for "
       "/feedback, as if it asked remember (docs/feedback.md)", "service", cli=(),
       same_in_estimator=False),

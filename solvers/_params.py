@@ -55,6 +55,8 @@ def _constraint(row) -> list:
         out: list = ["boolean"]
     elif row.type is str:
         out = [StrOptions(set(row.choices))]
+    elif row.type is dict:
+        out = [dict, StrOptions(set(row.words))]
     else:
         left = row.ge if row.ge is not None else row.gt
         right = row.le if row.le is not None else row.lt

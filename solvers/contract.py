@@ -209,9 +209,11 @@ class Served(Protocol):
 class OnlineModel(Served, Protocol):
     """A served model that keeps learning (``LEARNS_ONLINE = True``)."""
 
-    def partial_fit(self, X, y, classes=None) -> OnlineModel:
+    def partial_fit(self, X, y, classes=None, sample_weight=None) -> OnlineModel:
         """Receive a batch X (n, d) float64 dense or CSR, y (n,); ``classes`` on the first call
-        (models with classes).  Raises ValueError on invalid input (the model unchanged)."""
+        (models with classes); ``sample_weight`` (n,) float64 >= 0, each example's importance
+        weight (``docs/weights.md``; the service passes it only when a request gave weights).
+        Raises ValueError on invalid input (the model unchanged)."""
 
     def flush(self) -> OnlineModel:
         """Learn everything pending now (the end of a stream)."""

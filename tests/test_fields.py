@@ -280,3 +280,260 @@ def test_stream_entries_of_named_fields(redis_server, tmp_path):
     assert info["fields"]["n_fields"] == 5
     ex = info["examples"]
     assert ex["received"] == len(entries) and ex["learned"] + ex["pending"] == len(rows)
+
+
+# ---------------------------------------------------------------------- a schema declared in PUT
+def test_a_schema_declared_in_put(tmp_path):
+    """``PUT {"fields": ...}``: declared kinds and categories take the first columns, a declared
+    text field is a hashed bag of words, undeclared fields are learned; a bad declaration is a
+    422 naming ``fields.<name>`` and creates nothing; the declared schema survives a restart."""
+    declared = {
+        "country": {"kind": "category", "categories": ["US", "DE", "FR"]},
+        "amount": {"kind": "number"},
+        "note": {"kind": "text"},
+    }
+    rows = [
+        {"amount": 10.0, "country": "FR", "note": "refund asked twice", "device": "ios"},
+        {"amount": 99.5, "country": "JP", "note": "first order"},
+    ] * 40
+    y = ["ok", "fraud"] * 40
+    with TestClient(create_app(_settings(tmp_path))) as c:
+        r = c.put("/models/declared", json={"warmup": 10, "fields": declared})
+        assert r.status_code == 201, r.text
+        info = r.json()["fields"]
+        by_name = {f["name"]: f for f in info["fields"]}
+        assert by_name["country"]["declared"] and by_name["country"]["categories"] == 3
+        assert by_name["note"]["kind"] == "text" and info["n_columns"] == 4
+        r = c.post("/learn", json={"model": "declared", "X": [{"amount": "12"}], "y": ["ok"]})
+        assert r.status_code == 422 and r.json()["field"] == "X[0].amount", r.text
+        r = c.post("/learn", json={"model": "declared", "X": [[1.0, 2.0]], "y": ["ok"]})
+        assert r.status_code == 422 and r.json()["field"] == "X[0]", r.text
+        assert c.post("/learn", json={"model": "declared", "X": rows, "y": y}).status_code == 200
+        info = c.get("/models/declared").json()
+        names = [f["name"] for f in info["fields"]["fields"]]
+        assert names[:3] == ["country", "amount", "note"] and "device" in names
+        by_name = {f["name"]: f for f in info["fields"]["fields"]}
+        assert by_name["note"]["hashed_buckets"] == 5 and by_name["country"]["categories"] == 4
+        live = c.post("/predict", json={"model": "declared", "X": rows[:4]}).json()["decision"]
+        c.post("/models/declared/snapshot")
+        for bad, field in (
+            ({"x": {"kind": "float"}}, "fields.x"),
+            ({"x": {"kind": "number", "min": 0}}, "fields.x"),
+            ({"x": {"kind": "category", "categories": [1]}}, "fields.x.categories"),
+            ({"x": {"kind": "number", "categories": ["a"]}}, "fields.x.categories"),
+            ({"x" * 200: {"kind": "number"}}, "fields." + "x" * 200),
+            ({f"f{i}": {"kind": "number"} for i in range(300)}, "fields"),
+        ):
+            r = c.put("/models/baddecl", json={"fields": bad})
+            assert r.status_code == 422 and r.json()["field"] == field, (bad, r.text)
+            assert c.get("/models/baddecl").status_code == 404
+    with TestClient(create_app(_settings(tmp_path))) as c:  # a restart keeps the declared schema
+        info = c.get("/models/declared").json()["fields"]
+        assert {f["name"]: f["declared"] for f in info["fields"]}["country"] is True
+        again = c.post("/predict", json={"model": "declared", "X": rows[:4]}).json()["decision"]
+        assert np.max(np.abs(np.asarray(again) - np.asarray(live))) == 0.0
+
+
+def test_the_schema_bytes_count_in_max_model_bytes(tmp_path):
+    """A batch of named fields is refused (413 naming X, nothing changes) when the model at the
+    batch's width plus the schema's bytes would exceed ``max_model_bytes``, although the model
+    alone would fit; with room for the schema too it is accepted."""
+    from svmstream.app.models.limits import set_bytes
+
+    config = {"budget": 20, "warmup": 10, "shuffle_buffer": 0, "rehearsal": 0, "run_guard": False}
+    rows = [{"c": f"value-{i}"} for i in range(120)]  # 120 one-hot columns
+    y = ["a", "b"] * 60
+    schema = FieldSchema()
+    _, growth = schema.encode(rows)
+    schema_bytes = schema.nbytes(growth)
+    with TestClient(create_app(_settings(tmp_path / "probe"))) as c:
+        assert c.put("/models/m", json=config).status_code == 201
+        model_bytes = set_bytes([c.app.state.registry.get("m").config], 120)
+    for room, accepted in ((schema_bytes // 2, False), (schema_bytes + 64, True)):
+        settings = Settings(
+            snapshot_dir=tmp_path / f"s{room}", snapshot_interval_s=3600, max_model_bytes=model_bytes + room
+        )
+        with TestClient(create_app(settings)) as c:
+            assert c.put("/models/m", json=config).status_code == 201, room
+            r = c.post("/learn", json={"model": "m", "X": rows, "y": y})
+            if accepted:
+                assert r.status_code == 200, r.text
+                assert c.get("/models/m").json()["fields"]["n_columns"] == 120
+            else:
+                assert r.status_code == 413 and r.json()["field"] == "X", r.text
+                assert "schema" in r.json()["detail"]
+                info = c.get("/models/m").json()
+                assert info["fields"] is None and info["examples"]["received"] == 0
+
+
+def test_a_field_of_many_distinct_values_stays_bounded_and_restores_exactly(tmp_path):
+    """20,000 events whose ``user`` never repeats (the benchmark runs 10**6, bench_fields): the
+    vocabulary stops at max_categories, the rest share the hashed buckets, and the decisions
+    after a restart, on a replica and of a pinned version equal the live model's."""
+    from benchmarks.bench_fields import user_events
+
+    n, rng = 20_000, np.random.default_rng(1)
+    probe = [{"user": f"new-{i}", "amount": float(i % 97), "shop": f"s{i % 40}"} for i in range(100)]
+    settings = _settings(tmp_path)
+    with TestClient(create_app(settings)) as c:
+        assert c.put("/models/users", json={"budget": 50, "warmup": 500}).status_code == 201
+        for lo in range(0, n, 5000):
+            rows, y = user_events(lo, 5000, rng)
+            body = orjson.dumps({"model": "users", "X": rows, "y": y})
+            r = c.post("/learn", content=body, headers={"content-type": "application/json"})
+            assert r.status_code == 200, r.text
+        info = c.get("/models/users").json()
+        user = next(f for f in info["fields"]["fields"] if f["name"] == "user")
+        assert user["categories"] == 256 and 0 < user["hashed_buckets"] <= 64
+        assert info["fields"]["n_columns"] <= 256 + 64 + 40 + 3
+        assert info["examples"]["received"] == n
+        live = np.asarray(c.post("/predict", json={"model": "users", "X": probe}).json()["decision"])
+        version = info["version"]
+        c.post("/models/users/snapshot")
+        pinned = c.post("/predict", json={"model": "users", "X": probe, "version": version}).json()
+        assert np.max(np.abs(np.asarray(pinned["decision"]) - live)) == 0.0
+    newest = sorted((tmp_path / "users").glob("*.svmstate"))[-1]
+    replica = Registry(_settings(tmp_path / "replica"))
+    try:
+        replica.install(
+            decode_serving(serving_blob(*decode_state(newest.read_bytes()))), follower_of="http://127.0.0.1:1"
+        )
+        _, decision = replica.predict("users", probe)
+        assert np.max(np.abs(decision - live)) == 0.0
+    finally:
+        replica.close()
+    with TestClient(create_app(settings)) as c:
+        restarted = c.post("/predict", json={"model": "users", "X": probe}).json()["decision"]
+        assert np.max(np.abs(np.asarray(restarted) - live)) == 0.0
+
+
+def test_feedback_learns_the_stored_rows_of_named_fields(tmp_path):
+    """``/predict`` with ``remember`` on a model of named fields stores the rows in the schema's
+    columns; ``/feedback`` learns them exactly as ``/learn`` learns the same named rows."""
+    rows, y = events(700, seed=9)
+    with TestClient(create_app(_settings(tmp_path))) as c:
+        for name in ("fbn", "refn"):
+            assert c.put(f"/models/{name}", json={"budget": 40, "warmup": 100}).status_code == 201
+            assert c.post("/learn", json={"model": name, "X": rows[:300], "y": y[:300]}).status_code == 200
+        ids = c.post("/predict", json={"model": "fbn", "X": rows[300:600], "remember": True}).json()["ids"]
+        for lo in range(300, 600, 100):
+            r = c.post(
+                "/feedback", json={"model": "fbn", "ids": ids[lo - 300 : lo - 200], "y": y[lo : lo + 100]}
+            )
+            assert r.status_code == 200 and r.json()["learned"] == 100, r.text
+            assert (
+                c.post(
+                    "/learn", json={"model": "refn", "X": rows[lo : lo + 100], "y": y[lo : lo + 100]}
+                ).status_code
+                == 200
+            )
+        a = c.post("/predict", json={"model": "fbn", "X": rows[600:]}).json()["decision"]
+        b = c.post("/predict", json={"model": "refn", "X": rows[600:]}).json()["decision"]
+        assert np.max(np.abs(np.asarray(a) - np.asarray(b))) == 0.0
+        ex = c.get("/models/fbn").json()["examples"]
+        assert ex["received"] == 600 == ex["learned"] + ex["pending"] + ex["refused"]
+
+
+def test_oip_v2_bytes_input_of_named_fields(tmp_path):
+    """OIP v2 ``/v2/models/{name}/infer``: a BYTES input of JSON objects, as JSON data or in
+    Triton's binary layout, answers the decisions ``/predict`` gives for the same named rows;
+    a bad element is a 400 naming it."""
+    rows, y = events(600, seed=11)
+    probe = rows[500:520]
+    with TestClient(create_app(_settings(tmp_path))) as c:
+        assert c.put("/models/oip", json={"budget": 40, "warmup": 100}).status_code == 201
+        assert c.post("/learn", json={"model": "oip", "X": rows[:500], "y": y[:500]}).status_code == 200
+        same = np.asarray(c.post("/predict", json={"model": "oip", "X": probe}).json()["decision"])
+        texts = [orjson.dumps(r).decode() for r in probe]
+        body = {
+            "inputs": [{"name": "events", "shape": [len(probe)], "datatype": "BYTES", "data": texts}],
+            "outputs": [{"name": "decision"}],
+        }
+        r = c.post("/v2/models/oip/infer", json=body)
+        assert r.status_code == 200, r.text
+        decision = np.asarray(r.json()["outputs"][0]["data"])
+        assert np.max(np.abs(decision - same)) == 0.0
+        raw = b"".join(len(t.encode()).to_bytes(4, "little") + t.encode() for t in texts)
+        head = orjson.dumps({
+            "inputs": [{"name": "events", "shape": [len(probe), 1], "datatype": "BYTES",
+                        "parameters": {"binary_data_size": len(raw)}}],
+            "outputs": [{"name": "decision"}],
+        })  # fmt: skip
+        r = c.post(
+            "/v2/models/oip/infer",
+            content=head + raw,
+            headers={
+                "content-type": "application/octet-stream",
+                "Inference-Header-Content-Length": str(len(head)),
+            },
+        )
+        assert r.status_code == 200, r.text
+        assert np.max(np.abs(np.asarray(r.json()["outputs"][0]["data"]) - same)) == 0.0
+        body["inputs"][0]["data"] = [texts[0], "[1, 2]"]
+        body["inputs"][0]["shape"] = [2]
+        r = c.post("/v2/models/oip/infer", json=body)
+        assert r.status_code == 400 and "inputs[0].data[1]" in r.text, r.text
+
+
+# ---------------------------------------------------------------------- svmstream replay of named events
+@pytest.mark.parametrize("kind", ["csv", "jsonl"])
+def test_replay_of_a_csv_with_a_header_or_json_lines(start_server, tmp_path, kind):
+    """``svmstream replay events.csv|events.jsonl --label status --weight w`` sends named-field
+    JSON to /learn: the same model as /learn of the same rows in the same order (CSV cells:
+    numbers, empty = missing, strings = categories)."""
+    import csv
+
+    from tests.conftest import run_cli
+
+    rows, y = events(400, seed=12)
+    w = [1.0 + (i % 3) for i in range(400)]
+    path = tmp_path / f"events.{kind}"
+    names = sorted({k for r in rows for k in r})
+    if kind == "csv":
+        with path.open("w", newline="") as f:
+            out = csv.writer(f)
+            out.writerow([*names, "status", "w"])
+            for r, label, wi in zip(rows, y, w):
+                out.writerow(
+                    [
+                        *(
+                            "" if r.get(k) is None else str(r[k]).lower() if isinstance(r[k], bool) else r[k]
+                            for k in names
+                        ),
+                        label,
+                        wi,
+                    ]
+                )
+        sent = [{k: r.get(k) for k in names} for r in rows]  # a CSV row has every column
+    else:
+        path.write_bytes(
+            b"".join(
+                orjson.dumps({**r, "status": label, "w": wi}) + b"\n" for r, label, wi in zip(rows, y, w)
+            )
+        )
+        sent = rows
+    server = start_server()
+    out = run_cli(
+        ["replay", str(path), "--url", server.url, "--model", "rp", "--label", "status", "--weight", "w",
+         "--file-order", "--budget", "40", "--warmup", "100", "--no-progress", "--json"],
+        timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    with server.client() as c:
+        assert c.put("/models/ref", json={"budget": 40, "warmup": 100}).status_code == 201
+        for lo in range(0, 400, 1000):
+            r = c.post(
+                "/learn",
+                json={
+                    "model": "ref",
+                    "X": sent[lo : lo + 1000],
+                    "y": y[lo : lo + 1000],
+                    "w": w[lo : lo + 1000],
+                },
+            )
+            assert r.status_code == 200, r.text
+        c.post("/models/ref/flush")
+        a = c.post("/predict", json={"model": "rp", "X": rows[:50]}).json()["decision"]
+        b = c.post("/predict", json={"model": "ref", "X": rows[:50]}).json()["decision"]
+        assert np.max(np.abs(np.asarray(a) - np.asarray(b))) == 0.0
+        assert c.get("/models/rp").json()["examples"]["received"] == 400

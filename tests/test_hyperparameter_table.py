@@ -67,7 +67,14 @@ def _facts(prop: dict[str, Any]) -> dict[str, Any]:
     return facts
 
 
-_JSON_TYPES = {int: {"integer"}, float: {"number"}, bool: {"boolean"}, str: {"string"}, list: {"array"}}
+_JSON_TYPES = {
+    int: {"integer"},
+    float: {"number"},
+    bool: {"boolean"},
+    str: {"string"},
+    list: {"array"},
+    dict: {"object"},
+}
 
 
 def _schema_problems(
@@ -98,6 +105,8 @@ def _other_value(row: Hyperparameter) -> Any:
         return not row.default
     if row.type is list:
         return ["a", "b"]
+    if row.type is dict:
+        return row.words[0]  # "balanced" (a mapping is a JSON object: no env string of its own)
     low = row.ge if row.ge is not None else (row.gt if row.gt is not None else 0)
     for candidate in (low + 1, low + 2, low + 3):
         candidate = row.type(candidate)
@@ -132,8 +141,9 @@ SERVER_MAXIMA = {"budget": "max_budget", "n_features": "max_features"}
 
 def put_schema_problems(rows: tuple[Hyperparameter, ...], openapi: dict[str, Any]) -> list[str]:
     body = openapi["paths"]["/models/{name}"]["put"]["requestBody"]["content"]["application/json"]["schema"]
-    # "challengers" is the one body field that is no hyperparameter: each challenger is a set of them
-    props = {k: v for k, v in body["properties"].items() if k != "challengers"}
+    # "challengers" and "fields" are the body fields that are no hyperparameters: each challenger is
+    # a set of them, "fields" a declared schema of named fields (docs/fields.md)
+    props = {k: v for k, v in body["properties"].items() if k not in ("challengers", "fields")}
     problems = []
     if set(props) != {row.json_name for row in rows}:
         problems.append(f"PUT /models properties {sorted(props)} != table")

@@ -39,6 +39,7 @@ def _whole(pp: OrderStage) -> None:
     """Give an order stage its arrays at full capacity (what it allocated before they grew)."""
     pp.buf_X = grow_rows(pp.buf_X, pp.capacity, pp.capacity)
     pp.buf_y = grow_rows(pp.buf_y, pp.capacity, pp.capacity)
+    pp.buf_w = grow_rows(pp.buf_w, pp.capacity, pp.capacity)
     pp.res_X = grow_rows(pp.res_X, pp.res_capacity, pp.res_capacity, axis=1)
 
 

@@ -136,12 +136,12 @@ def test_buffer_releases_each_row_exactly_once():
     pp = OrderStage(250, False, d, random_state=0)
     out = []
     for start in range(0, n, 400):
-        Xo, yo, orig = pp.feed(None, (X[start : start + 400], labels[start : start + 400]))
+        Xo, yo, orig, _ = pp.feed(None, (X[start : start + 400], labels[start : start + 400], np.ones(400)))
         assert orig.all()
         out.append(Xo[:, 0])
         assert pp.pending == min(start + 400, n) - sum(len(o) for o in out)
     assert pp.pending == 250  # full after 3000 arrivals (expected fill: K(1 − e^(−12)))
-    Xo, yo, orig = pp.drain()
+    Xo, yo, orig, _ = pp.drain()
     out.append(Xo[:, 0])
     ids = np.concatenate(out).astype(int)
     np.testing.assert_array_equal(np.sort(ids), np.arange(n))
@@ -280,7 +280,7 @@ def test_guard_replays_only_after_a_run_and_only_other_classes():
     labels = np.r_[np.full(2000, -1.0), np.full(4000, 1.0)]
     X = np.column_stack([np.arange(n, dtype=float), labels])
     pp = OrderStage(0, True, d, 2, random_state=0)
-    Xo, yo, orig = pp.feed(None, (X, labels))
+    Xo, yo, orig, _ = pp.feed(None, (X, labels, np.ones(n)))
     replayed = ~orig
     assert np.array_equal(Xo[orig, 0], np.arange(n))  # no buffer: originals in order
     # the positive run fires from its GUARD_MIN_RUN-th example on: one replay per example
@@ -302,7 +302,7 @@ def test_guard_does_not_fire_on_a_rare_minority():
     runs = np.diff(np.r_[0, change, n])
     assert runs.max() > GUARD_MIN_RUN
     pp = OrderStage(0, True, 1, 2, random_state=rng)
-    _, _, orig = pp.feed(None, (np.zeros((n, 1)), labels))
+    _, _, orig, _ = pp.feed(None, (np.zeros((n, 1)), labels, np.ones(n)))
     assert orig.all() and pp.n_replayed == 0
 
 

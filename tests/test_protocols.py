@@ -236,7 +236,10 @@ BAD_TENSORS = {
     "three dimensions": (_tensor(shape=[2, 30, 1]), "inputs[0].shape: [2, 30, 1] has 3 dimensions"),
     "no rows": (_tensor(shape=[0, 30], data=[]), "inputs[0].shape: [0, 30]: need n >= 1"),
     "wrong width": (_tensor(shape=[3, 20]), "inputs[0].shape: rows of 20 features; model 'bc' expects 30"),
-    "BYTES": (_tensor(datatype="BYTES", data=["a"] * 60), "inputs[0].datatype: BYTES is not supported"),
+    "BYTES": (
+        _tensor(datatype="BYTES", data=["a"] * 60),
+        "inputs[0].shape: [2, 30]: a BYTES input of named fields has shape [n] or [n, 1]",
+    ),
     "BOOL": (_tensor(datatype="BOOL", data=[True] * 60), "inputs[0].datatype: BOOL is not supported"),
     "unknown datatype": (_tensor(datatype="FP128"), "inputs[0].datatype: unknown datatype 'FP128'"),
     "too short": (_tensor(data=[0.5] * 59), "inputs[0].data: has 59 values; shape [2, 30] needs 60"),

@@ -76,7 +76,7 @@ def test_the_reservoir_is_a_uniform_sample_of_the_stream():
         memory = RehearsalMemory(capacity, 1, seed)
         X = np.arange(n, dtype=np.float64)[:, None]
         memory.extend(X, 1)
-        memory.commit(X, np.zeros(n))
+        memory.commit(X, np.zeros(n), np.ones(n))
         hits[memory.X[: memory.fill, 0].astype(int)] += 1
     freq = hits / trials
     assert abs(freq.mean() - capacity / n) < 1e-12  # exactly `capacity` rows each trial

@@ -98,6 +98,12 @@ class ModelCreate(_ModelCreateFields):
         "they learn the same examples, are scored against the champion and promoted only on evidence "
         "(docs/challengers.md)",
     )
+    fields: dict[str, dict[str, Any]] | None = Field(
+        None,
+        description='a declared schema of named fields: {name: {"kind": "number" | "boolean" | "category" | '
+        '"text", "categories": [...]}}; declared categories take the first columns; other fields are '
+        "learned as they come (docs/fields.md)",
+    )
 
 
 Features = Annotated[list[float], Field(min_length=1)] | dict[str, float]
@@ -125,6 +131,11 @@ class LearnRequest(BaseModel):
         description="one label per example, from the model's classes; a regression model: one finite number "
         "per example; a novelty model: none, or 0/1 evaluation labels (docs/regression.md, docs/novelty.md)",
         json_schema_extra=_NON_EMPTY,
+    )
+    w: list[float] | None = Field(
+        None,
+        description="optional: one importance weight per example, finite and >= 0 (the example's loss "
+        "term scaled by w, as scikit-learn's sample_weight; 0: received, learns nothing; docs/weights.md)",
     )
     n_features: int | None = Field(
         None, ge=1, description="optional: the input dimension the rows are meant for"

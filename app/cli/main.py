@@ -160,10 +160,23 @@ def _add_feedback_args(replay) -> None:
     replay.add_argument("--warm", type=int, default=1000, help="--feedback: rows learned by /learn first")
 
 
+def _add_named_args(replay) -> None:
+    """The file, and the options of a replay of named-field events (:mod:`svmstream.app.cli.replay_named`)."""
+    replay.add_argument(
+        "file",
+        help="LIBSVM/svmlight file, or named-field events: a CSV file with a header or JSON lines "
+        "(.csv, .jsonl; .bz2 and .gz are read directly)",
+    )
+    replay.add_argument(
+        "--label", default=None, help="CSV / JSON lines: the label field (default 'label', else 'y')"
+    )
+    replay.add_argument("--weight", default=None, help="CSV / JSON lines: a field of importance weights (w)")
+
+
 def add_replay_parser(sub) -> argparse.ArgumentParser:
     """Register ``replay`` on the ``svmstream`` sub-parsers."""
     replay = sub.add_parser("replay", help="stream a LIBSVM file into POST /learn, or into a Redis stream")
-    replay.add_argument("file", help="LIBSVM/svmlight file (.bz2 and .gz are read directly)")
+    _add_named_args(replay)
     replay.add_argument(
         "--url",
         default=None,

@@ -36,6 +36,7 @@ from svmstream.app.cli.producer import ByteLimit, auto_format, max_bytes_from_en
 from svmstream.app.cli.replay_bodies import ReplayError, check, labels_json, pieces, send_in_order
 from svmstream.app.cli.replay_feedback import run_feedback_replay
 from svmstream.app.cli.replay_model import ensure_model, flush, load, order, progress_bar, score
+from svmstream.app.cli.replay_named import is_named_file, run_named_replay
 from svmstream.app.cli.replay_stream import run_stream_replay
 
 __all__ = ["ReplayError", "replay", "run_replay", "run_stream_replay"]
@@ -150,6 +151,30 @@ def _say_replayed(result: dict[str, Any], out) -> None:
     )
 
 
+def _named_replay(args: argparse.Namespace, hyper: dict, token: str | None, seed: int | None) -> dict:
+    if args.redis_url or args.test:
+        raise ReplayError("a CSV or JSON-lines file replays through HTTP /learn only (no --redis, --test)")
+    return run_named_replay(
+        args.file, args.url or DEFAULT_URL, model=args.model, batch=args.batch, hyper=hyper,
+        label=args.label, weight=args.weight, shuffle_seed=seed, token=token,
+    )  # fmt: skip
+
+
+def _unreachable(exc: Exception, args: argparse.Namespace) -> int | None:
+    """2 (and the message) when ``exc`` says the service or Redis cannot be reached, else None."""
+    if isinstance(exc, httpx.HTTPError):
+        print(
+            f"error: cannot talk to {args.url or DEFAULT_URL}: {type(exc).__name__}: {exc}", file=sys.stderr
+        )
+        return 2
+    if isinstance(exc, redis.RedisError):
+        print(
+            f"error: cannot talk to Redis at {args.redis_url}: {type(exc).__name__}: {exc}", file=sys.stderr
+        )
+        return 2
+    return None
+
+
 def replay(args: argparse.Namespace) -> int:
     """Run ``svmstream replay``; returns the exit status (0 ok, 1 refused request or bad file,
     2 service or Redis unreachable)."""
@@ -172,6 +197,8 @@ def replay(args: argparse.Namespace) -> int:
                 token=token,
                 replace=args.replace,
             )
+        elif is_named_file(args.file):  # a CSV with a header or JSON lines: named-field events
+            result = _named_replay(args, hyper, token, seed)
         elif args.redis_url:
             result = run_stream_replay(
                 args.file,
@@ -207,26 +234,15 @@ def replay(args: argparse.Namespace) -> int:
                 replace=args.replace,
                 max_bytes=max_bytes,
             )
-    except ReplayError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except (OSError, ValueError) as exc:  # missing/unreadable file, or a test file wider than the model
+    # refused, a missing or unreadable file, a test file wider than the model
+    except (ReplayError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # httpx/redis transport errors: server down or gone mid-replay
-        if isinstance(exc, httpx.HTTPError):
-            print(
-                f"error: cannot talk to {args.url or DEFAULT_URL}: {type(exc).__name__}: {exc}",
-                file=sys.stderr,
-            )
-            return 2
-        if isinstance(exc, redis.RedisError):
-            print(
-                f"error: cannot talk to Redis at {args.redis_url}: {type(exc).__name__}: {exc}",
-                file=sys.stderr,
-            )
-            return 2
-        raise
+        status = _unreachable(exc, args)
+        if status is None:
+            raise
+        return status
     if args.json_out:
         print(json.dumps(result))
     return 0

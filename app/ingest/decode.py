@@ -37,7 +37,7 @@ _STEP = np.zeros(256, dtype=np.int64)
 _STEP[[ord("["), ord("{")]] = 1
 _STEP[[ord("]"), ord("}")]] = -1
 
-LEARN_FIELDS = frozenset({"model", "X", "x", "y", "n_features"})
+LEARN_FIELDS = frozenset({"model", "X", "x", "y", "w", "n_features"})
 PREDICT_FIELDS = frozenset({"model", "X", "x", "n_features", "proba", "version", "remember", "interval"})
 
 

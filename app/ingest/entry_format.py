@@ -14,6 +14,8 @@ Entry format (field values are bytes as Redis returns them, or str):
     carries, bit for bit);
   * ``xb`` -- little-endian float32 bytes, dense, 4·d bytes (kept for compatibility: each
     value is widened exactly to float64, so the model learns the float32-rounded features);
+* ``w`` -- optional, the example's importance weight: a JSON number, finite and >= 0
+  (``docs/weights.md``; absent: 1);
 * ``id`` -- optional, the producer's own reference (not used by the learner).
 
 An entry ``{fid, y}`` labels a remembered prediction by its id instead of giving features; the
@@ -26,14 +28,16 @@ No other field is allowed.  An entry may come as a mapping or as Redis' raw
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
 from svmstream.app.errors import InvalidInput
+from svmstream.app.ingest.decode import decode_json, is_number
 
-STREAM_FIELDS = frozenset({"y", "x", "xd", "xb", "id"})
+STREAM_FIELDS = frozenset({"y", "x", "xd", "xb", "w", "id"})
 STREAM_FIELDS_B = frozenset(f.encode() for f in STREAM_FIELDS) | STREAM_FIELDS
 
 
@@ -80,6 +84,26 @@ FEATURE_FIELDS = (("x", b"x"), ("xd", b"xd"), ("xb", b"xb"))
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, (bytes, bytearray)) else str(value)
+
+
+def entry_weight(fields: Mapping[Any, Any] | list) -> float | None:
+    """The entry's ``w`` (None: absent, weight 1).  Raises InvalidInput naming ``w`` unless it
+    is a JSON number, finite and >= 0 (``"2"`` is the number 2 as Redis carries every value
+    as text; ``true``, ``"nan"``, ``"-1"``, ``"1_0"`` are refused)."""
+    if type(fields) is list:
+        fields = dict(zip(fields[::2], fields[1::2]))
+    raw = fields.get(b"w")
+    if raw is None:
+        raw = fields.get("w")
+        if raw is None:
+            return None
+    try:
+        value = decode_json(raw, "w")
+    except InvalidInput:
+        value = _text(raw)
+    if not is_number(value) or not math.isfinite(value) or value < 0:
+        raise InvalidInput(f"w: a weight must be a finite number >= 0, got {value!r}", field="w")
+    return float(value)
 
 
 def entry_fields(fields: Mapping[Any, Any] | list) -> tuple[Any, Any, BinaryField | None, Any]:

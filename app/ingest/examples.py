@@ -28,6 +28,7 @@ from svmstream.app.ingest.decode import LEARN_FIELDS, PREDICT_FIELDS, check_enve
 from svmstream.app.ingest.features import parse_features
 from svmstream.app.ingest.labels import LabelCodec, NewLabels
 from svmstream.app.ingest.named import named_rows
+from svmstream.app.ingest.weights import parse_weights
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class Batch:
     new_labels: NewLabels | None = None
     #: rows of named fields (then ``X`` is None: the model's schema encodes them)
     rows: list | None = None
+    #: (n,) float64 importance weights of a learn batch (``w``; None: every example weighs 1)
+    weights: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -68,8 +71,9 @@ def parse_examples(
     Parameters
     ----------
     obj : dict
-        Decoded JSON with keys ``X`` (or ``x``), ``y`` (learn only), optional ``model``
-        and ``n_features``.
+        Decoded JSON with keys ``X`` (or ``x``), ``y`` (learn only), optional ``model``,
+        ``w`` (learn only: one importance weight per example, :mod:`.weights`) and
+        ``n_features``.
     codec : LabelCodec or None
         Label set of the target model; ``None`` for predict requests (no ``y``).
     check_bools : bool
@@ -106,6 +110,7 @@ def parse_examples(
             return Batch(X=X, y=codec.absent(n), n_features=declared, rows=rows)
         if isinstance(labels, list) and len(labels) != n:
             raise InvalidInput(f"y: has {len(labels)} labels for {n} examples in X", field="y")
+        weights = parse_weights(obj.get("w"), n)
         y, new = codec.encode_with_new(labels)
-        return Batch(X=X, y=y, n_features=declared, new_labels=new, rows=rows)
+        return Batch(X=X, y=y, n_features=declared, new_labels=new, rows=rows, weights=weights)
     return Batch(X=X, y=y, n_features=declared, rows=rows)

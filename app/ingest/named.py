@@ -63,6 +63,19 @@ def named_schema(config: Any, saved: dict[str, Any] | None) -> FieldSchema | Non
     return None
 
 
+def declared_schema(declared: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The saved form (``meta``) of the schema a ``PUT`` body declares (``fields``), None when it
+    declares none.  Raises InvalidInput naming ``fields.<name>`` (an unknown kind or key, a
+    category that is not a string of at most ``max_value_length`` characters, a name over
+    ``max_name_length``, more than ``max_fields`` fields)."""
+    if not declared:
+        return None
+    try:
+        return FieldSchema(declared).get_state()[1]
+    except FieldError as exc:
+        raise invalid(exc) from None
+
+
 def refuse_mixed(handle: Any, named: bool) -> None:
     """Under the handle's lock: refuse named rows on a model of positional rows and the reverse."""
     if named and handle.fields is None and handle.n_features is not None:
@@ -82,8 +95,9 @@ def refuse_mixed(handle: Any, named: bool) -> None:
 
 
 def encode_named(handle: Any, rows: list, locate: Callable[[int], str] | None = None):
-    """``(X, commit)``: ``rows`` encoded by ``handle.fields`` (a new schema for the first named
-    batch), CSR of shape ``(n, columns)``; ``commit()`` keeps the batch's new columns.
+    """``(X, commit, nbytes)``: ``rows`` encoded by ``handle.fields`` (a new schema for the first
+    named batch), CSR of shape ``(n, columns)``; ``commit()`` keeps the batch's new columns;
+    ``nbytes``: the schema's estimated bytes with them (counted in ``max_model_bytes``).
 
     Raises InvalidInput naming ``X[i].field`` (nothing changes)."""
     schema = handle.fields if handle.fields is not None else FieldSchema()
@@ -96,7 +110,7 @@ def encode_named(handle: Any, rows: list, locate: Callable[[int], str] | None = 
         schema.commit(growth)
         handle.fields = schema
 
-    return X, commit
+    return X, commit, schema.nbytes(growth)
 
 
 def encode_for_view(schema: FieldSchema | None, rows: list, width: int | None, locate=None):

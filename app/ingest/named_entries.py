@@ -21,10 +21,10 @@ import numpy as np
 
 from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import decode_json
-from svmstream.app.ingest.entry_format import entry_fields
+from svmstream.app.ingest.entry_format import entry_fields, entry_weight
 from svmstream.app.ingest.labels import LabelCodec, parse_stream_label
 from svmstream.app.ingest.named import FieldError, FieldSchema, named_rows
-from svmstream.app.ingest.stream_entries import EntryBatch
+from svmstream.app.ingest.stream_entries import EntryBatch, good_weights
 
 
 def named_stream(handle: Any, entries: Sequence[Any]) -> bool:
@@ -42,8 +42,9 @@ def named_stream(handle: Any, entries: Sequence[Any]) -> bool:
 
 
 def _row(fields: Any) -> tuple[Any, dict]:
-    """``(label, row)`` of one entry.  Raises InvalidInput naming the field."""
+    """``(label, row)`` of one entry (its ``w`` checked).  Raises InvalidInput naming the field."""
     y_raw, x_raw, binary, _ = entry_fields(fields)
+    entry_weight(fields)
     label = parse_stream_label(y_raw)
     if binary is not None:
         raise InvalidInput(
@@ -79,7 +80,10 @@ def parse_named_entries(entries: Sequence[Any], codec: LabelCodec, schema: Field
     if not cand:
         return EntryBatch(None, None, np.zeros(0, np.int64), sorted(rejected.items()))
     good = np.asarray(cand, dtype=np.int64)
-    return EntryBatch([rows[i] for i in cand], y, good, sorted(rejected.items()), True, new)
+    weights = {i: w for i in cand if (w := entry_weight(entries[i])) is not None}
+    return EntryBatch(
+        [rows[i] for i in cand], y, good, sorted(rejected.items()), True, new, good_weights(weights, good)
+    )
 
 
 def _schema_checked(cand: list[int], rows: dict, schema: FieldSchema | None, rejected: dict) -> list[int]:

@@ -47,6 +47,7 @@ from svmstream.app.ingest.entry_format import (
     SPARSE,
     BinaryField,
     entry_fields,
+    entry_weight,
 )
 from svmstream.app.ingest.features import (
     first_non_number,
@@ -83,6 +84,8 @@ class EntryBatch:
         a model whose dimension is not fixed).
     new_labels : NewLabels or None
         Labels the good entries add to a model that learns its classes.
+    weights : ndarray of shape (g,), float64, or None
+        The good entries' ``w`` (1 where absent); None when no entry of the batch had one.
     """
 
     X: np.ndarray | sp.csr_matrix | None
@@ -91,6 +94,7 @@ class EntryBatch:
     rejected: list[tuple[int, str]]
     sparse: bool = False
     new_labels: NewLabels | None = None
+    weights: np.ndarray | None = None
 
 
 def _label_or_error(raw: Any) -> Any:
@@ -159,6 +163,7 @@ class _Entries:
     rows: list[Any] = field(default_factory=list)
     labels: list[Any] = field(default_factory=list)
     rejected: dict[int, str] = field(default_factory=dict)
+    weights: dict[int, float] = field(default_factory=dict)  # entries with a w
     sparse_bools: bool = False  # a sparse entry's raw JSON may hold true/false (values to check)
 
     def read(self, entries: Sequence[Any]) -> None:
@@ -180,6 +185,9 @@ class _Entries:
                     y_raw, x_raw, raw = fields[1], None, fields[3]  # the common raw reply: no dict
                 else:
                     y_raw, x_raw, binary, raw = entry_fields(fields)
+                    w = entry_weight(fields)
+                    if w is not None:
+                        self.weights[i] = w
                 label = label_cache.get(y_raw, _UNSEEN)
                 if label is _UNSEEN:
                     label = label_cache[y_raw] = _label_or_error(y_raw)
@@ -434,6 +442,7 @@ def parse_stream_entries(
     rejected = sorted(table.rejected.items())
     if good.size == 0:
         return EntryBatch(None, None, good, rejected)
+    weights = good_weights(table.weights, good)
     d = table.d
     all_sparse = bool(np.all(table.kinds[good] == SPARSE))
     if d is None or (all_sparse and grow_to is not None):  # all-sparse: the largest index fixes the width
@@ -442,5 +451,14 @@ def parse_stream_entries(
         d = max(d or 1, widest)
     # Densify or not: see should_densify (narrow batches go dense, wide ones stay CSR)
     if not np.any(table.kinds[block.pos] == SPARSE) or should_densify(good.size, d):
-        return EntryBatch(_dense_batch(table, good, d, parts, block), y, good, rejected, all_sparse, new)
-    return EntryBatch(_csr_batch(table, good, d, parts, block), y, good, rejected, all_sparse, new)
+        return EntryBatch(
+            _dense_batch(table, good, d, parts, block), y, good, rejected, all_sparse, new, weights
+        )
+    return EntryBatch(_csr_batch(table, good, d, parts, block), y, good, rejected, all_sparse, new, weights)
+
+
+def good_weights(weights: dict[int, float], good: np.ndarray) -> np.ndarray | None:
+    """The weights of the good entries (1 where an entry gave none; None: no entry gave one)."""
+    if not weights:
+        return None
+    return np.array([weights.get(int(i), 1.0) for i in good], dtype=np.float64)

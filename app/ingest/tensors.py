@@ -18,8 +18,13 @@ offending field (``"inputs[0].data[7]: nan is not a finite number (row 0, column
 so a bad tensor never reaches a model.  Datatypes: ``FP16``/``FP32``/``FP64`` and the
 ``INT*``/``UINT*`` types (integers are valid feature values: pixel counts, codes); values
 are read as the declared type (an ``FP32`` tensor's JSON numbers are rounded to float32,
-as the same tensor sent in binary would be) and then widened to float64.  ``BOOL``,
-``BYTES`` and ``BF16`` are refused: features are numbers.
+as the same tensor sent in binary would be) and then widened to float64.  ``BOOL`` and
+``BF16`` are refused: features are numbers.
+
+**Named fields** (``docs/fields.md``): a ``BYTES`` tensor of shape ``[n]`` (or ``[n, 1]``) whose
+n elements are each one JSON object, ``{"amount": 31.5, "country": "DE"}``, as text (JSON
+``data``: strings, or the objects themselves) or in the binary part (Triton's BYTES layout: each
+element a 4-byte little-endian length, then its bytes).  The rows go to the model's schema.
 
 Protocol reference: https://kserve.github.io/website/docs/concepts/architecture/data-plane/v2-protocol
 and Triton's binary data extension
@@ -54,7 +59,7 @@ DATATYPES: dict[str, np.dtype] = {
     }.items()
 }
 #: Protocol datatypes refused with a reason (features are numbers).
-REFUSED_DATATYPES = frozenset({"BOOL", "BYTES", "BF16"})
+REFUSED_DATATYPES = frozenset({"BOOL", "BF16"})
 
 REQUEST_FIELDS = frozenset({"id", "parameters", "inputs", "outputs"})
 INPUT_FIELDS = frozenset({"name", "shape", "datatype", "parameters", "data"})
@@ -76,8 +81,9 @@ class InferRequest:
 
     Attributes
     ----------
-    X : ndarray of shape (n, d), float64, C-contiguous
-        Finite feature values of the single input tensor.
+    X : ndarray of shape (n, d), float64, C-contiguous, or list of n dicts
+        Finite feature values of the single input tensor; rows of named fields (a ``BYTES``
+        tensor of JSON objects) as a list.
     input_name : str
         The input tensor's name (any name is accepted: a model has one input).
     id : str or None
@@ -252,6 +258,8 @@ def _parse_input(tensor: Any, field: str, binary: bytes, check_bools: bool) -> t
     if not isinstance(name, str):
         raise _bad(f"{field}.name", f"expected a string, got {describe(name)}")
     datatype = tensor["datatype"]
+    if datatype == "BYTES":
+        return name, *_named_rows(tensor, field, binary)
     if datatype in REFUSED_DATATYPES:
         raise _bad(
             f"{field}.datatype", f"{datatype} is not supported: features are numbers (send FP32 or FP64)"
@@ -277,6 +285,61 @@ def _parse_input(tensor: Any, field: str, binary: bytes, check_bools: bool) -> t
         values = _binary_values(binary, size, f"{field}.parameters.binary_data_size", n, d, datatype)
         used = size
     return name, _to_float64(values, dtype, f"{field}.data", d, datatype), used
+
+
+def _named_rows(tensor: dict, field: str, binary: bytes) -> tuple[list[dict], int]:
+    """``(rows, bytes of the binary part used)`` of a ``BYTES`` tensor of JSON objects."""
+    shape = tensor["shape"]
+    if not (
+        isinstance(shape, list) and 1 <= len(shape) <= 2 and all(is_number(v) and int(v) == v for v in shape)
+    ):
+        raise _bad(
+            f"{field}.shape", f"a BYTES input of named fields has shape [n] or [n, 1], got {describe(shape)}"
+        )
+    n = int(shape[0])
+    if n < 1 or (len(shape) == 2 and int(shape[1]) != 1):
+        raise _bad(
+            f"{field}.shape", f"{shape}: a BYTES input of named fields has shape [n] or [n, 1], n >= 1"
+        )
+    size = _parameters(tensor.get("parameters"), f"{field}.parameters").get("binary_data_size")
+    if size is None:
+        data = tensor.get("data")
+        if isinstance(data, list) and len(shape) == 2:
+            data = [v[0] if isinstance(v, list) and len(v) == 1 else v for v in data]
+        if not isinstance(data, list) or len(data) != n:
+            raise _bad(f"{field}.data", f"expected {n} JSON objects (shape {shape}), got {describe(data)}")
+        elements, used = data, 0
+    else:
+        if not is_number(size) or int(size) != size or not 0 <= size <= len(binary):
+            raise _bad(f"{field}.parameters.binary_data_size", f"{describe(size)} bytes do not fit the body")
+        elements, used = (
+            _bytes_elements(binary[: int(size)], n, f"{field}.parameters.binary_data_size"),
+            int(size),
+        )
+    rows = []
+    for i, value in enumerate(elements):
+        if isinstance(value, (str, bytes)):
+            value = decode_json(
+                value if isinstance(value, bytes) else value.encode(), f"{field}.data[{i}]", status=400
+            )
+        if not isinstance(value, dict):
+            raise _bad(f"{field}.data[{i}]", f"expected a JSON object of named fields, got {describe(value)}")
+        rows.append(value)
+    return rows, used
+
+
+def _bytes_elements(raw: bytes, n: int, field: str) -> list[bytes]:
+    """The n elements of a binary BYTES tensor (each a 4-byte little-endian length, then its bytes)."""
+    out, pos = [], 0
+    for _ in range(n):
+        if pos + 4 > len(raw):
+            raise _bad(field, f"the binary BYTES tensor ends after {len(out)} of {n} elements")
+        length = int.from_bytes(raw[pos : pos + 4], "little")
+        out.append(raw[pos + 4 : pos + 4 + length])
+        pos += 4 + length
+    if pos != len(raw):
+        raise _bad(field, f"the binary BYTES tensor has {len(raw) - pos} bytes after its {n} elements")
+    return out
 
 
 def _binary_values(binary: bytes, size: Any, field: str, n: int, d: int, datatype: str) -> np.ndarray:

@@ -159,6 +159,7 @@ class ChallengerSet:
     position: int = 0
     held_X: Any = None
     held_y: np.ndarray | None = None
+    held_w: np.ndarray | None = None  # the held rows' importance weights (None: ones)
     spawn_at: int | None = None
     drift_started: int = 0
     #: the received labels' one-class runs (pairs inside an improbable run are not counted)
@@ -338,6 +339,8 @@ class ChallengerSet:
         arrays.update(rows_state(f"{PREFIX}held.", self.held_X))
         if self.held_y is not None:
             arrays[f"{PREFIX}held.y"] = np.array(self.held_y, dtype=np.int64)
+        if self.held_w is not None:
+            arrays[f"{PREFIX}held.w"] = np.array(self.held_w, dtype=np.float64)
         meta["challengers"] = {
             "entries": entries, "position": self.position, "spawn_at": self.spawn_at,
             "drift_started": self.drift_started, "detections_seen": self.detections_seen,
@@ -379,6 +382,8 @@ class ChallengerSet:
             out.held_X = rows_from_state(f"{PREFIX}held.", arrays)
             y = arrays.get(f"{PREFIX}held.y")
             out.held_y = None if y is None else np.array(y, dtype=np.int64)
+            w = arrays.get(f"{PREFIX}held.w")
+            out.held_w = None if w is None else np.array(w, dtype=np.float64)
         return out
 
     def parked_copy(self) -> ChallengerSet:

@@ -61,7 +61,16 @@ Label = StrictInt | StrictFloat | str
 
 #: The fields that are not learning settings: a model created with only these races candidates
 #: (``selection`` null, ``docs/selection.md``).
-NOT_SETTINGS = ("classes", "max_classes", "n_features", "remember", "selection", "selection_bytes", "task")
+NOT_SETTINGS = (
+    "classes",
+    "class_weight",
+    "max_classes",
+    "n_features",
+    "remember",
+    "selection",
+    "selection_bytes",
+    "task",
+)
 
 
 def resolve_selection(given: dict[str, Any], explicit_defaults: dict[str, Any]) -> dict[str, Any]:

@@ -16,11 +16,19 @@ import numpy as np
 from svmstream.app.models.challengers import CELL, Challenger, ChallengerSet, differences, drift_config
 from svmstream.app.models.constant_guard import constant_margins
 from svmstream.app.models.limits import set_bytes
-from svmstream.app.models.rows import fitted, join_rows, learn_rows, right_of
+from svmstream.app.models.rows import fitted, join_rows, learn_rows, n_rows, right_of
 from svmstream.app.models.view import check_finite
 from svmstream.solvers.online.race.evidence import PairedEvidence
 
 log = logging.getLogger("svmstream.challengers")
+
+
+def _join_weights(held_w, n_held: int, w, n: int):
+    """The weights of the held rows then a batch's (None when both are unit weights)."""
+    if held_w is None and w is None:
+        return None
+    held_w = np.ones(n_held) if held_w is None else held_w
+    return np.concatenate([held_w, np.ones(n) if w is None else np.asarray(w, dtype=np.float64)])
 
 
 def _detections(est) -> int:
@@ -34,16 +42,22 @@ class Contest:
     model with a :class:`ChallengerSet`: the held rows and ``X`` cut on the grid of
     :data:`CELL` received examples; ``flush``: learn the held rows and flush every model."""
 
-    def __init__(self, cs: ChallengerSet, X=None, y=None, n_classes: int = 2, *, flush: bool = False):
+    def __init__(
+        self, cs: ChallengerSet, X=None, y=None, n_classes: int = 2, *, flush: bool = False, weights=None
+    ):
         self.cs = cs
         self.flush = flush
         self.n_classes = n_classes
         held = cs.n_held()
         if X is None:
-            X, y = cs.held_X, cs.held_y
+            X, y, weights = cs.held_X, cs.held_y, cs.held_w
         else:
+            weights = _join_weights(cs.held_w, n_rows(cs.held_X), weights, int(X.shape[0]))
             X = join_rows(cs.held_X, X)
             y = y if cs.held_y is None else np.concatenate([cs.held_y, y])
+        #: (n,) float64 importance weights of the rows (held first; None: every row weighs 1):
+        #: the champion and every challenger learn the same weighted stream
+        self.w = weights
         self.X, self.y = X, (np.zeros(0, np.int64) if y is None else np.asarray(y, np.int64))
         self.first = cs.position - held  # the position of the first row (a grid point)
         n = 0 if X is None else int(X.shape[0])
@@ -67,6 +81,10 @@ class Contest:
     def rows(self, lo: int, hi: int):
         """``(X, y)`` of rows ``lo:hi`` of the batch (held rows first)."""
         return self.X[lo:hi], self.y[lo:hi]
+
+    def weights(self, lo: int, hi: int):
+        """The importance weights of rows ``lo:hi`` (None: ones)."""
+        return None if self.w is None else self.w[lo:hi]
 
     def champion_step(self, est):
         """The champion's step: predict then learn each complete cell (flush: then flush).
@@ -98,7 +116,7 @@ class Contest:
             self._copy_for_warm_start(est, self.first + lo)
         before = self.champion_detections[-1] if self.champion_detections else self.detections_before
         self.champion_right.append(right_of(est, Xp, yp) if scoring else None)
-        learn_rows(est, Xp, yp, self.n_classes)
+        learn_rows(est, Xp, yp, self.n_classes, self.weights(lo, hi))
         self._keep_margins(est)
         after = _detections(est)
         self.champion_detections.append(after)
@@ -136,13 +154,13 @@ class Contest:
             start, end = self.first + lo, self.first + hi
             if cs.spawn_at is not None and cs.spawn_at <= start:
                 self._spawn(current, name, start, ahead=promoted is None)
-            rights = self._learn_challengers(Xp, yp, name)
+            rights = self._learn_challengers(Xp, yp, name, self.weights(lo, hi))
             if promoted is None:
                 right, det = self.champion_right[i], self.champion_detections[i]
             else:
                 right = right_of(current, Xp, yp)
                 before = _detections(current)
-                learn_rows(current, Xp, yp, self.n_classes)
+                learn_rows(current, Xp, yp, self.n_classes, self.weights(lo, hi))
                 check_finite(current, Xp[:4])
                 det_before, det = before, _detections(current)
             self._pair(right, rights, yp)
@@ -176,7 +194,7 @@ class Contest:
                 for entry in entries:
                     entry.evidence.discard()
 
-    def _learn_challengers(self, Xp, yp, name: str) -> list[np.ndarray | None]:
+    def _learn_challengers(self, Xp, yp, name: str, wp=None) -> list[np.ndarray | None]:
         """Each challenger predicts then learns one cell; one that fails is dropped."""
         rights = []
         for entry in list(self.cs.entries):
@@ -185,7 +203,7 @@ class Contest:
                 margins: list[np.ndarray] = []
                 right = right_of(est, Xp, yp, margins)
                 self.constant[id(entry)] = bool(margins) and constant_margins(margins[0], Xp)
-                learn_rows(est, Xp, yp, self.n_classes)
+                learn_rows(est, Xp, yp, self.n_classes, wp)
                 check_finite(est, Xp[:4])
             except Exception as exc:
                 index = self.cs.entries.index(entry)
@@ -277,10 +295,11 @@ class Contest:
         cs = self.cs
         n = 0 if self.X is None else int(self.X.shape[0])
         if self.learned >= n:
-            cs.held_X, cs.held_y = None, None
+            cs.held_X, cs.held_y, cs.held_w = None, None, None
             cs.position = self.first + n
             return
         cs.held_X, cs.held_y = self.X[self.learned :], self.y[self.learned :].copy()
+        cs.held_w = None if self.w is None else self.w[self.learned :].copy()
         cs.position = self.first + n
 
     def _flush_challengers(self, name: str) -> None:

@@ -70,7 +70,15 @@ def make_estimator(config: ModelConfig):
             "budgeted RBF models (use algorithm 'bsgd' for a linear model)"
         )
     routed = routed_params(config)
-    stages = {**routed["scaler"], **routed["order"], **routed["rehearsal"], **routed["drift"]}
+    stages = {
+        **routed["weights"],
+        **routed["scaler"],
+        **routed["order"],
+        **routed["rehearsal"],
+        **routed["drift"],
+    }
+    if isinstance(stages.get("class_weight"), dict):  # keyed by the user's labels: the service applies it
+        stages["class_weight"] = None  # (svmstream.app.ingest.weights.class_weights; the model sees indices)
     if stages.get("on_drift") == "challenger":  # the service starts the challenger: the estimator reports
         stages["on_drift"] = "none"
     if config.selection:

@@ -29,6 +29,7 @@ import scipy.sparse as sp
 
 from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import describe
+from svmstream.app.ingest.weights import parse_weights
 from svmstream.app.models.feedback_ledger import Ledger
 from svmstream.app.models.feedback_meters import ServedMeter
 from svmstream.app.models.feedback_store import MemoryStore, RedisStore, belongs, decode_row, encode_row
@@ -87,17 +88,19 @@ def served_figures(records: list[dict[str, bytes]], arrived: list[Any], now: flo
     return served, probs, delays
 
 
-def check_feedback_body(obj: Any) -> tuple[str | None, list[str], list[Any]]:
-    """``(model, ids, y)`` of a decoded ``/feedback`` body.
+def check_feedback_body(obj: Any) -> tuple[str | None, list[str], list[Any], Any]:
+    """``(model, ids, y, w)`` of a decoded ``/feedback`` body (``w``: (n,) float64 importance
+    weights, or None: every row weighs 1; ``docs/weights.md``).
 
     Raises InvalidInput (422) naming the field: not an object, unknown field, ``ids`` not a
-    non-empty list of strings (at most :data:`MAX_FEEDBACK_IDS`), ``y`` not a list as long."""
+    non-empty list of strings (at most :data:`MAX_FEEDBACK_IDS`), ``y`` not a list as long,
+    ``w[i]`` not a finite number >= 0."""
     if not isinstance(obj, dict):
         raise InvalidInput(f"body: expected a JSON object, got {describe(obj)}", field="body")
-    unknown = sorted(set(obj) - {"model", "ids", "y"})
+    unknown = sorted(set(obj) - {"model", "ids", "y", "w"})
     if unknown:
         raise InvalidInput(
-            f"{unknown[0]}: unknown field; allowed fields are ['ids', 'model', 'y']", field=unknown[0]
+            f"{unknown[0]}: unknown field; allowed fields are ['ids', 'model', 'w', 'y']", field=unknown[0]
         )
     model = obj.get("model")
     if model is not None and not isinstance(model, str):
@@ -120,7 +123,7 @@ def check_feedback_body(obj: Any) -> tuple[str | None, list[str], list[Any]]:
         raise InvalidInput(f"y: expected a list of labels, got {describe(y)}", field="y")
     if len(y) != len(ids):
         raise InvalidInput(f"y: has {len(y)} labels for {len(ids)} ids", field="y")
-    return model, ids, y
+    return model, ids, y, parse_weights(obj.get("w"), len(ids))
 
 
 class Feedback:
@@ -228,8 +231,9 @@ class Feedback:
             rows.append(rec)
         return learn, dup, expired, rows
 
-    def learn(self, handle, ids: list[str], y: list[Any]) -> tuple[Future | None, dict[str, Any]]:
-        """``POST /feedback`` for a validated body: queue the learnable rows as one batch.
+    def learn(self, handle, ids: list[str], y: list[Any], w=None) -> tuple[Future | None, dict[str, Any]]:
+        """``POST /feedback`` for a validated body: queue the learnable rows as one batch
+        (``w``: their importance weights, None: ones).
 
         Returns ``(future of the new view or None, answer)``; the answer has ``learned``,
         ``duplicate``, ``expired`` (counts) and their ``*_indices``.  Raises InvalidInput (a bad
@@ -259,7 +263,16 @@ class Feedback:
             future = self.commit(
                 ledger,
                 learned_ids,
-                lambda extra: self.submit(handle, X, y_idx, sparse=sparse, new_labels=new, extra=extra),
+                lambda extra: self.submit(
+                    handle,
+                    X,
+                    y_idx,
+                    sparse=sparse,
+                    new_labels=new,
+                    extra=extra,
+                    weights=None if w is None else w[learn],
+                    schema_rows=True,
+                ),  # fmt: skip
             )
         self.watch(future, ledger, meter, rows, arrived)
         return future, answer

@@ -228,6 +228,8 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         extra: dict | None = None,
         sparse: bool | None = None,
         new_labels: NewLabels | None = None,
+        weights: np.ndarray | None = None,
+        schema_rows: bool = False,
     ) -> Future:
         """Queue a validated batch; returns a future resolving to the new :class:`ModelView`.
 
@@ -235,6 +237,10 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         ``{index: value}`` objects: they may widen a model whose dimension is not fixed.
         ``new_labels``: labels the batch adds to a model that learns its classes (``y``
         holds their provisional indices); the learner commits them (:meth:`_commit_labels`).
+        ``weights``: (n,) float64 importance weights, validated (:mod:`svmstream.app.ingest.weights`;
+        None: every example weighs 1).  ``schema_rows``: X holds rows of a model of named fields
+        already in its schema's columns (stored by ``/predict`` with ``remember``, learned by
+        ``/feedback``), not positional rows.
 
         Raises
         ------
@@ -250,11 +256,18 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         self.last_used = time.monotonic()
         with self._lock:
             self._check_can_queue()
-            refuse_mixed(self, named=False)
-            return self._submit_locked(X, y, declared, extra, sparse, new_labels)
+            refuse_mixed(self, named=schema_rows and self.fields is not None)
+            return self._submit_locked(X, y, declared, extra, sparse, new_labels, weights)
 
     def submit_named(
-        self, rows: list, y: np.ndarray, *, extra: dict | None = None, new_labels=None, check=None
+        self,
+        rows: list,
+        y: np.ndarray,
+        *,
+        extra: dict | None = None,
+        new_labels=None,
+        check=None,
+        weights=None,
     ) -> Future:
         """:meth:`submit` for rows of named fields: encoded by the model's schema under the
         handle's lock (batches take their new columns in queue order), the new columns kept
@@ -267,24 +280,25 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         with self._lock:
             self._check_can_queue()
             refuse_mixed(self, named=True)
-            X, commit = encode_named(self, rows)
+            X, commit, schema_bytes = encode_named(self, rows)
             if check is not None:
                 check(X)
-            future = self._submit_locked(X, y, None, extra, True, new_labels)
+            future = self._submit_locked(X, y, None, extra, True, new_labels, weights, schema_bytes)
             commit()
             return future
 
-    def _submit_locked(self, X, y, declared, extra, sparse, new_labels) -> Future:
-        """Under the lock: the dimension rules, then the learner's task."""
+    def _submit_locked(self, X, y, declared, extra, sparse, new_labels, weights=None, reserved=0) -> Future:
+        """Under the lock: the dimension rules (``reserved``: bytes of the schema of named fields,
+        counted in ``max_model_bytes``), then the learner's task."""
         d = self._n_features
         if d is None or (sparse and not self._fixed and X.shape[1] > d):
-            check_width(X, self.config, self.settings, sparse, self.counted_configs())
+            check_width(X, self.config, self.settings, sparse, self.counted_configs(), reserved)
             d = max(int(X.shape[1]), d or 0)
         X = conform(X, d, declared, self.name)
         self._n_features = d
         self._fixed = self._fixed or not sparse or declared is not None
         note_waiting(f"learning a batch of model {self.name!r}")
-        return self._queue(self._apply, X, y, extra, new_labels)
+        return self._queue(self._apply, X, y, extra, new_labels, weights)
 
     def submit_flush(self) -> Future:
         """Queue a flush (learn every pending example now); returns a future of the new view.
@@ -325,6 +339,8 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
             **self.prequential.figures(),  # accuracy; MAE and RMSE; outlier rate (task_outputs.py)
             "prequential_window": self.prequential.count(),
             "prequential_window_size": self.prequential.size,
+            # the window counts examples of weight > 0, each once: never weighted (docs/weights.md)
+            "prequential_weighted": False,
             "single_label_run": self.label_runs.length,
             "single_label_runs": self.label_runs.detections,
             "numerical_overflows": self.overflows,

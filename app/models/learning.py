@@ -16,6 +16,7 @@ import numpy as np
 
 from svmstream.app.errors import InvalidInput, NumericalOverflow
 from svmstream.app.ingest.labels import LabelCodec, NewLabels
+from svmstream.app.ingest.weights import class_weights
 from svmstream.app.models.contest import Contest
 from svmstream.app.models.copies import published
 from svmstream.app.models.factory import make_estimator
@@ -73,9 +74,12 @@ class Learning:
         log.info("model %r: new class(es) %s learned from the data (%d classes)", self.name, added, n_classes)
         return y, codec.extended(added)
 
-    def _apply(self, X, y: np.ndarray, extra: dict | None, new: NewLabels | None = None) -> ModelView:
+    def _apply(
+        self, X, y: np.ndarray, extra: dict | None, new: NewLabels | None = None, weights=None
+    ) -> ModelView:
         """Learner thread: commit new labels, one ``partial_fit`` call (after widening the
-        model if a sparse batch grew ``d``, and adding learned classes), then publish a copy."""
+        model if a sparse batch grew ``d``, and adding learned classes; ``weights``: the
+        examples' importance weights, None: ones), then publish a copy."""
         try:
             y, codec = self._commit_labels(y, new)
         except InvalidInput:
@@ -83,12 +87,14 @@ class Learning:
                 self._pending -= 1
             raise
 
+        weights = class_weights(self.config.class_weight, codec.classes, y, weights)
+
         def step(est):
-            learn_rows(est, X, y, max(2, len(codec.classes)))  # a model that has seen one label is binary
+            learn_rows(est, X, y, max(2, len(codec.classes)), weights)  # one label seen: binary
             return X
 
         n_classes = max(2, len(codec.classes))
-        contest = functools.partial(Contest, X=X, y=y, n_classes=n_classes)
+        contest = functools.partial(Contest, X=X, y=y, n_classes=n_classes, weights=weights)
         view = self._learn_step(step, extra, int(X.shape[0]), codec, input_bytes(X, y), contest)
         if codec.has_classes and self.label_runs.add(y):
             log.warning(

@@ -202,16 +202,20 @@ def check_config_limits(config: ModelConfig, settings: Settings) -> None:
             raise InvalidInput(f"n_features: {reason}", field="n_features")
 
 
-def max_width(config: ModelConfig, settings: Settings, extra: Sequence[ModelConfig] = ()) -> int:
+def max_width(
+    config: ModelConfig, settings: Settings, extra: Sequence[ModelConfig] = (), reserved: int = 0
+) -> int:
     """The largest dimension a model of ``config`` (with the challengers' ``extra``
-    configurations) may have (``max_features`` and the size bound)."""
+    configurations) may have (``max_features`` and the size bound, less ``reserved`` bytes: a
+    schema of named fields)."""
     configs = [config, *extra]
+    limit = settings.max_model_bytes - reserved
     lo, hi = 1, settings.max_features
-    if set_bytes(configs, hi) <= settings.max_model_bytes:
+    if set_bytes(configs, hi) <= limit:
         return hi
     while lo < hi:  # the estimate grows with d
         mid = (lo + hi + 1) // 2
-        if set_bytes(configs, mid) <= settings.max_model_bytes:
+        if set_bytes(configs, mid) <= limit:
             lo = mid
         else:
             hi = mid - 1
@@ -219,10 +223,16 @@ def max_width(config: ModelConfig, settings: Settings, extra: Sequence[ModelConf
 
 
 def check_width(
-    X, config: ModelConfig, settings: Settings, sparse: bool, extra: Sequence[ModelConfig] = ()
+    X,
+    config: ModelConfig,
+    settings: Settings,
+    sparse: bool,
+    extra: Sequence[ModelConfig] = (),
+    reserved: int = 0,
 ) -> None:
     """Refuse a batch that would make the model (with its challengers' ``extra``
-    configurations) wider than :func:`max_width` allows.
+    configurations, and ``reserved`` bytes of a schema of named fields) wider than
+    :func:`max_width` allows.
 
     Raises
     ------
@@ -235,9 +245,17 @@ def check_width(
         storage = resolve_sv_storage("auto", X if sparse else np.zeros((0, 0)), config.scaling)
         config = config.model_copy(update={"sv_storage": storage})
         extra = [c.model_copy(update={"sv_storage": storage}) if c.sv_storage == "auto" else c for c in extra]
-    limit = max_width(config, settings, extra)
+    limit = max_width(config, settings, extra, reserved)
     if X.shape[1] <= limit:
         return
+    if reserved:  # named fields: the schema's columns (the batch's new fields and categories) are the width
+        raise InvalidInput(
+            f"X: this batch would widen the model to {X.shape[1]} columns of named fields; with the schema's "
+            f"{_mb(reserved)} the model would exceed max_model_bytes = {settings.max_model_bytes / MIB:g} MiB "
+            f"(at most {limit} columns; fewer fields or categories, or a larger max_model_bytes)",
+            field="X",
+            status=413,
+        )
     if sparse and sp.issparse(X):
         pos = int(np.flatnonzero(X.indices >= limit)[0]) if X.nnz and X.indices.max() >= limit else None
         if pos is not None:

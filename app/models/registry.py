@@ -237,6 +237,7 @@ class Registry:
         extra: dict | None = None,
         sparse: bool | None = None,
         new_labels: NewLabels | None = None,
+        weights: np.ndarray | None = None,
     ) -> Future:
         """Queue a batch for model ``name``; callable from any thread.
 
@@ -256,6 +257,8 @@ class Registry:
             The rows came as sparse objects (default: X is CSR); they may widen the model.
         new_labels : NewLabels, optional
             Labels the batch adds to a model that learns its classes (from the codec).
+        weights : ndarray of shape (n,), float64, optional
+            The examples' importance weights, validated (None: every example weighs 1).
 
         Returns
         -------
@@ -267,8 +270,9 @@ class Registry:
         ModelNotFound, InvalidInput, LearnerBusy, ModelClosed
         """
         return self.submit(
-            self.get(name), X, y, declared=declared, extra=extra, sparse=sparse, new_labels=new_labels
-        )
+            self.get(name), X, y, declared=declared, extra=extra, sparse=sparse, new_labels=new_labels,
+            weights=weights,
+        )  # fmt: skip
 
     def submit(self, handle: ModelHandle, X, y: np.ndarray, **kwargs: Any) -> Future:
         """:meth:`ModelHandle.submit` (``kwargs``: its keywords) after the server-wide bound on a

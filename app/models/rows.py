@@ -14,21 +14,24 @@ def fitted(est) -> bool:
     return est is not None and est.fitted()
 
 
-def learn_rows(est, X, y: np.ndarray, n_classes: int) -> None:
+def learn_rows(est, X, y: np.ndarray, n_classes: int, weights: np.ndarray | None = None) -> None:
     """``est.partial_fit`` on ``X`` (n, d) float64 dense or CSR and class indices ``y`` (n,)
     int64 (a model without classes: its float64 targets), after widening it to ``d`` and adding
-    the classes it lacks (``n_classes`` >= 2 in all; models with classes only).  Raises whatever ``partial_fit`` raises (ValueError on invalid input)."""
+    the classes it lacks (``n_classes`` >= 2 in all; models with classes only); ``weights`` (n,)
+    float64 importance weights (None: ones; passed as ``sample_weight`` only when given).  Raises
+    whatever ``partial_fit`` raises (ValueError on invalid input)."""
     if X.shape[0] == 0:
         return
+    kw = {} if weights is None else {"sample_weight": weights}
     if not est.fitted():
-        est.partial_fit(X, y, classes=np.arange(n_classes))
+        est.partial_fit(X, y, classes=np.arange(n_classes), **kw)
         return
     if X.shape[1] > est.input_width():
         est.grow_features(X.shape[1])
     if est.HAS_CLASSES:  # a regressor's y are targets, a novelty model's evaluation labels
         for k in range(est.class_count(), n_classes):
             est.add_class(k)
-    est.partial_fit(X, y)
+    est.partial_fit(X, y, **kw)
 
 
 def scorable(est) -> bool:

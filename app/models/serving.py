@@ -45,7 +45,7 @@ CHUNK = 1 << 20
 
 #: Arrays no prediction reads, by name (after any ``ovr{k}__`` or ``challengers.{i}.`` prefix).
 OMITTED = re.compile(
-    r"(?:^|__|\.)(?:reh_X|reh_y|reh_alpha|pp_buf_X|pp_buf_y|pp_res_X|"
+    r"(?:^|__|\.)(?:reh_X|reh_y|reh_w|reh_alpha|pp_buf_X|pp_buf_y|pp_buf_w|pp_res_X|"
     r"pp_sbuf_data|pp_sbuf_indices|pp_sres_data|pp_sres_indices)\Z"
 )
 

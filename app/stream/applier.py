@@ -244,8 +244,9 @@ class StreamApplier:
         while True:
             try:
                 return self.registry.learn(
-                    self.name, batch.X, batch.y, extra=extra, sparse=batch.sparse, new_labels=batch.new_labels
-                )
+                    self.name, batch.X, batch.y, extra=extra, sparse=batch.sparse, new_labels=batch.new_labels,
+                    weights=batch.weights,
+                )  # fmt: skip
             except LearnerBusy:
                 self._sleep(0.01)
             except InvalidInput as exc:

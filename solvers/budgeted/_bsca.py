@@ -36,6 +36,7 @@ from ._state import C_N_SV, C_STEPS, C_VIOLATIONS
 def bsca_steps(
     X,
     y,
+    weights,
     order,
     alpha,
     stream,
@@ -60,6 +61,9 @@ def bsca_steps(
     X : (n, d) float64, C-contiguous (dense pool), or CSR arrays ``(data, indices int32,
         indptr int64)`` (sparse pool), as :func:`svmstream.solvers.budgeted._bsgd.bsgd_steps`
     y : (n,) float64 in {−1, +1}
+    weights : (n,) float64 >= 0 — importance weights (ones: unweighted): coordinate i's box
+        is ``0 ≤ α_i ≤ C·w_i`` (the dual of Σ C·w_i·hinge_i, LIBSVM's per-instance weights);
+        w = 0: no iteration (counted nowhere, the model unchanged)
     order : (m,) int64 — coordinates to visit, in this order (dataset mode: drawn uniformly
         at random by the caller; streaming mode: each row once)
     alpha : (n,) float64 dual variables (dataset mode; ignored in streaming mode)
@@ -89,13 +93,17 @@ def bsca_steps(
         for j in range(n_sv):
             f += coef[j, 0] * row_buf[j]
         margins_out[r] = f
+        box = C * weights[i]
+        if box == 0.0:  # a zero weight: no iteration
+            row_close(X, i, sv_t)
+            continue
         counters[C_STEPS] += 1
         a_old = 0.0 if stream else alpha[i]
         a_new = a_old + (1.0 - y[i] * f)  # Q_ii = k(x_i, x_i) = 1 for the Gaussian kernel
         if a_new < 0.0:
             a_new = 0.0
-        elif a_new > C:
-            a_new = C
+        elif a_new > box:
+            a_new = box
         delta = a_new - a_old
         if delta == 0.0:
             row_close(X, i, sv_t)

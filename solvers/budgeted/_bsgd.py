@@ -106,6 +106,7 @@ def norm2_gain(f_row, bias, plus, minus, sign, eta, xx, n_classes):
 def bsgd_steps(
     X,
     labels,
+    weights,
     order,
     sv_t,
     sv_sq,
@@ -134,6 +135,10 @@ def bsgd_steps(
     X : (n, d) float64, C-contiguous, rows are examples (dense pool); or CSR arrays
         ``(data float64, indices int32 sorted per row, indptr int64)`` (sparse pool)
     labels : (n,) float64 — binary (K = 1): ±1; multi-class: class index 0..K−1
+    weights : (n,) float64 >= 0 — importance weights (ones: the unweighted step); the step's
+        gradient term is scaled by w (η_t·w·y enters, the bias moves by η_t·w·y), the shrink
+        (1 − η_t λ) and t are those of an unweighted step; w = 0: no step at all (t, the
+        shrink and the model unchanged; the margin is still reported)
     order : (m,) int64, row indices of X to apply, in this order
     sv_t, sv_sq, coef, bias, counters, reals, k_inv : model state (module docstring); ``sv_t``
         is the SV pool: the dense (d, B+1) matrix or the sparse tuple of :mod:`._sparse_pool`
@@ -169,6 +174,7 @@ def bsgd_steps(
             break
         x, x_sq = row_open(X, i, sv_t)
         label = labels[i]
+        w = weights[i]
         pool_row_log(sv_t, x, x_sq, sv_sq, n_sv, gamma, row_buf, row_buf[row_buf.shape[0] // 2 :])
         for c in range(n_classes):
             acc = 0.0
@@ -177,7 +183,10 @@ def bsgd_steps(
             f_buf[c] = scale * acc + bias[c]
             margins_out[r, c] = f_buf[c]
 
-        # loss and the classes that receive ±η
+        if w == 0.0:  # a zero weight: no step (scikit-learn's sample_weight=0 drops the row)
+            row_close(X, i, sv_t)
+            continue
+        # loss and the classes that receive ±η·w
         violated, plus, minus, sign = step_loss(f_buf, label, n_classes)
 
         t += 1
@@ -195,19 +204,19 @@ def bsgd_steps(
             counters[C_VIOLATIONS] += 1
             for c in range(n_classes):
                 f_buf[c] = 0.0
-            f_buf[plus] = eta * sign / scale
+            f_buf[plus] = eta * w * sign / scale
             if minus >= 0:
-                f_buf[minus] = -eta / scale
+                f_buf[minus] = -eta * w / scale
             n_sv = add_support_vector(
                 X, i, x, x_sq, f_buf, sv_t, sv_sq, coef, n_sv, maintenance, k_inv, row_buf, profile, reals
             )
             if use_bias:
-                bias[plus] += eta * sign
+                bias[plus] += eta * w * sign
                 if minus >= 0:
-                    bias[minus] -= eta
+                    bias[minus] -= eta * w
             if schedule == SCHED_PERCEPTRON:
-                # ‖w + ηφ(x)‖² with k(x, x) = 1; margins_out holds f including the bias
-                reals[R_NORM2] += norm2_gain(margins_out[r], bias, plus, minus, sign, eta, 1.0, n_classes)
+                # ‖w + η·w_i·φ(x)‖² with k(x, x) = 1; margins_out holds f including the bias
+                reals[R_NORM2] += norm2_gain(margins_out[r], bias, plus, minus, sign, eta * w, 1.0, n_classes)
             if n_sv > budget:
                 n_sv = maintain_budget(
                     sv_t, sv_sq, coef, n_sv, gamma, maintenance, k_inv, counters, reals, scale, profile,

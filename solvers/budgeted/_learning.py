@@ -18,6 +18,7 @@ from ._state import (
     C_STEPS,
     R_NORM2,
 )
+from ._weights import checked_weights, fed_weights, unit_weights
 
 #: :meth:`BudgetedKernelModel.restart_schedule` (the drift stage's reset,
 #: :mod:`svmstream.solvers.online.stages.drift`): the schedule restarts at this t (Pegasos: η = 1/(λ t0)), so
@@ -34,23 +35,26 @@ DRIFT_RESET_T0 = REFERENCE_N
 class Learning:
     """Learning of :class:`._base.BudgetedKernelModel` (see the module docstring)."""
 
-    def _learn(self, X, labels, order):
+    def _learn(self, X, labels, order, weights=None):
         """Run the learning step over ``X[order]`` chunk by chunk (sparse SVs: CSR rows, in one
-        piece); returns f before each step."""
+        piece); ``weights`` (n,) float64 importance weights of X's rows (None: ones); returns f
+        before each step."""
         self._ensure_pool()
+        weights = unit_weights(labels.shape[0]) if weights is None else weights
         margins = np.empty((order.shape[0], self._coef.shape[1]), dtype=np.float64)
         if self._sparse_svs():
-            self._apply(self._csr_input(X), labels, order, margins)
+            self._apply(self._csr_input(X), labels, weights, order, margins)
             self.last_margins_ = margins[:, 0] if margins.shape[1] == 1 else margins
             return self.last_margins_
         chunk_rows = max(1, DENSE_CHUNK_ELEMENTS // max(1, X.shape[1]))
         done = 0
         for X_part, local_order in iter_dense_rows(X, order, chunk_rows):
             if X_part is X:
-                y_part = labels
+                y_part, w_part = labels, weights
             else:
-                y_part = labels[order[done : done + local_order.shape[0]]]
-            self._apply(X_part, y_part, local_order, margins[done : done + local_order.shape[0]])
+                rows = order[done : done + local_order.shape[0]]
+                y_part, w_part = labels[rows], weights[rows]
+            self._apply(X_part, y_part, w_part, local_order, margins[done : done + local_order.shape[0]])
             done += local_order.shape[0]
         self.last_margins_ = margins[:, 0] if margins.shape[1] == 1 else margins
         return self.last_margins_
@@ -84,12 +88,15 @@ class Learning:
         if self.calibrator_ is not None:
             self.calibrator_.fit(margins, self._class_index(labels[order]))
 
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """Apply one learning step per row of X, in order.
 
-        ``classes`` (all labels) is required on the first call.  Raises ValueError on
-        non-finite input, a feature count different from the first call, or an unknown
-        label; the model is unchanged in that case.
+        ``classes`` (all labels) is required on the first call.  ``sample_weight`` (n,)
+        float >= 0, finite (None: ones) scales each example's loss term, as scikit-learn's
+        ``sample_weight`` (``docs/weights.md``: the step each algorithm takes; w = 0: no step).
+        Raises ValueError on non-finite input, a feature count different from the first call,
+        an unknown label or a bad weight (naming ``sample_weight[i]``); the model is unchanged
+        in that case.
         """
         first = not hasattr(self, "classes_")
         if first:
@@ -97,6 +104,7 @@ class Learning:
             if classes is None:
                 raise ValueError("classes must be passed on the first call to partial_fit")
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=first)
+        weights = checked_weights(sample_weight, X.shape[0])
         X = X if sp.issparse(X) else np.ascontiguousarray(X)
         if first:
             self._resolve_sv_storage(X)
@@ -105,14 +113,15 @@ class Learning:
             raise ValueError(f"classes {list(classes)} differ from the first call's {self.classes_.tolist()}")
         labels = self._encode_labels(y)
         self._resolve_gamma(X)  # gamma="scale": from the first batch
-        self._learn_fed((X, labels, np.ones(labels.shape[0], dtype=bool)))
+        self._learn_fed((X, labels, np.ones(labels.shape[0], dtype=bool), weights))
         return self
 
     def learn_rows(self, fed):
         """Learn rows released by a pipeline's order stage: ``fed`` = ``(X, labels, original)``
-        — X (m, d) dense or CSR, already scaled; labels (m,) encoded (±1 binary, class index
-        otherwise); original (m,) bool, False for the run guard's replayed rows — or None
-        (nothing released).  Returns self."""
+        or ``(X, labels, original, weights)`` — X (m, d) dense or CSR, already scaled; labels
+        (m,) encoded (±1 binary, class index otherwise); original (m,) bool, False for the run
+        guard's replayed rows; weights (m,) float64 importance weights (absent or None: ones)
+        — or None (nothing released).  Returns self."""
         self._learn_fed(fed)
         return self
 
@@ -162,19 +171,24 @@ class Learning:
         if fed is None:
             self._learned(None, np.zeros(0))
             return
-        X, labels, original = fed
+        X, labels, original = fed[:3]
+        weights = fed_weights(fed)
         if self._rehearsal is not None and self._rehearsal.applies(self, X):
-            margins = self._rehearsal.learn(self, X, labels)
+            w = unit_weights(labels.shape[0]) if weights is None else weights
+            margins = self._rehearsal.learn(self, X, labels, w)
         else:
-            margins = self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64))
+            margins = self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64), weights)
+        if weights is not None and not weights.all():  # weight 0: no step, not an example learned
+            original = original & (weights > 0)
         self._calibrate(margins[original], labels[original])
         self._learned(margins[original], labels[original])
 
     # ------------------------------------------------------------------ rehearsal
-    def _learn_plan(self, X_ext, y_ext, order, memory, gather):
-        """Learn ``X_ext[order]``; returns ``(margins, α of the extended rows or None)``
-        (BSCA overrides it to revisit the remembered rows' dual variables)."""
-        return self._learn(X_ext, y_ext, order), None
+    def _learn_plan(self, X_ext, y_ext, w_ext, order, memory, gather):
+        """Learn ``X_ext[order]`` (importance weights ``w_ext``); returns ``(margins, α of the
+        extended rows or None)`` (BSCA overrides it to revisit the remembered rows' dual
+        variables)."""
+        return self._learn(X_ext, y_ext, order, w_ext), None
 
     def _class_index(self, labels):
         """Encoded labels (±1 binary, index otherwise) → class indices (n,) int64."""

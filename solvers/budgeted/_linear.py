@@ -50,10 +50,11 @@ DENSE_WEIGHTS_MAX = 1 << 20
 
 @nb.njit(nogil=True, cache=True, inline="always")
 def _linear_step(
-    vals, idx, lo, hi, label, W, bias, counters, reals, t, shift, scale, lam, eta0, radius,
+    vals, idx, lo, hi, label, weight, W, bias, counters, reals, t, shift, scale, lam, eta0, radius,
     schedule, use_bias, f_buf, margins_out, r,
 ):  # fmt: skip
-    """One Pegasos step on the row ``vals[lo:hi]`` at ``idx[lo:hi]``; returns ``(t, scale)``."""
+    """One Pegasos step on the row ``vals[lo:hi]`` at ``idx[lo:hi]`` with importance weight
+    ``weight`` (the gradient term η·w·y·x; w = 0: no step); returns ``(t, scale)``."""
     n_classes = W.shape[1]
     for c in range(n_classes):
         f_buf[c] = 0.0
@@ -67,6 +68,8 @@ def _linear_step(
     for c in range(n_classes):
         f_buf[c] = scale * f_buf[c] + bias[c]
         margins_out[r, c] = f_buf[c]
+    if weight == 0.0:
+        return t, scale
 
     violated, plus, minus, sign = step_loss(f_buf, label, n_classes)
 
@@ -80,9 +83,9 @@ def _linear_step(
         scale *= shrink
     if violated:
         counters[C_VIOLATIONS] += 1
-        a = eta * sign / scale
+        a = eta * weight * sign / scale
         if minus >= 0:
-            b = eta / scale
+            b = eta * weight / scale
             for p in range(lo, hi):
                 W[idx[p], plus] += a * vals[p]
                 W[idx[p], minus] -= b * vals[p]
@@ -90,12 +93,14 @@ def _linear_step(
             for p in range(lo, hi):
                 W[idx[p], plus] += a * vals[p]
         if use_bias:
-            bias[plus] += eta * sign
+            bias[plus] += eta * weight * sign
             if minus >= 0:
-                bias[minus] -= eta
+                bias[minus] -= eta * weight
         if schedule == SCHED_PERCEPTRON:
             # ‖w + η·y·x‖² = ‖w‖² + 2η·y·(w·x) + η²‖x‖²; margins_out holds f including the bias
-            reals[R_NORM2] += norm2_gain(margins_out[r], bias, plus, minus, sign, eta, x_sq, n_classes)
+            reals[R_NORM2] += norm2_gain(
+                margins_out[r], bias, plus, minus, sign, eta * weight, x_sq, n_classes
+            )
             if reals[R_NORM2] > radius * radius:
                 scale *= radius / np.sqrt(reals[R_NORM2])
                 reals[R_NORM2] = radius * radius
@@ -109,13 +114,14 @@ def _linear_step(
 
 @nb.njit(nogil=True, cache=True)
 def linear_steps_csr(
-    data, indices, indptr, labels, order, W, bias, counters, reals, lam, eta0, radius, schedule,
+    data, indices, indptr, labels, weights, order, W, bias, counters, reals, lam, eta0, radius, schedule,
     use_bias, margins_out, f_buf,
 ):  # fmt: skip
     """One Pegasos step per row ``order[r]`` of the CSR matrix ``(data, indices, indptr)``.
 
     data : (nnz,) float64; indices : (nnz,) int32; indptr : (n + 1,) int64; labels : (n,)
-    float64 (±1 binary, class index multi-class); order : (m,) int64; W : (d, K) float64;
+    float64 (±1 binary, class index multi-class); weights : (n,) float64 >= 0, importance
+    weights (:func:`_linear_step`); order : (m,) int64; W : (d, K) float64;
     bias : (K,); counters, reals : the model's state (``._state``); lam, eta0, radius,
     schedule, use_bias : as :func:`._bsgd.bsgd_steps`; margins_out : (m, K) — f before each
     step; f_buf : (K,) scratch.  O(nnz · K) per row.
@@ -126,7 +132,7 @@ def linear_steps_csr(
     for r in range(order.shape[0]):
         i = order[r]
         t, scale = _linear_step(
-            data, indices, indptr[i], indptr[i + 1], labels[i], W, bias, counters, reals, t, shift,
+            data, indices, indptr[i], indptr[i + 1], labels[i], weights[i], W, bias, counters, reals, t, shift,
             scale, lam, eta0, radius, schedule, use_bias, f_buf, margins_out, r,
         )  # fmt: skip
     counters[C_STEPS] = t
@@ -135,7 +141,7 @@ def linear_steps_csr(
 
 @nb.njit(nogil=True, cache=True)
 def linear_steps_dense(
-    X, labels, order, W, bias, counters, reals, lam, eta0, radius, schedule, use_bias, margins_out,
+    X, labels, weights, order, W, bias, counters, reals, lam, eta0, radius, schedule, use_bias, margins_out,
     f_buf, x_buf, idx_buf,
 ):  # fmt: skip
     """:func:`linear_steps_csr` for dense rows X (n, d) float64: the non-zeros of each row are
@@ -153,7 +159,7 @@ def linear_steps_dense(
                 idx_buf[nnz] = j
                 nnz += 1
         t, scale = _linear_step(
-            x_buf, idx_buf, 0, nnz, labels[i], W, bias, counters, reals, t, shift, scale, lam, eta0,
+            x_buf, idx_buf, 0, nnz, labels[i], weights[i], W, bias, counters, reals, t, shift, scale, lam, eta0,
             radius, schedule, use_bias, f_buf, margins_out, r,
         )  # fmt: skip
     counters[C_STEPS] = t

@@ -18,6 +18,7 @@ from ._preprocessing import csr_arrays
 from ._publish import note_weight_rows
 from ._sgd import SCHEDULE_PARAMS, ScheduleChecks
 from ._state import C_SCHED_SHIFT, C_STEPS, R_SCALE
+from ._weights import unit_weights
 
 
 @register_estimator
@@ -123,12 +124,14 @@ class PegasosClassifier(ScheduleChecks, BudgetedKernelModel):
         self._idx_buf = np.zeros(self.n_features_in_, dtype=np.int32)
 
     # ------------------------------------------------------------------ the step
-    def _learn(self, X, labels, order):
-        """One Pegasos step per row of ``X[order]`` (CSR rows stay sparse); returns f before each."""
+    def _learn(self, X, labels, order, weights=None):
+        """One Pegasos step per row of ``X[order]`` (CSR rows stay sparse), ``weights`` (n,)
+        float64 importance weights (None: ones); returns f before each."""
         n_cols = self._W.shape[1]
         margins = np.empty((order.shape[0], n_cols), dtype=np.float64)
         args = (
             np.ascontiguousarray(labels, dtype=np.float64),
+            unit_weights(labels.shape[0]) if weights is None else weights,
             order,
             self._W,
             self._bias,

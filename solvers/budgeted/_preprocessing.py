@@ -134,8 +134,8 @@ def _guard_step(
 
 @nb.njit(nogil=True, cache=True)
 def buffer_and_guard(
-    X, y, u, buf_X, buf_y, cap, st, guard, binary, res_X, res_cap, res_n, seen, min_run, log_alpha, out_X, out_y,
-    out_orig,
+    X, y, w, u, buf_X, buf_y, buf_w, cap, st, guard, binary, res_X, res_cap, res_n, seen, min_run, log_alpha,
+    out_X, out_y, out_w, out_orig,
 ):  # fmt: skip
     """Pass rows through the shuffle buffer and the run guard; returns the rows to learn.
 
@@ -158,16 +158,20 @@ def buffer_and_guard(
                 j = min(int(u[i, 1] * m), m - 1)
                 _copy_row(buf_X, j, out_X, k)
                 out_y[k] = buf_y[j]
+                out_w[k] = buf_w[j]
                 _copy_row(X, i, buf_X, j)
                 buf_y[j] = y[i]
+                buf_w[j] = w[i]
             else:
                 _copy_row(X, i, buf_X, m)
                 buf_y[m] = y[i]
+                buf_w[m] = w[i]
                 st[S_BUF_N] = m + 1
                 continue
         else:
             _copy_row(X, i, out_X, k)
             out_y[k] = y[i]
+            out_w[k] = w[i]
         out_orig[k] = True
         k += 1
         if guard:

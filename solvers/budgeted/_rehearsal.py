@@ -118,7 +118,8 @@ class RehearsalMemory:
     Attributes
     ----------
     X : (rows allocated, d) float64 scaled rows (grown by doubling); y : labels as the
-    learner encodes them (±1 or class index); alpha : BSCA's dual variable of each row;
+    learner encodes them (±1 or class index); w : their importance weights (a rehearsal step
+    on a row has the row's weight); alpha : BSCA's dual variable of each row;
     counts : (2,) int64 — rows held, examples counted.
     """
 
@@ -129,6 +130,7 @@ class RehearsalMemory:
         self.steps = 0  # rehearsal steps taken (statistics)
         self.X = np.zeros((0, int(n_features)))
         self.y = np.zeros(0)
+        self.w = np.zeros(0)
         self.alpha = np.zeros(0)
 
     @property
@@ -154,17 +156,18 @@ class RehearsalMemory:
         self._slot_src, self._gather = slot_src, gather
         return order, new_pos, gather
 
-    def rows(self, X_new, y_new, gather):
-        """The extended rows and labels ``[X_new; X[gather]]``, ``[y_new; y[gather]]`` (CSR if
-        ``X_new`` is: remembered rows are dense, at most 16 MiB)."""
+    def rows(self, X_new, y_new, w_new, gather):
+        """The extended rows, labels and weights ``[X_new; X[gather]]``, ``[y_new; y[gather]]``,
+        ``[w_new; w[gather]]`` (CSR if ``X_new`` is: remembered rows are dense, at most 16 MiB)."""
         if gather.shape[0] == 0:
-            return X_new, y_new
+            return X_new, y_new, w_new
         labels = np.concatenate([y_new, self.y[gather]])
+        weights = np.concatenate([w_new, self.w[gather]])
         if sp.issparse(X_new):
-            return sp.vstack([X_new, sp.csr_matrix(self.X[gather])], format="csr"), labels
-        return np.concatenate([X_new, self.X[gather]]), labels
+            return sp.vstack([X_new, sp.csr_matrix(self.X[gather])], format="csr"), labels, weights
+        return np.concatenate([X_new, self.X[gather]]), labels, weights
 
-    def commit(self, X_new, y_new, alpha_ext=None) -> None:
+    def commit(self, X_new, y_new, w_new, alpha_ext=None) -> None:
         """Store the rows new examples took slots for (and, BSCA, every α the batch changed:
         ``alpha_ext`` aligned with the extended rows)."""
         n = X_new.shape[0]
@@ -177,6 +180,7 @@ class RehearsalMemory:
         src = self._slot_src[slots]
         self.X[slots] = X_new[src].toarray() if sp.issparse(X_new) else X_new[src]
         self.y[slots] = y_new[src]
+        self.w[slots] = w_new[src]
         self.alpha[slots] = 0.0 if alpha_ext is None else alpha_ext[src]
         del self._slot_src, self._gather
 
@@ -192,9 +196,9 @@ class RehearsalMemory:
         new = min(self.capacity, max(fill, 2 * rows, 64))
         X = np.zeros((new, d))
         X[:rows] = self.X
-        y, alpha = np.zeros(new), np.zeros(new)
-        y[:rows], alpha[:rows] = self.y, self.alpha
-        self.X, self.y, self.alpha = X, y, alpha
+        y, w, alpha = np.zeros(new), np.ones(new), np.zeros(new)
+        y[:rows], w[:rows], alpha[:rows] = self.y, self.w, self.alpha
+        self.X, self.y, self.w, self.alpha = X, y, w, alpha
 
     def clear(self) -> None:
         """Forget every row (after a detected drift: they hold the old concept)."""
@@ -211,6 +215,7 @@ class RehearsalMemory:
         arrays = {
             "reh_X": self.X[:fill].copy(),
             "reh_y": self.y[:fill].copy(),
+            "reh_w": self.w[:fill].copy(),
             "reh_alpha": self.alpha[:fill].copy(),
         }
         meta = {
@@ -237,6 +242,8 @@ class RehearsalMemory:
             np.array(arrays["reh_y"], float),
             np.array(arrays["reh_alpha"], float),
         )
+        # saved before weights: every remembered row weighs 1
+        memory.w = np.array(arrays["reh_w"], float) if "reh_w" in arrays else np.ones(fill)
         return memory
 
 

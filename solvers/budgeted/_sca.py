@@ -20,6 +20,7 @@ from ._sca_ovr import _SPARSE_POOL, OneVsRest
 from ._sgd import KERNEL_PARAMS
 from ._sparse_pool import run_with_room
 from ._state import C_SCHED_SHIFT, C_STEPS
+from ._weights import checked_weights, unit_weights
 
 
 @register_estimator
@@ -122,13 +123,15 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
                 setattr(self, name, np.zeros((0,) * getattr(self, name).ndim, getattr(self, name).dtype))
 
     # ------------------------------------------------------------------ the step
-    def _steps(self, X, signs, order, alpha, stream, margins):
-        """BSCA steps over ``X[order]``: dense X (n, d), or CSR arrays for sparse SVs."""
+    def _steps(self, X, signs, order, alpha, stream, margins, weights=None):
+        """BSCA steps over ``X[order]``: dense X (n, d), or CSR arrays for sparse SVs;
+        ``weights`` (n,) float64 importance weights (None: ones; the box of row i is C·w_i)."""
         maintenance, scratch = self._maintenance_config(), self._scratch()
+        weights = unit_weights(signs.shape[0]) if weights is None else weights
 
         def step(order_part, margins_part, pool):
             return self._bsca_call(
-                X, signs, order_part, alpha, stream, pool, maintenance, scratch, margins_part
+                X, signs, weights, order_part, alpha, stream, pool, maintenance, scratch, margins_part
             )
 
         if self._sparse_svs():
@@ -136,10 +139,11 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
         else:
             step(order, margins, self._sv_t)
 
-    def _bsca_call(self, X, signs, order, alpha, stream, pool, maintenance, scratch, margins):
+    def _bsca_call(self, X, signs, weights, order, alpha, stream, pool, maintenance, scratch, margins):
         return bsca_steps(
             X,
             signs,
+            weights,
             order,
             alpha,
             stream,
@@ -158,7 +162,7 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
             scratch,
         )
 
-    def _learn_plan(self, X_ext, y_ext, order, memory, gather):
+    def _learn_plan(self, X_ext, y_ext, w_ext, order, memory, gather):
         """Rehearsal: new rows are fresh coordinates (α = 0); remembered rows carry their α, so
         drawing one again is a coordinate-ascent revisit (dataset-mode step, Algorithm 2)."""
         self._ensure_pool()
@@ -168,12 +172,12 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
             X_ext = self._csr_input(X_ext)
         elif sp.issparse(X_ext):
             X_ext = np.ascontiguousarray(X_ext.toarray())
-        self._steps(X_ext, y_ext, order, alpha_ext, False, margins)
+        self._steps(X_ext, y_ext, order, alpha_ext, False, margins, w_ext)
         return margins, alpha_ext
 
-    def _apply(self, X, labels, order, margins):
+    def _apply(self, X, labels, weights, order, margins):
         """Streaming mode over X[order] (used by partial_fit through ``_learn``)."""
-        self._steps(X, labels, order, np.zeros(0), True, margins[:, 0])
+        self._steps(X, labels, order, np.zeros(0), True, margins[:, 0], weights)
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y, callback=None):
@@ -214,25 +218,27 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
         self.calibrator_.fit(self.decision_function(X_raw), self._class_index(signs))
         return self
 
-    def partial_fit(self, X, y, classes=None):
-        """Streaming-mode BSCA: one step per row of X, in order (fresh coordinates).
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """Streaming-mode BSCA: one step per row of X, in order (fresh coordinates); a row of
+        weight w has the box 0 <= α <= C·w (``docs/weights.md``).
 
         ``classes`` is required on the first call; more than two: one-vs-rest (every binary
-        model learns every row).  Raises ValueError on bad input; the model is unchanged in
-        that case."""
+        model learns every row, with its weight).  Raises ValueError on bad input (a bad
+        weight naming ``sample_weight[i]``); the model is unchanged in that case."""
         first = not hasattr(self, "classes_")
         if not (self._is_ovr() or (first and classes is not None and np.unique(classes).shape[0] > 2)):
-            return super().partial_fit(X, y, classes)
+            return super().partial_fit(X, y, classes, sample_weight)
         if first:
             self.check_params()
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=np.float64, reset=first)
+        weights = checked_weights(sample_weight, X.shape[0])
         if first:
             self._resolve_sv_storage(X)
             self._start_ovr(X.shape[1], classes, streaming=True)
         index = self._encode_labels(y)  # validates every label before any model changes
         X = X if sp.issparse(X) else np.ascontiguousarray(X)
         self._resolve_gamma(X)
-        self._ovr_learn((X, index, np.ones(index.shape[0], dtype=bool)))
+        self._ovr_learn((X, index, np.ones(index.shape[0], dtype=bool), weights))
         return self
 
     def learn_rows(self, fed):

@@ -8,6 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._state import N_COUNTERS
+from ._weights import fed_weights
 
 #: The arrays of a sparse SV pool (``BudgetedKernelModel._alloc_pool``).
 _SPARSE_POOL = ("_sv_data", "_sv_idx", "_sv_start", "_sv_len", "_sv_used", "_sv_scratch")
@@ -48,11 +49,14 @@ class OneVsRest:
         if fed is None or fed[0].shape[0] == 0:
             self.last_margins_, self.last_y_ = np.zeros((0, self.classes_.shape[0])), self.classes_[:0]
             return
-        X, index, original = fed
+        X, index, original = fed[:3]
+        weights = fed_weights(fed)
         if not hasattr(self, "estimators_"):
             self.estimators_ = [self._fresh_binary(k) for k in range(self.classes_.shape[0])]
         for k, binary in enumerate(self.estimators_):
-            binary.partial_fit(X, np.where(index == k, 1.0, -1.0), classes=[-1.0, 1.0])
+            binary.partial_fit(X, np.where(index == k, 1.0, -1.0), classes=[-1.0, 1.0], sample_weight=weights)
+        if weights is not None and not weights.all():  # weight 0: no step, not an example learned
+            original = original & (weights > 0)
         self.C_eff_ = self.estimators_[0].C_eff_
         self.lambda_eff_ = self.estimators_[0].lambda_eff_
         self.last_margins_ = np.column_stack([b.last_margins_ for b in self.estimators_])[original]

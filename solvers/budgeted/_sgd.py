@@ -155,23 +155,25 @@ class BudgetedSGDClassifier(ScheduleChecks, BudgetedKernelModel):
         """A kernel model has no weight vector: AttributeError, naming the linear model."""
         raise AttributeError("coef_ exists for linear models only (PegasosClassifier)")
 
-    def _apply(self, X, labels, order, margins):
-        """BSGD steps over ``X[order]``: dense X (n, d), or CSR arrays for sparse SVs."""
+    def _apply(self, X, labels, weights, order, margins):
+        """BSGD steps over ``X[order]``: dense X (n, d), or CSR arrays for sparse SVs;
+        ``weights`` (n,) float64 importance weights."""
         maintenance, scratch = self._maintenance_config(), self._scratch()
 
         def step(order_part, margins_part, pool):
-            return self._bsgd_call(X, labels, order_part, pool, maintenance, scratch, margins_part)
+            return self._bsgd_call(X, labels, weights, order_part, pool, maintenance, scratch, margins_part)
 
         if self._sparse_svs():
             run_with_room(step, X, order, margins, self)
         else:
             step(order, margins, self._sv_t)
 
-    def _bsgd_call(self, X, labels, order, pool, maintenance, scratch, margins):
+    def _bsgd_call(self, X, labels, weights, order, pool, maintenance, scratch, margins):
         radius = self._radius()
         return bsgd_steps(
             X,
             labels,
+            weights,
             order,
             pool,
             self._sv_sq,

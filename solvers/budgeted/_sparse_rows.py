@@ -56,8 +56,8 @@ def _guard_step_refs(
 
 @nb.njit(nogil=True, cache=True)
 def buffer_and_guard_refs(
-    in_s, in_l, y, u, buf_s, buf_l, buf_y, cap, st, guard, binary, res_s, res_l, res_cap, res_n, seen, min_run,
-    log_alpha, out_s, out_l, out_y, out_orig,
+    in_s, in_l, y, w, u, buf_s, buf_l, buf_y, buf_w, cap, st, guard, binary, res_s, res_l, res_cap, res_n, seen,
+    min_run, log_alpha, out_s, out_l, out_y, out_w, out_orig,
 ):  # fmt: skip
     """:func:`buffer_and_guard` on row references: ``in_s``/``in_l`` (n,) int64 — where the
     arriving rows start in the arena and their lengths; ``buf_s``/``buf_l`` the buffer's slots
@@ -73,19 +73,23 @@ def buffer_and_guard_refs(
                 out_s[k] = buf_s[j]
                 out_l[k] = buf_l[j]
                 out_y[k] = buf_y[j]
+                out_w[k] = buf_w[j]
                 buf_s[j] = in_s[i]
                 buf_l[j] = in_l[i]
                 buf_y[j] = y[i]
+                buf_w[j] = w[i]
             else:
                 buf_s[m] = in_s[i]
                 buf_l[m] = in_l[i]
                 buf_y[m] = y[i]
+                buf_w[m] = w[i]
                 st[S_BUF_N] = m + 1
                 continue
         else:
             out_s[k] = in_s[i]
             out_l[k] = in_l[i]
             out_y[k] = y[i]
+            out_w[k] = w[i]
         out_orig[k] = True
         k += 1
         if guard:

@@ -58,11 +58,13 @@ from ..budgeted import (
     WarmingUp,
     resolve_sv_storage,
 )
+from ..budgeted._weights import checked_weights, unit_weights
 from ..persistence import register_estimator
 from .pipeline_counts import PipelineCounts
 from .pipeline_state import _PLAIN, PipelineState, resolve_scaling
 from .served import ServedPipeline
 from .stages import CalibrationStage, DriftStage, OrderStage, RehearsalStage, ScalerStage
+from .stages.weights import ClassWeightStage, check_class_weight
 from .upgrades import legacy_state, scaler_and_order_out_of_the_engine, stages_out_of_the_engine
 
 __all__ = [
@@ -136,6 +138,10 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
     on_drift : {"reset_schedule", "none"}, default="reset_schedule"
         What a drift detection does: restart the step-size schedule, or only count it.
         Neither discards an example.
+    class_weight : None, "balanced" or dict, default=None
+        Each example's weight times its class's: a mapping ``{label: weight}`` or
+        ``"balanced"``, n / (K · n_c) from the running class frequencies
+        (:mod:`.stages.weights`, ``docs/weights.md``).
 
     Attributes
     ----------
@@ -175,6 +181,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         "rehearsal": [Interval(Integral, 0, None, closed="left")],
         "rehearsal_memory": [Interval(Integral, 0, None, closed="left")],
         "on_drift": [StrOptions(set(ON_DRIFT))],
+        "class_weight": [StrOptions({"balanced"}), dict, None],
     }
 
     def __init__(
@@ -188,6 +195,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         rehearsal=DEFAULT_REHEARSAL,
         rehearsal_memory=DEFAULT_REHEARSAL_MEMORY,
         on_drift="reset_schedule",
+        class_weight=None,
     ):
         self.estimator = estimator
         self.scaling = scaling
@@ -197,6 +205,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         self.rehearsal = rehearsal
         self.rehearsal_memory = rehearsal_memory
         self.on_drift = on_drift
+        self.class_weight = class_weight
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -218,6 +227,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             value = getattr(self, name)
             if isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+        check_class_weight(self.class_weight)
         engine = self._new_engine().check_params()
         if hasattr(engine, "sv_storage"):  # names sv_storage for sparse SVs with an offset
             resolve_sv_storage(engine.sv_storage, None, resolve_scaling(self.scaling, self._plain())[0])
@@ -270,6 +280,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             self.shuffle_buffer, self.run_guard, d, n_classes,
             sparse_rows=sparse_rows, decide_rows=linear, random_state=model.random_state,
         )  # fmt: skip
+        self._class_weights = ClassWeightStage(self.class_weight, n_classes)
         if isinstance(model, BudgetedSCAClassifier) and n_classes > 2:
             model._start_ovr(d, classes, streaming=True, calibrate=False)  # the calibration stage calibrates
         else:
@@ -335,9 +346,20 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         if self._scaler.gamma is not None and self.model_.gamma_ is None:
             self.model_.use_gamma(self._scaler.gamma)
 
-    def _learn_piece(self, X, labels):
-        """Scale, order and learn received rows (encoded labels)."""
-        released = self._scaler.feed(X, labels)
+    def _learn_piece(self, X, labels, weights):
+        """Scale, order and learn received rows (encoded labels, (n,) float64 importance
+        weights; None: ones).  Rows of weight 0 take no step and enter no stage: they are
+        counted (``n_weightless_``) and learned as nothing (``docs/weights.md``)."""
+        if weights is None:
+            weights = unit_weights(labels.shape[0])
+        elif not weights.all():
+            keep = weights > 0
+            self.n_weightless_ = self.n_weightless_ + int(keep.shape[0] - keep.sum())
+            X, labels, weights = X[keep], labels[keep], weights[keep]
+            if X.shape[0] == 0:
+                self.model_.learn_rows(None)
+                return
+        released = self._scaler.feed(X, labels, weights)
         if released is None:  # the window stays open
             self.model_.learn_rows(None)
             return
@@ -345,28 +367,33 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         self.model_.learn_rows(self._order.feed(*released))
 
     # ------------------------------------------------------------------ learning
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """Receive a batch: it passes the stages and is learned, or stays pending (window,
         buffer).  ``classes`` is required on the first call.  Returns self.
 
-        X : (n, d) array-like or CSR, float64; y : (n,) labels.  Raises ValueError on
-        invalid input; the model is unchanged then."""
+        X : (n, d) array-like or CSR, float64; y : (n,) labels; sample_weight : (n,) finite
+        numbers >= 0 or None (ones) — each example's importance weight, carried with its row
+        through the window, the buffer and the rehearsal memory to its step
+        (``docs/weights.md``).  Raises ValueError on invalid input (a bad weight naming
+        ``sample_weight[i]``); the model is unchanged then."""
         first = not self.__sklearn_is_fitted__()
         if first:
-            self._start()
             if classes is None:
                 raise ValueError("classes must be passed on the first call to partial_fit")
+            self._start()
         X, y = self._checked(X, y, classes, first)
+        weights = checked_weights(sample_weight, X.shape[0])
         if first:
             self._begin(X, classes)
         model = self.model_
         labels = model._encode_labels(y)
+        weights = self._class_weights.weigh(model._class_index(labels), weights, model.classes_)
         self.__dict__.pop("_last", None)
         base, n = self.n_received_, int(y.shape[0])
         pieces = [(0, n)] if self.on_drift == "none" else self._drift.pieces(base, n)
         margins, learned = [], []
         for lo, hi in pieces:  # no reset to place (on_drift="none"): the batch whole
-            self._learn_piece(X[lo:hi], labels[lo:hi])
+            self._learn_piece(X[lo:hi], labels[lo:hi], None if weights is None else weights[lo:hi])
             self._observe()
             margins.append(model.last_margins_)
             learned.append(model.last_y_)
@@ -374,6 +401,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
                 model.restart_schedule()
         if len(margins) > 1:
             self._last = (np.concatenate(margins), np.concatenate(learned))
+        self._count_weights(n, weights)
         self.n_received_ += n
         return self
 
@@ -417,6 +445,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         self.model_.add_class(label)
         self._scaler.add_class()
         self._order.add_class()
+        self._class_weights.add_class()
         self.__dict__.pop("_last", None)
         self._calibration.add_class()
         return self
@@ -456,6 +485,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         check_is_fitted(self)
         out = self.model_.statistics()
         out["examples_seen"] = self.n_seen_
+        out["weights"] = self.weight_figures()
         return out
 
     def published_copy(self):

@@ -37,11 +37,43 @@ class PipelineCounts:
 
     @property
     def n_seen_(self):
-        """Examples received: learned (``t_`` − rehearsal steps − replayed rows), pending and
-        discarded."""
+        """Examples received: learned (``t_`` − rehearsal steps − replayed rows, plus the
+        examples of weight 0, which take no step), pending and discarded."""
         model = self.model_
-        learned = int(model.t_) - int(model.n_rehearsed_) - self.n_replayed_
+        learned = int(model.t_) - int(model.n_rehearsed_) - self.n_replayed_ + self.n_weightless_
         return learned + self.n_pending_ + self.n_discarded_
+
+    @property
+    def n_weightless_(self):
+        """Examples received with weight 0: learned as no step (``docs/weights.md``)."""
+        return int(self.__dict__.get("_n_weightless", 0))
+
+    @n_weightless_.setter
+    def n_weightless_(self, value):
+        self.__dict__["_n_weightless"] = int(value)
+
+    @property
+    def weight_received_(self) -> float:
+        """The sum of the importance weights of the examples received (each unweighted one
+        counts 1)."""
+        return float(self.__dict__.get("_weight_sum", self.__dict__.get("n_received_", 0)))
+
+    @property
+    def weighted_(self) -> bool:
+        """Whether any example received had a weight other than 1."""
+        return bool(self.__dict__.get("_weighted", False))
+
+    def _count_weights(self, n: int, weights) -> None:
+        """Add a received batch of ``n`` examples to :attr:`weight_received_`."""
+        self.__dict__["_weight_sum"] = self.weight_received_ + (
+            n if weights is None else float(weights.sum())
+        )
+        if weights is not None and not self.weighted_:
+            self.__dict__["_weighted"] = bool((weights != 1.0).any())
+
+    def weight_figures(self) -> dict:
+        """``{"sum", "weighted", "zero_weight"}``: the weights received (``docs/weights.md``)."""
+        return {"sum": self.weight_received_, "weighted": self.weighted_, "zero_weight": self.n_weightless_}
 
     @property
     def n_learned_(self):

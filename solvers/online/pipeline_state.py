@@ -34,6 +34,7 @@ from ..budgeted import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClas
 from ..budgeted._base import DRIFT_RESET_T0
 from ..persistence import estimator_from_state
 from .stages import CalibrationStage, DriftStage, OrderStage, RehearsalStage, ScalerStage
+from .stages.weights import ClassWeightStage
 
 __all__ = ["PipelineState", "resolve_scaling"]
 
@@ -86,6 +87,7 @@ class PipelineState:
             "drift": self._drift.get_state(),
             "calibration": self._calibration.get_state(),
         }
+        class_weights = self.__dict__.get("_class_weights")
         for part_arrays, _ in parts.values():
             arrays.update(part_arrays)
         plain = self._plain()
@@ -95,8 +97,13 @@ class PipelineState:
             "params": {k: v for k, v in self.get_params(deep=False).items() if k != "estimator"},
             "plain": {"class": type(plain).__name__, "params": plain.get_params()},
             "n_received": int(self.n_received_),
+            "n_weightless": self.n_weightless_,
+            "weights": {"sum": self.weight_received_, "weighted": self.weighted_},
             "model": model_meta,
-            "stages": {name: part_meta for name, (_, part_meta) in parts.items()},
+            "stages": {
+                **{name: part_meta for name, (_, part_meta) in parts.items()},
+                "weights": None if class_weights is None else class_weights.get_state(),
+            },
         }
         return arrays, meta
 
@@ -122,9 +129,16 @@ class PipelineState:
         est.scaling_reason_ = resolve_scaling(est.scaling, plain)[1]
         est._scaler = ScalerStage.from_state(arrays, stages["scaler"], d, n_classes)
         est._order = OrderStage.from_state(arrays, stages["order"], d, n_classes)
+        est.n_weightless_ = int(meta.get("n_weightless", 0))
         est.n_received_ = int(meta["n_received"]) if "n_received" in meta else est.n_seen_
+        weights = meta.get("weights") or {"sum": est.n_received_, "weighted": False}  # before weights: ones
+        est.__dict__["_weight_sum"], est.__dict__["_weighted"] = (
+            float(weights["sum"]),
+            bool(weights["weighted"]),
+        )
         est._drift = DriftStage.from_state(arrays, stages.get("drift"), est.on_drift)
         est._calibration = CalibrationStage.from_state(arrays, stages.get("calibration"), n_classes)
+        est._class_weights = ClassWeightStage.from_state(stages.get("weights"), est.class_weight, n_classes)
         if stages.get("reset_flag_in_counters"):  # the engine held the pending reset
             counters = arrays["ovr_counters"] if "ovr_counters" in arrays else arrays["counters"]
             est._drift.pending = counters.shape[0] > _LEGACY_RESET_FLAG and bool(counters[_LEGACY_RESET_FLAG])
@@ -155,7 +169,7 @@ class PipelineState:
         order = est._order
         est.model_.learn_rows(order.drain(None))
         order.shuffle_buffer, order.capacity = 0, 0
-        order.buf_X, order.buf_y = order.buf_X[:0], order.buf_y[:0]
+        order.buf_X, order.buf_y, order.buf_w = order.buf_X[:0], order.buf_y[:0], order.buf_w[:0]
         est.shuffle_buffer = 0
         est._drift = DriftStage(est.on_drift)
         est.model_.restart_schedule(t0)

@@ -40,6 +40,9 @@ class FeedbackRequest(BaseModel):
         max_length=MAX_FEEDBACK_IDS,
     )
     y: list[int | float | str] = Field(description="the label that arrived for each id (as many as ids)")
+    w: list[float] | None = Field(
+        None, description="optional: each row's importance weight, finite and >= 0 (docs/weights.md)"
+    )
 
 
 class FeedbackResponse(BaseModel):
@@ -81,12 +84,12 @@ def remember_rows(
 
 
 def _submit(registry: Registry, body: bytes, default_model: str):
-    model, ids, y = check_feedback_body(decode_body(body))
+    model, ids, y, w = check_feedback_body(decode_body(body))
     handle = registry.get(model if model is not None else default_model)
     feedback = getattr(registry, "feedback", None)
     if feedback is None:
         raise ServiceError("feedback: this process keeps no feedback store", status=503)
-    return feedback.learn(handle, ids, y)
+    return feedback.learn(handle, ids, y, w)
 
 
 @router.post(

@@ -55,12 +55,19 @@ def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
         return (
             handle.name,
             batch.n,
-            registry.submit(handle, batch.rows, batch.y, new_labels=batch.new_labels),
+            registry.submit(handle, batch.rows, batch.y, new_labels=batch.new_labels, weights=batch.weights),
         )
     return (
         handle.name,
         batch.n,
-        registry.submit(handle, batch.X, batch.y, declared=batch.n_features, new_labels=batch.new_labels),
+        registry.submit(
+            handle,
+            batch.X,
+            batch.y,
+            declared=batch.n_features,
+            new_labels=batch.new_labels,
+            weights=batch.weights,
+        ),
     )
 
 

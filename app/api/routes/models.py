@@ -24,6 +24,7 @@ from svmstream.app.api.schemas import (
 )
 from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import decode_body
+from svmstream.app.ingest.named import declared_schema
 from svmstream.app.models.challengers import ChallengerSet, Policy, challenger_config
 from svmstream.app.models.config import HYPERPARAMETERS, MODEL_NAME_PATTERN
 from svmstream.app.models.factory import check_config
@@ -110,12 +111,14 @@ its classes, ``max_classes``)."""
 
 
 def _model_fields(registry, body: bytes):
-    """``(config, challenger specs)`` of a ``PUT`` body; raises InvalidInput naming the field."""
+    """``(config, challenger specs, declared schema state or None)`` of a ``PUT`` body; raises
+    InvalidInput naming the field (``fields.<name>.kind`` for a declared schema)."""
     obj = decode_body(body) if body.strip() else {}
     try:
         fields = ModelCreate.model_validate(obj).model_dump(by_alias=True, exclude_none=True)
         specs = fields.pop("challengers", None) or []
-        return registry.resolve_config(fields), specs
+        schema = declared_schema(fields.pop("fields", None))
+        return registry.resolve_config(fields), specs, schema
     except ValidationError as exc:
         raise validation_error(exc) from None
 
@@ -228,7 +231,7 @@ async def put_model(
     limit, setting = route_limit(settings, MODEL_BODY_BYTES, "PUT /models/{name}")
     async with body_budget(request, limit, setting):
         body = await read_json_body(request, limit, setting)
-        config, specs = await decode_off_loop(body, lambda raw: _model_fields(registry, raw))
+        config, specs, schema = await decode_off_loop(body, lambda raw: _model_fields(registry, raw))
         del body
     challengers = new_challengers(config, specs, settings)
     try:
@@ -239,7 +242,9 @@ async def put_model(
         raise InvalidInput(f"config: {exc}", field="config") from None
     check_challenger_bytes(config, challengers, settings)
     try:
-        handle, replaced = await run_in_threadpool(registry.create, name, config, challengers=challengers)
+        handle, replaced = await run_in_threadpool(
+            registry.create, name, config, challengers=challengers, fields=schema
+        )
     except InvalidInput:  # the capacity bounds name their own field
         raise
     except ValueError as exc:

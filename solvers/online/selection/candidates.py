@@ -47,9 +47,9 @@ def _probe_gamma(batches, warmup, scaling):
         on_drift="none",
     )
     seen = 0
-    for X, _ in batches:
+    for X, _, w in batches:  # weighted rows: the rows of weight 0 do not enter the window
         stand_in = (np.arange(seen, seen + X.shape[0]) % 2).astype(np.int64)
-        probe.partial_fit(X, stand_in, classes=[0, 1])
+        probe.partial_fit(X, stand_in, classes=[0, 1], sample_weight=w)
         seen += X.shape[0]
     if probe.warming_up_:
         probe.flush()
@@ -144,7 +144,7 @@ class Candidates:
         models = [self._pipeline(s) if i < self.race_size_ else None for i, s in enumerate(self.settings_)]
         self._new_race(models, before=int(self.n_received_))  # position 0: the grid starts here
         held, self._held = self._held, []
-        for X, y in held:
+        for X, y, w in held:
             for i in self._alive():
-                self.candidates_[i].partial_fit(X, y, classes=self.classes_)
+                self.candidates_[i].partial_fit(X, y, classes=self.classes_, sample_weight=w)
                 self._record(i)

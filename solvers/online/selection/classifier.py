@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted, check_X_y
 
 from ..._params import DEFAULT_SHUFFLE_BUFFER, DEFAULT_WARMUP
 from ...budgeted import BudgetedSGDClassifier
+from ...budgeted._weights import checked_weights
 from ...persistence import register_estimator
 from .candidates import Candidates
 from .halving import Halving
@@ -184,12 +185,15 @@ class SelectionClassifier(
         return self
 
     # ------------------------------------------------------------------ learning
-    def partial_fit(self, X, y, classes=None):
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
         """Receive a batch: held (warm-up window), or passed to every surviving candidate, cut at
         the rungs.  ``classes`` is required on the first call.  Returns self.
 
-        X : (n, d) array-like or CSR, float64; y : (n,) labels.  Raises ValueError on invalid
-        input; the model is unchanged then (input is checked before anything is held or passed).
+        X : (n, d) array-like or CSR, float64; y : (n,) labels; sample_weight : (n,) numbers
+        >= 0 or None — every candidate learns the same weighted stream (``docs/weights.md``;
+        the race's scores count examples of weight > 0, unweighted).  Raises ValueError on
+        invalid input; the model is unchanged then (input is checked before anything is held
+        or passed).
         """
         if not self.__sklearn_is_fitted__():
             self.check_params()
@@ -199,7 +203,7 @@ class SelectionClassifier(
         elif self._settled() and np.shape(X)[1:] == (self.n_features_in_,):
             # the race is over: the survivor alone, which validates and counts (steady state)
             survivor = self.candidates_[self._alive()[0]]
-            survivor.partial_fit(X, y, classes=classes)
+            survivor.partial_fit(X, y, classes=classes, sample_weight=sample_weight)
             self.n_received_ += int(np.shape(y)[0])
             self._past += int(np.shape(y)[0])
             return self
@@ -215,16 +219,17 @@ class SelectionClassifier(
         if unknown.any():
             bad = int(np.flatnonzero(unknown)[0])
             raise ValueError(f"y[{bad}]: unknown label {y[bad]!r}; classes are {self.classes_.tolist()}")
+        w = checked_weights(sample_weight, X.shape[0])
         if self._held or not self.candidates_:
             need = self.warmup - self._n_held()
             if need > 0:
-                self._held.append((X[:need], y[:need]))
+                self._held.append((X[:need], y[:need], None if w is None else w[:need]))
                 self.n_received_ += min(need, X.shape[0])
-                X, y = X[need:], y[need:]
+                X, y, w = X[need:], y[need:], None if w is None else w[need:]
             if self._n_held() >= self.warmup:
                 self._start_candidates()
         for lo, hi in self.race_.pieces(X.shape[0]):  # cut at the grid points
-            if self._pass(X[lo:hi], y[lo:hi]):
+            if self._pass(X[lo:hi], y[lo:hi], None if w is None else w[lo:hi]):
                 self._checkpoint()
         return self
 
@@ -238,12 +243,12 @@ class SelectionClassifier(
         self.n_received_ = 0
         self._race_end_detections = 0
 
-    def _pass(self, X, y):
+    def _pass(self, X, y, w=None):
         """Every racing candidate learns the rows; returns whether the race is at a grid point."""
         alive = self._alive()
         for i in alive:
             est = self.candidates_[i]
-            est.partial_fit(X, y, classes=self.classes_)
+            est.partial_fit(X, y, classes=self.classes_, sample_weight=w)
             if len(alive) > 1:  # the scores are frozen once the race is over
                 self._record(i)
         self.n_received_ += X.shape[0]
@@ -284,8 +289,9 @@ class SelectionClassifier(
                     if sp.issparse(X)
                     else np.hstack([X, np.zeros((X.shape[0], extra))]),
                     y,
+                    w,
                 )
-                for X, y in self._held
+                for X, y, w in self._held
             ]
             for i in self._alive():
                 self.candidates_[i].grow_features(n_features)

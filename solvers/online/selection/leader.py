@@ -46,4 +46,4 @@ class LeaderRule:
         return self.candidates_[self.leader_]
 
     def _n_held(self):
-        return sum(int(X.shape[0]) for X, _ in self._held)
+        return sum(int(X.shape[0]) for X, *_ in self._held)

@@ -25,8 +25,10 @@ class SelectionState:
         arrays = {"classes": self.classes_, "score": self._score.copy()}
         arrays.update({f"hits{i}": h for i, h in enumerate(self._hits)})
         held_meta = []
-        for j, (X, y) in enumerate(self._held):
+        for j, (X, y, w) in enumerate(self._held):
             arrays[f"held{j}.y"] = y
+            if w is not None:
+                arrays[f"held{j}.w"] = w
             if sp.issparse(X):
                 X = X.tocsr()
                 arrays.update(
@@ -82,7 +84,7 @@ class SelectionState:
                 X = sp.csr_matrix(parts, shape=tuple(hm["shape"]))
             else:
                 X = arrays[f"held{j}.X"]
-            est._held.append((X, arrays[f"held{j}.y"]))
+            est._held.append((X, arrays[f"held{j}.y"], arrays.get(f"held{j}.w")))
         models = []
         for i, cm in enumerate(meta["candidates"]):
             prefix = f"c{i}."

@@ -166,12 +166,25 @@ class FieldSchema:
         self.n_columns = 0
         self._lock = threading.Lock()
         if declared:
+            if len(declared) > self.max_fields:
+                raise FieldError(
+                    f"fields: {len(declared)} fields declared, at most {self.max_fields}", "fields", None
+                )
             growth = Growth(0)
             for name, spec in declared.items():
                 self._declare(growth, name, spec)
             self.commit(growth)
 
     def _declare(self, growth: Growth, name: str, spec: dict[str, Any]) -> None:
+        unknown = (
+            sorted(set(spec) - {"kind", "categories"}) if isinstance(spec, dict) else ["(not an object)"]
+        )
+        if unknown:
+            raise FieldError(
+                f"fields.{name}: unknown key {unknown[0]!r}; a declared field has 'kind' and 'categories'",
+                f"fields.{name}",
+                None,
+            )
         kind = spec.get("kind")
         if kind not in KINDS:
             raise FieldError(
@@ -182,10 +195,22 @@ class FieldSchema:
         growth.fields[name] = f
         if kind in ("number", "boolean"):
             f.column = growth.new_column()
-        for value in spec.get("categories") or ():
-            if kind != "category" or not isinstance(value, str):
+        categories = spec.get("categories") or ()
+        if not isinstance(categories, (list, tuple)):
+            raise FieldError(
+                f"fields.{name}.categories: expected a list of strings", f"fields.{name}.categories", None
+            )
+        for value in categories:
+            if (
+                kind != "category"
+                or not isinstance(value, str)
+                or not 0 < len(value) <= self.max_value_length
+            ):
                 raise FieldError(
-                    f"fields.{name}.categories: {value!r} is not a category", f"fields.{name}", None
+                    f"fields.{name}.categories: {_short(repr(value))} is not a category of this field (a "
+                    f"category field's strings of 1 to {self.max_value_length} characters)",
+                    f"fields.{name}.categories",
+                    None,
                 )
             if value not in f.categories and len(f.categories) < self.max_categories:
                 f.categories[value] = growth.new_column()
@@ -395,11 +420,14 @@ class FieldSchema:
             "max_value_length": self.max_value_length,
         }
 
-    def nbytes(self) -> int:
+    def nbytes(self, growth: Growth | None = None) -> int:
         """An estimate of the schema's memory (bytes): ~120 per field, ~100 per column plus the
-        category strings."""
-        chars = sum(len(k) for f in self.fields.values() for k in f.categories)
-        return 120 * len(self.fields) + 100 * self.n_columns + chars
+        category strings; with ``growth``: as it will be once ``growth`` is committed (what
+        ``max_model_bytes`` counts, ``docs/fields.md``)."""
+        fields = self.fields if growth is None else {**self.fields, **growth.fields}
+        n_columns = self.n_columns if growth is None else max(self.n_columns, growth.n_columns)
+        chars = sum(len(k) for f in fields.values() for k in f.categories)
+        return 120 * len(fields) + 100 * n_columns + chars
 
     def get_state(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """``(arrays, meta)``: no arrays; the fields in ``meta`` (JSON)."""

@@ -118,6 +118,7 @@ class OrderStage:
         )
         self.buf_X = np.zeros((0, self.n_features))
         self.buf_y = np.zeros(0)
+        self.buf_w = np.zeros(0)  # the buffered rows' importance weights
         self.state = np.zeros(N_STATE, dtype=np.int64)
         self.state[S_RUN_CLASS] = -1
         self.res_X = np.zeros((self.n_classes, 0, self.n_features))
@@ -144,22 +145,24 @@ class OrderStage:
     # ------------------------------------------------------------------ the stream
     def _shuffled(self, window):
         """The warm-up window's rows in a random order (kept when no shuffling is asked for)."""
-        X, labels = window
+        X, labels, weights = window
         if self.shuffle_buffer == 0:
-            return X, labels
+            return X, labels, weights
         order = self.rng.permutation(labels.shape[0])
-        return X[order], labels[order]
+        return X[order], labels[order], weights[order]
 
     def feed(self, window, rest):
         """Rows to learn after receiving scaled rows: ``window`` (the warm-up window's, or
-        None) then ``rest`` (or None), each ``(X, labels)``.  Returns ``(X, labels, original)``
-        (``original`` False for replayed rows)."""
+        None) then ``rest`` (or None), each ``(X, labels, weights)``.  Returns ``(X, labels,
+        original, weights)`` (``original`` False for replayed rows, whose weight is 1: a
+        replay is an extra step, not a received example; docs/weights.md)."""
         parts = ([self._shuffled(window)] if window is not None else []) + (
             [rest] if rest is not None else []
         )
         X = stack_rows([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
         labels = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
-        return self._pass(X, labels, through_buffer=True)
+        weights = np.concatenate([p[2] for p in parts]) if len(parts) > 1 else parts[0][2]
+        return self._pass(X, labels, weights, through_buffer=True)
 
     def drain(self, window=None):
         """Everything still pending, as :meth:`feed` returns it: the closed window's rows (if
@@ -171,14 +174,15 @@ class OrderStage:
             if self.rows == "sparse":
                 store = self.store
                 rows = store.rows(store.buf_start[order], store.buf_len[order], self.n_features)
-                parts.append((rows, self.buf_y[order]))
+                parts.append((rows, self.buf_y[order], self.buf_w[order]))
             else:
-                parts.append((self.buf_X[order], self.buf_y[order]))
+                parts.append((self.buf_X[order], self.buf_y[order], self.buf_w[order]))
             self.state[S_BUF_N] = 0
         if not parts:
-            return np.zeros((0, self.n_features)), np.zeros(0), np.zeros(0, dtype=bool)
+            return np.zeros((0, self.n_features)), np.zeros(0), np.zeros(0, dtype=bool), np.zeros(0)
         X = stack_rows([p[0] for p in parts])
-        return self._pass(X, np.concatenate([p[1] for p in parts]), through_buffer=False)
+        labels, weights = (np.concatenate([p[i] for p in parts]) for i in (1, 2))
+        return self._pass(X, labels, weights, through_buffer=False)
 
     def _decide_rows(self, X) -> None:
         """Hold the rows sparse if the first rows that reach the buffer are CSR (or always, for
@@ -188,7 +192,7 @@ class OrderStage:
             self.rows = "dense"
             self.capacity = buffer_capacity(self.shuffle_buffer, d)
             self.res_capacity = guard_capacity(self.n_classes, d) if self.guard else 0
-            self.buf_X, self.buf_y = np.zeros((0, d)), np.zeros(0)
+            self.buf_X, self.buf_y, self.buf_w = np.zeros((0, d)), np.zeros(0), np.zeros(0)
             self.res_X = np.zeros((self.n_classes, 0, d))
             return
         self.rows = "sparse"
@@ -196,7 +200,7 @@ class OrderStage:
         self.row_nnz = max(1.0, nnz / max(1, X.shape[0]))
         self.capacity = sparse_buffer_capacity(self.shuffle_buffer, self.row_nnz)
         self.res_capacity = sparse_guard_capacity(self.n_classes, self.row_nnz) if self.guard else 0
-        self.buf_X, self.buf_y = np.zeros((0, d)), np.zeros(0)
+        self.buf_X, self.buf_y, self.buf_w = np.zeros((0, d)), np.zeros(0), np.zeros(0)
         self.res_X = np.zeros((self.n_classes, 0, d))
         self.store = SparseRowStore(self.capacity, self.n_classes, self.res_capacity)
 
@@ -205,6 +209,7 @@ class OrderStage:
         and R (:func:`~svmstream.solvers.budgeted._preprocessing.grow_rows`)."""
         buf_need = int(self.state[S_BUF_N]) + n if use_buffer else 0
         res_need = (int(self.res_n.max()) if self.res_n.size else 0) + n if self.guard else 0
+        self.buf_w = grow_rows(self.buf_w, buf_need, self.capacity)
         if self.rows == "sparse":
             self.buf_y = grow_rows(self.buf_y, buf_need, self.capacity)
             self.store.reserve(buf_need, res_need)
@@ -213,57 +218,54 @@ class OrderStage:
         self.buf_y = grow_rows(self.buf_y, buf_need, self.capacity)
         self.res_X = grow_rows(self.res_X, res_need, self.res_capacity, axis=1)
 
-    def _pass(self, X, labels, through_buffer):
+    def _pass(self, X, labels, weights, through_buffer):
         if self.rows is None:
             self._decide_rows(X)
         bypass = int(self.state[S_BYPASS])  # > 0 only in states saved when a drift dropped the buffer
         if through_buffer and bypass > 0 and self.capacity > 0:
             k = min(bypass, X.shape[0])
             self.state[S_BYPASS] = bypass - k
-            head = self._pass_rows(X[:k], labels[:k], False)
+            head = self._pass_rows(X[:k], labels[:k], weights[:k], False)
             if k == X.shape[0]:
                 return head
-            tail = self._pass_rows(X[k:], labels[k:], True)
-            return (
-                stack_rows([head[0], tail[0]]),
-                np.concatenate([head[1], tail[1]]),
-                np.concatenate([head[2], tail[2]]),
-            )
-        return self._pass_rows(X, labels, through_buffer)
+            tail = self._pass_rows(X[k:], labels[k:], weights[k:], True)
+            return (stack_rows([head[0], tail[0]]), *(np.concatenate([head[i], tail[i]]) for i in (1, 2, 3)))
+        return self._pass_rows(X, labels, weights, through_buffer)
 
     def _extra(self, n):
         """Room for replayed rows: a row replays only from the GUARD_MIN_RUN-th row of a run on."""
         return min(n, max(0, n - (GUARD_MIN_RUN - 1 - int(self.state[S_RUN_LEN])))) if self.guard else 0
 
-    def _pass_rows(self, X, labels, through_buffer):
+    def _pass_rows(self, X, labels, weights, through_buffer):
         if self.rows == "sparse":
-            return self._pass_sparse_rows(X, labels, through_buffer)
+            return self._pass_sparse_rows(X, labels, weights, through_buffer)
         n = X.shape[0]
         use_buffer = through_buffer and self.capacity > 0
         if not (use_buffer or self.guard) or n == 0:
-            return X, labels, np.ones(n, dtype=bool)
+            return X, labels, np.ones(n, dtype=bool), weights
         self._reserve(n, use_buffer)
         X = np.ascontiguousarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
         u = self.rng.random((n, DRAWS_PER_ROW))
         out_X = np.empty((n + self._extra(n), self.n_features))
-        out_y = np.empty(out_X.shape[0])
+        out_y, out_w = np.empty(out_X.shape[0]), np.ones(out_X.shape[0])  # replays: weight 1
         out_orig = np.empty(out_X.shape[0], dtype=np.bool_)
         k = buffer_and_guard(
-            X, np.ascontiguousarray(labels, dtype=np.float64), u,
+            X, np.ascontiguousarray(labels, dtype=np.float64), np.ascontiguousarray(weights, dtype=np.float64), u,
             self.buf_X if use_buffer else self.buf_X[:0], self.buf_y if use_buffer else self.buf_y[:0],
+            self.buf_w if use_buffer else self.buf_w[:0],
             self.capacity if use_buffer else 0, self.state, self.guard, self.n_classes == 2,
             self.res_X, self.res_capacity, self.res_n, self.seen, GUARD_MIN_RUN, math.log(GUARD_ALPHA),
-            out_X, out_y, out_orig,
+            out_X, out_y, out_w, out_orig,
         )  # fmt: skip
-        return out_X[:k], out_y[:k], out_orig[:k]
+        return out_X[:k], out_y[:k], out_orig[:k], out_w[:k]
 
-    def _pass_sparse_rows(self, X, labels, through_buffer):
+    def _pass_sparse_rows(self, X, labels, weights, through_buffer):
         """:meth:`_pass_rows` for rows held in the :class:`SparseRowStore`: the same draws and
         decisions; the rows to learn come back as CSR."""
         n = X.shape[0]
         use_buffer = through_buffer and self.capacity > 0
         if not (use_buffer or self.guard) or n == 0:
-            return X, labels, np.ones(n, dtype=bool)
+            return X, labels, np.ones(n, dtype=bool), weights
         self._reserve(n, use_buffer)
         data, indices, indptr = csr_arrays(X if sp.issparse(X) else sp.csr_matrix(X))
         u = self.rng.random((n, DRAWS_PER_ROW))
@@ -271,17 +273,19 @@ class OrderStage:
         store = self.store
         in_s, in_l = store.append(data, indices, indptr, int(self.state[S_BUF_N]), self.res_n)
         out_s, out_l = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
-        out_y, out_orig = np.empty(m), np.empty(m, dtype=np.bool_)
+        out_y, out_w, out_orig = np.empty(m), np.ones(m), np.empty(m, dtype=np.bool_)  # replays: weight 1
         k = buffer_and_guard_refs(
-            in_s, in_l, np.ascontiguousarray(labels, dtype=np.float64), u,
+            in_s, in_l, np.ascontiguousarray(labels, dtype=np.float64),
+            np.ascontiguousarray(weights, dtype=np.float64), u,
             store.buf_start if use_buffer else store.buf_start[:0],
             store.buf_len if use_buffer else store.buf_len[:0],
-            self.buf_y if use_buffer else self.buf_y[:0], self.capacity if use_buffer else 0,
+            self.buf_y if use_buffer else self.buf_y[:0], self.buf_w if use_buffer else self.buf_w[:0],
+            self.capacity if use_buffer else 0,
             self.state, self.guard, self.n_classes == 2, store.res_start, store.res_len,
             self.res_capacity, self.res_n, self.seen, GUARD_MIN_RUN, math.log(GUARD_ALPHA),
-            out_s, out_l, out_y, out_orig,
+            out_s, out_l, out_y, out_w, out_orig,
         )  # fmt: skip
-        return store.rows(out_s[:k], out_l[:k], self.n_features), out_y[:k], out_orig[:k]
+        return store.rows(out_s[:k], out_l[:k], self.n_features), out_y[:k], out_orig[:k], out_w[:k]
 
     # ------------------------------------------------------------------ shape changes
     def grow(self, n_features: int):
@@ -302,15 +306,17 @@ class OrderStage:
             keep = np.zeros(m, dtype=bool)
             keep[:cap] = True
             self.rng.shuffle(keep)
-            released = (widen_rows(self.buf_X[:m][~keep], d_new), self.buf_y[:m][~keep].copy())
-            kept_X, kept_y = self.buf_X[:m][keep], self.buf_y[:m][keep]
+            released = (
+                widen_rows(self.buf_X[:m][~keep], d_new), self.buf_y[:m][~keep].copy(), self.buf_w[:m][~keep].copy()
+            )  # fmt: skip
+            kept_X, kept_y, kept_w = self.buf_X[:m][keep], self.buf_y[:m][keep], self.buf_w[:m][keep]
             m = cap
         else:
-            kept_X, kept_y = self.buf_X[:m], self.buf_y[:m]
+            kept_X, kept_y, kept_w = self.buf_X[:m], self.buf_y[:m], self.buf_w[:m]
         buf_X, buf_y = np.zeros((m, d_new)), np.zeros(m)  # grown again as rows arrive (_reserve)
         buf_X[:m, :d_old] = kept_X
         buf_y[:m] = kept_y
-        self.buf_X, self.buf_y, self.capacity = buf_X, buf_y, cap
+        self.buf_X, self.buf_y, self.buf_w, self.capacity = buf_X, buf_y, kept_w.copy(), cap
         self.state[S_BUF_N] = m
         res = min(self.res_capacity, guard_capacity(self.n_classes, d_new)) if self.guard else 0
         held = min(res, self.res_X.shape[1])
@@ -353,6 +359,7 @@ class OrderStage:
         arrays = {
             "pp_buf_X": self.buf_X[: 0 if sparse else buf_n].copy(),
             "pp_buf_y": self.buf_y[:buf_n].copy(),
+            "pp_buf_w": self.buf_w[:buf_n].copy(),
             "pp_state": self.state.copy(),
             "pp_res_X": self.res_X[:, : 0 if sparse else res_rows].copy(),
             "pp_res_n": self.res_n.copy(),
@@ -391,6 +398,8 @@ class OrderStage:
             arrays.get("pp_buf_y", np.zeros(0)), dtype=np.float64
         )  # none: saved before the buffer
         buf_n = st.buf_y.shape[0]
+        # saved before weights: every buffered row weighs 1
+        st.buf_w = np.array(arrays["pp_buf_w"], dtype=np.float64) if "pp_buf_w" in arrays else np.ones(buf_n)
         st.buf_X = np.zeros((0 if sparse else buf_n, st.n_features))
         if not sparse and not _zero_broadcast(arrays["pp_buf_X"]):  # serving states: zeros already
             st.buf_X[:buf_n] = arrays["pp_buf_X"]

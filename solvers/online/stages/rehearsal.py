@@ -76,17 +76,18 @@ class RehearsalStage:
             self.memory = RehearsalMemory(capacity, estimator.n_features_in_, self.seed)
         return self.memory.capacity > 0
 
-    def learn(self, estimator, X, labels) -> np.ndarray:
+    def learn(self, estimator, X, labels, weights) -> np.ndarray:
         """Each new row's step, then ``rehearsal`` steps on rows drawn from the memory
         (:func:`..budgeted._rehearsal.plan_rehearsal`), learned by ``estimator._learn_plan``;
-        returns the new rows' margins (f before their own step), (n,) or (n, K) float64."""
+        ``weights`` (n,) float64 are the rows' importance weights (a remembered row keeps its
+        own); returns the new rows' margins (f before their own step), (n,) or (n, K) float64."""
         memory = self.memory
         order, new_pos, gather = memory.extend(X, self.rehearsal)
-        X_ext, y_ext = memory.rows(X, labels, gather)
+        X_ext, y_ext, w_ext = memory.rows(X, labels, weights, gather)
         if not sp.issparse(X_ext):
             X_ext = np.ascontiguousarray(X_ext)
-        margins, alpha_ext = estimator._learn_plan(X_ext, y_ext, order, memory, gather)
-        memory.commit(X, labels, alpha_ext)
+        margins, alpha_ext = estimator._learn_plan(X_ext, y_ext, w_ext, order, memory, gather)
+        memory.commit(X, labels, weights, alpha_ext)
         return margins[new_pos]
 
     def clear(self) -> None:

@@ -135,7 +135,7 @@ class ScalerStage:
         self.has_gamma = gamma is not None
         self.needs_window = scaling != "none" or (gamma == "scale")
         self.warmup = int(warmup) if self.needs_window else 0
-        self.window_parts: list = []  # (X rows as given: dense or CSR, encoded labels)
+        self.window_parts: list = []  # (X rows as given: dense or CSR, encoded labels, weights)
         self.window_n = 0
         if not self.needs_window:
             self.kind, self.ready = "none", True
@@ -146,33 +146,42 @@ class ScalerStage:
         return self.window_n
 
     # ------------------------------------------------------------------ the stream
-    def feed(self, X, labels):
-        """Scale a received batch ``(X, labels)`` (raw features, encoded labels).
+    def feed(self, X, labels, weights):
+        """Scale a received batch ``(X, labels, weights)`` (raw features, encoded labels, (n,)
+        float64 importance weights; the window's scaling is not weighted: it bounds features).
 
         Returns None while the window stays open, else ``(window, rest)``: ``window`` the
-        window's rows scaled, in stream order, and their labels (None if the window closed
-        before this batch), ``rest`` the batch's rows after the window, scaled (None if none)."""
+        window's rows scaled, in stream order, their labels and weights (None if the window
+        closed before this batch), ``rest`` the batch's rows after the window, scaled (None if
+        none)."""
         if self.ready:
-            return None, (self.transform(X), labels)
+            return None, (self.transform(X), labels, weights)
         need = X.shape[0] if self.warmup == 0 else self.warmup - self.window_n
-        self.window_parts.append((X[:need], np.asarray(labels[:need], dtype=np.float64)))
+        self.window_parts.append(
+            (
+                X[:need],
+                np.asarray(labels[:need], dtype=np.float64),
+                np.asarray(weights[:need], dtype=np.float64),
+            )
+        )
         self.window_n += X[:need].shape[0]
         if self.window_n < max(1, self.warmup):
             return None
         window = self.close()
-        rest = (self.transform(X[need:]), labels[need:]) if need < X.shape[0] else None
+        rest = (self.transform(X[need:]), labels[need:], weights[need:]) if need < X.shape[0] else None
         return window, rest
 
     def close(self):
-        """Freeze scaling and γ from the window; returns its rows scaled and their labels, in
-        stream order (None if the window holds nothing)."""
+        """Freeze scaling and γ from the window; returns its rows scaled, their labels and
+        weights, in stream order (None if the window holds nothing)."""
         if not self.window_parts:
             return None
-        X = stack_rows([p for p, _ in self.window_parts])
-        labels = np.concatenate([y for _, y in self.window_parts])
+        X = stack_rows([p[0] for p in self.window_parts])
+        labels = np.concatenate([p[1] for p in self.window_parts])
+        weights = np.concatenate([p[2] for p in self.window_parts])
         scaled = self.fit_transform(X)
         self.window_parts, self.window_n = [], 0
-        return scaled, labels
+        return scaled, labels, weights
 
     def fit_transform(self, X):
         """Freeze the scaler and γ from the rows X and return X scaled, as :meth:`transform` would."""
@@ -220,13 +229,13 @@ class ScalerStage:
         pad = d_new - self.n_features
         self.offset = np.concatenate([self.offset, np.zeros(pad)])
         self.factor = np.concatenate([self.factor, np.ones(pad)])
-        self.window_parts = [(widen_rows(X, d_new), y) for X, y in self.window_parts]
+        self.window_parts = [(widen_rows(X, d_new), y, w) for X, y, w in self.window_parts]
         self.n_features = d_new
 
     def add_class(self) -> None:
         """One more class: from two to three the held labels go from ±1 to class indices."""
         if self.n_classes == 2:
-            self.window_parts = [(X, (y > 0).astype(np.float64)) for X, y in self.window_parts]
+            self.window_parts = [(X, (y > 0).astype(np.float64), w) for X, y, w in self.window_parts]
         self.n_classes += 1
 
     # ------------------------------------------------------------------ persistence
@@ -240,7 +249,7 @@ class ScalerStage:
             arrays = {"pp_factor_idx": changed, "pp_factor_val": self.factor[changed]}
             arrays["pp_offset"], arrays["pp_factor"] = np.zeros(0), np.zeros(0)
         if self.window_parts:
-            W = stack_rows([p for p, _ in self.window_parts])
+            W = stack_rows([p[0] for p in self.window_parts])
             if sp.issparse(W):
                 arrays.update(
                     pp_win_data=W.data,
@@ -249,7 +258,8 @@ class ScalerStage:
                 )
             else:
                 arrays["pp_win_dense"] = W
-            arrays["pp_win_y"] = np.concatenate([y for _, y in self.window_parts])
+            arrays["pp_win_y"] = np.concatenate([p[1] for p in self.window_parts])
+            arrays["pp_win_w"] = np.concatenate([p[2] for p in self.window_parts])
         meta = {
             "scaling": self.scaling,
             "ready": self.ready,
@@ -290,7 +300,14 @@ class ScalerStage:
                     (arrays["pp_win_data"], arrays["pp_win_indices"], arrays["pp_win_indptr"]),
                     shape=(y_n, st.n_features),
                 )
-            st.window_parts = [(W, np.array(arrays["pp_win_y"], dtype=np.float64))]
+            y = np.array(arrays["pp_win_y"], dtype=np.float64)
+            # saved before weights: every window row weighs 1
+            w = (
+                np.array(arrays["pp_win_w"], dtype=np.float64)
+                if "pp_win_w" in arrays
+                else np.ones(y.shape[0])
+            )
+            st.window_parts = [(W, y, w)]
             st.window_n = W.shape[0]
         return st
 
