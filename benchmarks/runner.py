@@ -43,6 +43,11 @@ BENCHMARKS: dict[str, Benchmark] = {
         "[--parts ...]",
         "Redis stream ingestion: throughput and lag, SIGKILL restarts, dead letters, Redis restart, trimming",
     ),
+    "bench_stream_ab": Benchmark(
+        "[--before DIR] [--rounds 3] [--tolerance 0.2] [--rebase]",
+        "Redis stream end to end (49,990 ijcnn1 `xb` entries, BSGD lookup-WD): examples/s, its ratio to the "
+        "solver alone in the same round (against the stored ratio), interleaved with another tree",
+    ),
     "bench_consume_long": Benchmark(
         "",
         "consume-only over a 200k-entry Redis stream (ijcnn1 four times, filled before the model exists): "

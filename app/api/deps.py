@@ -2,6 +2,9 @@
 (:mod:`svmstream.app.main`), as ``Annotated`` types::
 
     async def route(registry: RegistryDep, settings: SettingsDep): ...
+
+They are ``async`` so that FastAPI calls them on the event loop: a plain ``def`` dependency
+runs in the thread pool, a thread hop per dependency and request (three per ``/learn``).
 """
 
 from __future__ import annotations
@@ -16,20 +19,20 @@ from svmstream.app.models.registry import Registry
 from svmstream.app.settings import Settings
 
 
-def registry_of(request: Request) -> Registry:
+async def registry_of(request: Request) -> Registry:
     return request.app.state.registry
 
 
-def settings_of(request: Request) -> Settings:
+async def settings_of(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def latency_observer(request: Request) -> Callable[[str, str, float], None]:
+async def latency_observer(request: Request) -> Callable[[str, str, float], None]:
     """``observe(route, model, seconds)`` of the app's request latency histograms."""
     return request.app.state.request_metrics.observe
 
 
-def prometheus_of(request: Request) -> CollectorRegistry:
+async def prometheus_of(request: Request) -> CollectorRegistry:
     """The app's own Prometheus registry (built by :func:`svmstream.app.main.create_app`)."""
     return request.app.state.prometheus
 
