@@ -119,11 +119,7 @@ def _parse_dense(rows: list[Any], check_bools: bool) -> np.ndarray | None:
                 raise error
     if arr.shape[1] == 0:
         raise no_features("X[0]", 0)
-    return _finite(np.ascontiguousarray(arr, dtype=np.float64))
-
-
-def _finite(arr: np.ndarray) -> np.ndarray:
-    """``arr`` (n, d) float64, or the error naming its first non-finite value."""
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
     for i, j in nonfinite_cells(arr):
         raise not_finite(f"X[{i}][{j}]", arr[i, j], i)
     return arr
@@ -253,10 +249,8 @@ def parse_features(
 
     Parameters
     ----------
-    rows : list or ndarray
-        Dense lists and/or sparse ``{"index": value}`` objects, or the float64 matrix
-        :func:`~svmstream.app.ingest.decode_dense.decode_dense_body` read from dense lists of
-        JSON numbers (checked for finite values only).
+    rows : list
+        Dense lists and/or sparse ``{"index": value}`` objects.
     n_features : int, optional
         Dimension declared by the request: dense rows must have exactly this length,
         sparse indices must be below it (the CSR matrix gets this width).
@@ -274,9 +268,6 @@ def parse_features(
         Naming the field and the first offending example: not a list, empty batch,
         ragged rows, non-numbers, NaN/inf, bad sparse keys, index beyond ``n_features``.
     """
-    if isinstance(rows, np.ndarray) and rows.ndim == 2 and rows.dtype == np.float64 and rows.size:
-        X = _finite(rows)
-        return X if n_features is None else fit_width(X, n_features, "the request (n_features)")
     if not isinstance(rows, list):
         raise InvalidInput(f"X: expected a list of examples, got {describe(rows)}", field="X")
     if not rows:

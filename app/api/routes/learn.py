@@ -15,7 +15,6 @@ from svmstream.app.api.schemas import JSON_BODY_ERRORS, LearnRequest, LearnRespo
 from svmstream.app.cluster.append import append_learn
 from svmstream.app.errors import ModelNotFound, ServiceError
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
-from svmstream.app.ingest.decode_dense import decode_dense_body
 from svmstream.app.ingest.examples import parse_examples
 from svmstream.app.ingest.learn_tensors import parse_learn_tensors
 from svmstream.app.models.registry import Registry
@@ -46,12 +45,12 @@ def _submit_tensors(registry: Registry, body: bytes, header: str | None, default
 
 
 def _parse_and_submit(registry: Registry, body: bytes, default_model: str):
-    dense = decode_dense_body(body)  # a dense X read straight into float64 (None: any other body)
-    obj = decode_body(body) if dense is None else dense[0]
+    obj = decode_body(body)
     name = obj.get("model") if isinstance(obj, dict) else None
     handle = registry.get(name if isinstance(name, str) else default_model)
-    check_bools = dense is None and may_contain_bools(body)
-    batch = parse_examples(obj, handle.codec, check_bools=check_bools, has_schema=handle.fields is not None)
+    batch = parse_examples(
+        obj, handle.codec, check_bools=may_contain_bools(body), has_schema=handle.fields is not None
+    )
     if batch.rows is not None:
         return (
             handle.name,
