@@ -96,9 +96,11 @@ def pinned_probe(tmp: Path, env: dict, auth: dict, seconds: float = 20.0, client
                         time.sleep(0.05)
 
         time.sleep(1.0)
-        with HealthWatch(server.url) as idle:  # the machine's own /health latency, for comparison
+        with HealthWatch(
+            server.url, process=True
+        ) as idle:  # the machine's own /health latency, for comparison
             time.sleep(5.0)
-        with Peak(server.proc.pid) as rss, HealthWatch(server.url) as health:
+        with Peak(server.proc.pid) as rss, HealthWatch(server.url, process=True) as health:
             threads = [threading.Thread(target=pin, args=(v,)) for v in versions[:clients]]
             for t in threads:
                 t.start()
@@ -181,7 +183,7 @@ def remember_probe(
         time.sleep(3.0)
         started = time.perf_counter()
         body = {"model": "fb", "x": X.tolist(), "remember": True}
-        with Peak(server.proc.pid) as rss, HealthWatch(server.url, interval=0.1) as health:
+        with Peak(server.proc.pid) as rss, HealthWatch(server.url, interval=0.1, process=True) as health:
             _predict_clients(server.url, body, clients, per_client, statuses)
             time.sleep(3.0)  # a snapshotter round saves the store
         wall = time.perf_counter() - started
