@@ -108,14 +108,3 @@ def test_the_cache_stays_within_its_bytes_and_refuses_what_alone_exceeds_them():
     assert cache.stats()["versions"] == 3  # nothing dropped for a version that cannot fit
     cache.reserve(900)  # room made before a decode
     assert cache.stats()["bytes"] <= 100
-
-
-def test_peek_answers_only_what_is_held_and_never_decodes():
-    """What the /predict fast path asks before answering a pinned version on the event loop."""
-    cache = PinnedCache(max_bytes=1000, max_count=2)
-    assert cache.peek("a") is None and cache.stats()["decodes"] == 0
-    cache.get("a", lambda: ("v1", 100))
-    cache.get("b", lambda: ("v2", 100))
-    assert cache.peek("a") == "v1"  # now the most recently used
-    cache.get("c", lambda: ("v3", 100))  # drops the least recently used: b
-    assert cache.peek("b") is None and cache.peek("a") == "v1" and cache.stats()["decodes"] == 3

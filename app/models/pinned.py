@@ -97,15 +97,6 @@ class PinnedCache:
         future.set_result(value)
         return value
 
-    def peek(self, key: Hashable) -> Any:
-        """The value held for ``key`` (marked recently used), else None; never decodes."""
-        with self._lock:
-            held = self._held.get(key)
-            if held is None:
-                return None
-            self._held.move_to_end(key)
-            return held[0]
-
     def _admit(self, key: Hashable, value: Any, size: int) -> None:
         """Hold ``value`` (``size`` bytes), dropping the least recently used to make room.
         Raises PinnedBusy when it alone exceeds the bound (nothing is dropped then)."""

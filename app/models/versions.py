@@ -180,15 +180,6 @@ class Versions:
 
         return self.pinned.get((name, identity, int(version)), decode)
 
-    def held(self, name: str, version: int) -> ModelView | None:
-        """The view of ``version`` of ``name`` if it answers without a decode (the live view,
-        or a pinned version held decoded), else None.  Raises ModelNotFound."""
-        handle = self.registry.get(name)
-        live = handle.view
-        if version == live.version:
-            return live
-        return self.pinned.peek((name, handle.generation or id(handle), int(version)))
-
     # ------------------------------------------------------------------ rollback
     def rollback(self, name: str, version: int) -> dict[str, Any]:
         """Make ``version`` of ``name`` the live model, as a new version, and snapshot it at
