@@ -63,7 +63,7 @@ def write_route_bodies(url: str, pid: int, token: str, mb: float = 58.0, seconds
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     started = time.perf_counter()
-    with HealthWatch(url) as health:
+    with HealthWatch(url, process=True) as health:
         threads = [threading.Thread(target=one, args=(i,)) for i in range(len(ROUTES))]
         for t in threads:
             t.start()
@@ -90,7 +90,7 @@ def write_route_bodies(url: str, pid: int, token: str, mb: float = 58.0, seconds
 
 def quiet_health(url: str, seconds: float) -> dict:
     """``/health`` latency with nothing else sent, for ``seconds`` (the machine's own share)."""
-    with HealthWatch(url) as health:
+    with HealthWatch(url, process=True) as health:
         time.sleep(seconds)
     return {"health_p50_ms": round(health.p(0.5), 1), "health_p99_ms": round(health.p(0.99), 1),
             "health_requests": len(health.latencies_ms)}  # fmt: skip

@@ -8,8 +8,11 @@ probe runs, and the status code each abusive request got.
 
 from __future__ import annotations
 
+import json
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -92,18 +95,46 @@ def post_raw(
     return None
 
 
+_WATCH = """
+import json, sys, threading, time
+import httpx
+url, interval, timeout = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+latencies, failures = [], 0
+with httpx.Client(timeout=timeout) as client:
+    while not stop.is_set():
+        started = time.perf_counter()
+        try:
+            ok = client.get(url + "/health").status_code == 200
+        except httpx.HTTPError:
+            ok = False
+        latencies.append((time.perf_counter() - started) * 1000)
+        failures += not ok
+        stop.wait(interval)
+print(json.dumps([latencies, failures]))
+"""
+
+
 @dataclass
 class HealthWatch:
     """Polls ``GET /health`` every ``interval`` s in a thread; latencies in ms (a failed or
-    timed-out request counts as its time spent, at least the timeout)."""
+    timed-out request counts as its time spent, at least the timeout).  ``process``: poll from
+    a child process instead, so that the probe's own client threads (and their GIL) do not
+    delay the polls: what is measured is then the server's latency alone."""
 
     url: str
     interval: float = 0.02
     timeout: float = 10.0
     latencies_ms: list[float] = field(default_factory=list)
     failures: int = 0
+    process: bool = False
 
     def __enter__(self) -> HealthWatch:
+        if self.process:
+            args = [sys.executable, "-c", _WATCH, self.url, str(self.interval), str(self.timeout)]
+            self._child = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            return self
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -122,6 +153,12 @@ class HealthWatch:
                 self._stop.wait(self.interval)
 
     def __exit__(self, *exc) -> None:
+        if self.process:
+            out, _ = self._child.communicate("stop")
+            latencies, failures = json.loads(out)
+            self.latencies_ms += latencies
+            self.failures += failures
+            return
         self._stop.set()
         self._thread.join()
 

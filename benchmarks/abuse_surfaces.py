@@ -5,10 +5,11 @@
   (``/predict {"version": v}``, 15 KB bodies) back to back for 20 s: RSS growth (peak sampled
   every 20 ms, and after), ``/health`` latency meanwhile, the statuses (200, or 503 with
   ``Retry-After`` while another version is decoded);
-* :func:`remember_probe` -- an authenticated client remembers 1,000 rows, then tokenless clients
-  remember 1,000,000 rows (d = 22, ``/predict`` with ``remember``, 1,000 a request): RSS growth
-  against the tokenless quota, the store's figures, and whether every authenticated id is
-  still learned by ``/feedback``.
+* :func:`remember_probe` -- an authenticated client remembers 1,000 rows, the tokenless clients
+  send their requests once without ``remember`` (the server's own growth serving them, apart),
+  then remember 1,000,000 rows (d = 22, ``/predict`` with ``remember``, 1,000 a request): RSS
+  growth against the tokenless quota, the store's figures, and whether every authenticated id
+  is still learned by ``/feedback``.
 """
 
 from __future__ import annotations
@@ -95,9 +96,11 @@ def pinned_probe(tmp: Path, env: dict, auth: dict, seconds: float = 20.0, client
                         time.sleep(0.05)
 
         time.sleep(1.0)
-        with HealthWatch(server.url) as idle:  # the machine's own /health latency, for comparison
+        with HealthWatch(
+            server.url, process=True
+        ) as idle:  # the machine's own /health latency, for comparison
             time.sleep(5.0)
-        with Peak(server.proc.pid) as rss, HealthWatch(server.url) as health:
+        with Peak(server.proc.pid) as rss, HealthWatch(server.url, process=True) as health:
             threads = [threading.Thread(target=pin, args=(v,)) for v in versions[:clients]]
             for t in threads:
                 t.start()
@@ -124,17 +127,36 @@ def pinned_probe(tmp: Path, env: dict, auth: dict, seconds: float = 20.0, client
     }
 
 
+def _predict_clients(url: str, body: dict, clients: int, per_client: int, statuses: dict) -> None:
+    """``clients`` tokenless clients each sending ``body`` to ``/predict`` ``per_client`` times;
+    counts the statuses in ``statuses``."""
+    lock = threading.Lock()
+
+    def run() -> None:
+        with httpx.Client(base_url=url, timeout=120) as c:
+            for _ in range(per_client):
+                code = c.post("/predict", json=body).status_code
+                with lock:
+                    statuses[code] = statuses.get(code, 0) + 1
+
+    threads = [threading.Thread(target=run) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def remember_probe(
     tmp: Path, env: dict, auth: dict, rows: int = 1_000_000, open_mib: int = 64, clients: int = 4
 ) -> dict:
     """See the module docstring (``open_mib``: the tokenless quota, all of it one model's)."""
     quota = open_mib << 20
     settings = {
+        "SVMSTREAM_SNAPSHOT_INTERVAL_S": "2",
         **env,
         "SVMSTREAM_FEEDBACK_MAX_BYTES": str(2 * quota),
         "SVMSTREAM_FEEDBACK_OPEN_MAX_BYTES": str(quota),
         "SVMSTREAM_FEEDBACK_OPEN_MODEL_BYTES": str(quota),
-        "SVMSTREAM_SNAPSHOT_INTERVAL_S": "2",
     }
     rng = np.random.default_rng(2)
     X = rng.normal(size=(1000, 22)).round(4)
@@ -153,25 +175,16 @@ def remember_probe(
             mine = client.post(
                 "/predict", json={"model": "fb", "x": X.tolist(), "remember": True}, headers=auth
             ).json()["ids"]
-        body = {"model": "fb", "x": X.tolist(), "remember": True}
         per_client = rows // (1000 * clients)
         statuses: dict[int, int] = {}
-        lock = threading.Lock()
-
-        def remember() -> None:
-            with httpx.Client(base_url=server.url, timeout=120) as c:
-                for _ in range(per_client):
-                    code = c.post("/predict", json=body).status_code
-                    with lock:
-                        statuses[code] = statuses.get(code, 0) + 1
-
+        # the same requests without remember first: the server's own growth serving them
+        serving_before = rss_mb(server.proc.pid)
+        _predict_clients(server.url, {"model": "fb", "x": X.tolist()}, clients, per_client, {})
+        time.sleep(3.0)
         started = time.perf_counter()
-        with Peak(server.proc.pid) as rss, HealthWatch(server.url, interval=0.1) as health:
-            threads = [threading.Thread(target=remember) for _ in range(clients)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+        body = {"model": "fb", "x": X.tolist(), "remember": True}
+        with Peak(server.proc.pid) as rss, HealthWatch(server.url, interval=0.1, process=True) as health:
+            _predict_clients(server.url, body, clients, per_client, statuses)
             time.sleep(3.0)  # a snapshotter round saves the store
         wall = time.perf_counter() - started
         after = rss_mb(server.proc.pid)
@@ -190,6 +203,7 @@ def remember_probe(
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
         "tokenless_quota_mib": open_mib,
         "store_bound_mib": 2 * open_mib,
+        "rss_growth_serving_without_remember_mib": round(rss.before - serving_before, 1),
         "rss_before_mb": round(rss.before, 1),
         "rss_peak_growth_mib": round(rss.peak - rss.before, 1),
         "rss_growth_after_mib": round(after - rss.before, 1),

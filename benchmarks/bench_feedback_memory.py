@@ -16,7 +16,8 @@ import numpy as np
 import psutil
 
 from benchmarks.common import machine, write_results
-from svmstream.app.models.feedback_store import MemoryStore, encode_row
+from svmstream.app.models.feedback_memory import MemoryStore
+from svmstream.app.models.feedback_store import encode_row
 
 
 def main() -> None:

@@ -208,3 +208,28 @@ def test_ordinary_requests_skip_the_route_and_the_rest_reach_it(spied, monkeypat
     monkeypatch.setattr(fast_predict, "INLINE_WORK", 3)  # one row: at least 1 SV x 4 features
     assert c.post("/predict", json={"model": "m", "X": X[:1].tolist()}).status_code == 200
     assert len(routed) == 4
+
+
+def test_a_lazily_restored_model_and_a_pinned_version_take_the_route(tmp_path, monkeypatch):
+    """Neither decodes a file on the event loop: a model restored from its header decodes its
+    snapshot on its first prediction, a pinned version may be decoded from its file."""
+    routed = []
+    real = predict_route._predict
+    monkeypatch.setattr(predict_route, "_predict", lambda r, b, *rest: routed.append(b) or real(r, b, *rest))
+    settings = Settings(snapshot_dir=tmp_path / "snap", warm_up=False, create_default_model=False)
+    with TestClient(create_app(settings)) as c:
+        cfg = {"budget": 40, "gamma": 1.0, "C": 10.0, "n_samples": 400, "warmup": 0}
+        assert c.put("/models/m", json=cfg).status_code in (200, 201)
+        assert c.post("/learn", json={"model": "m", "X": X.tolist(), "y": Y.tolist()}).status_code == 200
+        version = c.post("/models/m/snapshot").json()["version"]
+        before = c.post("/predict", json={"model": "m", "X": X[:3].tolist()}).json()
+    routed.clear()
+    with TestClient(create_app(settings)) as c:
+        assert not c.app.state.registry.get("m").loaded  # restored from the header alone
+        first = c.post("/predict", json={"model": "m", "X": X[:3].tolist()})
+        assert first.status_code == 200 and len(routed) == 1
+        assert first.json()["decision"] == before["decision"]
+        assert c.post("/predict", json={"model": "m", "X": X[:3].tolist()}).status_code == 200
+        assert len(routed) == 1  # decoded now: the fast path answers
+        pinned = c.post("/predict", json={"model": "m", "X": X[:3].tolist(), "version": version})
+        assert pinned.status_code == 200 and len(routed) == 2

@@ -15,7 +15,10 @@ histogram, the same orjson body and headers -- without FastAPI:
 * ``POST`` to exactly ``/predict`` (no ``root_path``), a JSON ``Content-Type``, a
   ``Content-Length`` of at most :data:`FAST_BODY_BYTES` (and ``MAX_BODY_BYTES``);
 * the token, when reads need one, given and right (``Authorization: Bearer``);
-* the solver warm-up finished (a prediction may not wait for a compile on the loop);
+* the solver warm-up finished (a prediction may not wait for a compile on the loop), and the
+  model decoded (a lazily restored model decodes its snapshot on its first prediction: 1.5 s
+  of a 60 MB one blocked the event loop; the route does that in its thread pool);
+* no ``version`` in the body (a pinned version may be decoded from its file);
 * the batch is small for the model: rows x support vectors x features at most
   :data:`INLINE_WORK` (~0.3 ms of kernel work; B = 500, d = 22: up to 90 rows).
 
@@ -77,11 +80,14 @@ class PredictFastPath:
             return await self.app(scope, receive, send)
         started = time.perf_counter()
         messages, body = await _read(receive)
-        if body is not None:
+        # a pinned version: the route's thread pool parses and answers it (it may decode the
+        # version's file).  Parsing it here first cost the event loop ~10 % of its time under 8
+        # pinning clients; answering held versions here too made /health p99 278-300 ms
+        # against 92-117 ms through the route (benchmarks/abuse_surfaces.py, load 10)
+        if body is not None and b'"version"' not in body:
             try:
                 name, obj, batch = parse_predict(registry, body, settings.default_model)
                 answer = None
-                # a pinned version is decoded from its file: the route's thread pool does that
                 if "version" not in obj and _inline_work(registry, name, batch) <= INLINE_WORK:
                     answer = answer_predict(
                         registry, name, obj, batch, authenticated=_has_token(scope, settings)
@@ -145,7 +151,10 @@ def _has_token(scope, settings) -> bool:
 
 def _inline_work(registry, name: str, batch) -> int:
     """Rows x support vectors x features of predicting ``batch`` with model ``name``."""
-    view = registry.get(name).view
+    handle = registry.get(name)
+    if not handle.loaded:  # a lazily restored model decodes its snapshot on first use: not here
+        return INLINE_WORK + 1
+    view = handle.view
     n_sv = int(view.stats.get("n_support_vectors") or 0)
     return batch.n * max(1, n_sv) * max(1, int(view.n_features or batch.X.shape[1]))
 

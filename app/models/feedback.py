@@ -31,14 +31,15 @@ from svmstream.app.errors import InvalidInput
 from svmstream.app.ingest.decode import describe
 from svmstream.app.ingest.weights import parse_weights
 from svmstream.app.models.feedback_ledger import Ledger
+from svmstream.app.models.feedback_memory import MemoryStore
 from svmstream.app.models.feedback_meters import ServedMeter
-from svmstream.app.models.feedback_store import MemoryStore, RedisStore, belongs, decode_row, encode_row
+from svmstream.app.models.feedback_store import RedisStore, RowBatch, belongs, decode_row
 
 log = logging.getLogger("svmstream.feedback")
 
 #: Most ids in one ``/feedback`` body.
 MAX_FEEDBACK_IDS = 100_000
-#: Longest id accepted (ours are 22 characters).
+#: Longest id accepted (ours are 22 characters in Redis, 32 in the process).
 MAX_ID_CHARS = 64
 
 
@@ -131,7 +132,7 @@ class Feedback:
 
     Parameters
     ----------
-    store : :class:`~.feedback_store.MemoryStore` or :class:`~.feedback_store.RedisStore`
+    store : :class:`~.feedback_memory.MemoryStore` or :class:`~.feedback_store.RedisStore`
     ttl_s : float, ``feedback_ttl_s``
     window : int, ``feedback_window``
     ledger_dir : Path or None, where the ledgers' logs go (None: in memory only)
@@ -157,7 +158,7 @@ class Feedback:
     ) -> list[str]:
         """Keep each row of a served prediction; returns one id per row (in order).  A
         tokenless request (``authenticated`` False) writes into its model's tokenless quota
-        (:class:`~.feedback_store.MemoryStore`), which never evicts an authenticated record.
+        (:class:`~.feedback_memory.MemoryStore`), which never evicts an authenticated record.
 
         ``X``: the rows as conformed for ``view`` (dense float64 (n, d) or CSR); ``decision``:
         (n,) or (n, K) float64; ``labels``: the served JSON labels; ``proba``: the served
@@ -166,13 +167,10 @@ class Feedback:
         row cost a single-row prediction 0.12 ms of its 0.17 ms of remembering)."""
         now = time.time()
         generation = self.generation_of(view.name)
-        records = [
-            encode_row(
-                view.name, view.version, now, X, i, orjson.dumps(labels[i]), decision, proba, generation
-            )
-            for i in range(X.shape[0])
-        ]
-        return self.store.put(records, now, model=view.name, authenticated=authenticated)
+        batch = RowBatch(
+            view.name, view.version, now, X, [orjson.dumps(v) for v in labels], decision, proba, generation
+        )
+        return self.store.put_batch(batch, now, model=view.name, authenticated=authenticated)
 
     # ------------------------------------------------------------------ ledgers, meters
     def ledger(self, handle) -> Ledger:
@@ -322,7 +320,7 @@ class Feedback:
 
 def open_feedback(settings, registry) -> Feedback:
     """The process's :class:`Feedback`: a :class:`~.feedback_store.RedisStore` with
-    ``redis_url``, else a :class:`~.feedback_store.MemoryStore` kept in
+    ``redis_url``, else a :class:`~.feedback_memory.MemoryStore` kept in
     ``<snapshot_dir>/.feedback/store.json`` (when snapshots are on); ledgers in
     ``<snapshot_dir>/.feedback/``.  A learner also compacts a model's ledger at each snapshot."""
     folder = Path(settings.snapshot_dir) / ".feedback" if registry.store is not None else None

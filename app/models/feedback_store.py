@@ -3,13 +3,15 @@
 A ``POST /predict`` with ``remember`` keeps, per row, what ``POST /feedback`` needs to learn it
 later and to score what was served: the features as the model received them (after decoding
 and conforming to its dimension, before any scaling), the served label, decision values,
-probabilities and the model version, under an opaque id (``secrets.token_urlsafe(16)``: 128
-random bits, never derived from the row or the time).  A record is a flat ``{field: bytes}``
+probabilities and the model version, under an opaque id (128 random bits, never derived from
+the row or the time: ``secrets.token_urlsafe(16)`` in Redis; in the process the same bits and
+where the record lies, :mod:`.feedback_memory`).  A record is a flat ``{field: bytes}``
 mapping (:func:`encode_row`, :func:`decode_row`) so that both stores hold the same thing:
 
-* :class:`MemoryStore` (the embedded default): an insertion-ordered dict in the process,
-  saved to ``<snapshot_dir>/.feedback/store.json`` by the snapshotter and at shutdown, read
-  back at start-up;
+* :class:`~.feedback_memory.MemoryStore` (the embedded default): records packed into chunks of
+  anonymous memory, outside Python's object allocator, saved to
+  ``<snapshot_dir>/.feedback/store.json`` by the snapshotter and at shutdown, read back at
+  start-up;
 * :class:`RedisStore` (``SVMSTREAM_REDIS_URL`` set): one Redis hash per id with the TTL, an
   index (sorted set by expiry) and a byte count kept by one Lua script, so that the learner
   finds what any replica remembered.
@@ -22,14 +24,10 @@ snapshots, so that a stream replayed after a crash finds its rows again.
 
 from __future__ import annotations
 
-import base64
 import json
-import os
 import secrets
-import threading
+import struct
 import time
-from collections import OrderedDict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,11 +35,6 @@ import scipy.sparse as sp
 
 #: Bytes counted per record besides its field values (key, dict or hash overhead).
 RECORD_OVERHEAD = 160
-
-#: Further bytes a record costs in the process (its dict and one bytes object per field): with
-#: it, the counted bytes of :class:`MemoryStore` match its RSS growth (1,000,000 rows of d = 22
-#: remembered under a 64 MiB bound: ``docs/feedback.md``).
-MEMORY_OVERHEAD = 900
 
 Record = dict[str, bytes]
 
@@ -102,6 +95,96 @@ def encode_row(
     return rec
 
 
+#: A field of a packed record (:mod:`.feedback_memory`): key length (u1), value length (u4).
+FIELD = struct.Struct("<BI")
+
+
+def _field(key: str, value: bytes) -> bytes:
+    return FIELD.pack(len(key), len(value)) + key.encode() + value
+
+
+def _row(packed, i: int):
+    _, data, w = packed
+    return data[i * w : (i + 1) * w]
+
+
+class RowBatch:
+    """The rows of one served prediction, to remember: :meth:`records` (one flat mapping per
+    row, as :func:`encode_row`) for Redis, :meth:`parts` (the packed fields of a row, the
+    fields shared by the batch built once) for the embedded store, which so keeps no
+    per-row object while remembering.  Parameters as :func:`encode_row`, ``labels`` the served
+    labels as JSON bytes, one per row.
+
+    Examples
+    --------
+    >>> X = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> batch = RowBatch("m", 1, 0.0, X, [b"0", b"1"], X[:, 0], None)
+    >>> from svmstream.app.models.feedback_memory import unpack_record
+    >>> unpack_record(b"".join(batch.parts(1))) == batch.records()[1]
+    True
+    """
+
+    def __init__(self, model, version, t, X, labels, decision, proba, generation=None):
+        self.model, self.version, self.t, self.X = model, version, t, X
+        self.labels, self.decision, self.proba, self.generation = labels, decision, proba, generation
+        self._sparse = sp.issparse(X)
+        self._common = self._shared()
+
+    def __len__(self) -> int:
+        return self.X.shape[0]
+
+    def records(self) -> list[Record]:
+        args = (self.decision, self.proba, self.generation)
+        return [
+            encode_row(self.model, self.version, self.t, self.X, i, self.labels[i], *args)
+            for i in range(len(self))
+        ]
+
+    def parts(self, i: int) -> list:
+        """The packed fields of row ``i`` (bytes and memoryviews, in :func:`encode_row`'s
+        order)."""
+        head, mid, dv, x, tail, p = self._common
+        parts = [head, _field("l", self.labels[i]), dv[0], _row(dv, i)]
+        if self._sparse:
+            X = self.X
+            lo, hi = X.indptr[i], X.indptr[i + 1]
+            xs = np.ascontiguousarray(X.data[lo:hi], dtype="<f8").tobytes()
+            ix = np.ascontiguousarray(X.indices[lo:hi], dtype="<i8").tobytes()
+            parts += [mid, _field("x", xs), _field("i", ix)]
+        else:
+            parts += [mid, x[0], _row(x, i)]
+        if p is not None:
+            parts += [tail, p[0], _row(p, i)]
+        return parts
+
+    def _shared(self):
+        """What every row shares (packed once) and the per-row arrays as memoryviews."""
+        X = self.X
+
+        def rows(a, key):  # (field header, the rows' bytes, bytes a row)
+            a = np.ascontiguousarray(a, dtype="<f8").reshape(len(self), -1)
+            w = a.shape[1] * 8
+            return FIELD.pack(len(key), w) + key.encode(), memoryview(a).cast("B"), w
+
+        head = b"".join(
+            [
+                _field("m", self.model.encode()),
+                _field("v", str(int(self.version)).encode()),
+                _field("t", repr(float(self.t)).encode()),
+                _field("w", str(int(X.shape[1])).encode()),
+            ]
+        )
+        mid = (_field("g", self.generation.encode()) if self.generation is not None else b"") + _field(
+            "k", b"s" if self._sparse else b"d"
+        )
+        x = None if self._sparse else rows(X, "x")
+        tail = p = None
+        if self.proba is not None:
+            classes, proba = self.proba
+            tail, p = _field("c", json.dumps(classes).encode()), rows(proba, "p")
+        return head, mid, rows(self.decision, "dv"), x, tail, p
+
+
 def belongs(rec: Record | None, name: str, generation: str | None) -> bool:
     """Whether a stored record was remembered by model ``name`` of ``generation`` (not by
     another model, nor by a model of that name replaced since)."""
@@ -144,229 +227,6 @@ def open_quotas(max_bytes: int, total: int | None, per_model: int | None) -> tup
     return total, min(total, int(max_bytes // 16 if per_model is None else per_model))
 
 
-class Quota:
-    """Records of one token class (and model, for tokenless ones): insertion-ordered, bounded."""
-
-    __slots__ = ("items", "bytes", "max_bytes")
-
-    def __init__(self, max_bytes: int):
-        self.items: OrderedDict[str, tuple[float, Record, int]] = OrderedDict()
-        self.bytes = 0
-        self.max_bytes = int(max_bytes)
-
-    def pop_oldest(self) -> int:
-        """Drop the oldest record; returns its bytes."""
-        size = self.items.popitem(last=False)[1][2]
-        self.bytes -= size
-        return size
-
-
-class MemoryStore:
-    """Remembered predictions in the process (thread-safe), in quotas by token class.
-
-    Records stored by authenticated requests (``authenticated=True``: the token, or a server
-    without one) share one quota of ``max_bytes - open_total_bytes``; tokenless ones (a token
-    is configured and the request has none) go into a quota per model of ``open_model_bytes``,
-    all of them together within ``open_total_bytes``: a tokenless client evicts only tokenless
-    records, never what an authenticated client stored (``docs/feedback.md``).
-
-    Parameters
-    ----------
-    ttl_s : float, seconds a record lives
-    max_bytes : int, bound of the counted bytes (:func:`record_bytes` + :data:`MEMORY_OVERHEAD`)
-        of every quota together; oldest evicted first within each quota
-    path : Path or None, where :meth:`save` writes and the constructor reads (None: not kept)
-    open_total_bytes : int, optional, the tokenless quotas together (default: a quarter)
-    open_model_bytes : int, optional, one model's tokenless quota (default: a sixteenth)
-    """
-
-    kind = "memory"
-
-    def __init__(
-        self,
-        ttl_s: float,
-        max_bytes: int,
-        path: Path | None = None,
-        open_total_bytes: int | None = None,
-        open_model_bytes: int | None = None,
-    ):
-        self.ttl_s = float(ttl_s)
-        self.max_bytes = int(max_bytes)
-        self.open_total_bytes, self.open_model_bytes = open_quotas(
-            max_bytes, open_total_bytes, open_model_bytes
-        )
-        self.path = path
-        self._lock = threading.Lock()
-        self._auth = Quota(self.max_bytes - self.open_total_bytes)
-        self._open: dict[str, Quota] = {}
-        self.open_bytes = 0
-        self.evicted = 0
-        self.evicted_open = 0
-        self.expired = 0
-        self._dirty = False
-        if path is not None and path.exists():
-            self._load(path)
-
-    bytes = property(lambda self: self._auth.bytes + self.open_bytes)
-
-    def _quota(self, model: str | None, authenticated: bool) -> Quota:
-        if authenticated or model is None:
-            return self._auth
-        quota = self._open.get(model)
-        if quota is None:
-            quota = self._open[model] = Quota(self.open_model_bytes)
-        return quota
-
-    def put(
-        self,
-        records: list[Record],
-        now: float | None = None,
-        *,
-        model: str | None = None,
-        authenticated: bool = True,
-    ) -> list[str]:
-        """Store ``records`` of ``model`` in the quota of their token class; returns their new
-        ids (in order)."""
-        now = time.time() if now is None else now
-        ids = [new_id() for _ in records]
-        with self._lock:
-            self._drop_expired(now)
-            quota = self._quota(model, authenticated)
-            added = 0
-            for rid, rec in zip(ids, records):
-                size = record_bytes(rec) + MEMORY_OVERHEAD
-                quota.items[rid] = (now + self.ttl_s, rec, size)
-                quota.bytes += size
-                added += size
-            if quota is not self._auth:
-                self.open_bytes += added
-            self._evict(quota)
-            self._dirty = True
-        return ids
-
-    def _evict(self, quota: Quota) -> None:
-        """Oldest first: ``quota`` within its bound; tokenless quotas within their total (the
-        largest gives first)."""
-        while quota.bytes > quota.max_bytes and quota.items:
-            size = quota.pop_oldest()
-            if quota is self._auth:
-                self.evicted += 1
-            else:
-                self.open_bytes -= size
-                self.evicted_open += 1
-        while self.open_bytes > self.open_total_bytes:
-            largest = max(self._open.values(), key=lambda q: q.bytes)
-            if not largest.items:
-                break
-            self.open_bytes -= largest.pop_oldest()
-            self.evicted_open += 1
-
-    def get(self, ids: list[str], now: float | None = None, model: str | None = None) -> list[Record | None]:
-        """The records of ``ids`` (None for an unknown, evicted or expired id); tokenless
-        records are found with their ``model`` only."""
-        now = time.time() if now is None else now
-        out: list[Record | None] = []
-        with self._lock:
-            pools = [self._auth.items]
-            if model is not None and model in self._open:
-                pools.append(self._open[model].items)
-            for rid in ids:
-                item = None
-                if isinstance(rid, str):
-                    for pool in pools:
-                        item = pool.get(rid)
-                        if item is not None:
-                            break
-                out.append(item[1] if item is not None and item[0] > now else None)
-        return out
-
-    def _drop_expired(self, now: float) -> None:
-        for quota in (self._auth, *self._open.values()):
-            items = quota.items
-            while items:
-                rid, (expires, _, size) = next(iter(items.items()))
-                if expires > now:
-                    break
-                del items[rid]
-                quota.bytes -= size
-                if quota is not self._auth:
-                    self.open_bytes -= size
-                self.expired += 1
-                self._dirty = True
-
-    def stats(self) -> dict[str, Any]:
-        """``{"kind", "records", "bytes", "max_bytes", "evicted", "expired", "open_records",
-        "open_bytes", "open_evicted"}`` (``open_*``: the tokenless quotas)."""
-        with self._lock:
-            self._drop_expired(time.time())
-            open_records = sum(len(q.items) for q in self._open.values())
-            return {
-                "kind": self.kind,
-                "records": len(self._auth.items) + open_records,
-                "bytes": self.bytes,
-                "max_bytes": self.max_bytes,
-                "evicted": self.evicted + self.evicted_open,
-                "expired": self.expired,
-                "open_records": open_records,
-                "open_bytes": self.open_bytes,
-                "open_evicted": self.evicted_open,
-            }
-
-    def save(self) -> bool:
-        """Write the records (atomically) if they changed since the last save; returns whether
-        a file was written.  Format: one JSON line per record, ``[id, expires, {field: base64},
-        model or null]`` (null: an authenticated record), after a first line ``{"format": 2}``;
-        written record by record, never held whole in memory."""
-        if self.path is None:
-            return False
-        with self._lock:
-            if not self._dirty:
-                return False
-            self._drop_expired(time.time())
-            quotas = [(None, list(self._auth.items.items()))]
-            quotas += [(m, list(q.items.items())) for m, q in self._open.items()]
-            self._dirty = False
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with open(tmp, "w") as f:
-            f.write('{"format": 2}\n')
-            for model, items in quotas:
-                for rid, (expires, rec, _) in items:
-                    fields = {k: base64.b64encode(v).decode() for k, v in rec.items()}
-                    f.write(json.dumps([rid, expires, fields, model]) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        return True
-
-    def _load(self, path: Path) -> None:
-        try:
-            with open(path) as f:
-                first = f.readline()
-                if json.loads(first).get("format") == 2:
-                    rows = (json.loads(line) for line in f)
-                else:  # format 1: one JSON object holding every (authenticated) record
-                    rows = iter(json.loads(first + f.read())["records"])
-                self._load_rows(rows)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return
-
-    def _load_rows(self, rows) -> None:
-        now = time.time()
-        for row in rows:
-            rid, expires, fields = row[:3]
-            model = row[3] if len(row) > 3 else None
-            if expires <= now:
-                continue
-            rec = {k: base64.b64decode(v) for k, v in fields.items()}
-            size = record_bytes(rec) + MEMORY_OVERHEAD
-            quota = self._quota(model, model is None)
-            quota.items[rid] = (float(expires), rec, size)
-            quota.bytes += size
-            if quota is not self._auth:
-                self.open_bytes += size
-
-
 # KEYS: index (zset "size:id" by expiry), byte count, evictions; ARGV: now, max bytes, prefix,
 # then (member, expiry) pairs of the records just written
 _ADMIT = """
@@ -403,9 +263,9 @@ class RedisStore:
     Parameters
     ----------
     client : redis.Redis (``decode_responses=False``)
-    ttl_s, max_bytes : as :class:`MemoryStore`
+    ttl_s, max_bytes : as :class:`~.feedback_memory.MemoryStore`
     prefix : str, key prefix of the hashes, the index and the counters
-    open_total_bytes, open_model_bytes : as :class:`MemoryStore`; in Redis each model's
+    open_total_bytes, open_model_bytes : as :class:`~.feedback_memory.MemoryStore`; in Redis each model's
         tokenless quota is bounded (index ``<prefix>_open:<model>_index``), authenticated records
         within ``max_bytes - open_total_bytes``
     """
@@ -465,6 +325,10 @@ class RedisStore:
         pipe.execute()
         return ids
 
+    def put_batch(self, batch: RowBatch, now: float | None = None, **quota) -> list[str]:
+        """:meth:`put` of a :class:`RowBatch`'s records."""
+        return self.put(batch.records(), now, **quota)
+
     def get(self, ids: list[str], now: float | None = None, model: str | None = None) -> list[Record | None]:
         """The records of ``ids`` (None for unknown, evicted or expired; every quota's records
         are hashes by id, so ``model`` is not needed)."""
@@ -480,7 +344,7 @@ class RedisStore:
         return out
 
     def stats(self) -> dict[str, Any]:
-        """As :meth:`MemoryStore.stats` (``expired``: not counted by Redis, None)."""
+        """As :meth:`~.feedback_memory.MemoryStore.stats` (``expired``: not counted by Redis, None)."""
         pipe = self.client.pipeline(transaction=False)
         pipe.zcard(self.keys[0])
         pipe.get(self.keys[1])
