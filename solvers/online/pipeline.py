@@ -34,7 +34,6 @@ Source of the composition: River's ``compose.Pipeline`` and scikit-learn's ``Pip
 
 from __future__ import annotations
 
-import copy as _copy
 from numbers import Integral
 
 import numpy as np
@@ -487,18 +486,6 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         out["examples_seen"] = self.n_seen_
         out["weights"] = self.weight_figures()
         return out
-
-    def published_copy(self):
-        """A copy for predictions that shares what the learner never rewrites
-        (:func:`..budgeted._publish.published_copy`); the drift monitor is shared (read for
-        its counts only), the order stage shallow-copied (its counts)."""
-        copy = object.__new__(type(self))
-        copy.__dict__.update(self.__dict__)
-        copy.model_ = self.model_.published_copy()
-        copy._calibration = self._calibration.published_copy()
-        copy._scaler = self._scaler.published_copy()
-        copy._order = _copy.copy(self._order)
-        return copy
 
 
 for _name in DELEGATED:

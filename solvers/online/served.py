@@ -4,6 +4,7 @@ last, its warm copy and its byte estimate, read from the pipeline's stages and e
 
 from __future__ import annotations
 
+import copy as _copy
 from typing import Any, ClassVar
 
 import numpy as np
@@ -140,3 +141,15 @@ class ServedPipeline:
             params.get("budget", 2), n_features, self.shuffle_buffer, self.run_guard, max(2, int(n_classes)),
             params.get("maintenance", "merge"), kernel, params.get("sv_storage", "dense"), memory,
         )  # fmt: skip
+
+    def published_copy(self):
+        """A copy for predictions that shares what the learner never rewrites
+        (:func:`..budgeted._publish.published_copy`); the drift monitor is shared (read for
+        its counts only), the order stage shallow-copied (its counts)."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy.model_ = self.model_.published_copy()
+        copy._calibration = self._calibration.published_copy()
+        copy._scaler = self._scaler.published_copy()
+        copy._order = _copy.copy(self._order)
+        return copy
