@@ -186,3 +186,50 @@ def test_named_field_rows_on_each_task(task, start_server, tmp_path):
     if task == "regression":  # it learned the target from the named fields on its raw scale
         _, yt = _events(300, seed=4)
         assert float(np.sqrt(np.mean((served - yt) ** 2))) < 0.5 * float(np.std(yt))
+
+
+@pytest.mark.parametrize("task", ["regression", "novelty"])
+def test_weights_on_stream_entries_of_each_task(task, redis_server, tmp_path):
+    """``w`` on Redis stream entries of a regression model (numeric ``y``) and of a novelty model
+    (no ``y``): a bad ``w`` is dead-lettered naming ``w``, the others learn as the in-process
+    pipeline's ``sample_weight``; an entry without ``w`` weighs 1; the account holds."""
+    import orjson
+
+    from tests.test_stream import n_seen, produce, stream_settings, streaming, unique, wait_for
+
+    r = redis_server.client()
+    name = unique(f"w-{task}")
+    settings = stream_settings(tmp_path, redis_server.url)
+    key, dead_key, _ = settings.stream_keys(name)
+    X, y = TASK_DATA[task](900, 5)
+    w = _weights(900, seed=6)
+    w[::3] = 1.0  # written without a w
+    entries, bad = [], [b"-1", b"true", b'"x"', b"nan"]
+    for i in range(900):
+        fields = {b"x": orjson.dumps(X[i].tolist())}
+        if y is not None:
+            fields[b"y"] = repr(float(y[i])).encode()
+        if i % 100 == 40:
+            entries.append({**fields, b"w": bad[(i // 100) % len(bad)]})
+        if i % 3:
+            fields[b"w"] = repr(float(w[i])).encode()
+        entries.append(fields)
+    with streaming(settings, name, {"task": task, "random_state": 0}) as (registry, manager):
+        produce(r, key, entries)
+        wait_for(lambda: n_seen(registry, name) == 900, what="all good entries applied")
+        assert manager.consumers[name].dead_letters == 9
+        _, served = registry.predict(name, X[::5])
+        handle = registry.get(name)
+        info = handle.info()
+        local = make_estimator(handle.config)
+    reasons = [d[b"reason"].decode() for _, d in r.xrange(dead_key)]
+    assert len(reasons) == 9 and all(reason.startswith("w: a weight must be") for reason in reasons), reasons
+    examples = info["examples"]
+    assert (
+        examples["received"]
+        == len(entries)
+        == examples["learned"] + examples["pending"] + examples["refused"]
+    )
+    assert examples["refused"] == 9
+    local.partial_fit(X, y, sample_weight=w) if y is not None else local.partial_fit(X, sample_weight=w)
+    assert float(np.max(np.abs(np.asarray(served) - local.decision_function(X[::5])))) <= 1e-12
