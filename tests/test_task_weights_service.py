@@ -233,3 +233,38 @@ def test_weights_on_stream_entries_of_each_task(task, redis_server, tmp_path):
     assert examples["refused"] == 9
     local.partial_fit(X, y, sample_weight=w) if y is not None else local.partial_fit(X, sample_weight=w)
     assert float(np.max(np.abs(np.asarray(served) - local.decision_function(X[::5])))) <= 1e-12
+
+
+@pytest.mark.parametrize("task", ["regression", "novelty"])
+def test_weights_on_feedback_of_each_task_equal_learn(task, start_server, tmp_path):
+    """``POST /feedback`` with ``w`` on remembered rows (true values, or 0/1 evaluation labels):
+    the same model as ``/learn`` of those rows with the same ``w``; a bad ``w`` is a 422 naming
+    ``w[i]`` that learns nothing; the account holds."""
+    server = start_server(tmp_path / "snap")
+    c = server.client()
+    X, y = TASK_DATA[task](900, 7)
+    truth = y.tolist() if y is not None else [0] * 900
+    w = _weights(900, seed=8)
+    for name in ("fb", "ref"):
+        assert c.put(f"/models/{name}", json={"task": task, "random_state": 0}).status_code == 201
+        _post(c, name, X[:300], None if y is None else y[:300], None)
+    r = c.post("/predict", json={"model": "fb", "X": X[300:800].tolist(), "remember": True})
+    assert r.status_code == 200, r.text
+    ids = r.json()["ids"]
+    before = c.get("/models/fb").json()
+    bad = c.post("/feedback", json={"model": "fb", "ids": ids[:2], "y": truth[300:302], "w": [1.0, -2.0]})
+    assert bad.status_code == 422 and bad.json()["field"] == "w[1]", bad.text
+    after = c.get("/models/fb").json()
+    assert after["version"] == before["version"] and after["examples"] == before["examples"]
+    for lo in range(300, 800, 250):
+        body = {"model": "fb", "ids": ids[lo - 300 : lo - 50], "y": truth[lo : lo + 250]}
+        r = c.post("/feedback", json={**body, "w": w[lo : lo + 250].tolist()})
+        assert r.status_code == 200 and r.json()["learned"] == 250, r.text
+        ref = {"model": "ref", "X": X[lo : lo + 250].tolist(), "w": w[lo : lo + 250].tolist()}
+        if y is not None:
+            ref["y"] = truth[lo : lo + 250]
+        assert c.post("/learn", json=ref).status_code == 200
+    probe = X[800:]
+    assert float(np.max(np.abs(_answer(c, "fb", task, probe) - _answer(c, "ref", task, probe)))) <= 1e-12
+    assert_examples_account(c, "fb", 800)
+    assert_examples_account(c, "ref", 800)
