@@ -106,11 +106,11 @@ def parse_examples(
     y = None
     if learn:
         labels = obj.get("y")
-        if labels is None and not codec.requires_y:  # a novelty model's rows (targets.py)
-            return Batch(X=X, y=codec.absent(n), n_features=declared, rows=rows)
         if isinstance(labels, list) and len(labels) != n:
             raise InvalidInput(f"y: has {len(labels)} labels for {n} examples in X", field="y")
         weights = parse_weights(obj.get("w"), n)
+        if labels is None and not codec.requires_y:  # a novelty model's rows (targets.py)
+            return Batch(X=X, y=codec.absent(n), n_features=declared, rows=rows, weights=weights)
         y, new = codec.encode_with_new(labels)
         return Batch(X=X, y=y, n_features=declared, new_labels=new, rows=rows, weights=weights)
     return Batch(X=X, y=y, n_features=declared, rows=rows)

@@ -15,6 +15,7 @@ from ._gss import GSS_STANDARD_EPS
 from ._task_base import BudgetedTaskModel, constraints
 from ._task_rehearsal import oneclass_stream
 from ._task_steps import oneclass_sgd_steps
+from ._weights import checked_weights, unit_weights
 
 
 @register_estimator
@@ -98,14 +99,18 @@ class BudgetedOneClassSVM(OutlierMixin, BudgetedTaskModel):
             self._steps(X, rng.permutation(X.shape[0]).astype(np.int64))
         return self
 
-    def partial_fit(self, X, y=None):
-        """One step per row of X (n, d), in the given order; ``y`` is ignored; returns self."""
+    def partial_fit(self, X, y=None, sample_weight=None):
+        """One step per row of X (n, d), in the given order; ``y`` is ignored; returns self.
+        ``sample_weight`` (n,) finite numbers >= 0 or None (ones): each row's importance weight,
+        its hinge term scaled by w (``docs/weights.md``; w = 0 takes no step).  Raises ValueError
+        on bad input (a bad weight naming ``sample_weight[i]``); the model is unchanged then."""
         first = not hasattr(self, "_sv_t")
         if first:
             self._validate_params()
         X = self._rows(X, reset=first)
+        weights = checked_weights(sample_weight, X.shape[0])
         self._start(X, reset=first)
-        self.last_decisions_ = self._steps(X, np.arange(X.shape[0], dtype=np.int64))
+        self.last_decisions_ = self._steps(X, np.arange(X.shape[0], dtype=np.int64), weights)
         return self
 
     def _allocate(self, d):
@@ -118,24 +123,26 @@ class BudgetedOneClassSVM(OutlierMixin, BudgetedTaskModel):
     def _load_extra(self, arrays):
         self._rho[:] = np.asarray(arrays["rho"], dtype=np.float64).reshape(1)
 
-    def _steps(self, X, order):
+    def _steps(self, X, order, weights=None):
         out = np.empty(order.shape[0])
+        weights = unit_weights(X.shape[0]) if weights is None else weights
         oneclass_sgd_steps(
-            X, order, self._sv_t, self._sv_sq, self._coef, self._rho, self._counters, self._reals,
+            X, weights, order, self._sv_t, self._sv_sq, self._coef, self._rho, self._counters, self._reals,
             self._k_inv, self.gamma_, float(self.nu), float(self.eta), int(self.budget),
             SCHEDULES[self.schedule], self._maintenance(), out, self._scratch(),
         )  # fmt: skip
         return out
 
-    def stream_steps(self, X, y, memory, rehearsal, draws, out):
+    def stream_steps(self, X, y, weights, memory, rehearsal, draws, out):
         """The streaming pipeline's call (:func:`._task_rehearsal.oneclass_stream`): a step per
-        row of X (scaled) in order, each followed by its reservoir offer and ``rehearsal`` extra
-        steps; score − ρ before each own step in ``out``; ``y`` is ignored."""
-        mem_X, _, _, mem_n = memory
+        row of X (scaled) in order with its weight (n,), each followed by its reservoir offer and
+        ``rehearsal`` extra steps (a remembered row's own weight); score − ρ before each own step
+        in ``out``; ``y`` is ignored."""
+        mem_X, _, _, mem_n, mem_w = memory
         oneclass_stream(
-            X, self._sv_t, self._sv_sq, self._coef, self._rho, self._counters, self._reals, self._k_inv,
+            X, weights, self._sv_t, self._sv_sq, self._coef, self._rho, self._counters, self._reals, self._k_inv,
             self.gamma_, float(self.nu), float(self.eta), int(self.budget), SCHEDULES[self.schedule],
-            self._maintenance(), self._scratch(), mem_X, mem_n, int(rehearsal), draws, out,
+            self._maintenance(), self._scratch(), mem_X, mem_n, mem_w, int(rehearsal), draws, out,
         )  # fmt: skip
 
     @property

@@ -23,6 +23,7 @@ from ._gss import GSS_STANDARD_EPS
 from ._task_base import BudgetedTaskModel, constraints, regularisation, writable
 from ._task_rehearsal import svr_sca_stream
 from ._task_steps import svr_sca_steps, svr_sgd_steps
+from ._weights import checked_weights, unit_weights
 
 
 class _Regressor(RegressorMixin, BudgetedTaskModel):
@@ -43,17 +44,21 @@ class _Regressor(RegressorMixin, BudgetedTaskModel):
             self._steps(X, y, rng.permutation(X.shape[0]).astype(np.int64), dataset=True)
         return self
 
-    def partial_fit(self, X, y):
+    def partial_fit(self, X, y, sample_weight=None):
         """One step per row of X (n, d), in the given order (a stream: λ from ``n_samples`` or
-        30,000); returns self."""
+        30,000); returns self.  ``sample_weight`` (n,) finite numbers >= 0 or None (ones): each
+        row's importance weight (``docs/weights.md``; w = 0 takes no step).  Raises ValueError on
+        bad input (a bad weight naming ``sample_weight[i]``); the model is unchanged then."""
         first = not hasattr(self, "_sv_t")
         if first:
             self._validate_params()
         X, y = self._targets(X, y, reset=first)
+        weights = checked_weights(sample_weight, X.shape[0])
         self._start(X, reset=first)
         if first:
             self._prepare(n_rows=None)
-        self.last_predictions_ = self._steps(X, y, np.arange(X.shape[0], dtype=np.int64), dataset=False)
+        order = np.arange(X.shape[0], dtype=np.int64)
+        self.last_predictions_ = self._steps(X, y, order, dataset=False, weights=weights)
         return self
 
     def predict(self, X):
@@ -147,10 +152,11 @@ class BudgetedSGDRegressor(_Regressor):
     def _prepare(self, n_rows):
         self.lambda_eff_ = regularisation(self.lambda_, self.C, self.n_samples, n_rows)
 
-    def _steps(self, X, y, order, dataset):
+    def _steps(self, X, y, order, dataset, weights=None):
         out = np.empty(order.shape[0])
+        weights = unit_weights(y.shape[0]) if weights is None else weights
         svr_sgd_steps(
-            X, y, order, self._sv_t, self._sv_sq, self._coef, self._bias, self._counters, self._reals,
+            X, y, weights, order, self._sv_t, self._sv_sq, self._coef, self._bias, self._counters, self._reals,
             self._k_inv, self.gamma_, self.lambda_eff_, float(self.eta), float(self.epsilon),
             int(self.budget), SCHEDULES[self.schedule], self._maintenance(), bool(self.fit_intercept),
             out, self._scratch(),
@@ -161,14 +167,14 @@ class BudgetedSGDRegressor(_Regressor):
     def intercept_(self) -> float:
         return float(self._bias[0])
 
-    def stream_steps(self, X, y, memory, rehearsal, draws, out):
-        """The streaming pipeline's call: one step per row of X (scaled) in order, f before each
-        in ``out``; rehearsal is not offered for BSGD (ValueError if asked)."""
+    def stream_steps(self, X, y, weights, memory, rehearsal, draws, out):
+        """The streaming pipeline's call: one step per row of X (scaled) in order with its
+        weight, f before each in ``out``; rehearsal is not offered for BSGD (ValueError if asked)."""
         if rehearsal:
             raise ValueError("rehearsal needs the dual coordinate regressor (BudgetedSCARegressor)")
         if not hasattr(self, "lambda_eff_"):
             self._prepare(n_rows=None)
-        out[:] = self._steps(X, y, np.arange(X.shape[0], dtype=np.int64), dataset=False)
+        out[:] = self._steps(X, y, np.arange(X.shape[0], dtype=np.int64), dataset=False, weights=weights)
 
     def get_state(self):
         arrays, meta = super().get_state()
@@ -245,11 +251,12 @@ class BudgetedSCARegressor(_Regressor):
     def _prepare(self, n_rows):
         self.alpha_ = np.zeros(n_rows if n_rows is not None else 0)
 
-    def _steps(self, X, y, order, dataset):
+    def _steps(self, X, y, order, dataset, weights=None):
         out = np.empty(order.shape[0])
         alpha = self.alpha_ if dataset else np.zeros(0)
+        weights = unit_weights(y.shape[0]) if weights is None else weights
         svr_sca_steps(
-            X, y, order, alpha, not dataset, float(self.C), float(self.epsilon), self._sv_t, self._sv_sq,
+            X, y, weights, order, alpha, not dataset, float(self.C), float(self.epsilon), self._sv_t, self._sv_sq,
             self._coef, self._counters, self._reals, self._k_inv, self.gamma_, int(self.budget),
             self._maintenance(), out, self._scratch(),
         )  # fmt: skip
@@ -259,15 +266,15 @@ class BudgetedSCARegressor(_Regressor):
     def intercept_(self) -> float:
         return 0.0
 
-    def stream_steps(self, X, y, memory, rehearsal, draws, out):
+    def stream_steps(self, X, y, weights, memory, rehearsal, draws, out):
         """The streaming pipeline's call (:func:`._task_rehearsal.svr_sca_stream`): one
-        streaming step per row of X (scaled) in order, each followed by its reservoir offer and
-        ``rehearsal`` dataset-mode steps on reservoir rows; f before each own step in ``out``.
-        ``memory`` = (mem_X (M, d), mem_y (M,), mem_a (M,), mem_n (2,) int64); ``draws``
-        (n·(1 + rehearsal),) uniforms."""
-        mem_X, mem_y, mem_a, mem_n = memory
+        streaming step per row of X (scaled) in order with its weight (n,), each followed by its
+        reservoir offer and ``rehearsal`` dataset-mode steps on reservoir rows; f before each
+        own step in ``out``.  ``memory`` = (mem_X (M, d), mem_y (M,), mem_a (M,), mem_n (2,)
+        int64, mem_w (M,)); ``draws`` (n·(1 + rehearsal),) uniforms."""
+        mem_X, mem_y, mem_a, mem_n, mem_w = memory
         svr_sca_stream(
-            X, y, float(self.C), float(self.epsilon), self._sv_t, self._sv_sq, self._coef, self._counters,
+            X, y, weights, float(self.C), float(self.epsilon), self._sv_t, self._sv_sq, self._coef, self._counters,
             self._reals, self._k_inv, self.gamma_, int(self.budget), self._maintenance(), self._scratch(),
-            mem_X, mem_y, mem_a, mem_n, int(rehearsal), draws, out,
+            mem_X, mem_y, mem_a, mem_n, mem_w, int(rehearsal), draws, out,
         )  # fmt: skip

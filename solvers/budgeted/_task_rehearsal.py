@@ -11,7 +11,10 @@ Random numbers come in as uniforms (``draws``: 1 + ``rehearsal`` per example, fr
 pipeline's generator), so the result does not depend on how the stream is cut into batches.
 
 Memory layout (preallocated by the pipeline): ``mem_X`` (M, d) float64, ``mem_y`` (M,),
-``mem_a`` (M,) the dual variables (regression), ``mem_n`` (2,) int64 = (rows held, rows seen).
+``mem_a`` (M,) the dual variables (regression), ``mem_n`` (2,) int64 = (rows held, rows seen),
+``mem_w`` (M,) the rows' importance weights: a rehearsal step on a remembered row uses that
+row's weight (``docs/weights.md``).  The pipeline drops rows of weight 0 before they get here
+(a zero-weight row is as if it had not been sent, so it is never remembered).
 """
 
 from __future__ import annotations
@@ -36,19 +39,21 @@ def _reservoir_slot(mem_n, capacity, u):
 
 
 @nb.njit(nogil=True, cache=True)
-def _remember(mem_X, mem_y, slot, X, i, y_i):
+def _remember(mem_X, mem_y, mem_w, slot, X, i, y_i, w_i):
     for k in range(X.shape[1]):
         mem_X[slot, k] = X[i, k]
     mem_y[slot] = y_i
+    mem_w[slot] = w_i
 
 
 # Long on purpose: the per-example loop (own step, reservoir, extra steps) in one call per batch.
 @nb.njit(nogil=True, cache=True)
 def svr_sca_stream(
-    X, y, C, epsilon, sv_t, sv_sq, coef, counters, reals, k_inv, gamma, budget, maintenance, scratch,
-    mem_X, mem_y, mem_a, mem_n, rehearsal, draws, out,
+    X, y, weights, C, epsilon, sv_t, sv_sq, coef, counters, reals, k_inv, gamma, budget, maintenance,
+    scratch, mem_X, mem_y, mem_a, mem_n, mem_w, rehearsal, draws, out,
 ):  # fmt: skip
-    """Streaming-mode dual coordinate steps on the rows of X (n, d) with targets y (n,), each
+    """Streaming-mode dual coordinate steps on the rows of X (n, d) with targets y (n,) and
+    importance weights ``weights`` (n,) (the box of row i is C·w_i), each
     followed by its reservoir offer and ``rehearsal`` dataset-mode steps on reservoir rows.
     ``out`` (n,) receives f(x) before each row's own step; ``draws`` (n·(1 + rehearsal),)
     uniforms in [0, 1).  Other parameters as :func:`._task_steps.svr_sca_steps`."""
@@ -61,7 +66,7 @@ def svr_sca_stream(
     for i in range(X.shape[0]):
         one[0] = i
         svr_sca_steps(
-            X, y, one, no_alpha, True, C, epsilon, sv_t, sv_sq, coef, counters, reals, k_inv, gamma,
+            X, y, weights, one, no_alpha, True, C, epsilon, sv_t, sv_sq, coef, counters, reals, k_inv, gamma,
             budget, maintenance, f_own, scratch,
         )  # fmt: skip
         out[i] = f_own[0]
@@ -69,12 +74,12 @@ def svr_sca_stream(
             continue
         slot = _reservoir_slot(mem_n, capacity, draws[i * per])
         if slot >= 0:
-            _remember(mem_X, mem_y, slot, X, i, y[i])
-            mem_a[slot] = soft_box(y[i] - f_own[0], epsilon, C)  # the α its own step gave it
+            _remember(mem_X, mem_y, mem_w, slot, X, i, y[i], weights[i])
+            mem_a[slot] = soft_box(y[i] - f_own[0], epsilon, C * weights[i])  # the α its own step gave it
         for k in range(rehearsal):
             one[0] = int(draws[i * per + 1 + k] * mem_n[0])
             svr_sca_steps(
-                mem_X, mem_y, one, mem_a, False, C, epsilon, sv_t, sv_sq, coef, counters, reals, k_inv,
+                mem_X, mem_y, mem_w, one, mem_a, False, C, epsilon, sv_t, sv_sq, coef, counters, reals, k_inv,
                 gamma, budget, maintenance, f_extra, scratch,
             )  # fmt: skip
     return X.shape[0]
@@ -82,10 +87,10 @@ def svr_sca_stream(
 
 @nb.njit(nogil=True, cache=True)
 def oneclass_stream(
-    X, sv_t, sv_sq, coef, rho, counters, reals, k_inv, gamma, nu, eta0, budget, schedule, maintenance,
-    scratch, mem_X, mem_n, rehearsal, draws, out,
+    X, weights, sv_t, sv_sq, coef, rho, counters, reals, k_inv, gamma, nu, eta0, budget, schedule,
+    maintenance, scratch, mem_X, mem_n, mem_w, rehearsal, draws, out,
 ):  # fmt: skip
-    """NORMA novelty steps on the rows of X (n, d), each followed by its reservoir offer and
+    """NORMA novelty steps on the rows of X (n, d) with importance weights ``weights`` (n,), each followed by its reservoir offer and
     ``rehearsal`` extra steps on reservoir rows; ``out`` (n,) receives score − ρ before each
     row's own step.  Parameters as :func:`._task_steps.oneclass_sgd_steps` and
     :func:`svr_sca_stream`."""
@@ -97,7 +102,7 @@ def oneclass_stream(
     for i in range(X.shape[0]):
         one[0] = i
         oneclass_sgd_steps(
-            X, one, sv_t, sv_sq, coef, rho, counters, reals, k_inv, gamma, nu, eta0, budget, schedule,
+            X, weights, one, sv_t, sv_sq, coef, rho, counters, reals, k_inv, gamma, nu, eta0, budget, schedule,
             maintenance, f_own, scratch,
         )  # fmt: skip
         out[i] = f_own[0]
@@ -107,10 +112,11 @@ def oneclass_stream(
         if slot >= 0:
             for k in range(X.shape[1]):
                 mem_X[slot, k] = X[i, k]
+            mem_w[slot] = weights[i]
         for k in range(rehearsal):
             one[0] = int(draws[i * per + 1 + k] * mem_n[0])
             oneclass_sgd_steps(
-                mem_X, one, sv_t, sv_sq, coef, rho, counters, reals, k_inv, gamma, nu, eta0, budget,
+                mem_X, mem_w, one, sv_t, sv_sq, coef, rho, counters, reals, k_inv, gamma, nu, eta0, budget,
                 schedule, maintenance, f_extra, scratch,
             )  # fmt: skip
     return X.shape[0]

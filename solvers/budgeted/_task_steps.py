@@ -93,7 +93,7 @@ def _enter(X, i, x, x_sq, value, weight, sv_t, sv_sq, coef, n_sv, gamma, budget,
 # Long on purpose (as bsgd_steps): the whole per-example loop in one call per batch.
 @nb.njit(nogil=True, cache=True)
 def svr_sgd_steps(
-    X, y, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv, gamma, lam, eta0, epsilon,
+    X, y, weights, order, sv_t, sv_sq, coef, bias, counters, reals, k_inv, gamma, lam, eta0, epsilon,
     budget, schedule, maintenance, use_bias, out, scratch,
 ):  # fmt: skip
     """One BSGD step with the ε-insensitive loss per entry of ``order``.
@@ -104,9 +104,15 @@ def svr_sgd_steps(
     (on ``scale``); if ``|y − f| > ε``: x enters with ``η_t·sign(y − f)`` and, with the bias,
     ``b += η_t·sign(y − f)``; then budget maintenance if B + 1 SVs are held.
 
+    Importance weights (``docs/weights.md``): the objective's loss term of row i is scaled by
+    w_i, so a violating step enters ``η_t·w_i·sign(y − f)`` (the bias moves by the same); the
+    shrink ``1 − η_tλ`` and t are an unweighted step's; w_i = 0 is no step (t, the shrink and
+    the model unchanged; f is still reported).
+
     Parameters
     ----------
-    X : (n, d) float64 C-contiguous; y : (n,) float64 targets; order : (m,) int64 rows to apply
+    X : (n, d) float64 C-contiguous; y : (n,) float64 targets; weights : (n,) float64 >= 0
+    (ones: unweighted); order : (m,) int64 rows to apply
     sv_t, sv_sq, coef, bias, counters, reals, k_inv : state (:mod:`._state`)
     gamma, lam, eta0 : RBF γ, λ, η of the Norma/constant schedules; epsilon : ε ≥ 0
     budget : B; schedule : ``SCHED_*`` (the perceptron is not offered); maintenance :
@@ -123,12 +129,16 @@ def svr_sgd_steps(
         x, x_sq = row_open(X, i, sv_t)
         f = scale * _margin(sv_t, x, x_sq, sv_sq, coef, n_sv, gamma, row_buf) + bias[0]
         out[r] = f
+        w = weights[i]
+        if w == 0.0:  # a zero weight: no step
+            row_close(X, i, sv_t)
+            continue
         t += 1
         eta, shrink = learning_rate(schedule, t, lam, eta0)
         n_sv, scale = _shrunk(coef, n_sv, scale, shrink)
         resid = y[i] - f
         if resid > epsilon or resid < -epsilon:
-            sign = 1.0 if resid > 0.0 else -1.0
+            sign = w if resid > 0.0 else -w
             n_sv = _enter(
                 X, i, x, x_sq, eta * sign, weight, sv_t, sv_sq, coef, n_sv, gamma, budget, maintenance, k_inv,
                 counters, reals, scale, scratch,
@@ -157,7 +167,7 @@ def soft_box(z, epsilon, C):
 
 @nb.njit(nogil=True, cache=True)
 def svr_sca_steps(
-    X, y, order, alpha, stream, C, epsilon, sv_t, sv_sq, coef, counters, reals, k_inv, gamma,
+    X, y, weights, order, alpha, stream, C, epsilon, sv_t, sv_sq, coef, counters, reals, k_inv, gamma,
     budget, maintenance, out, scratch,
 ):  # fmt: skip
     """One dual coordinate step of the bias-free ε-SVR per entry of ``order``.
@@ -168,6 +178,10 @@ def svr_sca_steps(
     maintenance as BSCA's).  Streaming mode (``stream``): every example is a fresh coordinate
     with α = 0, visited once — the passive-aggressive regression step PA-I with the ε-tube
     (Crammer et al. 2006, "Online passive-aggressive algorithms", JMLR 7, §5) in kernel form.
+
+    Importance weights: row i's box is ``−C·w_i ≤ α_i ≤ C·w_i`` (the dual of
+    ``½‖w‖² + C·Σ w_i·max(0, |y_i − f| − ε)``, LIBSVM's per-instance weights); w_i = 0 is no
+    step (not counted, the model unchanged; f is still reported).
 
     Parameters as :func:`svr_sgd_steps`, and ``alpha`` (n,) float64 (dataset mode), ``stream``
     bool, ``C`` the box (the ε-SVR's C: objective ½‖w‖² + C·Σ max(0, |y − f| − ε)).
@@ -180,9 +194,13 @@ def svr_sca_steps(
         x, x_sq = row_open(X, i, sv_t)
         f = _margin(sv_t, x, x_sq, sv_sq, coef, n_sv, gamma, row_buf)
         out[r] = f
+        box = C * weights[i]
+        if box == 0.0:  # a zero weight: no step
+            row_close(X, i, sv_t)
+            continue
         counters[C_STEPS] += 1
         a_old = 0.0 if stream else alpha[i]
-        delta = soft_box(a_old + y[i] - f, epsilon, C) - a_old
+        delta = soft_box(a_old + y[i] - f, epsilon, box) - a_old
         if delta != 0.0:
             if not stream:
                 alpha[i] = a_old + delta
@@ -197,7 +215,7 @@ def svr_sca_steps(
 
 @nb.njit(nogil=True, cache=True)
 def oneclass_sgd_steps(
-    X, order, sv_t, sv_sq, coef, rho, counters, reals, k_inv, gamma, nu, eta0, budget, schedule,
+    X, weights, order, sv_t, sv_sq, coef, rho, counters, reals, k_inv, gamma, nu, eta0, budget, schedule,
     maintenance, out, scratch,
 ):  # fmt: skip
     """One NORMA novelty step per entry of ``order`` (Kivinen et al. 2004, §III-B).
@@ -207,6 +225,13 @@ def oneclass_sgd_steps(
     ``f(x) − ρ`` before the step goes to ``out``; ``w ← (1 − η_tν)w``; if ``f(x) < ρ``: x
     enters with ``η_t`` and ``ρ −= η_t(1 − ν)``, else ``ρ += η_tν`` (the subgradient of the
     loss in ρ is ``1[f < ρ] − ν``).  Coefficients are all positive, as one class's.
+
+    Importance weights: the hinge term of row i is scaled by w_i (objective
+    ``ν/2‖w‖² + (1/n)Σ w_i·max(0, ρ − f(x_i)) − νρ``): if ``f(x) < ρ`` x enters with
+    ``η_t·w_i`` and ``ρ −= η_t(w_i − ν)``, else ``ρ += η_tν``; the shrink and t are an
+    unweighted step's; w_i = 0 is no step.  ν then bounds the *weight* outside the boundary per
+    example: ``(1/n)Σ_{f<ρ} w_i ≤ ν`` at the optimum (with weights of mean 1: the weighted
+    share of outliers).  ``weights`` (n,) float64 >= 0 (ones: unweighted).
 
     Parameters as :func:`svr_sgd_steps`; ``rho`` (1,) float64 the offset ρ; ``nu`` ∈ (0, 1].
     """
@@ -220,13 +245,17 @@ def oneclass_sgd_steps(
         x, x_sq = row_open(X, i, sv_t)
         f = scale * _margin(sv_t, x, x_sq, sv_sq, coef, n_sv, gamma, row_buf)
         out[r] = f - rho[0]
+        w = weights[i]
+        if w == 0.0:  # a zero weight: no step
+            row_close(X, i, sv_t)
+            continue
         t += 1
         eta, shrink = learning_rate(schedule, t, nu, eta0)
         n_sv, scale = _shrunk(coef, n_sv, scale, shrink)
         if f < rho[0]:
-            rho[0] -= eta * (1.0 - nu)
+            rho[0] -= eta * (w - nu)
             n_sv = _enter(
-                X, i, x, x_sq, eta, weight, sv_t, sv_sq, coef, n_sv, gamma, budget, maintenance, k_inv,
+                X, i, x, x_sq, eta * w, weight, sv_t, sv_sq, coef, n_sv, gamma, budget, maintenance, k_inv,
                 counters, reals, scale, scratch,
             )  # fmt: skip
         else:

@@ -73,6 +73,7 @@ class ServedTask:
                 "merges": engine.n_merges_ if learned else 0,
                 "violations": engine.n_violations_ if learned else 0,
                 "rehearsal_memory_rows": int(self._mem_n[0]),
+                "weights": self.weight_figures(),
             },
             metrics=self._task_metrics(),
         )
@@ -98,7 +99,8 @@ class ServedTask:
         """A copy predictions read while this model learns on (the reservoir is shared: the copy
         never learns)."""
         out = copy.copy(self)
-        for name in ("engine_", "drift_", "_target", "intervals_", "scores_", "_window_X", "_window_y"):
+        for name in ("engine_", "drift_", "_target", "intervals_", "scores_", "_window_X", "_window_y",
+                     "_window_w"):  # fmt: skip
             if name in self.__dict__:
                 setattr(out, name, copy.deepcopy(self.__dict__[name]))
         return out
@@ -128,7 +130,7 @@ class ServedTask:
         self._offset = np.r_[self._offset, np.zeros(extra)]
         self._factor = np.r_[self._factor, np.ones(extra)]
         self._mem_X = np.hstack([self._mem_X, np.zeros((self._mem_X.shape[0], extra))])
-        self._window_X = [np.hstack([w, np.zeros((w.shape[0], extra))]) for w in self._window_X]
+        self._window_X = [np.hstack([part, np.zeros((part.shape[0], extra))]) for part in self._window_X]
         if self._learned():
             e = self.engine_
             e._sv_t = np.vstack([e._sv_t, np.zeros((extra, e._sv_t.shape[1]))])
@@ -136,6 +138,45 @@ class ServedTask:
             e.n_features_in_ = int(n_features)
         self.n_features_in_ = int(n_features)
         return self
+
+    # ------------------------------------------------------------------ weights (docs/weights.md)
+    def _start_weights(self) -> None:
+        self.n_weightless_ = 0
+        self._weight_sum = 0.0
+        self._weighted = False
+
+    def _weighed(self, X, y, weights):
+        """Count a received batch's weights (None: ones) and drop its rows of weight 0, which
+        are learned as nothing (counted in ``n_learned_`` and ``n_weightless_``); returns
+        ``(X, y, w)`` of the rows that go on, ``w`` (m,) float64."""
+        n = X.shape[0]
+        if weights is None:
+            self._weight_sum += n
+            return X, y, np.ones(n)
+        self._weight_sum += float(weights.sum())
+        self._weighted = self._weighted or bool((weights != 1.0).any())
+        keep = weights > 0.0
+        if keep.all():
+            return X, y, weights
+        dropped = int(n - keep.sum())
+        self.n_weightless_ += dropped
+        self.n_learned_ += dropped
+        return X[keep], y[keep], weights[keep]
+
+    def weight_figures(self) -> dict:
+        """``{"sum", "weighted", "zero_weight"}`` of the examples received (unweighted ones
+        count 1), as the classifier pipeline's."""
+        return {
+            "sum": float(self._weight_sum),
+            "weighted": bool(self._weighted),
+            "zero_weight": self.n_weightless_,
+        }
+
+    def _load_weights(self, saved) -> None:
+        """Restore :meth:`weight_figures` (None: a state saved before weights, every row weighed 1)."""
+        saved = saved or {"sum": self.n_received_, "weighted": False, "zero_weight": 0}
+        self._weight_sum, self._weighted = float(saved["sum"]), bool(saved["weighted"])
+        self.n_weightless_ = int(saved["zero_weight"])
 
     def check_params(self):
         """Validate this pipeline's and its engine's parameters; returns self.  Raises ValueError
@@ -159,8 +200,8 @@ class ServedTask:
         memory = min(int(self.rehearsal_memory), (16 * 2**20) // (8 * max(d, 1))) if self.rehearsal else 0
         return (
             engine
-            + memory * (d + 2) * 8
-            + int(self.warmup) * (d + 1) * 8
+            + memory * (d + 3) * 8
+            + int(self.warmup) * (d + 2) * 8
             + int(self.window) * 8
             + 2 * d * 8
             + 4096

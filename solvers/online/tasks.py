@@ -21,6 +21,12 @@ budgeted estimator (:mod:`svmstream.solvers.budgeted.tasks`), in the order an ex
    (``drift_detections_``); the model is left as it is.
 
 Every row received is learned or pending: ``n_received_ = n_learned_ + n_pending_``.
+
+Importance weights (``partial_fit(..., sample_weight=w)``, ``docs/weights.md``) travel with
+their rows through the window (and its random order) and the reservoir to the estimator's step,
+and are saved with them; a row of weight 0 is received, counted as learned and enters no stage
+(as if not sent).  The scalings of X and y, the intervals, the threshold and drift are
+unweighted: each row of weight > 0 counts once.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, OutlierMixin, RegressorMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
+from ..budgeted._weights import checked_weights
 from ..budgeted.tasks import BudgetedOneClassSVM, BudgetedSCARegressor
 from ..contract import Learned
 from ..drift import DriftMonitor
@@ -69,6 +76,8 @@ class _StreamingTask(BaseEstimator):
         self.n_features_in_ = d
         self._window_X: list[np.ndarray] = []
         self._window_y: list[np.ndarray] = []
+        self._window_w: list[np.ndarray] = []
+        self._start_weights()
         self.n_received_ = 0
         self.n_learned_ = 0
         self.warming_up_ = self.warmup > 0
@@ -79,6 +88,7 @@ class _StreamingTask(BaseEstimator):
         self._mem_y = np.zeros(cap)
         self._mem_a = np.zeros(cap)
         self._mem_n = np.zeros(2, dtype=np.int64)
+        self._mem_w = np.ones(cap)
         self._rng = np.random.default_rng(self.random_state)
         self.drift_ = DriftMonitor()
         self._target = TargetScaler(self._scales_target())
@@ -95,44 +105,50 @@ class _StreamingTask(BaseEstimator):
     def _scales_target(self) -> bool:
         return False
 
-    def _receive(self, X, y):
-        """Take a batch: hold it in the window or learn it; returns the prequential values of the
-        rows learned now (for the stages) as (X_learned, y_learned, out) or None."""
+    def _receive(self, X, y, sample_weight=None):
+        """Take a batch (importance weights ``sample_weight``, None: ones): hold it in the window
+        or learn it; returns the prequential values of the rows learned now (for the stages) as
+        (y_learned, out) or None.  Raises ValueError before anything changes on bad input."""
         X = _finite_rows(X, getattr(self, "n_features_in_", None))
         if y.shape[0] != X.shape[0]:
             raise ValueError(f"y has {y.shape[0]} values for {X.shape[0]} rows")
+        weights = checked_weights(sample_weight, X.shape[0])
         if not hasattr(self, "engine_"):
             self._setup(X.shape[1])
         self.n_received_ += X.shape[0]
+        X, y, w = self._weighed(X, y, weights)
+        if not X.shape[0]:
+            return None
         if self.warming_up_:
             room = self.warmup - sum(part.shape[0] for part in self._window_X)
             self._window_X.append(X[:room])
             self._window_y.append(y[:room])
+            self._window_w.append(w[:room])
             if X.shape[0] < room:
                 return None
-            Xw, yw = self._close_window()  # exactly `warmup` rows: the batch cut does not matter
-            X, y = np.concatenate([Xw, X[room:]]), np.concatenate([yw, y[room:]])
-        return self._learn_rows(X, y)
+            Xw, yw, ww = self._close_window()  # exactly `warmup` rows: the batch cut does not matter
+            X, y, w = (np.concatenate(pair) for pair in ((Xw, X[room:]), (yw, y[room:]), (ww, w[room:])))
+        return self._learn_rows(X, y, w)
 
-    def _learn_rows(self, X, y):
-        """Learn raw rows X with targets y (window rows first when it just closed): the
-        prequential ``(y, out)``."""
+    def _learn_rows(self, X, y, w):
+        """Learn raw rows X with targets y and weights w (window rows first when it just
+        closed): the prequential ``(y, out)``."""
         Xs = (X - self._offset) / self._factor
         ys = self._target.transform(y)
         out = np.empty(X.shape[0])
-        self._learn(np.ascontiguousarray(Xs), np.ascontiguousarray(ys), out)
+        self._learn(np.ascontiguousarray(Xs), np.ascontiguousarray(ys), np.ascontiguousarray(w), out)
         self.n_learned_ += X.shape[0]
         return y, out
 
     def _close_now(self):
         """Close the warm-up window with what it holds and learn it (``flush``)."""
-        Xw, yw = self._close_window()
-        return self._learn_rows(Xw, yw)
+        return self._learn_rows(*self._close_window())
 
     def _close_window(self):
         X = np.concatenate(self._window_X)
         y = np.concatenate(self._window_y)
-        self._window_X, self._window_y = [], []
+        w = np.concatenate(self._window_w)
+        self._window_X, self._window_y, self._window_w = [], [], []
         self.warming_up_ = False
         if self.scaling == "standard":
             self._offset = X.mean(axis=0)
@@ -142,7 +158,7 @@ class _StreamingTask(BaseEstimator):
         if X.shape[0]:
             self._start_engine((X - self._offset) / self._factor)
         order = self._rng.permutation(X.shape[0])
-        return X[order], y[order]
+        return X[order], y[order], w[order]
 
     def _start_engine(self, Xs) -> None:
         """Allocate the engine, γ = "scale" from ``Xs``: the scaled window (no window: the first
@@ -150,14 +166,14 @@ class _StreamingTask(BaseEstimator):
         self.engine_._validate_params()
         self.engine_._start(np.ascontiguousarray(Xs), reset=True)
 
-    def _learn(self, Xs, ys, out) -> None:
+    def _learn(self, Xs, ys, w, out) -> None:
         if not hasattr(self.engine_, "_sv_t"):
             self._start_engine(Xs)
         draws = self._rng.random(Xs.shape[0] * (1 + int(self.rehearsal)))
-        self.engine_.stream_steps(Xs, ys, self._memory(), int(self.rehearsal), draws, out)
+        self.engine_.stream_steps(Xs, ys, w, self._memory(), int(self.rehearsal), draws, out)
 
     def _memory(self):
-        return self._mem_X, self._mem_y, self._mem_a, self._mem_n
+        return self._mem_X, self._mem_y, self._mem_a, self._mem_n, self._mem_w
 
     def _scaled(self, X) -> np.ndarray:
         X = _finite_rows(X, self.n_features_in_)
@@ -167,7 +183,7 @@ class _StreamingTask(BaseEstimator):
         return hasattr(self, "engine_") and hasattr(self.engine_, "_sv_t")
 
     # ------------------------------------------------------------------ persistence
-    _ARRAYS = ("_offset", "_factor", "_mem_X", "_mem_y", "_mem_a", "_mem_n")
+    _ARRAYS = ("_offset", "_factor", "_mem_X", "_mem_y", "_mem_a", "_mem_n", "_mem_w")
 
     def get_state(self):
         """(arrays, meta), pickle-free (:mod:`svmstream.solvers.persistence`)."""
@@ -177,10 +193,12 @@ class _StreamingTask(BaseEstimator):
             np.concatenate(self._window_X) if self._window_X else np.zeros((0, self.n_features_in_))
         )
         arrays["window_y"] = np.concatenate(self._window_y) if self._window_y else np.zeros(0)
+        arrays["window_w"] = np.concatenate(self._window_w) if self._window_w else np.zeros(0)
         meta = {
             "estimator": type(self).__name__,
             "params": {k: v for k, v in self.get_params(deep=False).items() if k != "estimator"},
             "counts": [self.n_received_, self.n_learned_],
+            "weights": self.weight_figures(),
             "warming_up": self.warming_up_,
             "rng": self._rng.bit_generator.state,
         }
@@ -206,10 +224,15 @@ class _StreamingTask(BaseEstimator):
         est.estimator = engine_cls(**meta["engine_params"]["params"])
         est._setup(arrays["_offset"].shape[0])
         for name in cls._ARRAYS:
-            getattr(est, name)[...] = arrays[name]
-        if arrays["window_X"].shape[0]:
+            if name in arrays:  # a state saved before weights has no _mem_w: its rows weigh 1
+                getattr(est, name)[...] = arrays[name]
+        held = arrays["window_X"].shape[0]
+        if held:
+            ww = arrays["window_w"].copy() if "window_w" in arrays else np.ones(held)
             est._window_X, est._window_y = [arrays["window_X"].copy()], [arrays["window_y"].copy()]
+            est._window_w = [ww]
         est.n_received_, est.n_learned_ = (int(v) for v in meta["counts"])
+        est._load_weights(meta.get("weights"))
         est.warming_up_ = bool(meta["warming_up"])
         est._rng.bit_generator.state = meta["rng"]
         for key, part in est._parts().items():
@@ -291,13 +314,15 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
     def _restore_part(self, key, part):
         return ("intervals_", part) if key == "intervals" else super()._restore_part(key, part)
 
-    def partial_fit(self, X, y, classes=None):
-        """Learn rows X (n, d) with numeric targets y (n,) (``classes`` is ignored: no classes);
-        returns self.  ValueError on NaN/inf or a non-numeric y (nothing changes then)."""
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """Learn rows X (n, d) with numeric targets y (n,) and importance weights
+        ``sample_weight`` (n,) >= 0 (None: ones; carried with each row; ``classes`` is ignored:
+        no classes); returns self.  ValueError on NaN/inf, a non-numeric y or a bad weight
+        naming ``sample_weight[i]`` (nothing changes then)."""
         y = np.asarray(y)
         if y.dtype.kind not in "iuf" or y.ndim != 1 or not np.all(np.isfinite(y)):
             raise ValueError("y must be a 1-D array of finite numbers")
-        self._after_learning(self._receive(X, y.astype(np.float64)))
+        self._after_learning(self._receive(X, y.astype(np.float64), sample_weight))
         return self
 
     def _after_learning(self, got) -> None:
@@ -404,13 +429,15 @@ class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
     def _restore_part(self, key, part):
         return ("scores_", part) if key == "scores" else super()._restore_part(key, part)
 
-    def partial_fit(self, X, y=None, classes=None):
-        """Learn rows X (n, d); returns self.  ValueError on NaN/inf.  ``y``: never learned; its
-        values (evaluation labels: 1 outlier, 0 inlier, NaN unknown) come back as the targets of
+    def partial_fit(self, X, y=None, classes=None, sample_weight=None):
+        """Learn rows X (n, d) with importance weights ``sample_weight`` (n,) >= 0 (None: ones;
+        each row's hinge term scaled by its weight); returns self.  ValueError on NaN/inf or a
+        bad weight naming ``sample_weight[i]``.  ``y``: never learned; its values (evaluation
+        labels: 1 outlier, 0 inlier, NaN unknown) come back as the targets of
         :meth:`last_learned`, for the service's meters; ``classes`` is ignored."""
         X = _finite_rows(X)
         labels = np.zeros(X.shape[0]) if y is None else np.asarray(y, dtype=np.float64)
-        self._after_learning(self._receive(X, labels))
+        self._after_learning(self._receive(X, labels, sample_weight))
         return self
 
     def _after_learning(self, got) -> None:
