@@ -143,7 +143,7 @@ def test_bsca_revisits_keep_alpha_in_the_box():
         random_state=0,
     )
     est.partial_fit(X, y, classes=np.unique(y))
-    memory = est.model_._rehearsal.memory  # the pipeline's rehearsal stage, handed to the estimator
+    memory = est._rehearsal.memory  # the pipeline's rehearsal stage, passed to the engine's learning calls
     alpha = memory.alpha[: memory.fill]
     assert alpha.min() >= 0.0 and alpha.max() <= est.C_eff_ + 1e-12
     assert np.count_nonzero(alpha) > 0  # rehearsal steps moved remembered coordinates
