@@ -23,7 +23,8 @@ Each stage is a module of its own (:mod:`.stages.scaler`, :mod:`.stages.order`,
 and its part of the saved state (``stages``).  This class passes each received batch through
 the scaler and the order stage and gives the estimator's engine the rows they release, scaled
 and ordered (``learn_rows``); it sets the engine's γ when the scaler resolves ``"scale"``,
-hands the rehearsal stage to the engine (it plans extra steps on the released rows), feeds the
+passes its rehearsal stage to the engine's learning calls (``learn_rows(fed, rehearsal=…)``:
+it plans extra steps on the released rows) and counts its steps, feeds the
 drift and calibration stages the prequential margins the engine computes, and cuts each batch
 into the drift stage's pieces.  The engine is the plain estimator's (same parameters, no
 stages); the saved state keeps the parts apart (``params``, ``plain``, ``model``, ``stages``).
