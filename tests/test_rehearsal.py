@@ -272,3 +272,48 @@ def test_the_pipeline_passes_its_stage_and_counts_from_it():
     ]
     alone = BudgetedSCAClassifier(budget=30, random_state=0).partial_fit(X[:300], y[:300] % 2, classes=[0, 1])
     assert alone.n_rehearsed_ == 0 and alone.statistics()["rehearsal_steps"] == 0 and alone.n_seen_ == 300
+
+
+def _late_third_class(sparse: bool):
+    """A binary BSCA pipeline with rehearsal that meets a third class after learning (it splits
+    into one-vs-rest: binary models 0 and 1 are copies of the binary model)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 5))
+    y = (X[:, 0] > 0).astype(int)
+    y[600::3] = 2
+    model = StreamingClassifier(
+        BudgetedSCAClassifier(C=1.0, budget=50, random_state=0), warmup=100, shuffle_buffer=100
+    )
+    model.partial_fit(sp.csr_matrix(X[:600]) if sparse else X[:600], y[:600], classes=[0, 1])
+    assert model.report().examples.learned == 500
+    model.add_class(2)
+    return model, X, y
+
+
+def test_a_class_met_late_keeps_the_example_account():
+    """Regression: after the split the rehearsal steps of the binary phase stayed in binary
+    model 0's ``t_`` but not in the count (learned 1,300 of 900 received: the report raised)."""
+    model, X, y = _late_third_class(sparse=False)
+    model.partial_fit(X[600:], y[600:])
+    account = model.report().examples
+    assert (account.received, account.learned + account.pending) == (900, 900)
+    assert model.n_rehearsed_ == model.statistics()["per_class"][0]["rehearsal_steps"]
+    seen = [part["examples_seen"] for part in model.statistics()["per_class"]]
+    assert seen == [account.learned, account.learned, 300]  # the third since it was added
+
+
+def test_a_class_met_late_then_wider_rows_widen_every_binary_memory():
+    """Regression: ``grow_features`` widened the pipeline's memory only, not the binary models'
+    (their next rehearsal step read rows of the old width)."""
+    import scipy.sparse as sp
+
+    model, X, y = _late_third_class(sparse=True)
+    model.partial_fit(sp.csr_matrix(X[600:700]), y[600:700])
+    wider = np.hstack([X[700:], np.ones((200, 2))])
+    model.grow_features(7)
+    model.partial_fit(sp.csr_matrix(wider), y[700:])
+    account = model.report().examples
+    assert (account.received, account.learned + account.pending) == (900, 900)
+    assert model.decision_function(sp.csr_matrix(wider[:5])).shape == (5, 3)

@@ -275,6 +275,8 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
         for binary in getattr(self, "estimators_", []):
             if hasattr(binary, "classes_"):
                 binary._grow_arrays(d_new)
+        if rehearsal is not None:  # the binary models' remembered rows too
+            rehearsal.widen(d_new)
         self.n_features_in_ = d_new
         self._ovr_learn(None)
         return self

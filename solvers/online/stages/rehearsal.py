@@ -87,9 +87,10 @@ class RehearsalStage:
     def steps(self) -> int:
         """Rehearsal steps taken (each one a learning step counted in the estimator's ``t_``):
         one-vs-rest, binary model 0's (every binary model learns the same rows with the same
-        rehearsal)."""
+        rehearsal) plus this stage's own from before a binary model split into one-vs-rest
+        (binary models 0 and 1 are copies of it and their ``t_`` holds those steps)."""
         first = self.of_binary(0)
-        return first.own_steps if first is not None else self.own_steps
+        return first.own_steps + self.own_steps if first is not None else self.own_steps
 
     def account(self, statistics: dict) -> dict:
         """An engine's :meth:`statistics` with this stage's rehearsal steps: ``rehearsal_steps``
@@ -101,7 +102,8 @@ class RehearsalStage:
             return statistics
         for k, part in enumerate(parts):
             child = self.of_binary(k)
-            part["rehearsal_steps"] = child.own_steps if child is not None else 0
+            carried = self.own_steps if k < 2 else 0  # copies of the binary model it was
+            part["rehearsal_steps"] = (child.own_steps if child is not None else 0) + carried
             part["examples_seen"] -= part["rehearsal_steps"]
         statistics["rehearsal_steps"] = sum(part["rehearsal_steps"] for part in parts)
         return statistics
@@ -139,9 +141,12 @@ class RehearsalStage:
             self.memory.clear()
 
     def widen(self, n_features: int) -> None:
-        """Remembered rows get zeros in new features."""
+        """Remembered rows get zeros in new features (one-vs-rest: the binary models' too)."""
         if self.memory is not None:
             self.memory.widen(n_features)
+        for child in self.children:
+            if child is not None:
+                child.widen(n_features)
 
     # ------------------------------------------------------------------ persistence
     def _meta(self):
