@@ -143,7 +143,7 @@ def test_bsca_revisits_keep_alpha_in_the_box():
         random_state=0,
     )
     est.partial_fit(X, y, classes=np.unique(y))
-    memory = est.model_._rehearsal.memory  # the pipeline's rehearsal stage, handed to the estimator
+    memory = est._rehearsal.memory  # the pipeline's rehearsal stage, passed to the engine's learning calls
     alpha = memory.alpha[: memory.fill]
     assert alpha.min() >= 0.0 and alpha.max() <= est.C_eff_ + 1e-12
     assert np.count_nonzero(alpha) > 0  # rehearsal steps moved remembered coordinates
@@ -235,3 +235,85 @@ def test_rehearsal_through_a_real_server_with_raw_sorted_string_labels(start_ser
         again = c.post("/predict", json={"model": "rh", "X": Xte.tolist()}).json()["labels"]
         assert again == pred
         assert c.get("/models/rh").json()["config"]["rehearsal"] == 3
+
+
+def test_the_pipeline_passes_its_stage_and_counts_from_it():
+    """Rehearsal is declared: the pipeline owns its stage and passes it to the engine's learning
+    calls, nothing is set on the engine or its binary models; one-vs-rest binary model k learns
+    with ``children[k]``, made when the binary model is made (a binary model turning one-vs-rest:
+    the bound shared by the 2 classes it had, a later class: by the classes before it)."""
+    X, y = make_classification(
+        n_samples=2400, n_features=8, n_informative=5, n_classes=4, random_state=8, class_sep=1.2
+    )
+    X = X * np.array([1, 10, 100, 1000, 0.1, 5, 50, 2]) + 7.0  # raw, unscaled; labels 0..3 mixed
+    est = streaming(
+        BudgetedSCAClassifier, dict(rehearsal=2, rehearsal_memory=6000, warmup=100, shuffle_buffer=0),
+        budget=30, random_state=0,
+    )  # fmt: skip
+    binary = y < 2
+    est.partial_fit(X[binary][:500], y[binary][:500], classes=[0, 1])
+    stage = est._rehearsal
+    assert "_rehearsal" not in vars(est.model_) and stage.children == []
+    assert est.n_rehearsed_ == stage.steps == est.statistics()["rehearsal_steps"] == 2 * est.n_learned_ > 0
+    est.add_class(2)
+    assert [c.rehearsal_memory for c in stage.children] == [3000, 3000, 3000]
+    est.partial_fit(X[y < 3][:400], y[y < 3][:400])
+    est.add_class(3)
+    assert [c.rehearsal_memory for c in stage.children] == [3000, 3000, 3000, 2000]
+    est.partial_fit(X[:300], y[:300])
+    assert not any("_rehearsal" in vars(b) for b in est.model_.estimators_)
+    stats = est.statistics()
+    own = [c.own_steps for c in stage.children]
+    assert own == [2 * 700, 2 * 700, 2 * 700, 2 * 300]
+    assert [part["rehearsal_steps"] for part in stats["per_class"]] == own
+    assert stats["rehearsal_steps"] == sum(own) and est.n_rehearsed_ == own[0]
+    assert [part["examples_seen"] for part in stats["per_class"]] == [
+        b.t_ - steps for b, steps in zip(est.model_.estimators_, own)
+    ]
+    alone = BudgetedSCAClassifier(budget=30, random_state=0).partial_fit(X[:300], y[:300] % 2, classes=[0, 1])
+    assert alone.n_rehearsed_ == 0 and alone.statistics()["rehearsal_steps"] == 0 and alone.n_seen_ == 300
+
+
+def _late_third_class(sparse: bool):
+    """A binary BSCA pipeline with rehearsal that meets a third class after learning (it splits
+    into one-vs-rest: binary models 0 and 1 are copies of the binary model)."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 5))
+    y = (X[:, 0] > 0).astype(int)
+    y[600::3] = 2
+    model = StreamingClassifier(
+        BudgetedSCAClassifier(C=1.0, budget=50, random_state=0), warmup=100, shuffle_buffer=100
+    )
+    model.partial_fit(sp.csr_matrix(X[:600]) if sparse else X[:600], y[:600], classes=[0, 1])
+    assert model.report().examples.learned == 500
+    model.add_class(2)
+    return model, X, y
+
+
+def test_a_class_met_late_keeps_the_example_account():
+    """Regression: after the split the rehearsal steps of the binary phase stayed in binary
+    model 0's ``t_`` but not in the count (learned 1,300 of 900 received: the report raised)."""
+    model, X, y = _late_third_class(sparse=False)
+    model.partial_fit(X[600:], y[600:])
+    account = model.report().examples
+    assert (account.received, account.learned + account.pending) == (900, 900)
+    assert model.n_rehearsed_ == model.statistics()["per_class"][0]["rehearsal_steps"]
+    seen = [part["examples_seen"] for part in model.statistics()["per_class"]]
+    assert seen == [account.learned, account.learned, 300]  # the third since it was added
+
+
+def test_a_class_met_late_then_wider_rows_widen_every_binary_memory():
+    """Regression: ``grow_features`` widened the pipeline's memory only, not the binary models'
+    (their next rehearsal step read rows of the old width)."""
+    import scipy.sparse as sp
+
+    model, X, y = _late_third_class(sparse=True)
+    model.partial_fit(sp.csr_matrix(X[600:700]), y[600:700])
+    wider = np.hstack([X[700:], np.ones((200, 2))])
+    model.grow_features(7)
+    model.partial_fit(sp.csr_matrix(wider), y[700:])
+    account = model.report().examples
+    assert (account.received, account.learned + account.pending) == (900, 900)
+    assert model.decision_function(sp.csr_matrix(wider[:5])).shape == (5, 3)

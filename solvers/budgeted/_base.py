@@ -107,9 +107,6 @@ class BudgetedKernelModel(Learning, Readout, KernelModelState, ClassifierMixin, 
     #: versions :meth:`from_state` still loads (2: raw features; 3: no run guard; 4: no
     #: calibration or drift state — they start fresh; 5: dense SVs, ``sv_storage_ = "dense"``)
     STATE_VERSIONS = (2, 3, 4, 5, 6, 7, 8)
-    #: The rehearsal stage (:mod:`svmstream.solvers.online.stages.rehearsal`) a pipeline hands
-    #: its engine: :meth:`_learn_fed` lets it plan and learn the rows released (None: no rehearsal)
-    _rehearsal = None
 
     def engine_params(self):
         """The parameters of the engine of this estimator's family (``get_params()``)."""

@@ -1,6 +1,10 @@
 """How a budgeted kernel model learns (a mixin of :class:`._base.BudgetedKernelModel`): the
 steps over rows chunk by chunk, :meth:`fit`'s epochs, :meth:`partial_fit`, the rows a pipeline
-releases (:meth:`learn_rows`), widening, rehearsal plans, the schedule restart and new classes."""
+releases (:meth:`learn_rows`), widening, rehearsal plans, the schedule restart and new classes.
+
+Rehearsal is a stage of the streaming pipeline (:mod:`svmstream.solvers.online.stages.rehearsal`):
+the pipeline passes it to the calls that learn or reshape (``learn_rows(fed, rehearsal=stage)``,
+``grow_features``, ``add_class``); an estimator alone (``rehearsal=None``) never rehearses."""
 
 from __future__ import annotations
 
@@ -98,6 +102,11 @@ class Learning:
         an unknown label or a bad weight (naming ``sample_weight[i]``); the model is unchanged
         in that case.
         """
+        return self._partial_fit(X, y, classes, sample_weight)
+
+    def _partial_fit(self, X, y, classes=None, sample_weight=None, rehearsal=None):
+        """:meth:`partial_fit`, each row followed by the steps of the rehearsal stage
+        ``rehearsal`` (None: none) — a one-vs-rest parent's call of its binary models."""
         first = not hasattr(self, "classes_")
         if first:
             self.check_params()
@@ -113,16 +122,18 @@ class Learning:
             raise ValueError(f"classes {list(classes)} differ from the first call's {self.classes_.tolist()}")
         labels = self._encode_labels(y)
         self._resolve_gamma(X)  # gamma="scale": from the first batch
-        self._learn_fed((X, labels, np.ones(labels.shape[0], dtype=bool), weights))
+        self._learn_fed((X, labels, np.ones(labels.shape[0], dtype=bool), weights), rehearsal)
         return self
 
-    def learn_rows(self, fed):
+    def learn_rows(self, fed, rehearsal=None):
         """Learn rows released by a pipeline's order stage: ``fed`` = ``(X, labels, original)``
         or ``(X, labels, original, weights)`` — X (m, d) dense or CSR, already scaled; labels
         (m,) encoded (±1 binary, class index otherwise); original (m,) bool, False for the run
         guard's replayed rows; weights (m,) float64 importance weights (absent or None: ones)
-        — or None (nothing released).  Returns self."""
-        self._learn_fed(fed)
+        — or None (nothing released).  ``rehearsal``: the pipeline's rehearsal stage
+        (:class:`~svmstream.solvers.online.stages.RehearsalStage`; None: no rehearsal), which
+        plans extra steps among these rows.  Returns self."""
+        self._learn_fed(fed, rehearsal)
         return self
 
     def flush(self):
@@ -132,11 +143,12 @@ class Learning:
         self._learn_fed((np.zeros((0, self.n_features_in_)), np.zeros(0), np.zeros(0, dtype=bool)))
         return self
 
-    def grow_features(self, n_features):
+    def grow_features(self, n_features, rehearsal=None):
         """Widen the model to ``n_features`` input features (sparse input whose largest index
         grew; a missing feature is a zero).  Returns self.
 
-        Support vectors (and remembered rows) get zeros in the new features; everything else
+        Support vectors (and the rows the rehearsal stage ``rehearsal`` remembers, if given)
+        get zeros in the new features; everything else
         is kept, so decisions on rows that are zero in the new features do not change.
         ``n_features`` below ``n_features_in_`` raises ValueError.
         """
@@ -147,8 +159,8 @@ class Learning:
         if d_new == d_old:
             return self
         self._grow_arrays(d_new)
-        if self._rehearsal is not None:
-            self._rehearsal.widen(d_new)
+        if rehearsal is not None:
+            rehearsal.widen(d_new)
         self._learn_fed(None)
         return self
 
@@ -164,18 +176,19 @@ class Learning:
         self._x_buf = np.zeros(d_new)
         self.n_features_in_ = d_new
 
-    def _learn_fed(self, fed):
-        """Learn the rows the preprocessor released (None: none yet), each followed by
-        ``rehearsal`` steps on remembered examples (the rehearsal stage, if any), record the
-        originals and feed their margins to the calibrator (:meth:`_calibrate`)."""
+    def _learn_fed(self, fed, rehearsal=None):
+        """Learn the rows the preprocessor released (None: none yet), each followed by the
+        steps of the rehearsal stage ``rehearsal`` on remembered examples (None, or a linear
+        model: none), record the originals and feed their margins to the calibrator
+        (:meth:`_calibrate`)."""
         if fed is None:
             self._learned(None, np.zeros(0))
             return
         X, labels, original = fed[:3]
         weights = fed_weights(fed)
-        if self._rehearsal is not None and self._rehearsal.applies(self, X):
+        if rehearsal is not None and not self._linear() and rehearsal.applies(X, self.n_features_in_):
             w = unit_weights(labels.shape[0]) if weights is None else weights
-            margins = self._rehearsal.learn(self, X, labels, w)
+            margins = rehearsal.learn(X, labels, w, self._learn_plan)
         else:
             margins = self._learn(X, labels, np.arange(X.shape[0], dtype=np.int64), weights)
         if weights is not None and not weights.all():  # weight 0: no step, not an example learned
@@ -205,15 +218,13 @@ class Learning:
 
     def restart_schedule(self, t0=None):
         """Restart the step-size schedule (:meth:`_reset_schedule`) at t = ``t0`` (None:
-        :data:`DRIFT_RESET_T0`; an int >= 1) and empty the rehearsal memory (its rows hold the
-        old concept; they were learned already): what the drift stage asks for after a
-        detection (:mod:`svmstream.solvers.online.stages.drift`), and a warm-started drift
-        challenger (:meth:`svmstream.solvers.online.StreamingClassifier.warm_copy`).  Nothing received is dropped.
-        Returns self."""
+        :data:`DRIFT_RESET_T0`; an int >= 1): what the drift stage asks for after a detection
+        (:mod:`svmstream.solvers.online.stages.drift`), and a warm-started drift challenger
+        (:meth:`svmstream.solvers.online.StreamingClassifier.warm_copy`); the pipeline empties
+        its rehearsal memory with it (its rows hold the old concept).  Nothing received is
+        dropped.  Returns self."""
         check_is_fitted(self, "classes_")
         self._reset_schedule(DRIFT_RESET_T0 if t0 is None else int(t0))
-        if self._rehearsal is not None:
-            self._rehearsal.clear()
         return self
 
     def _reset_schedule(self, t0=DRIFT_RESET_T0):
@@ -231,7 +242,7 @@ class Learning:
         index = (labels > 0).astype(np.intp) if self.classes_.shape[0] == 2 else labels.astype(np.intp)
         self.last_y_ = self.classes_[index]
 
-    def add_class(self, label):
+    def add_class(self, label, rehearsal=None):
         """Add a class learned from the data (a label not seen before); returns self.
 
         ``label`` must sort after every class in ``classes_``, so existing classes keep
@@ -252,7 +263,7 @@ class Learning:
             raise ValueError(
                 f"a new class must sort after the model's classes {self.classes_.tolist()}, got {label!r}"
             )
-        self._add_class_arrays()
+        self._add_class_arrays(rehearsal)
         self.classes_ = np.append(self.classes_, label)
         if self.calibrator_ is not None:
             self.calibrator_.add_class()
@@ -261,8 +272,9 @@ class Learning:
         self.last_y_ = self.classes_[:0]
         return self
 
-    def _add_class_arrays(self):
-        """Grow the coefficient columns by one class (see :meth:`add_class`)."""
+    def _add_class_arrays(self, rehearsal=None):
+        """Grow the coefficient columns by one class (see :meth:`add_class`; ``rehearsal``:
+        the pipeline's stage, for BSCA's binary models)."""
         cap, k = self._coef.shape[0], self.classes_.shape[0]
         coef = np.zeros((cap, k + 1))
         bias = np.zeros(k + 1)

@@ -165,9 +165,9 @@ class PegasosClassifier(ScheduleChecks, BudgetedKernelModel):
         out = linear_decision(X, self._W, self._bias, self._reals[R_SCALE])
         return out[:, 0] if out.shape[1] == 1 else out
 
-    def _add_class_arrays(self):
+    def _add_class_arrays(self, rehearsal=None):
         k = self.classes_.shape[0]
-        super()._add_class_arrays()
+        super()._add_class_arrays(rehearsal)
         W = np.zeros((self._W.shape[0], k + 1))  # binary w → (−w/2, w/2, 0), as the coefficients
         if k == 2:
             W[:, 0], W[:, 1] = -0.5 * self._W[:, 0], 0.5 * self._W[:, 0]

@@ -100,13 +100,13 @@ class Readout:
     @property
     def n_seen_(self):
         """Examples learned: ``t_`` − ``n_rehearsed_`` (inside a pipeline the run guard's replayed
-        rows are steps too; the pipeline counts what it received)."""
+        rows and the rehearsal stage's steps are steps too; the pipeline counts what it
+        received)."""
         return int(self._counters[C_STEPS]) - self.n_rehearsed_
 
-    @property
-    def n_rehearsed_(self):
-        """Rehearsal steps taken (each one a learning step counted in ``t_``)."""
-        return self._rehearsal.steps if self._rehearsal is not None else 0
+    #: Rehearsal is the pipeline's too (its rehearsal stage counts its steps, which are steps
+    #: in ``t_``): an estimator alone takes none.
+    n_rehearsed_ = 0
 
     @property
     def n_merges_(self):

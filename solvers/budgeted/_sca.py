@@ -107,17 +107,22 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
             self._coef *= t0 / since
         self._counters[C_SCHED_SHIFT] = max(0, int(self._counters[C_STEPS]) - t0)
 
-    def _add_class_arrays(self):
-        """Binary → one-vs-rest with models (−w, w, 0); one-vs-rest: one more (empty) model."""
+    def _add_class_arrays(self, rehearsal=None):
+        """Binary → one-vs-rest with models (−w, w, 0); one-vs-rest: one more (empty) model
+        (each with its stage of the pipeline's rehearsal stage ``rehearsal``, if given)."""
         k = self.classes_.shape[0]
         if k > 2:
             if hasattr(self, "estimators_"):
-                self.estimators_.append(self._fresh_binary(k))
+                self.estimators_.append(self._fresh_binary(k, rehearsal))
             return
         if not self.__dict__.get(
             "_pool_pending", True
         ):  # learning has started: the binary model becomes models 0 and 1
-            self.estimators_ = [self._binary_copy(0, -1.0), self._binary_copy(1, 1.0), self._fresh_binary(2)]
+            self.estimators_ = [
+                self._binary_copy(0, -1.0, rehearsal),
+                self._binary_copy(1, 1.0, rehearsal),
+                self._fresh_binary(2, rehearsal),
+            ]
         for name in ("_sv_t", "_sv_sq", "_coef", "_k_inv", "_x_buf", "_row_buf", *_SPARSE_POOL):
             if hasattr(self, name):
                 setattr(self, name, np.zeros((0,) * getattr(self, name).ndim, getattr(self, name).dtype))
@@ -241,12 +246,13 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
         self._ovr_learn((X, index, np.ones(index.shape[0], dtype=bool), weights))
         return self
 
-    def learn_rows(self, fed):
+    def learn_rows(self, fed, rehearsal=None):
         """Learn rows released by a pipeline's order stage (see
-        :meth:`BudgetedKernelModel.learn_rows`); one-vs-rest: every binary model.  Returns self."""
+        :meth:`BudgetedKernelModel.learn_rows`); one-vs-rest: every binary model, each with
+        its own stage of ``rehearsal``.  Returns self."""
         if not self._is_ovr():
-            return super().learn_rows(fed)
-        self._ovr_learn(fed)
+            return super().learn_rows(fed, rehearsal)
+        self._ovr_learn(fed, rehearsal)
         return self
 
     def flush(self):
@@ -256,10 +262,11 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
         self._ovr_learn(None)
         return self
 
-    def grow_features(self, n_features):
-        """Widen the model to ``n_features`` (see :meth:`BudgetedKernelModel.grow_features`)."""
+    def grow_features(self, n_features, rehearsal=None):
+        """Widen the model to ``n_features`` (see :meth:`BudgetedKernelModel.grow_features`;
+        one-vs-rest: the binary models' arrays)."""
         if not self._is_ovr():
-            return super().grow_features(n_features)
+            return super().grow_features(n_features, rehearsal)
         d_old, d_new = self.n_features_in_, int(n_features)
         if d_new < d_old:
             raise ValueError(f"n_features must be >= the model's {d_old}, got {n_features!r}")
@@ -268,6 +275,8 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
         for binary in getattr(self, "estimators_", []):
             if hasattr(binary, "classes_"):
                 binary._grow_arrays(d_new)
+        if rehearsal is not None:  # the binary models' remembered rows too
+            rehearsal.widen(d_new)
         self.n_features_in_ = d_new
         self._ovr_learn(None)
         return self
@@ -366,12 +375,6 @@ class BudgetedSCAClassifier(OneVsRest, BudgetedKernelModel):
         if self._is_ovr():
             return self.t_ - self.n_rehearsed_
         return super().n_seen_
-
-    @property
-    def n_rehearsed_(self):
-        if self._is_ovr():  # every binary model learns the same rows with the same rehearsal
-            return self.estimators_[0].n_rehearsed_ if getattr(self, "estimators_", None) else 0
-        return super().n_rehearsed_
 
     # ------------------------------------------------------------------ persistence
     def get_state(self):

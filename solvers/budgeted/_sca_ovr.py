@@ -20,16 +20,18 @@ class OneVsRest:
     def _is_ovr(self):
         return hasattr(self, "classes_") and self.classes_.shape[0] > 2
 
-    def _make_binary(self, k):
-        """Binary model k of one-vs-rest: it learns the rows the parent is given, with its γ."""
+    def _make_binary(self, k, rehearsal=None):
+        """Binary model k of one-vs-rest: it learns the rows the parent is given, with its γ;
+        given the pipeline's rehearsal stage, its own stage is made there (at index k, the
+        memory bound shared by the classes the parent has now)."""
         params = self.get_params()
         params.update(gamma=self.gamma_, sv_storage=getattr(self, "sv_storage_", "dense"))
         if self.random_state is not None:
             params["random_state"] = int(self.random_state) + k
         child = type(self)(**params)
         child._ovr_child = True
-        if self._rehearsal is not None:  # its own memory; the K binary models share the bound
-            child._rehearsal = self._rehearsal.child(k, self.classes_.shape[0], params["random_state"])
+        if rehearsal is not None:  # its own memory; the K binary models share the bound
+            rehearsal.child(k, self.classes_.shape[0], params["random_state"])
         return child
 
     def _start_ovr(self, n_features, classes, streaming, calibrate=True):
@@ -42,8 +44,9 @@ class OneVsRest:
         self.last_margins_ = np.zeros((0, self.classes_.shape[0]))
         self.last_y_ = self.classes_[:0]
 
-    def _ovr_learn(self, fed):
-        """One streaming step per released row for every binary model (None: nothing released);
+    def _ovr_learn(self, fed, rehearsal=None):
+        """One streaming step per released row for every binary model (None: nothing released),
+        binary model k rehearsing with its stage of ``rehearsal`` (:meth:`_make_binary`);
         records margins and labels of the original (not replayed) rows and calibrates as
         :meth:`BudgetedKernelModel._learn_fed`."""
         if fed is None or fed[0].shape[0] == 0:
@@ -52,9 +55,11 @@ class OneVsRest:
         X, index, original = fed[:3]
         weights = fed_weights(fed)
         if not hasattr(self, "estimators_"):
-            self.estimators_ = [self._fresh_binary(k) for k in range(self.classes_.shape[0])]
+            self.estimators_ = [self._fresh_binary(k, rehearsal) for k in range(self.classes_.shape[0])]
         for k, binary in enumerate(self.estimators_):
-            binary.partial_fit(X, np.where(index == k, 1.0, -1.0), classes=[-1.0, 1.0], sample_weight=weights)
+            own = None if rehearsal is None else rehearsal.of_binary(k)
+            signs = np.where(index == k, 1.0, -1.0)
+            binary._partial_fit(X, signs, classes=[-1.0, 1.0], sample_weight=weights, rehearsal=own)
         if weights is not None and not weights.all():  # weight 0: no step, not an example learned
             original = original & (weights > 0)
         self.C_eff_ = self.estimators_[0].C_eff_
@@ -63,15 +68,15 @@ class OneVsRest:
         self._calibrate(self.last_margins_, index[original])
         self.last_y_ = self.classes_[index[original].astype(np.intp)]
 
-    def _fresh_binary(self, k):
+    def _fresh_binary(self, k, rehearsal=None):
         """One-vs-rest model k, fitted state allocated, no support vectors yet."""
-        binary = self._make_binary(k)
+        binary = self._make_binary(k, rehearsal)
         binary._init_state(self.n_features_in_, np.array([-1.0, 1.0]), streaming=True)
         return binary
 
-    def _binary_copy(self, k, sign):
+    def _binary_copy(self, k, sign, rehearsal=None):
         """One-vs-rest model k holding this binary model's SVs with coefficients × ``sign``."""
-        binary = self._fresh_binary(k)
+        binary = self._fresh_binary(k, rehearsal)
         for name in ("_sv_t", "_sv_sq", "_counters", "_reals", "_k_inv", "merge_diagnostics_"):
             getattr(binary, name)[...] = getattr(self, name)
         if self._sparse_svs():

@@ -23,7 +23,8 @@ Each stage is a module of its own (:mod:`.stages.scaler`, :mod:`.stages.order`,
 and its part of the saved state (``stages``).  This class passes each received batch through
 the scaler and the order stage and gives the estimator's engine the rows they release, scaled
 and ordered (``learn_rows``); it sets the engine's γ when the scaler resolves ``"scale"``,
-hands the rehearsal stage to the engine (it plans extra steps on the released rows), feeds the
+passes its rehearsal stage to the engine's learning calls (``learn_rows(fed, rehearsal=…)``:
+it plans extra steps on the released rows) and counts its steps, feeds the
 drift and calibration stages the prequential margins the engine computes, and cuts each batch
 into the drift stage's pieces.  The engine is the plain estimator's (same parameters, no
 stages); the saved state keeps the parts apart (``params``, ``plain``, ``model``, ``stages``).
@@ -80,7 +81,6 @@ DELEGATED = (
     "n_features_in_",
     "n_support_vectors_",
     "t_",
-    "n_rehearsed_",
     "n_merges_",
     "n_violations_",
     "n_maintenance_",
@@ -237,10 +237,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         if type(plain).__name__ not in _PLAIN:
             raise ValueError(f"estimator must be one of {', '.join(_PLAIN)}, got {type(plain).__name__}")
         plain.check_params()
-        engine = type(plain)(**plain.get_params())  # the plain estimator is the engine
-        seed = RehearsalStage.seed_of(engine.random_state)
-        RehearsalStage(self.rehearsal, self.rehearsal_memory, seed).attach(engine)
-        return engine
+        return type(plain)(**plain.get_params())  # the plain estimator is the engine
 
     def set_rehearsal(self, rehearsal: int):
         """Set ``rehearsal`` (extra steps per learned example, an int >= 0) of a fitted or fresh
@@ -248,7 +245,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         that the next rows learned rehearse so (a selector's candidates after their early
         rehearsal).  Returns self."""
         self.rehearsal = int(rehearsal)
-        stage = self.model_._rehearsal if "model_" in self.__dict__ else None
+        stage = self.__dict__.get("_rehearsal")
         for s in [stage, *(stage.children if stage is not None else [])]:
             if s is not None:
                 s.rehearsal = self.rehearsal
@@ -257,6 +254,10 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
     def _start(self):
         self.check_params()
         self.model_ = self._new_engine()
+        seed = RehearsalStage.seed_of(self.model_.random_state)
+        self._rehearsal = RehearsalStage(
+            self.rehearsal, self.rehearsal_memory, seed
+        )  # passed to each learning call
         self.scaling_reason_ = resolve_scaling(self.scaling, self._plain())[1]
         self.n_received_ = 0
         self._drift = DriftStage(self.on_drift)
@@ -356,14 +357,14 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             self.n_weightless_ = self.n_weightless_ + int(keep.shape[0] - keep.sum())
             X, labels, weights = X[keep], labels[keep], weights[keep]
             if X.shape[0] == 0:
-                self.model_.learn_rows(None)
+                self.model_.learn_rows(None, rehearsal=self._rehearsal)
                 return
         released = self._scaler.feed(X, labels, weights)
         if released is None:  # the window stays open
-            self.model_.learn_rows(None)
+            self.model_.learn_rows(None, rehearsal=self._rehearsal)
             return
         self._scaler_closed()
-        self.model_.learn_rows(self._order.feed(*released))
+        self.model_.learn_rows(self._order.feed(*released), rehearsal=self._rehearsal)
 
     # ------------------------------------------------------------------ learning
     def partial_fit(self, X, y, classes=None, sample_weight=None):
@@ -398,6 +399,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             learned.append(model.last_y_)
             if self.on_drift != "none" and self._drift.reset_due(base + hi):
                 model.restart_schedule()
+                self._rehearsal.clear()  # its rows hold the old concept
         if len(margins) > 1:
             self._last = (np.concatenate(margins), np.concatenate(learned))
         self._count_weights(n, weights)
@@ -420,7 +422,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         window = None if self._scaler.ready else self._scaler.close()
         if window is not None:
             self._scaler_closed()
-        self.model_.learn_rows(self._order.drain(window))
+        self.model_.learn_rows(self._order.drain(window), rehearsal=self._rehearsal)
         self._observe()
         return self
 
@@ -430,10 +432,10 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         learned now, drawn at random.  Returns self; ValueError below ``n_features_in_``."""
         check_is_fitted(self)
         d_old = self.model_.n_features_in_
-        self.model_.grow_features(n_features)
+        self.model_.grow_features(n_features, rehearsal=self._rehearsal)
         if int(n_features) > d_old:
             self._scaler.grow(n_features)
-            self.model_.learn_rows(self._order.grow(n_features))
+            self.model_.learn_rows(self._order.grow(n_features), rehearsal=self._rehearsal)
             self.__dict__.pop("_last", None)
             self._observe()  # buffered rows beyond the buffer's new bound were learned
         return self
@@ -441,7 +443,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
     def add_class(self, label):
         """Add a class the model has not seen (it must sort after ``classes_``).  Returns self."""
         check_is_fitted(self)
-        self.model_.add_class(label)
+        self.model_.add_class(label, rehearsal=self._rehearsal)
         self._scaler.add_class()
         self._order.add_class()
         self._class_weights.add_class()
@@ -480,9 +482,10 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         return self._calibration.predict_proba(self.decision_function(X))
 
     def statistics(self):
-        """The engine's counters (dict); ``examples_seen`` counts received examples."""
+        """The engine's counters (dict) with the rehearsal stage's steps
+        (:meth:`~.stages.RehearsalStage.account`); ``examples_seen`` counts received examples."""
         check_is_fitted(self)
-        out = self.model_.statistics()
+        out = self._rehearsal.account(self.model_.statistics())
         out["examples_seen"] = self.n_seen_
         out["weights"] = self.weight_figures()
         return out

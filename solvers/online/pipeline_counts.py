@@ -25,6 +25,12 @@ class PipelineCounts:
         return self._stage("_scaler").pending + self._stage("_order").pending
 
     @property
+    def n_rehearsed_(self):
+        """Rehearsal steps taken (learning steps in ``t_``, not received examples): the
+        rehearsal stage's count (:attr:`~.stages.RehearsalStage.steps`)."""
+        return int(self._stage("_rehearsal").steps)
+
+    @property
     def n_replayed_(self):
         """Rows the run guard replayed (learning steps in ``t_``, not received examples)."""
         return self._stage("_order").n_replayed
@@ -39,8 +45,7 @@ class PipelineCounts:
     def n_seen_(self):
         """Examples received: learned (``t_`` − rehearsal steps − replayed rows, plus the
         examples of weight 0, which take no step), pending and discarded."""
-        model = self.model_
-        learned = int(model.t_) - int(model.n_rehearsed_) - self.n_replayed_ + self.n_weightless_
+        learned = int(self.model_.t_) - self.n_rehearsed_ - self.n_replayed_ + self.n_weightless_
         return learned + self.n_pending_ + self.n_discarded_
 
     @property

@@ -83,7 +83,7 @@ class PipelineState:
         parts = {
             "scaler": self._scaler.get_state(),
             "order": self._order.get_state(),
-            "rehearsal": self.model_._rehearsal.get_state(),
+            "rehearsal": self._rehearsal.get_state(),
             "drift": self._drift.get_state(),
             "calibration": self._calibration.get_state(),
         }
@@ -122,9 +122,10 @@ class PipelineState:
             model.classes_.shape[0],
         )
         rehearsal = stages.get("rehearsal")
-        RehearsalStage.from_state(arrays, rehearsal, est.rehearsal, est.rehearsal_memory, seed, d).attach(
-            model
+        est._rehearsal = RehearsalStage.from_state(
+            arrays, rehearsal, est.rehearsal, est.rehearsal_memory, seed, d
         )
+        est._rehearsal.bind(model)  # binary models saved without a stage get one
         est.model_ = model
         est.scaling_reason_ = resolve_scaling(est.scaling, plain)[1]
         est._scaler = ScalerStage.from_state(arrays, stages["scaler"], d, n_classes)
@@ -167,12 +168,13 @@ class PipelineState:
         arrays = {k: np.array(v, copy=True) for k, v in arrays.items()}
         est = type(self).from_state(arrays, copy.deepcopy(meta))
         order = est._order
-        est.model_.learn_rows(order.drain(None))
+        est.model_.learn_rows(order.drain(None), rehearsal=est._rehearsal)
         order.shuffle_buffer, order.capacity = 0, 0
         order.buf_X, order.buf_y, order.buf_w = order.buf_X[:0], order.buf_y[:0], order.buf_w[:0]
         est.shuffle_buffer = 0
         est._drift = DriftStage(est.on_drift)
         est.model_.restart_schedule(t0)
+        est._rehearsal.clear()
         est.__dict__.pop("_last", None)
         return est
 

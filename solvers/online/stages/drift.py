@@ -3,7 +3,7 @@
 The margins a learner computes before each step (prequential) give the 0/1 errors of the
 examples received; :class:`~svmstream.solvers.drift.DriftMonitor` watches their rate.  A
 detection with ``on_drift="reset_schedule"`` asks the estimator to restart its step-size
-schedule (``restart_schedule()``, which also empties the rehearsal memory); ``"none"`` only
+schedule (``restart_schedule()``; the pipeline empties its rehearsal memory); ``"none"`` only
 counts it.  A detection never discards an example.
 
 Resets are placed where the count of received examples is a multiple of

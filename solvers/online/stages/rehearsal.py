@@ -3,10 +3,15 @@
 After each example the estimator learns, ``rehearsal`` more steps on examples drawn uniformly
 from a reservoir of the stream so far (:class:`~svmstream.solvers.budgeted._rehearsal.RehearsalMemory`:
 the reservoir, the hash-drawn plan of steps and BSCA's dual variables; ``docs/online.md``).
-The pipeline hands this stage to the estimator's engine, which calls :meth:`RehearsalStage.learn`
-on each block of rows the order stage (:mod:`.order`) releases: rehearsal sits between the
-order stage and the step, which plans extra steps among the rows of that block.
-A one-vs-rest BSCA model gives each binary model a stage of its own (:meth:`RehearsalStage.child`).
+The pipeline owns this stage and passes it to each learning call of its engine
+(``learn_rows(fed, rehearsal=stage)``, ``grow_features``, ``add_class``); on each block of rows
+the order stage (:mod:`.order`) releases the engine calls :meth:`RehearsalStage.learn` with its
+own step: rehearsal sits between the order stage and the step, which plans extra steps among
+the rows of that block.  A one-vs-rest BSCA engine hands each binary model its own stage, held
+by this one at the model's index (:attr:`RehearsalStage.children`, made by
+:meth:`RehearsalStage.child` when the engine makes the binary model).  The pipeline reads the
+counts here (:attr:`RehearsalStage.steps`, :meth:`RehearsalStage.account`) and empties the
+memory after a schedule restart (:meth:`RehearsalStage.clear`).
 
 Saved state: ``{"memory": …, "children": […]}`` under ``stages.rehearsal``, the rows under
 ``reh_*`` (binary model ``k`` of one-vs-rest: ``ovr{k}__reh_*``), the names engines used.
@@ -61,24 +66,63 @@ class RehearsalStage:
         self.children[k] = stage
         return stage
 
+    def of_binary(self, k: int) -> RehearsalStage | None:
+        """The stage of binary model ``k`` (one-vs-rest; None: it has none)."""
+        return self.children[k] if k < len(self.children) else None
+
+    def bind(self, estimator) -> None:
+        """Give each binary model of a one-vs-rest ``estimator`` (its ``estimators_``) that has
+        no stage one, its bound shared by the estimator's classes now (a restored pipeline)."""
+        n_classes = estimator.classes_.shape[0]
+        for k, binary in enumerate(getattr(estimator, "estimators_", None) or []):
+            if self.of_binary(k) is None:
+                self.child(k, n_classes, binary.random_state)
+
     @property
-    def steps(self) -> int:
-        """Rehearsal steps taken (each one a learning step counted in the estimator's ``t_``)."""
+    def own_steps(self) -> int:
+        """Rehearsal steps taken on this stage's memory."""
         return self.memory.steps if self.memory is not None else 0
 
-    def applies(self, estimator, X) -> bool:
-        """Whether rows ``X`` are rehearsed: rehearsal on, a kernel model (``docs/online.md``),
-        rows to learn, and a memory of at least 1,000 rows within its byte bound."""
-        if self.rehearsal <= 0 or estimator._linear() or X.shape[0] == 0:
+    @property
+    def steps(self) -> int:
+        """Rehearsal steps taken (each one a learning step counted in the estimator's ``t_``):
+        one-vs-rest, binary model 0's (every binary model learns the same rows with the same
+        rehearsal) plus this stage's own from before a binary model split into one-vs-rest
+        (binary models 0 and 1 are copies of it and their ``t_`` holds those steps)."""
+        first = self.of_binary(0)
+        return first.own_steps + self.own_steps if first is not None else self.own_steps
+
+    def account(self, statistics: dict) -> dict:
+        """An engine's :meth:`statistics` with this stage's rehearsal steps: ``rehearsal_steps``
+        (one-vs-rest: the sum of the binary models'), each binary model's (``per_class[k]``)
+        with its ``examples_seen`` less them (the engine counts its steps only).  Returns it."""
+        parts = statistics.get("per_class")
+        if not parts:
+            statistics["rehearsal_steps"] = self.own_steps
+            return statistics
+        for k, part in enumerate(parts):
+            child = self.of_binary(k)
+            carried = self.own_steps if k < 2 else 0  # copies of the binary model it was
+            part["rehearsal_steps"] = (child.own_steps if child is not None else 0) + carried
+            part["examples_seen"] -= part["rehearsal_steps"]
+        statistics["rehearsal_steps"] = sum(part["rehearsal_steps"] for part in parts)
+        return statistics
+
+    def applies(self, X, n_features: int) -> bool:
+        """Whether rows ``X`` of a kernel model (a linear one never rehearses,
+        ``docs/online.md``) ``n_features`` wide are rehearsed: rehearsal on, rows to learn, and
+        a memory of at least 1,000 rows within its byte bound (made at the first rows)."""
+        if self.rehearsal <= 0 or X.shape[0] == 0:
             return False
         if self.memory is None:
-            capacity = memory_capacity(self.rehearsal_memory, estimator.n_features_in_)
-            self.memory = RehearsalMemory(capacity, estimator.n_features_in_, self.seed)
+            capacity = memory_capacity(self.rehearsal_memory, n_features)
+            self.memory = RehearsalMemory(capacity, n_features, self.seed)
         return self.memory.capacity > 0
 
-    def learn(self, estimator, X, labels, weights) -> np.ndarray:
+    def learn(self, X, labels, weights, learn_plan) -> np.ndarray:
         """Each new row's step, then ``rehearsal`` steps on rows drawn from the memory
-        (:func:`..budgeted._rehearsal.plan_rehearsal`), learned by ``estimator._learn_plan``;
+        (:func:`..budgeted._rehearsal.plan_rehearsal`), learned by the engine's
+        ``learn_plan(X_ext, y_ext, w_ext, order, memory, gather) -> (margins, alpha_ext)``;
         ``weights`` (n,) float64 are the rows' importance weights (a remembered row keeps its
         own); returns the new rows' margins (f before their own step), (n,) or (n, K) float64."""
         memory = self.memory
@@ -86,29 +130,23 @@ class RehearsalStage:
         X_ext, y_ext, w_ext = memory.rows(X, labels, weights, gather)
         if not sp.issparse(X_ext):
             X_ext = np.ascontiguousarray(X_ext)
-        margins, alpha_ext = estimator._learn_plan(X_ext, y_ext, w_ext, order, memory, gather)
+        margins, alpha_ext = learn_plan(X_ext, y_ext, w_ext, order, memory, gather)
         memory.commit(X, labels, weights, alpha_ext)
         return margins[new_pos]
 
     def clear(self) -> None:
-        """Forget every row (after a detected drift: they hold the old concept)."""
+        """Forget every row of this stage's memory (after a detected drift and a warm copy's
+        schedule restart: they hold the old concept; the binary models' memories are kept)."""
         if self.memory is not None:
             self.memory.clear()
 
     def widen(self, n_features: int) -> None:
-        """Remembered rows get zeros in new features."""
+        """Remembered rows get zeros in new features (one-vs-rest: the binary models' too)."""
         if self.memory is not None:
             self.memory.widen(n_features)
-
-    def attach(self, estimator) -> None:
-        """Hand this stage to ``estimator`` (and, one-vs-rest, each binary model its child
-        stage, made for those that have none)."""
-        estimator._rehearsal = self
-        for k, binary in enumerate(getattr(estimator, "estimators_", None) or []):
-            stage = self.children[k] if k < len(self.children) else None
-            if stage is None:
-                stage = self.child(k, estimator.classes_.shape[0], binary.random_state)
-            binary._rehearsal = stage
+        for child in self.children:
+            if child is not None:
+                child.widen(n_features)
 
     # ------------------------------------------------------------------ persistence
     def _meta(self):
