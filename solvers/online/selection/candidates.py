@@ -144,7 +144,9 @@ class Candidates:
         self.settings_ = self._settings(scaling, gamma)
         wide = self._wide_dense()
         if wide:
-            self.race_size_, buffer = wide_race(self, len(self.settings_), self.n_features_in_, self.max_bytes)
+            self.race_size_, buffer = wide_race(
+                self, len(self.settings_), self.n_features_in_, self.max_bytes
+            )
             if buffer is not None:
                 for s in self.settings_:
                     s["shuffle_buffer"] = buffer
