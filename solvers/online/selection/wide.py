@@ -44,21 +44,26 @@ def race_peak(k, one, window):
 
 
 def wide_race(sel, n_candidates, n_features, max_bytes):
-    """``(k, buffer)``: the most candidates (at least one) whose race fits ``max_bytes``
-    (:func:`race_peak`), each with a shuffle buffer of ``buffer`` rows — None: the pipeline's
-    own capacity, when k of that size fit; else the most rows that let k fit, at least
-    :data:`MIN_BUFFER_ROWS`.  ``max_bytes`` None, or not even one candidate with the fewest
-    rows fits: ``(n_candidates, None)`` resp. ``(1, None)``."""
+    """``(k, buffer)``: the most candidates (at least one) with the pipeline's full shuffle
+    buffer whose race fits ``max_bytes`` (:func:`race_peak`), ``buffer`` None; when not even one
+    full candidate fits, one with the most buffer rows that fit (at least
+    :data:`MIN_BUFFER_ROWS`), or — nothing fits — one with the full buffer.  Smaller candidates
+    racing together were measured and lost accuracy (``docs/selection.md``, "Wide dense rows").
+    ``max_bytes`` None: every candidate, full buffers."""
     if max_bytes is None:
         return int(n_candidates), None
     full = buffer_capacity(int(sel.shuffle_buffer), n_features)
     window = dense_window_bytes(sel.warmup, n_features)
-    row = (max(1, int(n_features)) + 1) * 8
-    fixed = wide_candidate_bytes(sel, n_features, 0)
     for k in range(int(n_candidates), 0, -1):
         if race_peak(k, wide_candidate_bytes(sel, n_features, full), window) <= max_bytes:
             return k, None
-        rows = min(full, max(0, ((int(max_bytes) - 4 * window) // k - fixed) // row))
-        if full and rows >= min(MIN_BUFFER_ROWS, full):
-            return k, int(rows)
-    return 1, None
+    return 1, smaller_buffer(sel, n_features, max_bytes, full, window)
+
+
+def smaller_buffer(sel, n_features, max_bytes, full, window):
+    """The most shuffle-buffer rows (at least :data:`MIN_BUFFER_ROWS`, at most ``full``) with
+    which one candidate's race fits ``max_bytes``; None when none does."""
+    row = (max(1, int(n_features)) + 1) * 8
+    fixed = wide_candidate_bytes(sel, n_features, 0)
+    rows = min(full, max(0, (int(max_bytes) - 4 * window - fixed) // row))
+    return int(rows) if full and rows >= min(MIN_BUFFER_ROWS, full) else None
