@@ -7,10 +7,12 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 
-from ..._params import DEFAULT_REHEARSAL_MEMORY
+from ..._params import DEFAULT_REHEARSAL_MEMORY, SPARSE_MIN_FEATURES
 from ...budgeted import BudgetedSGDClassifier, model_bytes, window_bytes
 from ..pipeline import StreamingClassifier
+from .wide import wide_race
 
 DEFAULT_CANDIDATES = (
     {"gamma_factor": 1.0},
@@ -108,7 +110,7 @@ class Candidates:
             type(plain)(**params),
             **{**(self.pipeline_params or {}), "scaling": setting["scaling"]},
             warmup=self.warmup,
-            shuffle_buffer=self.shuffle_buffer,
+            shuffle_buffer=setting.get("shuffle_buffer", self.shuffle_buffer),
             rehearsal=setting["early_rehearsal"] if setting["early"] else setting["rehearsal"],
         )
 
@@ -140,11 +142,42 @@ class Candidates:
         )
         self.gamma_scale_ = gamma
         self.settings_ = self._settings(scaling, gamma)
-        self.race_size_ = self._race_size(len(self.settings_))
+        wide = self._wide_dense()
+        if wide:
+            self.race_size_, buffer = wide_race(
+                self, len(self.settings_), self.n_features_in_, self.max_bytes
+            )
+            if buffer is not None:
+                for s in self.settings_:
+                    s["shuffle_buffer"] = buffer
+        else:
+            self.race_size_ = self._race_size(len(self.settings_))
         models = [self._pipeline(s) if i < self.race_size_ else None for i, s in enumerate(self.settings_)]
         self._new_race(models, before=int(self.n_received_))  # position 0: the grid starts here
         held, self._held = self._held, []
+        if wide:  # one candidate's window open at a time; the last one takes the held rows
+            self._feed_one_by_one(held)
+            return
         for X, y, w in held:
             for i in self._alive():
                 self.candidates_[i].partial_fit(X, y, classes=self.classes_, sample_weight=w)
                 self._record(i)
+
+    def _wide_dense(self):
+        """Dense held rows wider than 256 features (``wide.py``: counted as stored)."""
+        return self.n_features_in_ > SPARSE_MIN_FEATURES and not any(sp.issparse(X) for X, _, _ in self._held)
+
+    def _feed_one_by_one(self, held):
+        """Give the held rows to each candidate in turn (each candidate's calls and scores are
+        its own, so the order between candidates changes nothing it learns); the last frees
+        each batch once it has learned it."""
+        alive = self._alive()
+        for i in alive[:-1]:
+            for X, y, w in held:
+                self.candidates_[i].partial_fit(X, y, classes=self.classes_, sample_weight=w)
+                self._record(i)
+        while held:
+            X, y, w = held.pop(0)
+            self.candidates_[alive[-1]].partial_fit(X, y, classes=self.classes_, sample_weight=w)
+            self._record(alive[-1])
+            del X, y, w
