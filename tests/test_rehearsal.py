@@ -265,11 +265,17 @@ def test_the_pipeline_passes_its_stage_and_counts_from_it():
     stats = est.statistics()
     own = [c.own_steps for c in stage.children]
     assert own == [2 * 700, 2 * 700, 2 * 700, 2 * 300]
-    assert [part["rehearsal_steps"] for part in stats["per_class"]] == own
-    assert stats["rehearsal_steps"] == sum(own) and est.n_rehearsed_ == own[0]
+    # binary models 0 and 1 are copies of the binary model: their t_ holds its rehearsal steps
+    binary_phase = stage.own_steps
+    assert binary_phase > 0
+    steps = [o + (binary_phase if k < 2 else 0) for k, o in enumerate(own)]
+    assert [part["rehearsal_steps"] for part in stats["per_class"]] == steps
+    assert stats["rehearsal_steps"] == sum(steps) and est.n_rehearsed_ == steps[0]
     assert [part["examples_seen"] for part in stats["per_class"]] == [
-        b.t_ - steps for b, steps in zip(est.model_.estimators_, own)
+        b.t_ - n for b, n in zip(est.model_.estimators_, steps)
     ]
+    account = est.report().examples  # raised before (learned counted the binary phase's steps)
+    assert account.received == 500 + 400 + 300 == account.learned + account.pending
     alone = BudgetedSCAClassifier(budget=30, random_state=0).partial_fit(X[:300], y[:300] % 2, classes=[0, 1])
     assert alone.n_rehearsed_ == 0 and alone.statistics()["rehearsal_steps"] == 0 and alone.n_seen_ == 300
 
