@@ -12,6 +12,7 @@ import pytest
 from svmstream.solvers.budgeted.tasks import BudgetedOneClassSVM, BudgetedSCARegressor, BudgetedSGDRegressor
 from svmstream.solvers.online.tasks import StreamingNovelty, StreamingRegressor
 from svmstream.solvers.persistence import estimator_from_state
+from tests.test_weights import BAD_SAMPLE_WEIGHTS
 
 GAMMA = 0.3
 
@@ -158,13 +159,7 @@ def test_unit_weights_equal_no_weights(make):
 
 @pytest.mark.parametrize(
     ("weights", "message"),
-    [
-        ([1.0, -1.0, 1.0], r"sample_weight\[1\]"),
-        ([1.0, 1.0, np.nan], r"sample_weight\[2\]"),
-        ([np.inf, 1.0, 1.0], r"sample_weight\[0\]"),
-        ([1.0, "a", 1.0], r"sample_weight\[1\]"),
-        ([1.0, 1.0], r"2 weights for 3 examples"),
-    ],
+    BAD_SAMPLE_WEIGHTS,
 )
 @pytest.mark.parametrize("make", ESTIMATORS + PIPELINES)
 def test_bad_weights_change_nothing(weights, message, make):

@@ -10,6 +10,16 @@ import pytest
 from svmstream.solvers import BudgetedSCAClassifier, BudgetedSGDClassifier, PegasosClassifier
 from svmstream.solvers.online import StreamingClassifier
 
+#: Weights a model refuses (a negative, NaN, inf, a string; the wrong length), with the message
+#: that names them: shared with tests/test_task_weights.py.
+BAD_SAMPLE_WEIGHTS = [
+    ([1.0, -1.0, 1.0], r"sample_weight\[1\]"),
+    ([1.0, 1.0, np.nan], r"sample_weight\[2\]"),
+    ([np.inf, 1.0, 1.0], r"sample_weight\[0\]"),
+    ([1.0, "a", 1.0], r"sample_weight\[1\]"),
+    ([1.0, 1.0], r"2 weights for 3 examples"),
+]
+
 
 def _data(n=60, d=4, seed=0):
     rng = np.random.default_rng(seed)
@@ -188,13 +198,7 @@ def test_weights_survive_a_restart_mid_buffer():
 
 @pytest.mark.parametrize(
     ("weights", "message"),
-    [
-        ([1.0, -1.0, 1.0], r"sample_weight\[1\]"),
-        ([1.0, 1.0, np.nan], r"sample_weight\[2\]"),
-        ([np.inf, 1.0, 1.0], r"sample_weight\[0\]"),
-        ([1.0, "a", 1.0], r"sample_weight\[1\]"),
-        ([1.0, 1.0], r"2 weights for 3 examples"),
-    ],
+    BAD_SAMPLE_WEIGHTS,
 )
 @pytest.mark.parametrize(
     "make",
