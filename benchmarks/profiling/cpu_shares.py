@@ -1,10 +1,10 @@
 """On-CPU share (all running threads, py-spy without --gil) per stage; numba kernels count
 under the Python frame that called them."""
 
-import collections
 import re
 import sys
-from pathlib import Path
+
+from stack_shares import print_shares
 
 STAGES = [
     ("event loop: route /learn", r"learn \(.*routes/learn.py"),
@@ -32,21 +32,4 @@ IDLE = re.compile(
     r"Runner\.run \(asyncio/runners.py:118\)|_worker \(concurrent/futures/thread.py:81\)|"
     r"select \(selectors.py:\d+\)|Event\.wait \(threading.py:\d+\))$"
 )  # blocked threads py-spy still reports as active
-tot = 0
-counts = collections.Counter()
-leaf = collections.Counter()
-for line in Path(sys.argv[1]).read_text().splitlines():
-    stack, _, n = line.rstrip().rpartition(" ")
-    n = int(n)
-    if IDLE.search(stack):
-        continue
-    tot += n
-    for name, pat in STAGES:
-        if re.search(pat, stack):
-            counts[name] += n
-    leaf[stack.split(";")[-1]] += n
-print(f"samples {tot}")
-for name, _ in STAGES:
-    print(f"| {name} | {100 * counts[name] / tot:.1f} % |")
-for k, v in leaf.most_common(12):
-    print(f"  {100 * v / tot:5.1f}  {k[:140]}")
+print_shares(sys.argv[1], STAGES, idle=IDLE, top=12)

@@ -1,9 +1,8 @@
 """Inclusive share of GIL-held samples per stage from a py-spy raw (collapsed) file."""
 
-import collections
-import re
 import sys
-from pathlib import Path
+
+from stack_shares import print_shares
 
 STAGES = [
     ("route /learn (event loop)", r"learn \(.*routes/learn.py"),
@@ -29,20 +28,4 @@ STAGES = [
     ("_learn_step (meters, publish, contest)", r"_learn_step \("),
     ("  publish", r"publish"),
 ]
-tot = 0
-counts = collections.Counter()
-leaf = collections.Counter()
-for line in Path(sys.argv[1]).read_text().splitlines():
-    stack, _, n = line.rstrip().rpartition(" ")
-    n = int(n)
-    tot += n
-    for name, pat in STAGES:
-        if re.search(pat, stack):
-            counts[name] += n
-    leaf[stack.split(";")[-1]] += n
-print(f"samples {tot}")
-for name, _ in STAGES:
-    print(f"| {name} | {100 * counts[name] / tot:.1f} % |")
-print("top leaves:")
-for k, v in leaf.most_common(15):
-    print(f"  {100 * v / tot:5.1f}  {k[:150]}")
+print_shares(sys.argv[1], STAGES, top=15, heading="top leaves:")
