@@ -7,7 +7,8 @@ balancer on ``PREDICT_PORT``), the other learner's address on the compose networ
 ``.ci/run`` runs it as its own step.
 
 Steps: build; up (two learners, docs/cluster.md) and wait healthy; create a model, learn at its
-owner, predict there and through the balancer; replicas follow each snapshot; ``--scale
+owner, predict there and through the balancer; replicas follow each snapshot, and an explicit
+snapshot and a rollback within seconds measured to 10 ms (``follow.py``); ``--scale
 replica=3``; SIGKILL the learner container owning a model under a Redis stream: the other learner
 takes it over (applied count exact, decisions equal to an uninterrupted run's), then the killed one
 rejoins and takes its share back (``handoff.py``);
@@ -24,6 +25,7 @@ import threading
 import time
 
 import httpx
+from follow import step_follow
 from handoff import step_handoff
 from harness import (
     AUTH,
@@ -72,7 +74,8 @@ def step_learn_predict(front: httpx.Client) -> tuple[int, list]:
     r = front.put("/models/m", json={"warmup": 200, "shuffle_buffer": 500, "budget": 200})
     assert r.status_code == 201, r.text
     with httpx.Client(base_url=owner_url("m"), headers=AUTH, timeout=60) as lc:
-        return _learn_predict(lc)
+        version, probe = _learn_predict(lc)
+        return step_follow(lc, probe, version), probe
 
 
 def _learn_predict(lc: httpx.Client) -> tuple[int, list]:
