@@ -25,15 +25,16 @@ import threading
 import time
 from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram
-
 from svmstream.app.cluster import leases as lease_ops
 from svmstream.app.cluster import membership
 from svmstream.app.cluster.leases import Lease
 from svmstream.app.cluster.rendezvous import owner
+from svmstream.app.cluster.report import BeatClock, ClusterMetrics, describe
 from svmstream.app.errors import ModelNotFound
 from svmstream.app.stream.fencing import Fenced
 from svmstream.app.stream.redis_ops import make_client, redis_errors
+
+__all__ = ["ClusterMetrics", "Coordinator", "default_member"]
 
 log = logging.getLogger("svmstream.cluster")
 
@@ -50,28 +51,6 @@ def default_member() -> str:
     """``<hostname>-<pid>-<4 random hex>``: unique per process even where every start has the
     same hostname and pid (a container restarted by its restart policy runs as pid 1 again)."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
-
-
-class ClusterMetrics:
-    """``svmstream_cluster_*`` on the app's Prometheus registry."""
-
-    def __init__(self, prom):
-        self.handoffs = Counter(
-            "svmstream_cluster_handoffs_total",
-            "Ownership moves seen by this learner (gained, handed_off, lost)",
-            ["kind"],
-            registry=prom,
-        )
-        self.seconds = Histogram(
-            "svmstream_cluster_handoff_seconds",
-            "Seconds of a move: gained = from the model being wanted here to it learning here; "
-            "handed_off = final snapshot, acknowledgement and release",
-            ["kind"],
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
-            registry=prom,
-        )
-        self.owned = Gauge("svmstream_cluster_models_owned", "Models this learner owns", registry=prom)
-        self.members = Gauge("svmstream_cluster_members", "Live learners", registry=prom)
 
 
 class Coordinator:
@@ -106,6 +85,7 @@ class Coordinator:
         self._leaving: set[str] = set()  # models being handed off: no consumer starts for them
         self.members: list[str] = []
         self._last_ok = time.monotonic()
+        self.clock = BeatClock(self.tick_s, settings.cluster_lease_s)
         self.connected = False
         self._stop = threading.Event()
         self._wake = threading.Event()  # the member list changed: rebalance now
@@ -184,21 +164,29 @@ class Coordinator:
 
     # ------------------------------------------------------------------ heartbeat thread
     def _beat(self) -> None:
+        """This member's heartbeat, its URL and the renewal of every lease it holds, in one
+        pipelined round trip; a refused renewal withdraws that lease."""
         sent = time.monotonic()
-        members = membership.heartbeat(self._beat_client, self.member, self.ttl_ms)
+        gap = self.clock.started()
+        held = list(self._leases.values())
+        members, renewed = lease_ops.beat(self._beat_client, self.member, self.ttl_ms, self.url, held)
         if set(members) != set(self.members):
             self._wake.set()
         self.members = members
-        if self.url:
-            self._beat_client.hset(membership.URLS_KEY, self.member, self.url)
-        held = list(self._leases.values())
-        for lease, ok in zip(held, lease_ops.renew_all(self._beat_client, held)):
+        for lease, ok in zip(held, renewed):
             if not ok:
                 self._withdraw(lease, "renewal refused: the lease expired or another member took it")
         self._last_ok = sent
+        self.clock.done(time.monotonic() - sent)
+        if gap > self.settings.cluster_lease_s / 2:
+            log.warning(
+                "cluster: heartbeat %.2f s after the previous one (lease TTL %.1f s)", gap, self.clock.ttl_s
+            )
         self.connected = True
         if self.metrics is not None:
             self.metrics.members.set(len(self.members))
+            if gap:
+                self.metrics.beat_gap.observe(gap)
             self.metrics.owned.set(len(self._leases))
 
     def _beat_loop(self) -> None:
@@ -467,25 +455,6 @@ class Coordinator:
             return {"member": self.member, "unavailable": f"Redis: {type(exc).__name__}: {exc}"}
 
     def describe(self, moves: int = 50) -> dict[str, Any]:
-        """Members (URL, models held), every model's owner and fence, the newest ``moves``."""
-        members = membership.live_members(self.client)
-        urls = {k.decode(): v.decode() for k, v in self.client.hgetall(membership.URLS_KEY).items()}
-        models = sorted(membership.catalogue(self.client))
-        pipe = self.client.pipeline(transaction=False)
-        for name in models:
-            pipe.get(lease_ops.lease_keys(self._stream_key(name))[0])
-        holders = [None if v is None else v.decode().rpartition("|") for v in pipe.execute()]
-        owners = {
-            name: (None if h is None else {"member": h[0], "fence": int(h[2])})
-            for name, h in zip(models, holders)
-        }
-        counts = dict.fromkeys(members, 0)
-        for h in owners.values():
-            if h is not None:
-                counts[h["member"]] = counts.get(h["member"], 0) + 1
-        return {
-            "member": self.member,
-            "members": [{"name": m, "url": urls.get(m), "models": counts.get(m, 0)} for m in members],
-            "models": owners,
-            "moves": membership.recent_moves(self.client, moves) if moves else [],
-        }
+        """Members (URL, models held), every model's owner and fence, the newest ``moves``, the
+        heartbeat's timing (:func:`svmstream.app.cluster.report.describe`)."""
+        return describe(self, moves)
