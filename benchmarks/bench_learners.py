@@ -145,11 +145,11 @@ then moved and was restored again mid-run; the kill phase uses the default (3 s)
 
 
 def start_learners(
-    root: Path, snap: Path, url: str, k: int, tag: str, lease_s: str | None = LEASE_S
+    root: Path, snap: Path, url: str, k: int, tag: str, lease_s: str | None = LEASE_S, extra=None
 ) -> list[Server]:
     servers = []
     for i in range(1, k + 1):
-        env = {**ENV, "SVMSTREAM_REDIS_URL": url, "SVMSTREAM_CLUSTER_MEMBER": f"learner-{i}"}
+        env = {**ENV, **(extra or {}), "SVMSTREAM_REDIS_URL": url, "SVMSTREAM_CLUSTER_MEMBER": f"learner-{i}"}
         if lease_s is not None:
             env["SVMSTREAM_CLUSTER_LEASE_S"] = lease_s
         servers.append(Server(snap, env=env, clean_env=True, log=root / f"{tag}-learner-{i}.log"))

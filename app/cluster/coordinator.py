@@ -25,15 +25,16 @@ import threading
 import time
 from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram
-
 from svmstream.app.cluster import leases as lease_ops
 from svmstream.app.cluster import membership
 from svmstream.app.cluster.leases import Lease
 from svmstream.app.cluster.rendezvous import owner
+from svmstream.app.cluster.report import BeatClock, ClusterMetrics, describe
 from svmstream.app.errors import ModelNotFound
 from svmstream.app.stream.fencing import Fenced
 from svmstream.app.stream.redis_ops import make_client, redis_errors
+
+__all__ = ["ClusterMetrics", "Coordinator", "default_member"]
 
 log = logging.getLogger("svmstream.cluster")
 
@@ -50,28 +51,6 @@ def default_member() -> str:
     """``<hostname>-<pid>-<4 random hex>``: unique per process even where every start has the
     same hostname and pid (a container restarted by its restart policy runs as pid 1 again)."""
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(2)}"
-
-
-class ClusterMetrics:
-    """``svmstream_cluster_*`` on the app's Prometheus registry."""
-
-    def __init__(self, prom):
-        self.handoffs = Counter(
-            "svmstream_cluster_handoffs_total",
-            "Ownership moves seen by this learner (gained, handed_off, lost)",
-            ["kind"],
-            registry=prom,
-        )
-        self.seconds = Histogram(
-            "svmstream_cluster_handoff_seconds",
-            "Seconds of a move: gained = from the model being wanted here to it learning here; "
-            "handed_off = final snapshot, acknowledgement and release",
-            ["kind"],
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
-            registry=prom,
-        )
-        self.owned = Gauge("svmstream_cluster_models_owned", "Models this learner owns", registry=prom)
-        self.members = Gauge("svmstream_cluster_members", "Live learners", registry=prom)
 
 
 class Coordinator:
@@ -100,11 +79,13 @@ class Coordinator:
         self._beat_client = make_client(settings.redis_url, timeout=max(0.5, settings.cluster_lease_s / 4))
         self._leases: dict[str, Lease] = {}
         self._lock = threading.Lock()
-        self._lost: list[str] = []
+        self._lost: list[Lease] = []  # withdrawn by the heartbeat, evicted by the coordinator
+        self._orphans: set[str] = set()  # leased, not installed, files kept: seen last pass
         self._wanted_since: dict[str, float] = {}
         self._leaving: set[str] = set()  # models being handed off: no consumer starts for them
         self.members: list[str] = []
         self._last_ok = time.monotonic()
+        self.clock = BeatClock(self.tick_s, settings.cluster_lease_s)
         self.connected = False
         self._stop = threading.Event()
         self._wake = threading.Event()  # the member list changed: rebalance now
@@ -183,21 +164,29 @@ class Coordinator:
 
     # ------------------------------------------------------------------ heartbeat thread
     def _beat(self) -> None:
+        """This member's heartbeat, its URL and the renewal of every lease it holds, in one
+        pipelined round trip; a refused renewal withdraws that lease."""
         sent = time.monotonic()
-        members = membership.heartbeat(self._beat_client, self.member, self.ttl_ms)
+        gap = self.clock.started()
+        held = list(self._leases.values())
+        members, renewed = lease_ops.beat(self._beat_client, self.member, self.ttl_ms, self.url, held)
         if set(members) != set(self.members):
             self._wake.set()
         self.members = members
-        if self.url:
-            self._beat_client.hset(membership.URLS_KEY, self.member, self.url)
-        held = list(self._leases.values())
-        for lease, ok in zip(held, lease_ops.renew_all(self._beat_client, held)):
+        for lease, ok in zip(held, renewed):
             if not ok:
-                self._withdraw(lease.model, "renewal refused: the lease expired or another member took it")
+                self._withdraw(lease, "renewal refused: the lease expired or another member took it")
         self._last_ok = sent
+        self.clock.done(time.monotonic() - sent)
+        if gap > self.settings.cluster_lease_s / 2:
+            log.warning(
+                "cluster: heartbeat %.2f s after the previous one (lease TTL %.1f s)", gap, self.clock.ttl_s
+            )
         self.connected = True
         if self.metrics is not None:
             self.metrics.members.set(len(self.members))
+            if gap:
+                self.metrics.beat_gap.observe(gap)
             self.metrics.owned.set(len(self._leases))
 
     def _beat_loop(self) -> None:
@@ -210,16 +199,19 @@ class Coordinator:
                 if time.monotonic() - self._last_ok >= CUT_OFF_FRACTION * self.settings.cluster_lease_s:
                     if self._leases:
                         log.warning("cluster: Redis unreachable (%s): stopping every model", exc)
-                    for name in list(self._leases):
-                        self._withdraw(name, "Redis unreachable")
+                    for lease in list(self._leases.values()):
+                        self._withdraw(lease, "Redis unreachable")
             except Exception:
                 log.exception("cluster: heartbeat failed")
 
-    def _withdraw(self, name: str, why: str) -> None:
+    def _withdraw(self, lease: Lease, why: str) -> None:
+        """Stop holding ``lease`` — that lease only: a newer lease of the same model, taken by
+        a rebalance after the heartbeat listed the one it renewed, stays."""
         with self._lock:
-            if self._leases.pop(name, None) is not None:
-                self._lost.append(name)
-                log.warning("cluster: model %r lost (%s)", name, why)
+            if self._leases.get(lease.model) is lease:
+                del self._leases[lease.model]
+                self._lost.append(lease)
+                log.warning("cluster: model %r lost, fence %d (%s)", lease.model, lease.fence, why)
 
     # ------------------------------------------------------------------ coordinator thread
     def _run(self) -> None:
@@ -243,12 +235,17 @@ class Coordinator:
                 log.exception("cluster: rebalance failed")
 
     def _evict_lost(self) -> None:
+        """Drop the models whose lease was withdrawn, unless a newer lease of the model was
+        taken meanwhile (the pass gained it again: its copy is the newly restored one).  A lost
+        model stays in the catalogue: its rendezvous owner (this member again, if the members
+        did not change) gains it back by restore."""
         with self._lock:
             lost, self._lost = self._lost, []
-        for name in lost:
-            self._drop(name)
+        for lease in lost:
+            if lease.model not in self._leases:  # gains run in this thread only: no race here
+                self._drop(lease.model)
             self._count("lost", None)
-            self._move(name, "lost", None, None)
+            self._move(lease.model, "lost", None, lease.fence)
 
     def _drop(self, name: str) -> None:
         """Stop ``name``'s consumer and remove the model here, keeping its files."""
@@ -270,8 +267,7 @@ class Coordinator:
         for name in sorted(local - catalogue - set(self._leases)):
             if self._created(name):
                 self._adopt(name)
-        for name in sorted(set(self._leases) - local):
-            self._deleted(name)
+        self._forget_deleted(local)
         catalogue = membership.catalogue(self.client)
         for name in sorted(local & catalogue - set(self._leases)):
             self._drop(name)  # a copy that is not ours (a default made at start, a stale create)
@@ -324,6 +320,25 @@ class Coordinator:
             pass
         self._move(name, "created", None, lease.fence)
 
+    def _forget_deleted(self, local: set[str]) -> None:
+        """Leases of models not installed here: a model deleted by the user (``DELETE
+        /models/{name}`` on its owner removes its files) leaves the catalogue; one whose files
+        are still there is not a deletion (a lost lease, a gain racing a drop, or a user's
+        delete between removing the model and its files): it stays, and if it is still not
+        installed at the next pass, its lease is given back and the model gained again by
+        restore."""
+        orphans = set()
+        for name in sorted(set(self._leases) - local):
+            store = self.registry.store
+            if store is None or not store.files(name):
+                self._deleted(name)
+            elif name in self._orphans and (lease := self._leases.get(name)) is not None:
+                log.warning("cluster: model %r leased but not installed here; gained again", name)
+                self._give_back(lease)
+            else:
+                orphans.add(name)
+        self._orphans = orphans
+
     def _deleted(self, name: str) -> None:
         """A model deleted here (``DELETE /models/{name}`` on its owner)."""
         lease = self._leases.get(name)
@@ -369,6 +384,7 @@ class Coordinator:
             if self._stop.is_set():
                 break
             chunk = [(n, self._stream_key(n)) for n in names[start : start + ACQUIRE_CHUNK]]
+            self._drop_stale([n for n, _ in chunk if n in self.registry])
             taken, held = lease_ops.acquire_many(self.client, chunk, self.member, self.ttl_ms)
             if any(holder is None or holder not in members for holder in held.values()):
                 retry = RETRY_S  # held by a member that is gone: its lease runs out any moment
@@ -383,6 +399,17 @@ class Coordinator:
             if taken and self.streams is not None:
                 self.streams.reconcile()  # their consumers start now, not at the manager's next poll
         return retry
+
+    def _drop_stale(self, names: list[str]) -> None:
+        """Before a new lease of ``names`` is taken: stop and remove the copies still here
+        from a lease withdrawn during this pass (their consumers are fenced off already), so
+        that no consumer or snapshot of an old copy ever runs under the new lease."""
+        if not names:
+            return
+        if self.streams is not None:
+            self.streams.detach_many(names)
+        for name in names:
+            self._drop(name)
 
     def _give_back(self, lease: Lease) -> None:
         with self._lock:
@@ -428,25 +455,6 @@ class Coordinator:
             return {"member": self.member, "unavailable": f"Redis: {type(exc).__name__}: {exc}"}
 
     def describe(self, moves: int = 50) -> dict[str, Any]:
-        """Members (URL, models held), every model's owner and fence, the newest ``moves``."""
-        members = membership.live_members(self.client)
-        urls = {k.decode(): v.decode() for k, v in self.client.hgetall(membership.URLS_KEY).items()}
-        models = sorted(membership.catalogue(self.client))
-        pipe = self.client.pipeline(transaction=False)
-        for name in models:
-            pipe.get(lease_ops.lease_keys(self._stream_key(name))[0])
-        holders = [None if v is None else v.decode().rpartition("|") for v in pipe.execute()]
-        owners = {
-            name: (None if h is None else {"member": h[0], "fence": int(h[2])})
-            for name, h in zip(models, holders)
-        }
-        counts = dict.fromkeys(members, 0)
-        for h in owners.values():
-            if h is not None:
-                counts[h["member"]] = counts.get(h["member"], 0) + 1
-        return {
-            "member": self.member,
-            "members": [{"name": m, "url": urls.get(m), "models": counts.get(m, 0)} for m in members],
-            "models": owners,
-            "moves": membership.recent_moves(self.client, moves) if moves else [],
-        }
+        """Members (URL, models held), every model's owner and fence, the newest ``moves``, the
+        heartbeat's timing (:func:`svmstream.app.cluster.report.describe`)."""
+        return describe(self, moves)

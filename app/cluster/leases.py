@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from svmstream.app.cluster import membership
 from svmstream.app.stream import fencing
+from svmstream.app.stream.redis_ops import as_str
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,21 @@ def acquire_many(
     return taken, held
 
 
-def renew_all(client, leases: list[Lease]) -> list[bool]:
-    """Extend every lease (one pipelined round trip); False for each that is not ours."""
+def beat(
+    client, member: str, ttl_ms: int, url: str | None, leases: list[Lease]
+) -> tuple[list[str], list[bool]]:
+    """A member's heartbeat (:data:`membership.HEARTBEAT`), its advertised URL and the renewal
+    of every lease it holds, in one pipelined round trip; returns the live members and, per
+    lease, whether it was renewed (False: not ours any more)."""
     pipe = client.pipeline(transaction=False)
+    pipe.eval(membership.HEARTBEAT, 1, membership.MEMBERS_KEY, member, ttl_ms)
+    if url:
+        pipe.hset(membership.URLS_KEY, member, url)
     for lease in leases:
         pipe.eval(fencing.RENEW, 1, lease.key, lease.token, lease.ttl_ms)
-    return [r != -1 for r in pipe.execute()] if leases else []
+    replies = pipe.execute()
+    renewed = replies[2 if url else 1 :]
+    return [as_str(m) for m in replies[0]], [r != -1 for r in renewed]
 
 
 def release(client, lease: Lease) -> bool:
