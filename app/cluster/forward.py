@@ -95,7 +95,8 @@ class Accepted:
 
     handle: Any
     answer: dict[str, Any]
-    waiter: Any  # concurrent Future of the dead-lettered count, or None (no consumer here)
+    ids: tuple  # (first, last) entry IDs
+    streams: Any  # the StreamManager: the model's consumer applies them (:func:`waiter_of`)
 
 
 def once_ttl_ms(settings) -> int:
@@ -128,10 +129,6 @@ def accept(coordinator, registry, streams, body: bytes, default_model: str, once
     entries = stream_entries(obj, labels_optional=True)
     key = coordinator.settings.stream_keys(name)[0]
     first, last, _ = append_once(coordinator.client, key, once_id, entries, once_ttl_ms(coordinator.settings))
-    consumer = streams.consumers.get(name) if streams is not None else None
-    waiter = None
-    if consumer is not None and consumer.handle is handle:
-        waiter = consumer.applier.progress.wait_for(parse_id(first), parse_id(last))
     answer = {
         "model": name,
         "n_examples": len(entries),
@@ -141,7 +138,16 @@ def accept(coordinator, registry, streams, body: bytes, default_model: str, once
         "first_id": first,
         "last_id": last,
     }
-    return Accepted(handle, answer, waiter)
+    return Accepted(handle, answer, (parse_id(first), parse_id(last)), streams)
+
+
+def waiter_of(got: Accepted):
+    """A future of the dead-lettered count of ``got``'s entries from the model's consumer here,
+    or None while it has none (just gained: the consumer starts within a tick; ask again)."""
+    consumer = got.streams.consumers.get(got.handle.name) if got.streams is not None else None
+    if consumer is None or consumer.handle is not got.handle:
+        return None
+    return consumer.applier.progress.wait_for(*got.ids)
 
 
 class Forwarder:
@@ -205,9 +211,8 @@ class Forwarder:
             except httpx.HTTPError as exc:
                 why = f"the owner at {url} did not answer ({type(exc).__name__})"
             else:
-                if reply.status_code != 421 and reply.status_code < 500:
-                    if reply.status_code in (200, 202):
-                        self.metrics.routed.labels("forwarded").inc()
+                if reply.status_code != 421 and reply.status_code < 500:  # the owner's answer
+                    self.metrics.routed.labels("forwarded").inc()
                     kept = {
                         k: v for k, v in reply.headers.items() if k in ("retry-after", "www-authenticate")
                     }

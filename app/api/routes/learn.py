@@ -12,7 +12,7 @@ from svmstream.app.api.auth import require_write
 from svmstream.app.api.deps import LatencyDep, RegistryDep, SettingsDep
 from svmstream.app.api.http import OrjsonResponse, body_budget, read_body, read_json_body
 from svmstream.app.api.schemas import JSON_BODY_ERRORS, LearnRequest, LearnResponse, errors
-from svmstream.app.cluster.forward import FORWARD_HEADER, Misdirected, accept
+from svmstream.app.cluster.forward import FORWARD_HEADER, Misdirected, accept, waiter_of
 from svmstream.app.errors import ModelNotFound, ServiceError
 from svmstream.app.ingest.decode import decode_body, may_contain_bools
 from svmstream.app.ingest.examples import parse_examples
@@ -159,17 +159,29 @@ async def learn_forwarded(request: Request, registry: Registry, settings, body: 
     except ServiceError:
         received.labels("refused").inc()
         raise
-    dead = None
-    if got.waiter is not None:
-        try:
-            dead = await asyncio.wait_for(asyncio.wrap_future(got.waiter), settings.cluster_forward_timeout_s)
-        except TimeoutError:
-            pass
+    dead = await applied_here(got, settings.cluster_forward_timeout_s)
     if dead is None:
         received.labels("queued").inc()
         return OrjsonResponse({**got.answer, "queued": True}, status_code=202)
     received.labels("applied").inc()
     return OrjsonResponse({**got.answer, **learn_figures(got.handle.view), "dead_lettered": dead})
+
+
+async def applied_here(got, timeout: float) -> int | None:
+    """Wait up to ``timeout`` s for this learner's consumer to apply a forwarded batch (a model
+    just gained gets its consumer within a tick); the count of its entries dead-lettered, None
+    when the wait ended first or the model moved."""
+    deadline = time.monotonic() + timeout
+    waiter = waiter_of(got)
+    while waiter is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+        waiter = waiter_of(got)
+    if waiter is None:
+        return None
+    try:
+        return await asyncio.wait_for(asyncio.wrap_future(waiter), max(0.0, deadline - time.monotonic()))
+    except TimeoutError:
+        return None
 
 
 async def applied(future):
