@@ -235,6 +235,7 @@ async def lifespan(app: FastAPI):
             await asyncio.to_thread(replication.stop, REPLICATION_STOP_S)
         if coordinator is not None:  # the others gain its models at once
             await asyncio.to_thread(coordinator.leave)
+            await app.state.forwarder.aclose()
         log.info("svmstream stopped; final snapshots: %s", written or "none needed")
 
 

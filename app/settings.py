@@ -233,6 +233,14 @@ class Settings(_ModelDefaults):
     cluster_lease_s: float = Field(3.0, gt=0.2, le=600)
     """TTL of a member's heartbeat and of each model lease: a learner that stops renewing loses
     its models after this long; it stops learning them itself before (at 60 % of it)."""
+    cluster_learn_route: Literal["append", "forward"] = "append"
+    """``POST /learn`` for a model another learner owns: ``append`` its examples to the model's
+    stream (``202``, the owner applies them), or ``forward`` the request to the owner, which
+    answers ``200`` with the new version once it has applied it (appended instead when the owner
+    cannot take it).  Measured against each other in ``benchmarks/bench_learn_route.py``."""
+    cluster_forward_timeout_s: float = Field(10.0, gt=0, le=600)
+    """How long the owner of a forwarded ``/learn`` waits for its consumer to apply it before it
+    answers ``202`` (the entries are in the stream); the forwarding learner waits 5 s more."""
 
     # ---------------------------------------------------------------- batch jobs (docs/jobs.md)
     data_dir: Path | None = None

@@ -120,6 +120,12 @@ BENCHMARKS: dict[str, Benchmark] = {
         "interleaved, examples per second and per CPU second, models per member, share moved from 2 to 3, "
         "SIGKILL of a learner to its models learning again",
     ),
+    "bench_learn_route": Benchmark(
+        "[--models 8] [--batches 1000] [--rows 100] [--rounds 3] [--clients 4] [--probes 50]",
+        "several learners (docs/cluster.md): `/learn` sent to the learner that does not own the model, appended "
+        "to its stream vs forwarded to its owner, interleaved: latency p50/p99 at the client, time until the "
+        "owner has learned it, examples per second and per CPU second of both learners, what each answer says",
+    ),
     "bench_replicas": Benchmark(
         "",
         "a learner and two prediction replicas on Redis: delay from each snapshot to the replicas serving it, "

@@ -50,8 +50,8 @@ class Deployment:
         self.snap = tmp_path / "snap"
         self.learners: dict[str, ServerProcess] = {}
 
-    def start(self, member: str, redis_url: str | None = None) -> ServerProcess:
-        env = env_for(redis_url or self.redis_url, member)
+    def start(self, member: str, redis_url: str | None = None, **extra: str) -> ServerProcess:
+        env = env_for(redis_url or self.redis_url, member, **extra)
         server = ServerProcess(self.snap, self.tmp_path / f"{member}.log", env=env).wait_ready()
         self.learners[member] = server
         return server

@@ -408,6 +408,8 @@ ERROR_MEANINGS = {
     413: "body over the byte limit (the connection is closed), or a batch that would grow the models over "
     "max_total_model_bytes",
     415: "body not sent as application/json",
+    421: "several learners: a forwarded /learn reached a learner that does not own the model "
+    "(the forwarding learner appends the batch instead, docs/cluster.md)",
     422: "a rejected field, named in 'field' and at the start of 'detail'",
     429: "too many batches queued for the model (Retry-After)",
     500: "learning failed (the model was left unchanged), or a server error such as a failed snapshot write",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from svmstream.app.cluster.coordinator import ClusterMetrics, Coordinator
+from svmstream.app.cluster.forward import Forwarder, RouteMetrics
 from svmstream.app.cluster.membership import catalogue
 from svmstream.app.cluster.store import FencedSnapshotStore
 from svmstream.app.models.registry import Registry
@@ -34,7 +35,8 @@ def open_clustered_registry(settings) -> Registry:
 
 def start_coordinator(app, settings, registry, streams, publisher, url) -> Coordinator:
     """Start the coordinator, route the fencing of snapshots, reads, acks and publishing through
-    it, and create the default model if the deployment has none."""
+    it, set ``app.state.forwarder`` (``/learn`` of the others' models, :mod:`.forward`), and
+    create the default model if the deployment has none."""
     metrics = ClusterMetrics(app.state.prometheus)
     coordinator = Coordinator(settings, registry, streams, publisher, metrics, url=url)
     registry.store.token_of = coordinator.token_of
@@ -44,6 +46,7 @@ def start_coordinator(app, settings, registry, streams, publisher, url) -> Coord
         publisher.fence = coordinator.publish_token
         publisher.names = lambda: catalogue(coordinator.client)
     coordinator.start()
+    app.state.forwarder = Forwarder(settings, coordinator, RouteMetrics(app.state.prometheus))
     follow_others(settings, registry, coordinator)
     name = settings.default_model
     if settings.create_default_model and not coordinator.catalogued(name):

@@ -212,6 +212,11 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
                 "it does not learn online (train a new one with POST /jobs)"
             )
 
+    def check_learns(self) -> None:
+        """Raise what :meth:`submit` raises for a model that does not learn here (a replica's
+        copy, a batch-trained model), without queueing anything."""
+        self._refuse_if_batch_trained()
+
     def _check_can_queue(self) -> None:
         """Under the lock: raise ModelClosed or LearnerBusy when nothing may be queued now."""
         if self._closed:

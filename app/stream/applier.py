@@ -34,6 +34,7 @@ from svmstream.app.models.registry import ModelHandle, Registry
 from svmstream.app.settings import Settings
 from svmstream.app.stream import fencing, redis_ops
 from svmstream.app.stream.feedback_entries import FeedbackResolution, has_fid
+from svmstream.app.stream.progress import ApplyProgress
 from svmstream.app.stream.redis_ops import StreamId, as_str, fields_dict, parse_id
 
 log = logging.getLogger("svmstream.stream")
@@ -111,6 +112,8 @@ class StreamApplier:
         self.acked = 0
         #: ``(lease key, token)`` of a clustered learner: acknowledgements are fenced
         self.fence: tuple[str, str] | None = None
+        #: waiters for entries to be applied (a forwarded ``/learn``, docs/cluster.md)
+        self.progress = ApplyProgress()
 
     # ------------------------------------------------------------------ snapshots -> acks
     def covered(self, sid: StreamId | None) -> None:
@@ -159,6 +162,10 @@ class StreamApplier:
     # ------------------------------------------------------------------ one read
     def process(self, client, entries: list[tuple[bytes, dict | None]]) -> None:
         """Skip what the model already has, dead-letter bad entries, apply the rest."""
+        self._process(client, entries)
+        self.progress.read(parse_id(entries[-1][0]))
+
+    def _process(self, client, entries: list[tuple[bytes, dict | None]]) -> None:
         last = self.last_id
         skip_ids: list[bytes] = []
         fresh: list[tuple[bytes, Any]] = []
@@ -217,15 +224,28 @@ class StreamApplier:
         extra = {"stream_key": self.key, "stream_last_id": as_str(last_good)}
         if resolution is not None:
             extra.update(resolution.extra(batch.good.tolist()))
-        future = self._submit(batch, fresh, extra)
+        first_id, last_id = parse_id(good[0][0]), parse_id(last_good)
+        self.progress.submitted(first_id, last_id)
+        try:
+            future = self._submit(batch, fresh, extra)
+        except BaseException:
+            self.progress.finished(last_id)  # not in the learner: re-read after the reconnect
+            raise
+        future.add_done_callback(lambda f, last=last_id: self._applied(f, last))
         if resolution is not None:
             resolution.attach(future)
-        self.last_id = parse_id(last_good)
+        self.last_id = last_id
         item = PendingBatch(future, [eid for eid, _ in good], good, self.last_id, len(good))
         self._inflight.append(item)
         self._unacked.append(item)
         while len(self._inflight) >= self.MAX_INFLIGHT:
             self.collect_done(client, block=True)
+
+    def _applied(self, future: Future, last: StreamId) -> None:
+        """The learner's thread: a batch is done; applied ones are reported at once (a failed
+        one once :meth:`collect_done` has dead-lettered it)."""
+        if not future.cancelled() and future.exception() is None:
+            self.progress.finished(last)
 
     def _parse(self, fresh):
         entries = [f for _, f in fresh]
@@ -284,6 +304,8 @@ class StreamApplier:
                 client, [(eid, fields_dict(f), reason) for item, reason in failed for eid, f in item.entries]
             )
             self._failed = []
+            for item, _ in failed:
+                self.progress.finished(item.max_id)
 
     def finish_inflight(self, client) -> None:
         try:
@@ -297,6 +319,7 @@ class StreamApplier:
             client, self.key, self.group, self.dead_key, self.name, bad, self.settings.stream_dead_maxlen
         )
         self.dead_letters += len(bad)
+        self.progress.note_dead([parse_id(eid) for eid, _, _ in bad])
         log.info(
             "model %r: %d entries dead-lettered to %s (first: %s: %s)",
             self.name,

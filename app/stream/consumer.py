@@ -246,6 +246,12 @@ class StreamConsumer:
             raise Stopped
 
     def _run(self) -> None:
+        try:
+            self._sessions()
+        finally:  # whoever waits for entries to be applied here: they wait in the stream now
+            self.applier.progress.release()
+
+    def _sessions(self) -> None:
         errors = redis_ops.redis_errors()
         backoff = 0.1
         while not self._stop.is_set():
