@@ -2,8 +2,10 @@
 
 Per round: the plain estimator's ``partial_fit`` and the in-process pipeline on ijcnn1's
 49,990 rows in batches of 1,000 (``time.process_time``), then a real ``svmstream serve``
-fed the same batches as JSON (the server's CPU from psutil; 3 batches to another model first,
-so that numba's cached kernels are loaded), stages off and default stages.
+fed the same batches as JSON and as the binary tensor body of ``app/ingest/learn_tensors.py``
+(``application/octet-stream`` with ``Inference-Header-Content-Length``: FP64 ``X``, INT64 ``y``)
+(the server's CPU from psutil; 3 batches to another model first, so that numba's cached kernels
+are loaded), stages off and default stages.
 Run from a tree: ``python benchmarks/profiling/learn_vs_core.py [rounds]``.
 """
 
@@ -50,7 +52,30 @@ def in_process(make) -> float:
     return time.process_time() - started
 
 
-def server(hyper: dict, rounds_of_models: int = 1) -> float:
+def json_body(s: slice) -> tuple[bytes, dict]:
+    body = orjson.dumps({"model": "m", "X": X[s].tolist(), "y": y[s].tolist()})
+    return body, {"Content-Type": "application/json"}
+
+
+def binary_body(s: slice) -> tuple[bytes, dict]:
+    """The same batch as an OIP v2 binary tensor body (the JSON header, then X's and y's bytes)."""
+    xb, yb = np.ascontiguousarray(X[s], dtype="<f8").tobytes(), y[s].astype("<i8").tobytes()
+    n = X[s].shape[0]
+    tensors = [
+        {
+            "name": "X",
+            "datatype": "FP64",
+            "shape": [n, X.shape[1]],
+            "parameters": {"binary_data_size": len(xb)},
+        },
+        {"name": "y", "datatype": "INT64", "shape": [n], "parameters": {"binary_data_size": len(yb)}},
+    ]
+    header = orjson.dumps({"model": "m", "inputs": tensors})
+    kind = {"Content-Type": "application/octet-stream", "Inference-Header-Content-Length": str(len(header))}
+    return header + xb + yb, kind
+
+
+def server(hyper: dict, body=json_body) -> float:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -84,12 +109,10 @@ def server(hyper: dict, rounds_of_models: int = 1) -> float:
                     assert c.put(f"/models/{name}", json={"algorithm": "bsgd", **hyper}).status_code == 201
                 for s in SLICES[:3]:
                     c.post("/learn", json={"model": "warm", "X": X[s].tolist(), "y": y[s].tolist()})
-                bodies = [
-                    orjson.dumps({"model": "m", "X": X[s].tolist(), "y": y[s].tolist()}) for s in SLICES
-                ]
+                bodies = [body(s) for s in SLICES]
                 c0 = sum(ps.cpu_times()[:2])
-                for b in bodies:
-                    r = c.post("/learn", content=b, headers={"Content-Type": "application/json"})
+                for b, headers in bodies:
+                    r = c.post("/learn", content=b, headers=headers)
                     assert r.status_code == 200, r.text
                 return sum(ps.cpu_times()[:2]) - c0
         finally:
@@ -105,12 +128,18 @@ for rnd in range(rounds):
     r = {
         "plain partial_fit": in_process(lambda: BudgetedSGDClassifier(**HYP)),
         "server, stages off": server({**HYP, **OFF}),
+        "server binary, stages off": server({**HYP, **OFF}, binary_body),
         "pipeline, default stages": in_process(lambda: StreamingClassifier(BudgetedSGDClassifier(**HYP))),
         "server, default stages": server(HYP),
+        "server binary, default stages": server(HYP, binary_body),
         "pipeline, stages off": in_process(lambda: StreamingClassifier(BudgetedSGDClassifier(**HYP), **OFF)),
     }
     r["ratio off (server / plain)"] = r["server, stages off"] / r["plain partial_fit"]
     r["ratio default (server / pipeline)"] = r["server, default stages"] / r["pipeline, default stages"]
+    r["ratio off, binary (server / plain)"] = r["server binary, stages off"] / r["plain partial_fit"]
+    r["ratio default, binary (server / pipeline)"] = (
+        r["server binary, default stages"] / r["pipeline, default stages"]
+    )
     r["load"] = load
     rows.append(r)
     print(f"round {rnd + 1}:", json.dumps({k: round(v, 3) for k, v in r.items()}), flush=True)

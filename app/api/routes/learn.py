@@ -105,9 +105,12 @@ async def learn(
         if is_binary(request):
             body = await read_body(request, limit, setting)
             header = request.headers.get(HEADER_LENGTH)
-            name, n, future = await run_in_threadpool(
-                _submit_tensors, registry, body, header, settings.default_model
-            )
+            if len(body) <= INLINE_PARSE_BYTES:  # a frombuffer and checks: cheaper than a thread hop
+                name, n, future = _submit_tensors(registry, body, header, settings.default_model)
+            else:
+                name, n, future = await run_in_threadpool(
+                    _submit_tensors, registry, body, header, settings.default_model
+                )
         else:
             body = await read_json_body(request, limit, setting)
             once_id = request.headers.get(FORWARD_HEADER)
