@@ -80,20 +80,23 @@ def test_a_wide_dense_race_stays_within_max_bytes_measured():
 
 
 def test_the_count_of_a_wide_race_by_hand():
-    """k and the buffer rows of :func:`wide_race` against the formula: 4 windows and k
+    """k and the buffer rows of :func:`wide_race` against the formula: a batch, 2 windows and k
     candidates; None: every candidate, full buffers; a bound that fits nothing: one
     candidate with the full buffer."""
     full, window, fixed = _sizes()
     sel, row = _selector(None), (D + 1) * 8
-    assert wide_race(sel, 4, D, None) == (4, None)
-    assert wide_race(sel, 4, D, race_peak(4, full, window)) == (4, None)
-    assert wide_race(sel, 4, D, race_peak(3, full, window)) == (3, None)
-    assert wide_race(sel, 4, D, race_peak(2, full, window) + row) == (2, None)
+    assert wide_race(sel, 4, D, None) == (4, None, None)
+    assert wide_race(sel, 4, D, race_peak(4, full, window)) == (4, None, None)
+    assert wide_race(sel, 4, D, race_peak(3, full, window)) == (3, None, None)
+    assert wide_race(sel, 4, D, race_peak(2, full, window) + row) == (2, None, None)
     bound = race_peak(1, (fixed + full) // 2, window)
-    k, rows = wide_race(sel, 4, D, bound)
-    assert k == 1 and rows == (bound - 4 * window - fixed) // row
+    k, rows, held = wide_race(sel, 4, D, bound)
+    assert k == 1 and held is None and rows == (bound - 3 * window - fixed) // row
     assert race_peak(1, fixed + rows * row, window) <= bound < race_peak(1, fixed + (rows + 1) * row, window)
-    assert wide_race(sel, 4, D, 0) == (1, None)
+    assert wide_race(sel, 4, D, 0) == (1, None, None)
+    # neither a full window with the fewest buffer rows: a smaller window (2 of its rows each)
+    small = window + wide_candidate_bytes(sel, D, MIN_BUFFER_ROWS) + 2 * 270 * row
+    assert wide_race(sel, 4, D, small) == (1, MIN_BUFFER_ROWS, 270)
 
 
 def test_a_wide_race_with_a_smaller_buffer_restores_exactly():

@@ -195,6 +195,21 @@ def buffer_and_guard(
     return k
 
 
+@nb.njit(nogil=True, cache=True)
+def buffer_releases(u0, m, cap):
+    """Rows :func:`buffer_and_guard` releases from a shuffle buffer of capacity ``cap`` > 0 that
+    holds ``m`` rows, for rows whose first draws are ``u0`` (n,): the same test as the kernel
+    (a row is released with probability m/K, else the buffer fills), so that its output arrays
+    are made no larger than they need (the run guard adds at most one row per released one)."""
+    k = 0
+    for i in range(u0.shape[0]):
+        if u0[i] * cap < m:
+            k += 1
+        else:
+            m += 1
+    return k
+
+
 def csr_arrays(X):
     """``(data float64, indices int32, indptr int64)`` of a CSR matrix with sorted indices (copies
     only what is not in that form already)."""

@@ -359,12 +359,15 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             if X.shape[0] == 0:
                 self.model_.learn_rows(None, rehearsal=self._rehearsal)
                 return
-        released = self._scaler.feed(X, labels, weights)
+        # a window that no γ is computed from is scaled straight into the order it enters in
+        shuffle = None if self._scaler.window_gamma else self._order.window_order
+        released = self._scaler.feed(X, labels, weights, shuffle)
         if released is None:  # the window stays open
             self.model_.learn_rows(None, rehearsal=self._rehearsal)
             return
         self._scaler_closed()
-        self.model_.learn_rows(self._order.feed(*released), rehearsal=self._rehearsal)
+        shuffled = released[0] is not None and self._scaler.window_shuffled
+        self.model_.learn_rows(self._order.feed(*released, shuffled=shuffled), rehearsal=self._rehearsal)
 
     # ------------------------------------------------------------------ learning
     def partial_fit(self, X, y, classes=None, sample_weight=None):

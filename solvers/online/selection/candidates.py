@@ -109,7 +109,7 @@ class Candidates:
         return StreamingClassifier(
             type(plain)(**params),
             **{**(self.pipeline_params or {}), "scaling": setting["scaling"]},
-            warmup=self.warmup,
+            warmup=setting.get("warmup", self.warmup),
             shuffle_buffer=setting.get("shuffle_buffer", self.shuffle_buffer),
             rehearsal=setting["early_rehearsal"] if setting["early"] else setting["rehearsal"],
         )
@@ -138,18 +138,20 @@ class Candidates:
         """Close the selector's window: resolve scaling and γ, start every candidate and pass it
         the held rows."""
         scaling, gamma = _probe_gamma(
-            self._held, self.warmup, (self.pipeline_params or {}).get("scaling", "auto")
+            self._held, self._window_rows(), (self.pipeline_params or {}).get("scaling", "auto")
         )
         self.gamma_scale_ = gamma
         self.settings_ = self._settings(scaling, gamma)
         wide = self._wide_dense()
         if wide:
-            self.race_size_, buffer = wide_race(
+            self.race_size_, buffer, rows = wide_race(
                 self, len(self.settings_), self.n_features_in_, self.max_bytes
             )
-            if buffer is not None:
-                for s in self.settings_:
+            for s in self.settings_:
+                if buffer is not None:
                     s["shuffle_buffer"] = buffer
+                if rows is not None:
+                    s["warmup"] = rows
         else:
             self.race_size_ = self._race_size(len(self.settings_))
         models = [self._pipeline(s) if i < self.race_size_ else None for i, s in enumerate(self.settings_)]
@@ -162,6 +164,18 @@ class Candidates:
             for i in self._alive():
                 self.candidates_[i].partial_fit(X, y, classes=self.classes_, sample_weight=w)
                 self._record(i)
+
+    def _fix_window(self, X):
+        """At the first rows: the window's rows of a wide dense race (``window_rows_``, fewer
+        than ``warmup`` where the race does not fit otherwise: :func:`~.wide.wide_race`)."""
+        if X.shape[1] > SPARSE_MIN_FEATURES and not sp.issparse(X):
+            rows = wide_race(self, len(self._candidate_list()), X.shape[1], self.max_bytes)[2]
+            if rows is not None:
+                self.window_rows_ = int(rows)
+
+    def _window_rows(self):
+        """Rows the selector's window holds: ``warmup``, or a wide race's ``window_rows_``."""
+        return int(self.__dict__.get("window_rows_", self.warmup))
 
     def _wide_dense(self):
         """Dense held rows wider than 256 features (``wide.py``: counted as stored)."""

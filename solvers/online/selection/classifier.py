@@ -23,6 +23,7 @@ from .halving import Halving
 from .leader import LEADER_RULES, LeaderRule
 from .served import ServedSelection
 from .state import SelectionState
+from .wide import piece_rows
 
 
 @register_estimator
@@ -203,13 +204,19 @@ class SelectionClassifier(
         elif self._settled() and np.shape(X)[1:] == (self.n_features_in_,):
             # the race is over: the survivor alone, which validates and counts (steady state)
             survivor = self.candidates_[self._alive()[0]]
-            survivor.partial_fit(X, y, classes=classes, sample_weight=sample_weight)
+            if piece_rows(self) is None:
+                survivor.partial_fit(X, y, classes=classes, sample_weight=sample_weight)
+            else:  # a wide race's smaller window: pieces of its rows (wide.py)
+                for lo, hi in self._cut(0, int(np.shape(y)[0])):
+                    w = None if sample_weight is None else np.asarray(sample_weight)[lo:hi]
+                    survivor.partial_fit(X[lo:hi], np.asarray(y)[lo:hi], classes=classes, sample_weight=w)
             self.n_received_ += int(np.shape(y)[0])
             self._past += int(np.shape(y)[0])
             return self
         X, y = check_X_y(X, y, accept_sparse="csr", dtype=np.float64)
         if "n_features_in_" not in self.__dict__:
             self.n_features_in_ = int(X.shape[1])
+            self._fix_window(X)
         elif X.shape[1] != self.n_features_in_:
             raise ValueError(
                 f"X has {X.shape[1]} features, but {type(self).__name__} is expecting "
@@ -221,20 +228,30 @@ class SelectionClassifier(
             raise ValueError(f"y[{bad}]: unknown label {y[bad]!r}; classes are {self.classes_.tolist()}")
         w = checked_weights(sample_weight, X.shape[0])
         if self._held or not self.candidates_:
-            need = self.warmup - self._n_held()
+            need = self._window_rows() - self._n_held()
             if need > 0:
                 self._held.append((X[:need], y[:need], None if w is None else w[:need]))
                 self.n_received_ += min(need, X.shape[0])
                 X, y, w = X[need:], y[need:], None if w is None else w[need:]
-            if self._n_held() >= self.warmup:
+            if self._n_held() >= self._window_rows():
                 self._start_candidates()
         for lo, hi in self.race_.pieces(X.shape[0]):  # cut at the grid points
-            if self._pass(X[lo:hi], y[lo:hi], None if w is None else w[lo:hi]):
-                self._checkpoint()
+            for a, b in self._cut(lo, hi):
+                if self._pass(X[a:b], y[a:b], None if w is None else w[a:b]):
+                    self._checkpoint()
         return self
+
+    def _cut(self, lo, hi):
+        """``[lo, hi)`` in pieces of at most the window's rows when a wide race's window is
+        smaller than ``warmup`` (:func:`~.wide.piece_rows`), else whole."""
+        step = piece_rows(self)
+        if step is None:
+            return [(lo, hi)]
+        return [(a, min(a + step, hi)) for a in range(lo, hi, step)]
 
     def _begin(self, classes):
         self.__dict__.pop("n_features_in_", None)
+        self.__dict__.pop("window_rows_", None)
         self.__dict__.pop("race_size_", None)
         self.classes_ = np.unique(np.asarray(classes))
         self._held = []

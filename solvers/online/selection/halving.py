@@ -153,7 +153,7 @@ class Halving:
             "leader": self.leader_ if alive else None,
             "leader_rule": self.leader,
             "leader_test": self.leader_test() if len(alive) > 1 else None,
-            "window": {"held": self._n_held(), "warmup": int(self.warmup)},
+            "window": {"held": self._n_held(), "warmup": self._window_rows()},
             "race_size": self.__dict__.get("race_size_"),
             "max_bytes": self.max_bytes,
         }

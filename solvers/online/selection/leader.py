@@ -41,7 +41,7 @@ class LeaderRule:
         check_is_fitted(self)
         if not self._alive():
             raise WarmingUp(
-                f"{type(self).__name__} is warming up: {self._n_held()} of {self.warmup} examples received"
+                f"{type(self).__name__} is warming up: {self._n_held()} of {self._window_rows()} examples received"
             )
         return self.candidates_[self.leader_]
 

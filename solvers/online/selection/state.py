@@ -63,6 +63,7 @@ class SelectionState:
             "rungs": self.rungs_,
             "gamma_scale": getattr(self, "gamma_scale_", None),
             "race_size": self.__dict__.get("race_size_"),
+            "window_rows": self.__dict__.get("window_rows_"),
             "race_end_detections": int(self._race_end_detections),
         }
         return arrays, meta
@@ -105,4 +106,6 @@ class SelectionState:
         elif est.settings_:  # saved before race_size: every candidate raced
             est.race_size_ = len(est.settings_)
         est._race_end_detections = int(meta.get("race_end_detections", 0))
+        if meta.get("window_rows") is not None:  # a wide race's smaller window (wide.py)
+            est.window_rows_ = int(meta["window_rows"])
         return est

@@ -18,6 +18,8 @@ from ...budgeted._preprocessing import buffer_capacity
 
 #: The fewest shuffle-buffer rows a smaller candidate keeps (one grid step of the race).
 MIN_BUFFER_ROWS = 256
+#: The fewest warm-up rows a wide race's window holds (its scaling and γ come from them).
+MIN_WINDOW_ROWS = 256
 
 
 def dense_window_bytes(warmup, n_features):
@@ -34,30 +36,38 @@ def wide_candidate_bytes(sel, n_features, buffer):
     )  # fmt: skip
 
 
-def race_peak(k, one, window):
+def race_peak(k, one, window, batch=None):
     """Peak bytes of a race of ``k`` candidates of ``one`` bytes each, ``window`` the bytes of
-    the warm-up rows: the held rows, 3 windows while a pipeline closes its window (the rows
-    stacked, scaled, and the scaler's and γ's temporaries; measured by tracemalloc: 240 MB at
-    d = 10,000, ``docs/selection.md``) and the candidates.  After the start the held rows are
-    gone, and a batch of up to ``warmup`` rows costs no more than the 3 windows of a close."""
-    return 4 * window + k * one
+    the warm-up rows, ``batch`` those of a caller's batch (None: a window's): the batch (the
+    held rows are views of it), the window scaled into its order and the rows the buffer
+    releases (closing a window; the probe: the window scaled and ``np.var``'s temporary), and
+    the candidates.  Later batches are cut into pieces of at most the window's rows
+    (:func:`piece_rows`), each costing no more than a close.  Measured by tracemalloc at
+    d = 10,000 (``docs/selection.md``, "Wide dense rows")."""
+    return (window if batch is None else batch) + 2 * window + k * one
 
 
 def wide_race(sel, n_candidates, n_features, max_bytes):
-    """``(k, buffer)``: the most candidates (at least one) with the pipeline's full shuffle
-    buffer whose race fits ``max_bytes`` (:func:`race_peak`), ``buffer`` None; when not even one
-    full candidate fits, one with the most buffer rows that fit (at least
-    :data:`MIN_BUFFER_ROWS`), or — nothing fits — one with the full buffer.  Smaller candidates
-    racing together were measured and lost accuracy (``docs/selection.md``, "Wide dense rows").
-    ``max_bytes`` None: every candidate, full buffers."""
+    """``(k, buffer, rows)``: the most candidates (at least one) with the pipeline's full
+    shuffle buffer and the full warm-up window whose race fits ``max_bytes``
+    (:func:`race_peak`, a caller's batch counted as ``warmup`` rows), ``buffer`` and ``rows``
+    None; when not even one fits, one with the most buffer rows that fit (at least
+    :data:`MIN_BUFFER_ROWS`); when that does not fit either, one with that buffer and the
+    most window rows that fit (at least :data:`MIN_WINDOW_ROWS`); nothing fits: one with the
+    full buffer and window.  Smaller candidates racing together were measured and lost
+    accuracy (``docs/selection.md``, "Wide dense rows").  ``max_bytes`` None: every
+    candidate, full sizes."""
     if max_bytes is None:
-        return int(n_candidates), None
+        return int(n_candidates), None, None
     full = buffer_capacity(int(sel.shuffle_buffer), n_features)
     window = dense_window_bytes(sel.warmup, n_features)
     for k in range(int(n_candidates), 0, -1):
         if race_peak(k, wide_candidate_bytes(sel, n_features, full), window) <= max_bytes:
-            return k, None
-    return 1, smaller_buffer(sel, n_features, max_bytes, full, window)
+            return k, None, None
+    buffer = smaller_buffer(sel, n_features, max_bytes, full, window)
+    if buffer is not None or not full:
+        return 1, buffer, None
+    return (1, *smaller_window(sel, n_features, max_bytes, full, window))
 
 
 def smaller_buffer(sel, n_features, max_bytes, full, window):
@@ -65,5 +75,23 @@ def smaller_buffer(sel, n_features, max_bytes, full, window):
     which one candidate's race fits ``max_bytes``; None when none does."""
     row = (max(1, int(n_features)) + 1) * 8
     fixed = wide_candidate_bytes(sel, n_features, 0)
-    rows = min(full, max(0, (int(max_bytes) - 4 * window - fixed) // row))
+    rows = min(full, max(0, (int(max_bytes) - race_peak(0, 0, window) - fixed) // row))
     return int(rows) if full and rows >= min(MIN_BUFFER_ROWS, full) else None
+
+
+def smaller_window(sel, n_features, max_bytes, full, window):
+    """``(buffer, rows)``: one candidate with :data:`MIN_BUFFER_ROWS` buffer rows (or ``full``
+    if fewer) and the most window rows (at least :data:`MIN_WINDOW_ROWS`, fewer than
+    ``warmup``) that fit ``max_bytes``; ``(None, None)`` when none do."""
+    row = (max(1, int(n_features)) + 1) * 8
+    buffer = min(MIN_BUFFER_ROWS, full)
+    room = int(max_bytes) - window - wide_candidate_bytes(sel, n_features, buffer)
+    rows = min(int(sel.warmup) - 1, max(0, room // (2 * row)))
+    return (buffer, int(rows)) if rows >= MIN_WINDOW_ROWS else (None, None)
+
+
+def piece_rows(sel):
+    """Rows a candidate is given at once once the window is smaller than ``warmup``
+    (``window_rows_``; None: batches as they come, cut at the race's grid points only)."""
+    rows = sel.__dict__.get("window_rows_")
+    return None if rows is None or rows >= sel.warmup else int(rows)

@@ -51,6 +51,7 @@ from ...budgeted._preprocessing import (
     S_RUN_LEN,
     buffer_and_guard,
     buffer_capacity,
+    buffer_releases,
     csr_arrays,
     guard_capacity,
     stack_rows,
@@ -151,14 +152,21 @@ class OrderStage:
         order = self.rng.permutation(labels.shape[0])
         return X[order], labels[order], weights[order]
 
-    def feed(self, window, rest):
+    def window_order(self, n):
+        """The order the window's ``n`` rows enter in (None: as they came), drawn as
+        :meth:`feed` would draw it: for a scaler that scales the rows straight into it
+        (:meth:`~.scaler.ScalerStage.close`), then ``feed(..., shuffled=True)``."""
+        return None if self.shuffle_buffer == 0 else self.rng.permutation(n)
+
+    def feed(self, window, rest, shuffled=False):
         """Rows to learn after receiving scaled rows: ``window`` (the warm-up window's, or
-        None) then ``rest`` (or None), each ``(X, labels, weights)``.  Returns ``(X, labels,
-        original, weights)`` (``original`` False for replayed rows, whose weight is 1: a
-        replay is an extra step, not a received example; docs/weights.md)."""
-        parts = ([self._shuffled(window)] if window is not None else []) + (
-            [rest] if rest is not None else []
-        )
+        None) then ``rest`` (or None), each ``(X, labels, weights)``; ``shuffled``: the window
+        is in :meth:`window_order` already.  Returns ``(X, labels, original, weights)``
+        (``original`` False for replayed rows, whose weight is 1: a replay is an extra step,
+        not a received example; docs/weights.md)."""
+        if window is not None and not shuffled:
+            window = self._shuffled(window)
+        parts = ([window] if window is not None else []) + ([rest] if rest is not None else [])
         X = stack_rows([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
         labels = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
         weights = np.concatenate([p[2] for p in parts]) if len(parts) > 1 else parts[0][2]
@@ -246,7 +254,14 @@ class OrderStage:
         self._reserve(n, use_buffer)
         X = np.ascontiguousarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
         u = self.rng.random((n, DRAWS_PER_ROW))
-        out_X = np.empty((n + self._extra(n), self.n_features))
+        # rows out: those the buffer releases (known from the draws), each followed by at most
+        # one replay (the window's rows mostly stay in the buffer: an (n, d) array saved)
+        out = (
+            buffer_releases(np.ascontiguousarray(u[:, 0]), int(self.state[S_BUF_N]), self.capacity)
+            if use_buffer
+            else n
+        )
+        out_X = np.empty((out + min(out, self._extra(n)), self.n_features))
         out_y, out_w = np.empty(out_X.shape[0]), np.ones(out_X.shape[0])  # replays: weight 1
         out_orig = np.empty(out_X.shape[0], dtype=np.bool_)
         k = buffer_and_guard(

@@ -77,15 +77,30 @@ def fit_scaler(X, kind: str) -> tuple[str, np.ndarray, np.ndarray]:
         offset = mean
         factor = np.where(std > 1e-12 * np.maximum(1.0, np.abs(mean)), 1.0 / np.where(std > 0, std, 1.0), 1.0)
     elif kind == "maxabs":
-        top = np.asarray(abs(X).max(axis=0).todense() if sp.issparse(X) else np.abs(X).max(axis=0)).ravel()
+        # dense: max(max x, -min x), the same figure as max |x| without an (n, d) temporary
+        top = np.asarray(
+            abs(X).max(axis=0).todense() if sp.issparse(X) else np.maximum(X.max(axis=0), -X.min(axis=0))
+        ).ravel()
         factor = np.where(top > 0, 1.0 / np.where(top > 0, top, 1.0), 1.0)
     return kind, offset, factor
 
 
-def scale_dense(X, offset, factor) -> np.ndarray:
-    """Scaled dense copy of rows X (dense or CSR), (n, d) float64 C-contiguous."""
+def scale_dense(X, offset, factor, rows=None) -> np.ndarray:
+    """Scaled dense copy of rows X (dense or CSR), (n, d) float64 C-contiguous; ``rows``: an
+    index array, the copy holds ``X[rows]`` scaled (the same values as ``scale_dense(X)[rows]``,
+    one (n, d) array made instead of two: the wide windows of ``docs/selection.md``)."""
     out = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
-    out = (out - offset) * factor if offset.any() else out * factor
+    if rows is not None:
+        out = np.ascontiguousarray(out[rows])  # a copy: scaled in place below
+        if offset.any():
+            out -= offset
+        out *= factor
+        return out
+    if offset.any():
+        out = out - offset
+        out *= factor  # in place: the same values as (out - offset) * factor, one array fewer
+    else:
+        out = out * factor
     return np.ascontiguousarray(out)
 
 
@@ -137,6 +152,7 @@ class ScalerStage:
         self.warmup = int(warmup) if self.needs_window else 0
         self.window_parts: list = []  # (X rows as given: dense or CSR, encoded labels, weights)
         self.window_n = 0
+        self.window_shuffled = False  # the last close gave its rows in ``shuffle``'s order
         if not self.needs_window:
             self.kind, self.ready = "none", True
 
@@ -146,14 +162,19 @@ class ScalerStage:
         return self.window_n
 
     # ------------------------------------------------------------------ the stream
-    def feed(self, X, labels, weights):
+    @property
+    def window_gamma(self) -> bool:
+        """Whether closing the window computes γ from it (``gamma="scale"`` still open)."""
+        return self.gamma is None and self.has_gamma and not self.ready
+
+    def feed(self, X, labels, weights, shuffle=None):
         """Scale a received batch ``(X, labels, weights)`` (raw features, encoded labels, (n,)
         float64 importance weights; the window's scaling is not weighted: it bounds features).
 
         Returns None while the window stays open, else ``(window, rest)``: ``window`` the
         window's rows scaled, in stream order, their labels and weights (None if the window
         closed before this batch), ``rest`` the batch's rows after the window, scaled (None if
-        none)."""
+        none).  ``shuffle``: see :meth:`close`."""
         if self.ready:
             return None, (self.transform(X), labels, weights)
         need = X.shape[0] if self.warmup == 0 else self.warmup - self.window_n
@@ -167,26 +188,68 @@ class ScalerStage:
         self.window_n += X[:need].shape[0]
         if self.window_n < max(1, self.warmup):
             return None
-        window = self.close()
+        window = self.close(shuffle)
         rest = (self.transform(X[need:]), labels[need:], weights[need:]) if need < X.shape[0] else None
         return window, rest
 
-    def close(self):
+    def close(self, shuffle=None):
         """Freeze scaling and γ from the window; returns its rows scaled, their labels and
-        weights, in stream order (None if the window holds nothing)."""
+        weights, in stream order (None if the window holds nothing).
+
+        ``shuffle``: None, or a function of the window's length returning the order the rows
+        leave in (an index array, or None: stream order) -- the order stage's
+        (:meth:`~.order.OrderStage.window_order`); the rows are then scaled straight into that
+        order (one (n, d) array instead of two; the same values).  Not asked when γ is computed
+        from the window (its sum keeps the stream order).  A single dense part is not copied
+        before it is scaled."""
         if not self.window_parts:
             return None
-        X = stack_rows([p[0] for p in self.window_parts])
-        labels = np.concatenate([p[1] for p in self.window_parts])
-        weights = np.concatenate([p[2] for p in self.window_parts])
-        scaled = self.fit_transform(X)
+        parts = self.window_parts
+        labels = np.concatenate([p[1] for p in parts])
+        weights = np.concatenate([p[2] for p in parts])
+        dense = not any(sp.issparse(p[0]) for p in parts)
+        gather = shuffle is not None and not self.window_gamma and dense
+        order = shuffle(labels.shape[0]) if gather else None
+        self.window_shuffled = gather  # the rows are in shuffle's order (its None: stream order)
+        if gather and order is not None and len(parts) > 1 and self._plain_maxabs():
+            scaled = self._maxabs_parts([p[0] for p in parts], order)
+        else:
+            X = parts[0][0] if len(parts) == 1 and dense else stack_rows([p[0] for p in parts])
+            scaled = self.fit_transform(X, order)
+        if order is not None:
+            labels, weights = labels[order], weights[order]
         self.window_parts, self.window_n = [], 0
         return scaled, labels, weights
 
-    def fit_transform(self, X):
-        """Freeze the scaler and γ from the rows X and return X scaled, as :meth:`transform` would."""
+    def _plain_maxabs(self) -> bool:
+        """Dense rows of this stage are max-abs scaled (``scaling`` "auto" or "maxabs", not
+        text-like: :meth:`fit_transform`'s choice for them)."""
+        return self.scaling in ("auto", "maxabs") and not self.text_like
+
+    def _maxabs_parts(self, parts, order):
+        """:meth:`fit_transform` of the dense window ``parts`` stacked, max-abs, rows in
+        ``order`` -- without stacking them: each part scaled into its rows' places (the same
+        values: max |x| is the largest of the parts' and each value is scaled alone)."""
+        top = np.max([np.maximum(P.max(axis=0), -P.min(axis=0)) for P in parts], axis=0)
+        self.kind, self.offset = "maxabs", np.zeros(self.n_features)
+        self.factor = np.where(top > 0, 1.0 / np.where(top > 0, top, 1.0), 1.0)
+        place = np.empty(order.shape[0], dtype=np.int64)
+        place[order] = np.arange(order.shape[0])
+        out = np.empty((order.shape[0], self.n_features))
+        lo = 0
+        for P in parts:
+            out[place[lo : lo + P.shape[0]]] = P * self.factor
+            lo += P.shape[0]
+        self.ready = True
+        return out
+
+    def fit_transform(self, X, rows=None):
+        """Freeze the scaler and γ from the rows X and return X scaled, as :meth:`transform` would
+        (``rows``: the scaled rows ``X[rows]``; only where no γ is computed from X)."""
+        if rows is not None and self.window_gamma:
+            raise ValueError("fit_transform: rows reorder a window that γ is computed from")
         if not self.needs_window:
-            return self.transform(X)
+            return self.transform(X, rows)
         kind = self.scaling
         text_like = self.text_like or wide_sparse(X)  # the input decides, not the SV storage
         if text_like and kind == "auto":
@@ -195,7 +258,7 @@ class ScalerStage:
             # (docs/defaults.md)
             kind = linear_auto_scaling(X)
         self.kind, self.offset, self.factor = fit_scaler(X, kind)
-        scaled = self.transform(X)
+        scaled = self.transform(X, rows)
         if self.gamma is None and self.has_gamma:
             if sp.issparse(X) and not self.offset.any():
                 # CSR rows: γ from their nonzeros whichever way the SVs are stored, so that
@@ -212,14 +275,17 @@ class ScalerStage:
         self.ready = True
         return scaled
 
-    def transform(self, X):
+    def transform(self, X, rows=None):
         """X scaled with the frozen statistics: dense float64 (n, d), or X itself when kind is
-        "none" (CSR rows stay CSR for ``keep_sparse`` unless the scaling has an offset)."""
+        "none" (CSR rows stay CSR for ``keep_sparse`` unless the scaling has an offset);
+        ``rows``: ``X[rows]`` scaled (an index array)."""
+        if rows is not None and (self.kind == "none" or sp.issparse(X)):
+            X, rows = X[rows], None
         if self.kind == "none":
             return X if sp.issparse(X) else np.ascontiguousarray(X, dtype=np.float64)
         if self.keep_sparse and sp.issparse(X) and not self.offset.any():
             return scale_sparse(X, self.factor)
-        return scale_dense(X, self.offset, self.factor)
+        return scale_dense(X, self.offset, self.factor, rows)
 
     def grow(self, n_features: int) -> None:
         """Widen to ``n_features``: the new features get offset 0, factor 1; held rows get zeros."""
@@ -290,7 +356,7 @@ class ScalerStage:
             st.factor = np.array(arrays["pp_factor"], dtype=np.float64)
         else:  # saved before scaling existed: raw features
             st.offset, st.factor = np.zeros(st.n_features), np.ones(st.n_features)
-        st.window_parts, st.window_n = [], 0
+        st.window_parts, st.window_n, st.window_shuffled = [], 0, False
         if "pp_win_y" in arrays:
             if "pp_win_dense" in arrays:
                 W = np.array(arrays["pp_win_dense"], dtype=np.float64)
