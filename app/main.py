@@ -56,9 +56,9 @@ from svmstream.app.api.routes import (
 from svmstream.app.cluster.service import clustered, open_clustered_registry, start_coordinator
 from svmstream.app.errors import install_error_handlers
 from svmstream.app.jobs.runner import JobRunner
-from svmstream.app.models.allocator import release_free_memory
 from svmstream.app.models.feedback import open_feedback
 from svmstream.app.models.kind import model_kind
+from svmstream.app.models.memory import release_free_memory
 from svmstream.app.models.registry import Registry
 from svmstream.app.models.snapshots import SnapshotStore, run_snapshotter
 from svmstream.app.models.versions import Versions
@@ -182,7 +182,7 @@ async def lifespan(app: FastAPI):
     learner = settings.role == "learner"
     snapshotter = asyncio.create_task(
         run_snapshotter(
-            # then the allocator's free pages back (app/models/allocator.py: the feedback
+            # then the allocator's free pages back (app/models/memory.py: the feedback
             # store's bound is the process's memory only so)
             lambda: registry.snapshot_changed() + [registry.feedback.save(), release_free_memory()],
             settings.snapshot_interval_s if learner else 3600.0,

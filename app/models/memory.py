@@ -6,6 +6,13 @@ from), parking hundreds of models — much of it sits in free chunks between liv
 is never returned by itself.  ``malloc_trim(0)`` returns every free page of every arena
 (``madvise(MADV_DONTNEED)``).  Measured with 3,000 parked models in one process: three
 scrapes left the RSS 35 MB higher, a trim took 2 ms and gave back 26 MB of it.
+
+The snapshotter also calls it once per round (``app/main.py``; issue 42, ``docs/feedback.md``
+"The store's memory"): a server that remembered 1,000,000 tokenless rows (64 MiB quota, 4
+clients) grew by 77-78 MiB, the extra 10-14 MiB free chunks in glibc's arenas left by the
+requests' temporaries (``malloc_info`` read in the server, ``benchmarks/profiling/remember_rss.py``);
+``MALLOC_ARENA_MAX=2`` (77.3-78.7 MiB) or 128 KiB trim/mmap thresholds (70.5-73.5 MiB) did not
+reach the bound, a trim per round did (+64.7 MiB).
 """
 
 from __future__ import annotations
