@@ -146,21 +146,29 @@ def _predict_clients(url: str, body: dict, clients: int, per_client: int, status
         t.join()
 
 
-def remember_probe(
-    tmp: Path, env: dict, auth: dict, rows: int = 1_000_000, open_mib: int = 64, clients: int = 4
-) -> dict:
-    """See the module docstring (``open_mib``: the tokenless quota, all of it one model's)."""
+def remember_quotas(open_mib: int) -> dict[str, str]:
+    """The remember probe's feedback store: a tokenless quota of ``open_mib`` MiB, all of it one
+    model's, and twice that for the whole store."""
     quota = open_mib << 20
-    settings = {
-        "SVMSTREAM_SNAPSHOT_INTERVAL_S": "2",
-        **env,
+    return {
         "SVMSTREAM_FEEDBACK_MAX_BYTES": str(2 * quota),
         "SVMSTREAM_FEEDBACK_OPEN_MAX_BYTES": str(quota),
         "SVMSTREAM_FEEDBACK_OPEN_MODEL_BYTES": str(quota),
     }
-    rng = np.random.default_rng(2)
-    X = rng.normal(size=(1000, 22)).round(4)
-    y = (X[:, 0] > 0).astype(int)
+
+
+def remember_rows() -> tuple[np.ndarray, np.ndarray]:
+    """The remember probe's 1,000 rows (d = 22) and labels, learned first, then sent again and again."""
+    X = np.random.default_rng(2).normal(size=(1000, 22)).round(4)
+    return X, (X[:, 0] > 0).astype(int)
+
+
+def remember_probe(
+    tmp: Path, env: dict, auth: dict, rows: int = 1_000_000, open_mib: int = 64, clients: int = 4
+) -> dict:
+    """See the module docstring (``open_mib``: the tokenless quota, all of it one model's)."""
+    settings = {"SVMSTREAM_SNAPSHOT_INTERVAL_S": "2", **env, **remember_quotas(open_mib)}
+    X, y = remember_rows()
     with Server(tmp / "remember", env=settings, clean_env=True) as server:
         with httpx.Client(base_url=server.url, timeout=120) as client:
             cfg = {"budget": 100, "gamma": 0.1, "C": 10}

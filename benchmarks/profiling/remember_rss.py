@@ -20,11 +20,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import httpx
-import numpy as np
 
 import benchmarks.common as common
 from benchmarks.abuse_probes import rss_mb
-from benchmarks.abuse_surfaces import _predict_clients
+from benchmarks.abuse_surfaces import _predict_clients, remember_quotas, remember_rows
 from benchmarks.common import Server
 
 TOKEN = "bench-abuse-token"
@@ -94,18 +93,13 @@ def _patched_popen(prefix: str):
 
 
 def run(rows: int, extra: dict, clients: int = 4, open_mib: int = 64) -> dict:
-    quota = open_mib << 20
     env = {
         "SVMSTREAM_API_TOKEN": TOKEN,
         "SVMSTREAM_SNAPSHOT_INTERVAL_S": "2",
-        "SVMSTREAM_FEEDBACK_MAX_BYTES": str(2 * quota),
-        "SVMSTREAM_FEEDBACK_OPEN_MAX_BYTES": str(quota),
-        "SVMSTREAM_FEEDBACK_OPEN_MODEL_BYTES": str(quota),
+        **remember_quotas(open_mib),
         **extra,
     }
-    rng = np.random.default_rng(2)
-    X = rng.normal(size=(1000, 22)).round(4)
-    y = (X[:, 0] > 0).astype(int)
+    X, y = remember_rows()
     with tempfile.TemporaryDirectory() as tmp:
         prefix = f"{tmp}/m"
         common.subprocess.Popen = _patched_popen(prefix)
