@@ -28,6 +28,7 @@ import io
 import json
 import os
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -160,14 +161,26 @@ def _checked(blob: bytes) -> tuple[dict[str, Any], memoryview]:
     return header["meta"], payload
 
 
-def write_atomic(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: temp file in the same directory, fsync, rename."""
+def write_atomic(
+    path: str | os.PathLike, data: bytes, before_replace: Callable[[], None] | None = None
+) -> None:
+    """Write ``data`` to ``path`` atomically: temp file in the same directory, fsync, rename.
+
+    ``before_replace``, if given, runs after the temp file is on disk and right before the
+    rename (e.g. a fencing check); if it raises, the temp file is removed and nothing is renamed.
+    """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     with open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
+    if before_replace is not None:
+        try:
+            before_replace()
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     os.replace(tmp, path)
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:

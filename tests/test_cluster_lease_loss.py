@@ -132,3 +132,30 @@ def test_a_model_deleted_by_the_user_still_leaves_the_catalogue(node):
     assert name not in membership.catalogue(c.client)
     assert c.lease(name) is None and c.owner_of(name) is None
     assert "deleted" in [m["kind"] for m in membership.recent_moves(c.client, 10) if m["model"] == name]
+
+
+def test_a_lease_lost_while_a_snapshot_is_encoded_renames_no_file(node, monkeypatch):
+    """The clean-clone CI failure of this stop (``test_a_paused_learner_writes_nothing...``): a
+    learner paused after the store's first lease check, while encoding, resumed after losing
+    the lease and renamed a fence-1 file after the new owner's.  The lease is now checked again
+    right before the rename: here it runs out while the state is encoded (the real encoder,
+    then the real lease key deleted), and no file of that write, nor its temp file, is left."""
+    from svmstream.app.models import snapshots
+    from svmstream.app.stream.fencing import Fenced
+
+    registry, store = node.registry, node.registry.store
+    handle = registry.get("q0")
+    before = sorted(p.name for p in store.model_dir("q0").iterdir())
+    refused = store.refused
+    real_encode = snapshots.encode_state
+
+    def encode_then_lose_the_lease(arrays, meta):
+        data = real_encode(arrays, meta)
+        expire(node, "q0")
+        return data
+
+    monkeypatch.setattr(snapshots, "encode_state", encode_then_lose_the_lease)
+    with pytest.raises(Fenced):
+        registry.snapshot(handle, force=True)
+    assert sorted(p.name for p in store.model_dir("q0").iterdir()) == before
+    assert store.refused == refused + 1

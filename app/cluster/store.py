@@ -1,7 +1,7 @@
 """The snapshot store of a clustered learner: a write needs the model's lease.
 
 :class:`FencedSnapshotStore` asks Redis (:data:`svmstream.app.stream.fencing.SNAPSHOT_OK`)
-right before each snapshot file is written: allowed while this learner's lease of the model is
+before each snapshot file is encoded and again right before it is renamed into place: allowed while this learner's lease of the model is
 the current one, or for a brand-new model nobody holds and the catalogue does not list yet
 (``POST /models``); refused (:class:`~svmstream.app.stream.fencing.Fenced`) otherwise.  What is
 left between that check and the file's rename is documented in ``docs/cluster.md``.
@@ -9,6 +9,7 @@ left between that check and the file's rename is documented in ``docs/cluster.md
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,15 @@ from typing import Any
 from svmstream.app.cluster.membership import MODELS_KEY
 from svmstream.app.models.snapshots import SnapshotStore, Written
 from svmstream.app.stream import fencing
+
+
+class _Writing(threading.local):
+    """The lease a write of this thread started with, for its check before the rename."""
+
+    lease: tuple[str, str] | None = None
+
+
+_writing = _Writing()
 
 
 @dataclass
@@ -29,9 +39,23 @@ class FencedSnapshotStore(SnapshotStore):
 
     def write(self, name: str, *args: Any, **kwargs: Any) -> Written:
         key, token = self.token_of(name)
+        self._check(name, key, token)  # before encoding: a refused write costs nothing
+        # the writer and its fence, for audits (docs/cluster.md: fences never decrease by seq)
+        kwargs["extra"] = {**(kwargs.get("extra") or {}), "cluster_writer": token or "new"}
+        _writing.lease = (key, token)
+        try:
+            return super().write(name, *args, **kwargs)
+        finally:
+            _writing.lease = None
+
+    def before_replace(self, name: str) -> Callable[[], None]:
+        """The same check again once the file is on disk, right before its rename: a learner
+        paused while encoding or writing (SIGSTOP, a long GC) and resumed after losing the
+        lease renames nothing.  The token is the one :meth:`write` started with (this thread's)."""
+        key, token = _writing.lease or self.token_of(name)
+        return lambda: self._check(name, key, token)
+
+    def _check(self, name: str, key: str, token: str) -> None:
         if self.client.eval(fencing.SNAPSHOT_OK, 2, key, MODELS_KEY, token, name) != 1:
             self.refused += 1
             raise fencing.Fenced(f"model {name!r}: not ours any more; snapshot refused")
-        # the writer and its fence, for audits (docs/cluster.md: fences never decrease by seq)
-        kwargs["extra"] = {**(kwargs.get("extra") or {}), "cluster_writer": token or "new"}
-        return super().write(name, *args, **kwargs)

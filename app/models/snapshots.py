@@ -248,9 +248,14 @@ class SnapshotStore:
         if generation is not None:
             meta["service"]["generation"] = str(generation)
         path = directory / f"{name}-{seq:012d}{SUFFIX}"
-        write_atomic(path, encode_state(arrays, meta))
+        write_atomic(path, encode_state(arrays, meta), before_replace=self.before_replace(name))
         self.prune(name)
         return Written(path, saved_at, arrays, meta)
+
+    def before_replace(self, name: str) -> Callable[[], None] | None:
+        """A check run right before a snapshot file of ``name`` is renamed into place (it raises
+        to refuse the file); None here, a fencing check in a clustered learner's store."""
+        return None
 
     def kept_files(self, name: str) -> list[KeptFile]:
         """:meth:`files` of ``name`` with their sizes (newest first; a file gone meanwhile is
