@@ -8,8 +8,8 @@ model's stream filled with ``--entries`` examples before the learners start (so 
 competes with them for the CPU), then ``k`` clustered learner processes (``learner-1..k``).
 The streams are filled under other keys while the learners sit idle with their models gained,
 then renamed in at once (the consumers recreate their groups at 0); the window runs from the
-rename to every example applied (``GET /models``' ``n_seen`` summed over the learners, polled
-every second): aggregate examples per wall second and per CPU second of the learner processes
+rename to every example applied (every entry delivered to its group, polled in Redis every
+second, then ``GET /models``' ``n_seen`` summed over the learners): aggregate examples per wall second and per CPU second of the learner processes
 (psutil, user + system, children included).  Runs are interleaved
 (the order of k rotates per round); ratios are medians of per-round ratios.  The spread is each
 member's model count (``GET /cluster``), the moves from 2 to 3 members the share of models whose
@@ -184,7 +184,7 @@ def one_run(root: Path, template: Path, k: int, entries: int, seed: int, tag: st
         wait_settled(servers[0], k, len(names))
         # filled under other keys while the learners are idle, then renamed in at once: the
         # renamed streams have no group, the consumers recreate it at 0 and read everything
-        fill(client, names, entries, seed, prefix="fill:")
+        ids = fill(client, names, entries, seed, prefix="fill:")
         time.sleep(1.0)
         marks = {0.0: (time.monotonic(), 0, cpu_seconds(procs))}
         pipe = client.pipeline(transaction=False)
@@ -192,7 +192,10 @@ def one_run(root: Path, template: Path, k: int, entries: int, seed: int, tag: st
             pipe.rename(f"fill:svmstream:{name}:examples", f"svmstream:{name}:examples")
         pipe.execute()
         deadline = time.monotonic() + 1800
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # Redis's count first: a GET /models of 1,000 models
+            if sum(delivered(client, ids).values()) < total:  # costs the learners CPU
+                time.sleep(1.0)
+                continue
             done = applied(servers)
             if done >= total:
                 marks[1.0] = (time.monotonic(), done, cpu_seconds(procs))

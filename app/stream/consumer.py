@@ -55,6 +55,7 @@ from svmstream.app.settings import Settings
 from svmstream.app.stream import fencing, redis_ops
 from svmstream.app.stream.applier import StreamApplier
 from svmstream.app.stream.redis_ops import StreamId, as_str, format_id, make_client, parse_id
+from svmstream.app.stream.status import STATUS_REFRESHES_PER_S, consumer_status, refreshed_figures
 
 log = logging.getLogger("svmstream.stream")
 
@@ -87,10 +88,29 @@ class StreamConsumer:
         its own, reads and acknowledges only while that lease is ours (fenced in Redis,
         :mod:`svmstream.app.stream.fencing`), consumes as the member, and stops for good
         when the lease is lost.
+    waiter : StreamWaiter, optional
+        With a lease: where the consumer waits when its stream has no new entry (one shared
+        ``XREAD`` for every idle model) instead of an ``XREAD BLOCK`` of its own.
+    peers : callable, optional
+        The number of consumers of the server: the stream figures of ``GET /models`` are
+        refreshed every ``stream_info_interval_s`` or, with many models, so that the server
+        makes at most :data:`STATUS_REFRESHES_PER_S` such refreshes a second in all.
     """
 
-    def __init__(self, registry: Registry, handle: ModelHandle, settings: Settings, lease=None):
+    def __init__(
+        self,
+        registry: Registry,
+        handle: ModelHandle,
+        settings: Settings,
+        lease=None,
+        waiter=None,
+        peers=None,
+    ):
         self.registry = registry
+        #: how many consumers the server runs (a callable; bounds the status refreshes)
+        self.peers = peers
+        #: the server's shared idle wait (:class:`~svmstream.app.stream.waiter.StreamWaiter`)
+        self.waiter = waiter
         self.handle = handle
         self.settings = settings
         self.name = handle.name
@@ -211,34 +231,15 @@ class StreamConsumer:
     # ------------------------------------------------------------------ status
     def status(self) -> dict[str, Any]:
         """Stream figures for ``GET /models/{name}`` and ``/metrics`` (cached XINFO)."""
-        applier = self.applier
-        durable = applier.durable()
-        out = {
-            "key": self.key,
-            "dead_key": self.dead_key,
-            "group": self.group,
-            "consumer": self.consumer,
-            "connected": self.connected,
-            "applied": applier.applied,
-            "dead_letters": applier.dead_letters,
-            "skipped_duplicates": applier.skipped,
-            "acknowledged": applier.acked,
-            "last_applied_id": format_id(applier.last_id) if applier.last_id else None,
-            "last_acked_id": format_id(durable) if durable else None,
-            "reconnects": self.reconnects,
-            "last_error": self.last_error,
-        }
-        out.update(self._status)
-        return out
+        return consumer_status(self)
 
     def _refresh_status(self, client) -> None:
-        now = time.monotonic()
-        if now - self._status_at < self.settings.stream_info_interval_s:
-            return
-        self._status_at = now
-        self._status = redis_ops.stream_figures(
-            client, self.key, self.group, self.dead_key, self.applier.durable(), self.applier.last_id
-        )
+        interval = self.settings.stream_info_interval_s
+        if self.peers is not None:
+            interval = max(interval, self.peers() / STATUS_REFRESHES_PER_S)
+        if time.monotonic() - self._status_at >= interval:
+            self._status_at = time.monotonic()
+            self._status = refreshed_figures(self, client)
 
     # ------------------------------------------------------------------ the thread
     def _sleep(self, seconds: float) -> None:
@@ -415,7 +416,10 @@ class StreamConsumer:
                 raise _Reconnect("the consumer group or stream vanished") from exc
             raise
         if not entries and block is not None and newest is not None:
-            client.xread({self.key: newest}, count=1, block=block)
+            if self.waiter is not None:  # one XREAD for every idle model of the server
+                self.waiter.wait(self.key, as_str(newest), block / 1000.0)
+            else:
+                client.xread({self.key: newest}, count=1, block=block)
         return entries
 
     def _session(self, client) -> None:

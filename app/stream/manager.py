@@ -21,6 +21,7 @@ from svmstream.app.models.registry import ModelHandle, Registry
 from svmstream.app.models.view import ModelView
 from svmstream.app.settings import Settings
 from svmstream.app.stream.consumer import StreamConsumer
+from svmstream.app.stream.waiter import StreamWaiter
 
 log = logging.getLogger("svmstream.stream")
 
@@ -40,6 +41,8 @@ class StreamManager:
         self._retired: list[StreamConsumer] = []
         self._refused: weakref.WeakSet[ModelHandle] = weakref.WeakSet()
         self._lock = threading.Lock()
+        #: the clustered consumers' shared idle wait (docs/stream.md, "Many models")
+        self.waiter = StreamWaiter(settings.redis_url) if settings.redis_url else None
         registry.snapshot_listeners.append(self._on_snapshot)
 
     def _on_snapshot(self, handle: ModelHandle, view: ModelView, path: str) -> None:
@@ -77,9 +80,18 @@ class StreamManager:
                     if lease is None and self.leases is not None:
                         continue
                     self.consumers[name] = StreamConsumer(
-                        self.registry, handle, self.settings, lease=lease
+                        self.registry,
+                        handle,
+                        self.settings,
+                        lease=lease,
+                        waiter=self.waiter,
+                        peers=self.count,
                     ).start()
                     log.info("model %r: consuming stream %r", name, self.consumers[name].key)
+
+    def count(self) -> int:
+        """The consumers running now."""
+        return len(self.consumers)
 
     def detach(self, name: str, timeout: float = 30.0) -> StreamConsumer | None:
         """Stop model ``name``'s consumer and wait for it (its batches in flight are applied);
@@ -115,6 +127,8 @@ class StreamManager:
             deadline = time.monotonic() + timeout
             for consumer in everyone:
                 consumer.join(max(0.0, deadline - time.monotonic()))
+        if self.waiter is not None:
+            self.waiter.stop()
 
     def flush(self) -> int:
         """After the final snapshots: acknowledge what they cover and release the leases."""
