@@ -93,17 +93,17 @@ def encode_state(arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> bytes:
             raise TypeError(f"array {key!r} has object dtype; only plain numeric arrays are saved")
     buffer = io.BytesIO()
     np.savez(buffer, **{k: np.asarray(v) for k, v in arrays.items()})
-    payload = buffer.getvalue()
-    header = json.dumps(
-        {
-            "format_version": FORMAT_VERSION,
-            "payload_bytes": len(payload),
-            "payload_sha256": hashlib.sha256(payload).hexdigest(),
-            "meta": meta,
-        },
-        sort_keys=True,
-    ).encode()
-    return MAGIC + _HEADER.pack(FORMAT_VERSION, len(header)) + header + payload
+    with buffer.getbuffer() as payload:  # the payload without a copy: one copy in all, the result
+        header = json.dumps(
+            {
+                "format_version": FORMAT_VERSION,
+                "payload_bytes": payload.nbytes,
+                "payload_sha256": hashlib.sha256(payload).hexdigest(),
+                "meta": meta,
+            },
+            sort_keys=True,
+        ).encode()
+        return b"".join((MAGIC, _HEADER.pack(FORMAT_VERSION, len(header)), header, payload))
 
 
 def decode_state(blob: bytes) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

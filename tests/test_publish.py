@@ -173,6 +173,40 @@ def test_a_failed_batch_is_undone_from_the_checkpoint_and_the_journal(tmp_path, 
     reg.close()
 
 
+def test_the_journal_holds_at_most_a_share_of_max_model_bytes_and_rolls_back_exactly(tmp_path):
+    """The journal is the model's memory: with max_model_bytes = 4 MiB it keeps at most 256 KiB
+    of input (``journal_limit``) before a checkpoint replaces it — here several times, where the
+    flat 64 MiB bound would never have — and each step it keeps holds its batch's rows only (not
+    the contest's margins or warm copies); a failed batch is still undone exactly."""
+    X, y = two_moons_like(12000, d=5, seed=3)
+    X, y = X * 40.0 + 7.0, (y > 0).astype(np.int64)
+    settings = Settings(snapshot_dir=tmp_path, keep_versions=3, max_model_bytes=4 << 20)
+    limit = rollback_module.journal_limit(settings.max_model_bytes)
+    assert limit == (4 << 20) // 16 < rollback_module.JOURNAL_MAX_BYTES
+    reg = Registry(settings, SnapshotStore(tmp_path, keep=3))
+    reg.create("m", CFG)
+    handle, checkpoints, last = reg.get("m"), 0, None
+    for start in range(0, 11000, 500):
+        reg.learn("m", X[start : start + 500], y[start : start + 500]).result()
+        assert handle._journal_bytes <= limit
+        held = sum(rollback_module.input_bytes(c.cell_contents) for s in handle._journal for c in s.__closure__
+                   if isinstance(c.cell_contents, np.ndarray))  # fmt: skip
+        assert held <= handle._journal_bytes + 8 * 500 * len(handle._journal)  # X, y (and no margins)
+        checkpoints += handle._checkpoint is not last and isinstance(handle._checkpoint, tuple)
+        last = handle._checkpoint
+    assert checkpoints >= 2
+    before = handle.view
+    with pytest.raises(ValueError):
+        reg.learn("m", X[11000:11500], _poison(y[11000:11500])).result()
+    assert handle.view is before
+    reg.learn("m", X[11000:11500], y[11000:11500]).result()
+    direct = make_estimator(CFG)
+    for start in range(0, 11500, 500):
+        direct.partial_fit(X[start : start + 500], y[start : start + 500], classes=np.arange(2))
+    np.testing.assert_array_equal(handle.view.decision_function(X[:2000]), direct.decision_function(X[:2000]))
+    reg.close()
+
+
 def test_snapshots_taken_while_learning_hold_the_state_of_their_view(tmp_path):
     """``capture_state`` runs while the learner applies batches: every captured state restores
     to the model its view published (same decisions), and its version is the view's."""

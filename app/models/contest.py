@@ -108,6 +108,23 @@ class Contest:
             self._keep_margins(est)  # the rows the flush learned count in the prequential accuracy
         return self.X[:4] if self.X is not None and self.learned else None
 
+    def replay_step(self):
+        """The champion's step as the rollback journal replays it, once :meth:`champion_step`
+        has run: the same rows learned in the same pieces (then the flush), holding only the
+        batch's rows, labels and weights — not this contest's warm copies, margins or
+        challengers (``app/models/rollback.py``: the journal's bytes are its input's)."""
+        X, y, w, n_classes, flush = self.X, self.y, self.w, self.n_classes, self.flush
+        pieces = list(self.pieces)
+
+        def step(est):
+            for lo, hi in pieces:
+                learn_rows(est, X[lo:hi], y[lo:hi], n_classes, None if w is None else w[lo:hi])
+            if flush and fitted(est):
+                est.flush()
+            return X[:4] if X is not None and pieces else None
+
+        return step
+
     def _champion_piece(self, est, lo: int, hi: int, scoring: bool, starts: set | None) -> bool:
         """Rows ``lo:hi``: the champion's right/wrong (while scored), its step, its detections;
         a warm copy kept where a drift challenger may start.  Returns whether scoring is on."""
@@ -175,6 +192,7 @@ class Contest:
         self._hold_rest()
         if self.flush:
             self._flush_challengers(name)
+        self.warm_at.clear()  # the warm copies not started: nothing needs them after the batch
         return current, promoted
 
     def _pair(self, right, rights, yp) -> None:

@@ -167,7 +167,7 @@ class Learning:
             self.rate.add(n_received)
             self._count_drift(est)
             view = self._publish(est, codec, extra)
-            self._journal_add(step, n_bytes)
+            self._journal_add(game.replay_step() if game is not None else step, n_bytes)
             if promoted is not None:
                 self._after_promotion(est)
             return view

@@ -8,7 +8,8 @@ rebuilding the estimator from the last *checkpoint* (its full state, detached) a
 the batches applied since (the *journal*; models are deterministic, so the replay gives the
 same estimator).  A checkpoint is taken at every snapshot (:meth:`Rollback.capture_state`,
 which snapshots use: the learner's state and the view of the same version, under the
-learner's lock) and whenever the journal holds more than :data:`JOURNAL_MAX_BYTES` of input.
+learner's lock) and whenever the journal holds more than :func:`journal_limit` of input
+(:data:`JOURNAL_MAX_BYTES`, at most a sixteenth of ``max_model_bytes``).
 """
 
 from __future__ import annotations
@@ -29,8 +30,19 @@ from svmstream.app.models.view import ModelView
 log = logging.getLogger("svmstream.registry")
 
 #: Input bytes (X and y) of the batches the rollback journal keeps before a checkpoint (a
-#: detached copy of the learner's full state) replaces them.
+#: detached copy of the learner's full state) replaces them, at most; a model's journal keeps
+#: at most ``max_model_bytes / JOURNAL_SHARE`` (:func:`journal_limit`).
 JOURNAL_MAX_BYTES = 64 << 20
+#: The share of ``max_model_bytes`` a model's journal may hold (16 MiB at the default 256 MiB).
+JOURNAL_SHARE = 16
+
+
+def journal_limit(max_model_bytes: int) -> int:
+    """Input bytes a model's rollback journal holds before a checkpoint replaces it:
+    :data:`JOURNAL_MAX_BYTES`, at most ``max_model_bytes / JOURNAL_SHARE``.  The journal is
+    the model's memory (``docs/fields.md``, "Memory"): it must not grow with the stream beyond
+    a share of the model's own bound."""
+    return int(min(JOURNAL_MAX_BYTES, max(0, int(max_model_bytes)) // JOURNAL_SHARE))
 
 
 def input_bytes(*arrays) -> int:
@@ -52,16 +64,16 @@ def first_checkpoint(est, checkpoint_path) -> tuple | Path:
 class Rollback:
     """The checkpoint-and-journal methods of :class:`~svmstream.app.models.handle.ModelHandle`
     (which declares the slots they use: ``_checkpoint``, ``_journal``, ``_journal_bytes``,
-    ``_est``, ``_est_lock``, ``view``, ``config``)."""
+    ``_est``, ``_est_lock``, ``view``, ``config``, ``settings``)."""
 
     __slots__ = ()
 
     def _journal_add(self, step, n_bytes: int) -> None:
         """Learner thread, after a published step: remember it for a rollback; past
-        :data:`JOURNAL_MAX_BYTES` of input, take a checkpoint instead."""
+        :func:`journal_limit` of input, take a checkpoint instead."""
         self._journal.append(step)
         self._journal_bytes += max(0, int(n_bytes))
-        if self._journal_bytes > JOURNAL_MAX_BYTES:
+        if self._journal_bytes > journal_limit(self.settings.max_model_bytes):
             self._checkpoint = detached_state(self._est)
             self._journal, self._journal_bytes = [], 0
 

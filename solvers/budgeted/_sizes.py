@@ -79,12 +79,15 @@ def model_bytes(
     ``sv_storage="sparse"``, or "auto" with d > 256 (where "auto" may choose sparse SVs):
     :func:`._sparse_pool.sparse_model_bytes` (SVs bounded by their nonzeros, not by d).
     ``rehearsal_memory``: rows remembered for rehearsal (0 when rehearsal is off), at most
-    16 MiB (:func:`._rehearsal.memory_capacity`)."""
+    16 MiB (:func:`._rehearsal.memory_capacity`), dense (d + 2 values a row) for sparse SVs too."""
     if kernel == "linear":
         return linear_model_bytes(n_features, shuffle_buffer, run_guard, n_classes)
-    if sv_storage == "sparse" or (sv_storage == "auto" and int(n_features) > SPARSE_MIN_FEATURES):
-        return sparse_model_bytes(budget, n_features, shuffle_buffer, run_guard, n_classes, maintenance)
     d = max(1, int(n_features))
+    memory = memory_capacity(int(rehearsal_memory), d) * (d + 2) * 8  # dense rows, whatever the SVs
+    if sv_storage == "sparse" or (sv_storage == "auto" and int(n_features) > SPARSE_MIN_FEATURES):
+        return (
+            sparse_model_bytes(budget, n_features, shuffle_buffer, run_guard, n_classes, maintenance) + memory
+        )
     cap = int(budget) + 1
     n_cols = 1 if n_classes == 2 else int(n_classes)
     total = cap * d * 8 + cap * 8 * (2 + n_cols)  # SVs; their norms, coefficients, kernel row
@@ -93,7 +96,7 @@ def model_bytes(
         total += guard_capacity(n_classes, d) * n_classes * d * 8
     if maintenance == "project":
         total += cap * cap * 8
-    total += memory_capacity(int(rehearsal_memory), d) * (d + 2) * 8
+    total += memory
     return int(total)
 
 
