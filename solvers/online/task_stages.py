@@ -27,6 +27,27 @@ class TaskStages:
         fx = self.feature_growth if window and self.scaling == "standard" and movable else None
         return fx, None
 
+    def _learn_rows(self, X, y, w):
+        """Learn raw rows X with targets y and weights w (window rows first when it just
+        closed): the prequential ``(y, out)``."""
+        n = X.shape[0]
+        out = np.empty(n)
+        start = counted = 0  # rows learned, rows counted into the growing scales
+        while start < n:  # in pieces ending where a scale grows (stages.growth)
+            hit, fx, fy = self._next_growth(X, y, counted)
+            counted = hit + 1
+            if hit > start:
+                Xs = (X[start:hit] - self._offset) / self._factor
+                ys = self._target.transform(y[start:hit])
+                part = np.empty(hit - start)
+                self._learn(*(np.ascontiguousarray(a) for a in (Xs, ys, w[start:hit])), part)
+                out[start:hit] = part
+            if fx is not None or fy is not None:
+                self._grow(fx, fy)
+            start = hit
+        self.n_learned_ += X.shape[0]
+        return y, out
+
     def _next_growth(self, X, y, start: int):
         """Count rows of ``X``, ``y`` from ``start`` into the growing scales up to the first row
         at which one grows (that row included): ``(index, fx, fy)`` — that row's index and the

@@ -142,27 +142,6 @@ class _StreamingTask(TaskStages, TaskState, BaseEstimator):
             X, y, w = (np.concatenate(pair) for pair in ((Xw, X[room:]), (yw, y[room:]), (ww, w[room:])))
         return self._learn_rows(X, y, w)
 
-    def _learn_rows(self, X, y, w):
-        """Learn raw rows X with targets y and weights w (window rows first when it just
-        closed): the prequential ``(y, out)``."""
-        n = X.shape[0]
-        out = np.empty(n)
-        start = counted = 0  # rows learned, rows counted into the growing scales
-        while start < n:  # in pieces ending where a scale grows (stages.growth)
-            hit, fx, fy = self._next_growth(X, y, counted)
-            counted = hit + 1
-            if hit > start:
-                Xs = (X[start:hit] - self._offset) / self._factor
-                ys = self._target.transform(y[start:hit])
-                part = np.empty(hit - start)
-                self._learn(*(np.ascontiguousarray(a) for a in (Xs, ys, w[start:hit])), part)
-                out[start:hit] = part
-            if fx is not None or fy is not None:
-                self._grow(fx, fy)
-            start = hit
-        self.n_learned_ += X.shape[0]
-        return y, out
-
     def _close_now(self):
         """Close the warm-up window with what it holds and learn it (``flush``)."""
         return self._learn_rows(*self._close_window())
