@@ -191,8 +191,9 @@ class ServedTask:
         raise ValueError(f"a {self.TASK} model has no classes")
 
     def estimate_bytes(self, n_features: int, n_classes: int) -> int:
-        """Bytes of the arrays at width ``n_features``: the engine's pool, the reservoir, the
-        window and the stages' windows (an upper bound)."""
+        """Bytes of the arrays at width ``n_features``: the engine's pool, the reservoir (rows,
+        targets, dual variables, weights, out-of-sample values), the window, the stages' windows
+        and the scales (offset, factor, the growing sums) (an upper bound)."""
         est = self.estimator if self.estimator is not None else self._default_engine()
         cap = int(est.budget) + 1
         d = int(n_features)
@@ -200,9 +201,9 @@ class ServedTask:
         memory = min(int(self.rehearsal_memory), (16 * 2**20) // (8 * max(d, 1))) if self.rehearsal else 0
         return (
             engine
-            + memory * (d + 3) * 8
+            + memory * (d + 4) * 8
             + int(self.warmup) * (d + 2) * 8
             + int(self.window) * 8
-            + 2 * d * 8
+            + 3 * d * 8
             + 4096
         )
