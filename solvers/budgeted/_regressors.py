@@ -230,6 +230,10 @@ class BudgetedSCARegressor(_Regressor):
     (True, True)
     """
 
+    #: The dual engine learns a sorted stream far better with growing scales (diamonds by price:
+    #: RMSE 2.08 -> 1.08 x SVR); BSGD's steps do not (3,085 -> 8,822 on the same stream).
+    SCALES_GROW = True
+
     _parameter_constraints: dict = constraints(
         "budget", "gamma", "C", "epsilon", "epochs", "maintenance", "merge_solver", "gss_eps", "random_state"
     )

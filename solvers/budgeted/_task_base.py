@@ -98,6 +98,9 @@ class BudgetedTaskModel(BaseEstimator):
 
     #: bump when the saved layout changes
     STATE_VERSION = 1
+    #: Whether the streaming pipeline grows the scales under this engine (:meth:`rescale`;
+    #: measured per engine, docs/regression.md).
+    SCALES_GROW = False
 
     # ------------------------------------------------------------------ state
     def _allocate(self, d: int) -> None:

@@ -22,7 +22,7 @@ class TaskStages:
     def _growths(self):
         """(feature growth, target growth) of :mod:`.stages.growth` (None: fixed): only for a
         scale the warm-up window fixed."""
-        window = self.warmup > 0
+        window = self.warmup > 0 and self.engine_.SCALES_GROW  # the engines it was measured on
         movable = self.engine_.maintenance != "project"  # projection keeps K⁻¹ of its SVs
         fx = self.feature_growth if window and self.scaling == "standard" and movable else None
         return fx, None

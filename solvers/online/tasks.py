@@ -216,7 +216,8 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
         A feature's (the target's) standardisation factor grows to the RMS deviation of the rows
         learned so far about the window's mean once that exceeds this multiple of it, the model
         rescaled consistently (:mod:`.stages.growth`; a sorted source); None: fixed by the window.
-        Checked once per learned batch; off without a window or its scaling.
+        Checked at every row; off without a window or its scaling, and for an engine whose
+        ``SCALES_GROW`` is false (BSGD: measured worse, docs/regression.md).
     random_state : int or None, default=None
 
     Examples
@@ -265,7 +266,8 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
 
     def _growths(self):
         fx, _ = super()._growths()
-        return fx, (self.target_growth if self.warmup > 0 and self.target_scaling else None)
+        grows = self.warmup > 0 and self.target_scaling and self.engine_.SCALES_GROW
+        return fx, (self.target_growth if grows else None)
 
     def _setup(self, d):
         super()._setup(d)
