@@ -187,3 +187,23 @@ def test_novelty_threshold_from_the_reservoir():
     assert 0.03 <= flagged <= 0.07, flagged
     plain = BudgetedOneClassSVM(budget=5000, nu=0.2, random_state=0).partial_fit(inliers[:300])
     np.testing.assert_allclose(plain.dual_coef_, 1.0 / (0.2 * 300), rtol=1e-9)
+
+
+def test_rehearsal_tol_skips_the_tiny_dual_steps():
+    """``rehearsal_tol``: a rehearsal step that would move α by at most tol·C adds no SV (no
+    merge); 0 takes every step (the default, the same model as before the setting)."""
+    X, y = _regression(3000)
+    runs = {
+        tol: _feed(
+            StreamingRegressor(
+                BudgetedSCARegressor(budget=50), rehearsal=4, rehearsal_tol=tol, random_state=0
+            ),
+            X,
+            y,
+        )  # fmt: skip
+        for tol in (0.0, 0.05)
+    }
+    plain = _feed(StreamingRegressor(BudgetedSCARegressor(budget=50), rehearsal=4, random_state=0), X, y)
+    np.testing.assert_array_equal(runs[0.0].predict(X[:100]), plain.predict(X[:100]))
+    assert runs[0.05].engine_.n_violations_ < 0.9 * runs[0.0].engine_.n_violations_
+    assert runs[0.05].engine_.n_steps_ == runs[0.0].engine_.n_steps_  # every step is still visited

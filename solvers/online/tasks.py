@@ -218,6 +218,11 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
         rescaled consistently (:mod:`.stages.growth`; a sorted source); None: fixed by the window.
         Checked at every row; off without a window or its scaling, and for an engine whose
         ``SCALES_GROW`` is false (BSGD: measured worse, docs/regression.md).
+    calibration : {"recent", "reservoir"}, default="recent"
+        The intervals' residuals: the last ``window`` prequential ones, or the remembered rows'
+        latest leave-one-out ones (measured to over-cover, docs/regression.md).
+    rehearsal_tol : float >= 0, default=0.0
+        A rehearsal step moving α by at most ``rehearsal_tol``·C adds nothing; 0: every step.
     random_state : int or None, default=None
 
     Examples
@@ -370,7 +375,13 @@ class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
     warmup, scaling, rehearsal, rehearsal_memory, window, random_state : as
         :class:`StreamingRegressor` (``rehearsal`` default 1)
     false_alarm : float in (0, 1), default=0.05
-        The share of recent (inlier) rows the threshold flags.
+        The share of (inlier) rows the threshold flags.
+    feature_growth : float > 1 or None, default=None
+        As :class:`StreamingRegressor`'s (off: the one-class engine has no ``SCALES_GROW``).
+    calibration : {"reservoir", "recent"}, default="reservoir"
+        The threshold's scores: the remembered rows' latest out-of-sample scores (the Pegasos
+        own part taken off, :func:`svmstream.solvers.budgeted._task_rehearsal.oneclass_stream`),
+        or the last ``window`` prequential scores (docs/novelty.md).
 
     Examples
     --------
