@@ -151,6 +151,14 @@ def test_target_sorted_stream_grows_the_scales():
     # the growth checks fall on the same rows however the stream is cut
     other = _feed(StreamingRegressor(random_state=0), Xtr, ytr, batch=233)
     np.testing.assert_array_equal(other.predict(Xte), grown.predict(Xte))
+    # a restart mid-stream, after growths, continues exactly
+    half = _feed(StreamingRegressor(random_state=0), Xtr[:2100], ytr[:2100])
+    assert half._target.std > 1.5 * fixed._target.std
+    restored = estimator_from_state(*half.get_state())
+    for m in (half, restored):
+        _feed(m, Xtr[2100:], ytr[2100:], batch=300)
+    np.testing.assert_array_equal(restored.predict(Xte), grown.predict(Xte))
+    np.testing.assert_array_equal(half.predict(Xte), grown.predict(Xte))
     # BSGD's steps were measured worse with growing scales: its pipeline keeps the window's
     bsgd = _feed(StreamingRegressor(BudgetedSGDRegressor(budget=100), rehearsal=0, random_state=0), Xtr, ytr)
     assert bsgd._target.std == fixed._target.std
