@@ -267,7 +267,7 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
         return bool(self.target_scaling)
 
     def _min_delta(self) -> float:
-        return float(self.rehearsal_tol) * float(getattr(self.engine_, "C", 1.0))
+        return float(self.rehearsal_tol) * float(self.engine_.C)
 
     def _growths(self):
         fx, _ = super()._growths()
