@@ -45,8 +45,8 @@ def test_target_scale_does_not_change_the_model():
 
 @pytest.mark.parametrize("order", ["file", "feature-sorted"])
 def test_intervals_cover_and_model_learns(order):
-    """A stream sorted by a feature is learned (rehearsal); a target-sorted one is a known
-    limitation (docs/regression.md: the warm-up fixes the target's scale from its first rows)."""
+    """A stream sorted by a feature is learned (rehearsal; a target-sorted one: the growing
+    scales, test_target_sorted_stream_grows_the_scales)."""
     X, y = _regression(6000)
     Xtr, ytr, Xte, yte = X[:4000], y[:4000], X[4000:], y[4000:]
     if order != "file":
@@ -131,3 +131,87 @@ def test_bad_input_is_refused_and_changes_nothing():
         model.partial_fit(np.where(X[:2] > 0, np.inf, X[:2]), y[:2])
     assert model.n_received_ == 300
     np.testing.assert_array_equal(model.predict(X[:5]), before)
+
+
+def test_target_sorted_stream_grows_the_scales():
+    """A stream sorted by its target (ggplot2::diamonds by price) leaves the warm-up window's
+    scale: the target's and the features' factors grow (stages.growth) and the model keeps
+    learning; with the scales fixed by the window it learns much worse."""
+    X, y = _regression(6000, seed=2)
+    y = y + 40.0 * X[:, 1]  # a wide target that the sort puts far outside the window
+    Xtr, ytr, Xte, yte = X[:4000], y[:4000], X[4000:], y[4000:]
+    idx = np.argsort(ytr)
+    Xtr, ytr = Xtr[idx], ytr[idx]
+    grown = _feed(StreamingRegressor(random_state=0), Xtr, ytr)
+    fixed = _feed(StreamingRegressor(feature_growth=None, target_growth=None, random_state=0), Xtr, ytr)
+    assert grown._target.std > 3 * fixed._target.std
+    assert np.any(grown._factor > 1.5 * fixed._factor)
+    rmse = [np.sqrt(np.mean((m.predict(Xte) - yte) ** 2)) for m in (grown, fixed)]
+    assert rmse[0] < 0.6 * rmse[1], rmse
+    # the growth checks fall on the same rows however the stream is cut
+    other = _feed(StreamingRegressor(random_state=0), Xtr, ytr, batch=233)
+    np.testing.assert_array_equal(other.predict(Xte), grown.predict(Xte))
+    # a restart mid-stream, after growths, continues exactly
+    half = _feed(StreamingRegressor(random_state=0), Xtr[:2100], ytr[:2100])
+    assert half._target.std > 1.5 * fixed._target.std
+    restored = estimator_from_state(*half.get_state())
+    for m in (half, restored):
+        _feed(m, Xtr[2100:], ytr[2100:], batch=300)
+    np.testing.assert_array_equal(restored.predict(Xte), grown.predict(Xte))
+    np.testing.assert_array_equal(half.predict(Xte), grown.predict(Xte))
+    # BSGD's steps were measured worse with growing scales: its pipeline keeps the window's
+    bsgd = _feed(StreamingRegressor(BudgetedSGDRegressor(budget=100), rehearsal=0, random_state=0), Xtr, ytr)
+    assert bsgd._target.std == fixed._target.std
+    np.testing.assert_array_equal(bsgd._factor, fixed._factor)
+
+
+def test_rescaling_the_engine_keeps_its_function():
+    """A target growth multiplies the coefficients by old/new: the raw
+    prediction is unchanged; a feature growth moves every SV to the same raw point."""
+    X, y = _regression(400, scale=1.0)
+    X = X / X.std(axis=0)
+    est = BudgetedSCARegressor(budget=60, epochs=3, random_state=0).fit(X, y)
+    before, svs = est.predict(X), est.support_vectors_
+    est.rescale(None, 0.25)
+    np.testing.assert_allclose(est.predict(X), 0.25 * before, rtol=0, atol=1e-12)
+    ratio = np.array([0.5, 1.0, 0.8])
+    est.rescale(ratio, 1.0)
+    np.testing.assert_allclose(est.support_vectors_, svs * ratio, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(est._sv_sq[: est.n_support_], np.sum((svs * ratio) ** 2, axis=1), rtol=1e-12)
+
+
+def test_novelty_threshold_from_the_reservoir():
+    """The 5 % threshold is the conformal quantile of the remembered rows' out-of-sample scores
+    and flags 3-7 % of held inliers; under Pegasos every entered row weighs 1/(νT) (what the
+    kernel subtracts as a row's own part)."""
+    from svmstream.solvers.online.stages.recent import upper_quantile
+
+    rng = np.random.default_rng(1)
+    inliers = rng.normal(size=(7000, 4)) * np.array([1.0, 10.0, 100.0, 0.1])
+    model = _feed(StreamingNovelty(random_state=0), inliers[:4000])
+    held = model._mem_s[: model._mem_n[0]]
+    assert model.threshold_ == upper_quantile(held, 0.95)
+    flagged = model.outlier(inliers[4000:]).mean()
+    assert 0.03 <= flagged <= 0.07, flagged
+    plain = BudgetedOneClassSVM(budget=5000, nu=0.2, random_state=0).partial_fit(inliers[:300])
+    np.testing.assert_allclose(plain.dual_coef_, 1.0 / (0.2 * 300), rtol=1e-9)
+
+
+def test_rehearsal_tol_skips_the_tiny_dual_steps():
+    """``rehearsal_tol``: a rehearsal step that would move α by at most tol·C adds no SV (no
+    merge); 0 takes every step (the default, the same model as before the setting)."""
+    X, y = _regression(3000)
+    runs = {
+        tol: _feed(
+            StreamingRegressor(
+                BudgetedSCARegressor(budget=50), rehearsal=4, rehearsal_tol=tol, random_state=0
+            ),
+            X,
+            y,
+        )  # fmt: skip
+        for tol in (0.0, 0.05)
+    }
+    plain = _feed(StreamingRegressor(BudgetedSCARegressor(budget=50), rehearsal=4, random_state=0), X, y)
+    np.testing.assert_array_equal(runs[0.0].predict(X[:100]), plain.predict(X[:100]))
+    assert runs[0.05].engine_.n_violations_ < 0.9 * runs[0.0].engine_.n_violations_
+    assert runs[0.05].engine_.n_steps_ == runs[0.0].engine_.n_steps_  # every step is still visited

@@ -133,16 +133,18 @@ class BudgetedOneClassSVM(OutlierMixin, BudgetedTaskModel):
         )  # fmt: skip
         return out
 
-    def stream_steps(self, X, y, weights, memory, rehearsal, draws, out):
+    def stream_steps(self, X, y, weights, memory, rehearsal, draws, out, min_delta=0.0):
         """The streaming pipeline's call (:func:`._task_rehearsal.oneclass_stream`): a step per
         row of X (scaled) in order with its weight (n,), each followed by its reservoir offer and
         ``rehearsal`` extra steps (a remembered row's own weight); score − ρ before each own step
-        in ``out``; ``y`` is ignored."""
-        mem_X, _, _, mem_n, mem_w = memory
+        in ``out``; ``y`` is ignored.  ``memory`` = (mem_X, mem_y (unused), mem_a (each row's
+        weight summed over its entries), mem_n, mem_w, mem_s (its latest out-of-sample score));
+        ``min_delta`` is the regressor's (no meaning here)."""
+        mem_X, _, mem_a, mem_n, mem_w, mem_s = memory
         oneclass_stream(
             X, weights, self._sv_t, self._sv_sq, self._coef, self._rho, self._counters, self._reals, self._k_inv,
             self.gamma_, float(self.nu), float(self.eta), int(self.budget), SCHEDULES[self.schedule],
-            self._maintenance(), self._scratch(), mem_X, mem_n, mem_w, int(rehearsal), draws, out,
+            self._maintenance(), self._scratch(), mem_X, mem_n, mem_w, mem_a, mem_s, int(rehearsal), draws, out,
         )  # fmt: skip
 
     @property

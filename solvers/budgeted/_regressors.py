@@ -167,7 +167,7 @@ class BudgetedSGDRegressor(_Regressor):
     def intercept_(self) -> float:
         return float(self._bias[0])
 
-    def stream_steps(self, X, y, weights, memory, rehearsal, draws, out):
+    def stream_steps(self, X, y, weights, memory, rehearsal, draws, out, min_delta=0.0):
         """The streaming pipeline's call: one step per row of X (scaled) in order with its
         weight, f before each in ``out``; rehearsal is not offered for BSGD (ValueError if asked)."""
         if rehearsal:
@@ -230,6 +230,10 @@ class BudgetedSCARegressor(_Regressor):
     (True, True)
     """
 
+    #: The dual engine learns a sorted stream far better with growing scales (diamonds by price:
+    #: RMSE 2.08 -> 1.08 x SVR); BSGD's steps do not (3,085 -> 8,822 on the same stream).
+    SCALES_GROW = True
+
     _parameter_constraints: dict = constraints(
         "budget", "gamma", "C", "epsilon", "epochs", "maintenance", "merge_solver", "gss_eps", "random_state"
     )
@@ -258,7 +262,7 @@ class BudgetedSCARegressor(_Regressor):
         svr_sca_steps(
             X, y, weights, order, alpha, not dataset, float(self.C), float(self.epsilon), self._sv_t, self._sv_sq,
             self._coef, self._counters, self._reals, self._k_inv, self.gamma_, int(self.budget),
-            self._maintenance(), out, self._scratch(),
+            self._maintenance(), out, self._scratch(), 0.0,
         )  # fmt: skip
         return out
 
@@ -266,15 +270,16 @@ class BudgetedSCARegressor(_Regressor):
     def intercept_(self) -> float:
         return 0.0
 
-    def stream_steps(self, X, y, weights, memory, rehearsal, draws, out):
+    def stream_steps(self, X, y, weights, memory, rehearsal, draws, out, min_delta=0.0):
         """The streaming pipeline's call (:func:`._task_rehearsal.svr_sca_stream`): one
         streaming step per row of X (scaled) in order with its weight (n,), each followed by its
         reservoir offer and ``rehearsal`` dataset-mode steps on reservoir rows; f before each
         own step in ``out``.  ``memory`` = (mem_X (M, d), mem_y (M,), mem_a (M,), mem_n (2,)
-        int64, mem_w (M,)); ``draws`` (n·(1 + rehearsal),) uniforms."""
-        mem_X, mem_y, mem_a, mem_n, mem_w = memory
+        int64, mem_w (M,), mem_s (M,) the rows' latest out-of-sample residuals); ``draws``
+        (n·(1 + rehearsal),) uniforms; ``min_delta``: a rehearsal step of |δ| not above it is skipped."""
+        mem_X, mem_y, mem_a, mem_n, mem_w, mem_s = memory
         svr_sca_stream(
             X, y, weights, float(self.C), float(self.epsilon), self._sv_t, self._sv_sq, self._coef, self._counters,
             self._reals, self._k_inv, self.gamma_, int(self.budget), self._maintenance(), self._scratch(),
-            mem_X, mem_y, mem_a, mem_n, mem_w, int(rehearsal), draws, out,
+            mem_X, mem_y, mem_a, mem_n, mem_w, mem_s, int(rehearsal), draws, out, float(min_delta),
         )  # fmt: skip

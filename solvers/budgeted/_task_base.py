@@ -98,6 +98,9 @@ class BudgetedTaskModel(BaseEstimator):
 
     #: bump when the saved layout changes
     STATE_VERSION = 1
+    #: Whether the streaming pipeline grows the scales under this engine (:meth:`rescale`;
+    #: measured per engine, docs/regression.md).
+    SCALES_GROW = False
 
     # ------------------------------------------------------------------ state
     def _allocate(self, d: int) -> None:
@@ -154,6 +157,42 @@ class BudgetedTaskModel(BaseEstimator):
             float(self._reals[R_SCALE]), out, self._row_buf,
         )  # fmt: skip
         return out[:, 0]
+
+    def rescale(self, feature_ratio: np.ndarray | None, output_ratio: float = 1.0) -> None:
+        """Express the model in new units (the streaming pipeline's growing scales,
+        :mod:`svmstream.solvers.online.stages.growth`): every support vector's column j times
+        ``feature_ratio[j]`` (old factor / new factor; None: unchanged), the coefficients and the
+        bias times ``output_ratio`` (a regressor's target factor old / new; ρ of the one-class
+        model is not an output and stays).  With ``maintenance="project"`` the maintained
+        inverse kernel matrix belongs to the old points: a feature ratio is refused (ValueError)."""
+        n_sv = int(self._counters[C_N_SV])
+        if feature_ratio is not None:
+            if self.maintenance == "project":
+                raise ValueError(
+                    "projection keeps the inverse kernel matrix of its SVs: features cannot be rescaled"
+                )
+            self._sv_t[:, :n_sv] *= np.asarray(feature_ratio, dtype=np.float64)[:, None]
+            self._sv_sq[:n_sv] = np.einsum("ij,ij->j", self._sv_t[:, :n_sv], self._sv_t[:, :n_sv])
+        if output_ratio != 1.0:
+            self._coef[:n_sv] *= output_ratio
+            self._rescale_output(output_ratio)
+
+    def widen(self, n_features: int) -> None:
+        """Take ``n_features`` inputs (more than now): a new input is 0 in every support vector."""
+        extra = int(n_features) - self._sv_t.shape[0]
+        if extra <= 0:
+            return
+        self._sv_t = np.vstack([self._sv_t, np.zeros((extra, self._sv_t.shape[1]))])
+        self._x_buf = np.zeros(int(n_features))
+        self.n_features_in_ = int(n_features)
+        self._widen_extra(extra)
+
+    def _widen_extra(self, extra: int) -> None:
+        """What else has one entry per input."""
+
+    def _rescale_output(self, ratio: float) -> None:
+        """What else is in output units (the regressors' bias)."""
+        self._bias *= ratio
 
     @property
     def n_support_(self) -> int:

@@ -168,7 +168,7 @@ def soft_box(z, epsilon, C):
 @nb.njit(nogil=True, cache=True)
 def svr_sca_steps(
     X, y, weights, order, alpha, stream, C, epsilon, sv_t, sv_sq, coef, counters, reals, k_inv, gamma,
-    budget, maintenance, out, scratch,
+    budget, maintenance, out, scratch, min_delta,
 ):  # fmt: skip
     """One dual coordinate step of the bias-free ε-SVR per entry of ``order``.
 
@@ -184,7 +184,12 @@ def svr_sca_steps(
     step (not counted, the model unchanged; f is still reported).
 
     Parameters as :func:`svr_sgd_steps`, and ``alpha`` (n,) float64 (dataset mode), ``stream``
-    bool, ``C`` the box (the ε-SVR's C: objective ½‖w‖² + C·Σ max(0, |y − f| − ε)).
+    bool, ``C`` the box (the ε-SVR's C: objective ½‖w‖² + C·Σ max(0, |y − f| − ε)),
+    ``min_delta`` ≥ 0: a step whose |δ| is not above it changes nothing (0: every δ ≠ 0 is taken;
+    the streaming pipeline's rehearsal skips tiny dataset-mode steps, each of which would add an
+    SV and merge).
+
+    Returns the last entry's δ (the α a streaming step gave its row; 0 when skipped).
     """
     row_buf = scratch.row_buf
     n_sv = counters[C_N_SV]
@@ -195,22 +200,25 @@ def svr_sca_steps(
         f = _margin(sv_t, x, x_sq, sv_sq, coef, n_sv, gamma, row_buf)
         out[r] = f
         box = C * weights[i]
+        delta = 0.0
         if box == 0.0:  # a zero weight: no step
             row_close(X, i, sv_t)
             continue
         counters[C_STEPS] += 1
         a_old = 0.0 if stream else alpha[i]
         delta = soft_box(a_old + y[i] - f, epsilon, box) - a_old
-        if delta != 0.0:
+        if delta > min_delta or delta < -min_delta:
             if not stream:
                 alpha[i] = a_old + delta
             n_sv = _enter(
                 X, i, x, x_sq, delta, weight, sv_t, sv_sq, coef, n_sv, gamma, budget, maintenance, k_inv,
                 counters, reals, 1.0, scratch,
             )  # fmt: skip
+        else:
+            delta = 0.0
         row_close(X, i, sv_t)
     counters[C_N_SV] = n_sv
-    return order.shape[0]
+    return delta
 
 
 @nb.njit(nogil=True, cache=True)

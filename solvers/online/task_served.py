@@ -98,6 +98,8 @@ class ServedTask:
     def published_copy(self):
         """A copy predictions read while this model learns on (the reservoir is shared: the copy
         never learns)."""
+        if self.fitted():
+            self._stated()  # the calibration values it serves, fixed before the copy shares them
         out = copy.copy(self)
         for name in ("engine_", "drift_", "_target", "intervals_", "scores_", "_window_X", "_window_y",
                      "_window_w"):  # fmt: skip
@@ -129,13 +131,11 @@ class ServedTask:
             return self
         self._offset = np.r_[self._offset, np.zeros(extra)]
         self._factor = np.r_[self._factor, np.ones(extra)]
+        self._grow_x.sq = np.r_[self._grow_x.sq, np.zeros(extra)]
         self._mem_X = np.hstack([self._mem_X, np.zeros((self._mem_X.shape[0], extra))])
         self._window_X = [np.hstack([part, np.zeros((part.shape[0], extra))]) for part in self._window_X]
         if self._learned():
-            e = self.engine_
-            e._sv_t = np.vstack([e._sv_t, np.zeros((extra, e._sv_t.shape[1]))])
-            e._x_buf = np.zeros(int(n_features))
-            e.n_features_in_ = int(n_features)
+            self.engine_.widen(n_features)
         self.n_features_in_ = int(n_features)
         return self
 
@@ -191,8 +191,9 @@ class ServedTask:
         raise ValueError(f"a {self.TASK} model has no classes")
 
     def estimate_bytes(self, n_features: int, n_classes: int) -> int:
-        """Bytes of the arrays at width ``n_features``: the engine's pool, the reservoir, the
-        window and the stages' windows (an upper bound)."""
+        """Bytes of the arrays at width ``n_features``: the engine's pool, the reservoir (rows,
+        targets, dual variables, weights, out-of-sample values), the window, the stages' windows
+        and the scales (offset, factor, the growing sums) (an upper bound)."""
         est = self.estimator if self.estimator is not None else self._default_engine()
         cap = int(est.budget) + 1
         d = int(n_features)
@@ -200,9 +201,9 @@ class ServedTask:
         memory = min(int(self.rehearsal_memory), (16 * 2**20) // (8 * max(d, 1))) if self.rehearsal else 0
         return (
             engine
-            + memory * (d + 3) * 8
+            + memory * (d + 4) * 8
             + int(self.warmup) * (d + 2) * 8
             + int(self.window) * 8
-            + 2 * d * 8
+            + 3 * d * 8
             + 4096
         )

@@ -40,10 +40,13 @@ from ..budgeted._weights import checked_weights
 from ..budgeted.tasks import BudgetedOneClassSVM, BudgetedSCARegressor
 from ..contract import Learned
 from ..drift import DriftMonitor
-from ..persistence import estimator_from_state, register_estimator
-from .stages.recent import DEFAULT_WINDOW, ConformalIntervals, ScoreThreshold
+from ..persistence import register_estimator
+from .stages.growth import DEFAULT_GROWTH, GrowingScale
+from .stages.recent import DEFAULT_WINDOW, ConformalIntervals, ScoreThreshold, upper_quantile
 from .stages.target import TargetScaler
 from .task_served import ServedTask
+from .task_stages import TaskStages
+from .task_state import TaskState
 
 #: Defaults of the stages (docs/regression.md, docs/novelty.md say how they were chosen).
 DEFAULT_TASK_WARMUP = 200
@@ -54,6 +57,11 @@ MEMORY_MAX_BYTES = 16 * 2**20
 #: The level of the conformal half-width whose exceedances the drift monitor watches.
 DRIFT_LEVEL = 0.9
 DEFAULT_FALSE_ALARM = 0.05
+#: Where the regressor's intervals come from: "reservoir" (the remembered rows' out-of-sample
+#: residuals) or "recent" (the last ``window`` prequential residuals).
+DEFAULT_CALIBRATION = "recent"
+#: A rehearsal step of the dual regressor that would move α by at most this share of C is skipped.
+DEFAULT_REHEARSAL_TOL = 0.0
 
 
 def _finite_rows(X, n_features=None) -> np.ndarray:
@@ -68,7 +76,7 @@ def _finite_rows(X, n_features=None) -> np.ndarray:
     return np.ascontiguousarray(X)
 
 
-class _StreamingTask(BaseEstimator):
+class _StreamingTask(TaskStages, TaskState, BaseEstimator):
     """Shared stages (warm-up window, feature scaling, reservoir, drift) of the task pipelines."""
 
     def _setup(self, d: int) -> None:
@@ -89,9 +97,13 @@ class _StreamingTask(BaseEstimator):
         self._mem_a = np.zeros(cap)
         self._mem_n = np.zeros(2, dtype=np.int64)
         self._mem_w = np.ones(cap)
+        self._mem_s = np.full(cap, np.nan)
         self._rng = np.random.default_rng(self.random_state)
         self.drift_ = DriftMonitor()
         self._target = TargetScaler(self._scales_target())
+        feature_growth, target_growth = self._growths()
+        self._grow_x = GrowingScale(feature_growth, d, self.warmup)
+        self._grow_y = GrowingScale(target_growth, 1, self.warmup)
 
     @property
     def n_pending_(self) -> int:
@@ -130,16 +142,6 @@ class _StreamingTask(BaseEstimator):
             X, y, w = (np.concatenate(pair) for pair in ((Xw, X[room:]), (yw, y[room:]), (ww, w[room:])))
         return self._learn_rows(X, y, w)
 
-    def _learn_rows(self, X, y, w):
-        """Learn raw rows X with targets y and weights w (window rows first when it just
-        closed): the prequential ``(y, out)``."""
-        Xs = (X - self._offset) / self._factor
-        ys = self._target.transform(y)
-        out = np.empty(X.shape[0])
-        self._learn(np.ascontiguousarray(Xs), np.ascontiguousarray(ys), np.ascontiguousarray(w), out)
-        self.n_learned_ += X.shape[0]
-        return y, out
-
     def _close_now(self):
         """Close the warm-up window with what it holds and learn it (``flush``)."""
         return self._learn_rows(*self._close_window())
@@ -170,10 +172,15 @@ class _StreamingTask(BaseEstimator):
         if not hasattr(self.engine_, "_sv_t"):
             self._start_engine(Xs)
         draws = self._rng.random(Xs.shape[0] * (1 + int(self.rehearsal)))
-        self.engine_.stream_steps(Xs, ys, w, self._memory(), int(self.rehearsal), draws, out)
+        self.engine_.stream_steps(
+            Xs, ys, w, self._memory(), int(self.rehearsal), draws, out, self._min_delta()
+        )
+
+    def _min_delta(self) -> float:
+        return 0.0
 
     def _memory(self):
-        return self._mem_X, self._mem_y, self._mem_a, self._mem_n, self._mem_w
+        return self._mem_X, self._mem_y, self._mem_a, self._mem_n, self._mem_w, self._mem_s
 
     def _scaled(self, X) -> np.ndarray:
         X = _finite_rows(X, self.n_features_in_)
@@ -182,69 +189,8 @@ class _StreamingTask(BaseEstimator):
     def _learned(self) -> bool:
         return hasattr(self, "engine_") and hasattr(self.engine_, "_sv_t")
 
-    # ------------------------------------------------------------------ persistence
-    _ARRAYS = ("_offset", "_factor", "_mem_X", "_mem_y", "_mem_a", "_mem_n", "_mem_w")
-
-    def get_state(self):
-        """(arrays, meta), pickle-free (:mod:`svmstream.solvers.persistence`)."""
-        check_is_fitted(self, "engine_")
-        arrays = {name: getattr(self, name).copy() for name in self._ARRAYS}
-        arrays["window_X"] = (
-            np.concatenate(self._window_X) if self._window_X else np.zeros((0, self.n_features_in_))
-        )
-        arrays["window_y"] = np.concatenate(self._window_y) if self._window_y else np.zeros(0)
-        arrays["window_w"] = np.concatenate(self._window_w) if self._window_w else np.zeros(0)
-        meta = {
-            "estimator": type(self).__name__,
-            "params": {k: v for k, v in self.get_params(deep=False).items() if k != "estimator"},
-            "counts": [self.n_received_, self.n_learned_],
-            "weights": self.weight_figures(),
-            "warming_up": self.warming_up_,
-            "rng": self._rng.bit_generator.state,
-        }
-        for key, part in self._parts().items():
-            part_arrays, part_meta = part.get_state()
-            arrays.update({f"{key}/{k}": v for k, v in part_arrays.items()})
-            meta[key] = part_meta
-        if self._learned():
-            engine_arrays, meta["engine"] = self.engine_.get_state()
-            arrays.update({f"engine/{k}": v for k, v in engine_arrays.items()})
-        meta["engine_params"] = {"name": type(self.engine_).__name__, "params": self.engine_.get_params()}
-        return arrays, meta
-
     def _parts(self) -> dict:
-        return {"drift": self.drift_, "target": self._target}
-
-    @classmethod
-    def from_state(cls, arrays, meta):
-        est = cls(**meta["params"])
-        from ..persistence import _ESTIMATORS
-
-        engine_cls = _ESTIMATORS[meta["engine_params"]["name"]]
-        est.estimator = engine_cls(**meta["engine_params"]["params"])
-        est._setup(arrays["_offset"].shape[0])
-        for name in cls._ARRAYS:
-            if name in arrays:  # a state saved before weights has no _mem_w: its rows weigh 1
-                getattr(est, name)[...] = arrays[name]
-        held = arrays["window_X"].shape[0]
-        if held:
-            ww = arrays["window_w"].copy() if "window_w" in arrays else np.ones(held)
-            est._window_X, est._window_y = [arrays["window_X"].copy()], [arrays["window_y"].copy()]
-            est._window_w = [ww]
-        est.n_received_, est.n_learned_ = (int(v) for v in meta["counts"])
-        est._load_weights(meta.get("weights"))
-        est.warming_up_ = bool(meta["warming_up"])
-        est._rng.bit_generator.state = meta["rng"]
-        for key, part in est._parts().items():
-            own = {k[len(key) + 1 :]: v for k, v in arrays.items() if k.startswith(key + "/")}
-            setattr(est, *est._restore_part(key, type(part).from_state(own, meta[key])))
-        if "engine" in meta:
-            own = {k[7:]: v for k, v in arrays.items() if k.startswith("engine/")}
-            est.engine_ = estimator_from_state(own, meta["engine"])
-        return est
-
-    def _restore_part(self, key, part):
-        return {"drift": "drift_", "target": "_target"}.get(key, "_" + key), part
+        return {"drift": self.drift_, "target": self._target, "grow_x": self._grow_x, "grow_y": self._grow_y}
 
 
 @register_estimator
@@ -266,6 +212,17 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
     rehearsal_memory : int >= 0, default=20000
     window : int >= 1, default=2000
         Recent residuals of the conformal intervals.
+    feature_growth, target_growth : float > 1 or None, default=1.5
+        A feature's (the target's) standardisation factor grows to the RMS deviation of the rows
+        learned so far about the window's mean once that exceeds this multiple of it, the model
+        rescaled consistently (:mod:`.stages.growth`; a sorted source); None: fixed by the window.
+        Checked at every row; off without a window or its scaling, and for an engine whose
+        ``SCALES_GROW`` is false (BSGD: measured worse, docs/regression.md).
+    calibration : {"recent", "reservoir"}, default="recent"
+        The intervals' residuals: the last ``window`` prequential ones, or the remembered rows'
+        latest leave-one-out ones (measured to over-cover, docs/regression.md).
+    rehearsal_tol : float >= 0, default=0.0
+        A rehearsal step moving α by at most ``rehearsal_tol``·C adds nothing; 0: every step.
     random_state : int or None, default=None
 
     Examples
@@ -285,7 +242,8 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
     def __init__(
         self, estimator=None, *, warmup=DEFAULT_TASK_WARMUP, scaling="standard", target_scaling=True,
         rehearsal=DEFAULT_TASK_REHEARSAL, rehearsal_memory=DEFAULT_TASK_MEMORY, window=DEFAULT_WINDOW,
-        random_state=None,
+        feature_growth=DEFAULT_GROWTH, target_growth=DEFAULT_GROWTH, calibration=DEFAULT_CALIBRATION,
+        rehearsal_tol=DEFAULT_REHEARSAL_TOL, random_state=None,
     ):  # fmt: skip
         self.estimator = estimator
         self.warmup = warmup
@@ -294,6 +252,10 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
         self.rehearsal = rehearsal
         self.rehearsal_memory = rehearsal_memory
         self.window = window
+        self.feature_growth = feature_growth
+        self.target_growth = target_growth
+        self.calibration = calibration
+        self.rehearsal_tol = rehearsal_tol
         self.random_state = random_state
 
     TASK = "regression"
@@ -303,6 +265,14 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
 
     def _scales_target(self) -> bool:
         return bool(self.target_scaling)
+
+    def _min_delta(self) -> float:
+        return float(self.rehearsal_tol) * float(self.engine_.C)
+
+    def _growths(self):
+        fx, _ = super()._growths()
+        grows = self.warmup > 0 and self.target_scaling and self.engine_.SCALES_GROW
+        return fx, (self.target_growth if grows else None)
 
     def _setup(self, d):
         super()._setup(d)
@@ -333,16 +303,33 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
         pred = self._target.inverse(out)
         self._last = Learned(pred, y_true)
         resid = np.abs(y_true - pred)
-        half = self.intervals_.half_width(DRIFT_LEVEL)
+        half = self.half_width(DRIFT_LEVEL)
         if np.isfinite(half):
             self.drift_.update(resid > half)
         self.intervals_.observe(resid)
+        self.__dict__.pop("_calib", None)
+        self._calibration()
+
+    def _calibration_unit(self) -> float:
+        return self._target.std  # the residuals are kept on the scaled target
+
+    def half_width(self, level: float) -> float:
+        """q of the interval ŷ ± q of coverage ``level`` ∈ (0, 1): the split-conformal quantile
+        of the remembered rows' out-of-sample residuals (``calibration="reservoir"``) or of the
+        last ``window`` prequential residuals (``"recent"``, or before any row is remembered);
+        ∞ without enough residuals."""
+        if not 0.0 < float(level) < 1.0:
+            raise ValueError(f"interval must be in (0, 1), got {level!r}")
+        held = self._calibration() if hasattr(self, "intervals_") else np.zeros(0)
+        if held.shape[0]:
+            return upper_quantile(held, level)
+        return self.intervals_.half_width(level) if hasattr(self, "intervals_") else np.inf
 
     def _task_metrics(self) -> dict:
         held = self.intervals_.values if hasattr(self, "intervals_") else np.zeros(0)
         if not held.shape[0]:
             return {}
-        half = self.intervals_.half_width(0.9)
+        half = self.half_width(0.9)
         out = {"recent_mae": float(np.mean(held)), "recent_rmse": float(np.sqrt(np.mean(held**2)))}
         return out | ({"interval_90_half_width": half} if np.isfinite(half) else {})
 
@@ -369,7 +356,7 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
         """(lower, upper), each (n,) float64: ŷ ∓ the split-conformal half-width of ``level``
         on recent prequential residuals (±∞ before enough residuals)."""
         pred = self.predict(X)
-        half = self.intervals_.half_width(level)
+        half = self.half_width(level)
         return pred - half, pred + half
 
 
@@ -388,7 +375,13 @@ class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
     warmup, scaling, rehearsal, rehearsal_memory, window, random_state : as
         :class:`StreamingRegressor` (``rehearsal`` default 1)
     false_alarm : float in (0, 1), default=0.05
-        The share of recent (inlier) rows the threshold flags.
+        The share of (inlier) rows the threshold flags.
+    feature_growth : float > 1 or None, default=None
+        As :class:`StreamingRegressor`'s (off: the one-class engine has no ``SCALES_GROW``).
+    calibration : {"reservoir", "recent"}, default="reservoir"
+        The threshold's scores: the remembered rows' latest out-of-sample scores (the Pegasos
+        own part taken off, :func:`svmstream.solvers.budgeted._task_rehearsal.oneclass_stream`),
+        or the last ``window`` prequential scores (docs/novelty.md).
 
     Examples
     --------
@@ -403,7 +396,7 @@ class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
     def __init__(
         self, estimator=None, *, warmup=DEFAULT_TASK_WARMUP, scaling="standard", rehearsal=1,
         rehearsal_memory=DEFAULT_TASK_MEMORY, window=DEFAULT_WINDOW, false_alarm=DEFAULT_FALSE_ALARM,
-        random_state=None,
+        feature_growth=None, calibration="reservoir", random_state=None,
     ):  # fmt: skip
         self.estimator = estimator
         self.warmup = warmup
@@ -412,6 +405,8 @@ class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
         self.rehearsal_memory = rehearsal_memory
         self.window = window
         self.false_alarm = false_alarm
+        self.feature_growth = feature_growth
+        self.calibration = calibration
         self.random_state = random_state
 
     TASK = "novelty"
@@ -428,6 +423,9 @@ class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
 
     def _restore_part(self, key, part):
         return ("scores_", part) if key == "scores" else super()._restore_part(key, part)
+
+    def _stated(self) -> None:
+        _ = self.threshold_
 
     def partial_fit(self, X, y=None, classes=None, sample_weight=None):
         """Learn rows X (n, d) with importance weights ``sample_weight`` (n,) >= 0 (None: ones;
@@ -450,6 +448,9 @@ class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
         if np.isfinite(threshold):
             self.drift_.update(scores > threshold)
         self.scores_.observe(scores)
+        self.__dict__.pop("_calib", None)
+        self.__dict__.pop("_threshold", None)
+        _ = self.threshold_
 
     def _task_metrics(self) -> dict:
         threshold = self.threshold_
@@ -470,8 +471,18 @@ class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
 
     @property
     def threshold_(self) -> float:
-        """The (1 − false_alarm) upper quantile of recent prequential scores (∞ before any)."""
-        return self.scores_.threshold(self.false_alarm) if hasattr(self, "scores_") else np.inf
+        """The (1 − false_alarm) upper quantile of the remembered rows' out-of-sample scores
+        (``calibration="reservoir"``) or of the last ``window`` prequential scores (``"recent"``,
+        or before any row is remembered); ∞ before any score.  Stated after each learned batch."""
+        if not hasattr(self, "scores_"):
+            return np.inf
+        if "_threshold" not in self.__dict__:
+            held = self._calibration()
+            level = 1.0 - float(self.false_alarm)
+            self._threshold = (
+                upper_quantile(held, level) if held.shape[0] else self.scores_.threshold(self.false_alarm)
+            )
+        return self._threshold
 
     def score_samples(self, X):
         """Anomaly scores ρ − ⟨w, φ(x)⟩ (n,) float64, higher is more anomalous (0 while warming up)."""

@@ -24,6 +24,16 @@ import numpy as np
 DEFAULT_WINDOW = 2000
 
 
+def upper_quantile(values: np.ndarray, level: float) -> float:
+    """The ⌈(m + 1)·level⌉-th smallest of the m finite ``values`` (∞ beyond m; ∞ when none):
+    the split-conformal quantile."""
+    held = values[np.isfinite(values)]
+    k = math.ceil((held.shape[0] + 1) * float(level))
+    if held.shape[0] == 0 or k > held.shape[0]:
+        return math.inf
+    return float(np.partition(held, k - 1)[k - 1])
+
+
 class RecentValues:
     """A ring buffer of the last ``window`` float64 values."""
 
@@ -51,11 +61,7 @@ class RecentValues:
 
     def upper_quantile(self, level: float) -> float:
         """The ⌈(m + 1)·level⌉-th smallest of the m values held (∞ beyond m; ∞ when empty)."""
-        held = self.values
-        k = math.ceil((held.shape[0] + 1) * float(level))
-        if held.shape[0] == 0 or k > held.shape[0]:
-            return math.inf
-        return float(np.partition(held, k - 1)[k - 1])
+        return upper_quantile(self.values, level)
 
     def get_state(self):
         p = self.prefix
