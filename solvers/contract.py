@@ -238,6 +238,19 @@ class OnlineModel(Served, Protocol):
         detector, the schedule restarted), or None when it cannot give one (not past its warm-up,
         a selector whose race is not over)."""
 
+    def paired_loss(self, X, y, decision=None) -> Any:
+        """(n,) float64: the loss of the model's prediction of each row of ``X`` against ``y``,
+        for the challengers' paired test (``docs/challengers.md``): a classifier's 0/1 loss of
+        the predicted class, a regressor's absolute error, a novelty model's 0/1 loss of the
+        outlier flag against an evaluation label (NaN: a row without one, no pair).
+        ``decision``: ``decision_function(X)`` when the caller computed it (raises
+        ``WarmingUp`` while the warm-up window is open, as ``decision_function``)."""
+
+    def loss_scale(self) -> float | None:
+        """The scale of a difference of two :meth:`paired_loss` values: None for 0/1 losses (a
+        difference is -1, 0 or 1); a regressor's 4 σ of its first targets (each paired
+        difference is divided by it and clipped to [-1, 1]: the bets stay bounded)."""
+
     def serving_settings(self) -> Mapping[str, Any] | None:
         """Settings in effect a challenger copies beyond the model's configuration (a selector's
         sole survivor: its numeric ``gamma``, ``C``, ``rehearsal``), or None."""

@@ -43,7 +43,7 @@ from ..drift import DriftMonitor
 from ..persistence import estimator_from_state, register_estimator
 from .stages.recent import DEFAULT_WINDOW, ConformalIntervals, ScoreThreshold
 from .stages.target import TargetScaler
-from .task_served import ServedTask
+from .task_served import ServedNovelty, ServedRegression
 
 #: Defaults of the stages (docs/regression.md, docs/novelty.md say how they were chosen).
 DEFAULT_TASK_WARMUP = 200
@@ -134,6 +134,7 @@ class _StreamingTask(BaseEstimator):
         """Learn raw rows X with targets y and weights w (window rows first when it just
         closed): the prequential ``(y, out)``."""
         Xs = (X - self._offset) / self._factor
+        self._target.note(y)  # no warm-up window: the first batch's spread (the loss scale)
         ys = self._target.transform(y)
         out = np.empty(X.shape[0])
         self._learn(np.ascontiguousarray(Xs), np.ascontiguousarray(ys), np.ascontiguousarray(w), out)
@@ -248,7 +249,7 @@ class _StreamingTask(BaseEstimator):
 
 
 @register_estimator
-class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
+class StreamingRegressor(ServedRegression, RegressorMixin, _StreamingTask):
     """Budgeted kernel regression on a stream: warm-up scaling of X and y, rehearsal, drift and
     split-conformal prediction intervals around a plain regressor (module docstring).
 
@@ -374,7 +375,7 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
 
 
 @register_estimator
-class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
+class StreamingNovelty(ServedNovelty, OutlierMixin, _StreamingTask):
     """Budgeted one-class SVM on a stream: warm-up scaling, rehearsal, a threshold of a stated
     false-alarm rate on recent scores and drift of the score distribution (module docstring).
 
