@@ -8,8 +8,8 @@ names declared here, and only those.  Two levels:
   DC-SVM and linear models): its figures (:meth:`Served.report`, a :class:`ModelReport`), the
   copy a view publishes, a finiteness check, its state (save / restore) and its predictions;
 * :class:`OnlineModel` — a model that keeps learning: :class:`Served` plus learn, flush, widen,
-  add a class, what it learned last (for the service's meters), a warm copy for a drift
-  challenger, the settings a challenger copies, and its byte estimate for a width and a number of
+  add a class, what it learned last (for the service's meters), its paired loss (the
+  challengers' test), a warm copy for a drift challenger, the settings a challenger copies, and its byte estimate for a width and a number of
   classes (the size guards).
 
 Nothing here assumes labels: a model declares its task (:data:`Task`) and whether it has classes
