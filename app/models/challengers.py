@@ -259,7 +259,9 @@ class ChallengerSet:
         champ, chall, pairs = ev.window_accuracies()
         scaled = {}  # continuous losses (a regressor's): their scale and the window's mean losses
         if ev.scale is not None:
-            scaled = dict(zip(("champion_window_loss", "window_loss"), ev.window_losses()), loss_scale=ev.scale)
+            scaled = dict(
+                zip(("champion_window_loss", "window_loss"), ev.window_losses()), loss_scale=ev.scale
+            )
         return {
             "paired_examples": ev.n,
             "wins": ev.wins,
