@@ -175,6 +175,33 @@ def test_a_novelty_challenger_without_labels_is_promoted_by_hand_only(start_serv
     server.terminate()
 
 
+def test_a_novelty_challenger_is_promoted_once_feedback_labels_arrive(start_server):
+    """Unlabelled rows pair nothing; labels that arrive later through ``/feedback`` (a user
+    confirming or rejecting flags of remembered rows) are learned as evaluation labels, pair the
+    models' outlier flags, and the better challenger is promoted on that evidence."""
+    server = start_server()
+    with server.client() as c:
+        put(c, "f", {"task": "novelty", **SEED, **BAD, "challengers": [GOOD]})
+        post_rows(c, "f", blobs(1024, seed=1))
+        assert c.get("/models/f").json()["challengers"][0]["paired_examples"] == 0
+        X, y = labelled_blobs(2048, seed=2)
+        for lo in range(0, 2048, 256):
+            body = {"model": "f", "X": X[lo : lo + 256].tolist(), "remember": True}
+            ids = c.post("/predict", json=body).json()["ids"]
+            r = c.post("/feedback", json={"model": "f", "ids": ids, "y": y[lo : lo + 256].tolist()})
+            assert r.status_code == 200 and r.json()["learned"] == 256, r.text
+        info = c.get("/models/f").json()
+        (event,) = [e for e in info["promotion"]["history"] if e["event"] == "promoted"]
+        assert event["manual"] is False and event["settings"] == GOOD and event["at"] > 1024
+        assert (
+            event["evidence"]["paired_examples"] >= 500
+            and event["evidence"]["wins"] > event["evidence"]["losses"]
+        )
+        assert info["config"]["gamma"] == GOOD["gamma"]
+        assert_examples_account(c, "f", sent=1024 + 2048)
+    server.terminate()
+
+
 def _every_model(c: httpx.Client, name: str, probe) -> list[np.ndarray]:
     """The champion's outputs, then each challenger's (promoted by hand in turn)."""
     out = [outputs(c, name, probe)]
