@@ -288,3 +288,65 @@ def test_a_regression_drift_challenger_wins_after_the_target_changes(start_serve
         assert promotions_metric(c, "d") == len(promoted)
         assert_examples_account(c, "d", sent=8000)
     server.terminate()
+
+
+def _entries(X, y) -> list[dict[bytes, bytes]]:
+    """Stream entries: raw float64 rows and the task's ``y`` (a number, or a 0/1 evaluation label)."""
+    return [{b"y": repr(t.item()).encode(), b"xd": np.asarray(r, "<f8").tobytes()} for r, t in zip(X, y)]
+
+
+def _outcome(c: httpx.Client, name: str, probe) -> dict:
+    info = c.get(f"/models/{name}").json()
+    return {
+        "history": [{k: v for k, v in e.items() if k != "time"} for e in info["promotion"]["history"]],
+        "figures": [{k: ch.get(k) for k in ("settings", "origin", "started_at", *FIGURES)} for ch in info["challengers"]],
+        "outputs": _every_model(c, name, probe),
+        "n_seen": info["n_seen"],
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("task", ["regression", "novelty"])
+def test_challengers_of_a_task_through_the_stream_with_sigkills_equal_an_uninterrupted_run(
+    task, redis_server, start_server, tmp_path
+):
+    """A task model with user challengers and ``on_drift="challenger"`` learns from its Redis
+    stream while the service is SIGKILLed twice: the history (promotions, drift challengers),
+    the challengers' figures and every model's outputs equal an uninterrupted run's (max |Δ| = 0)."""
+    from tests.test_challengers_exactly_once import _env, _info
+    from tests.test_stream import produce, unique
+
+    n = 3000
+    X, y = stream(task, n, seed=11)
+    probe = stream(task, 60, seed=12)[0]
+    config = {"task": task, **SEED, **BAD, "on_drift": "challenger", "challengers": [GOOD, {"gamma": 0.05}]}
+    redis, snap = redis_server.client(), tmp_path / "snap"
+    ref_name, name = unique("ref"), unique("killed")
+    server = start_server(snap, env=_env(redis_server.url, f"{ref_name},{name}"))
+    with server.client() as c:
+        for model in (ref_name, name):
+            put(c, model, config)
+        produce(redis, f"svmstream:{ref_name}:examples", _entries(X, y))
+        wait_for(lambda: c.get(f"/models/{ref_name}").json()["n_seen"] >= n, timeout=120, what="reference")
+        ref = _outcome(c, ref_name, probe)
+    assert any(e["event"] == "promoted" for e in ref["history"]), ref["history"]
+    produce(redis, f"svmstream:{name}:examples", _entries(X, y))
+    killed_at = []
+    for at in (0.3, 0.65):
+        seen = wait_for(lambda at=at, server=server: (k := _info(server, name)["n_seen"]) >= at * n and k,
+                        timeout=120, interval=0.005, what=f"kill at {at}")  # fmt: skip
+        server.kill()
+        killed_at.append(seen)
+        server = start_server(snap, env=_env(redis_server.url, name))
+    assert all(k < n for k in killed_at), killed_at  # killed mid-stream
+    with server.client() as c:
+        wait_for(lambda: c.get(f"/models/{name}").json()["n_seen"] >= n, timeout=120, what="stream consumed")
+        assert_examples_account(c, name, sent=n)
+        got = _outcome(c, name, probe)
+    server.terminate()
+    assert redis.xpending(f"svmstream:{name}:examples", f"svmstream:{name}")["pending"] == 0
+    assert got["history"] == ref["history"] and got["figures"] == ref["figures"]
+    assert got["n_seen"] == ref["n_seen"] == n
+    assert len(got["outputs"]) == len(ref["outputs"]) >= 2
+    assert (
+        max(float(np.max(np.abs(a - b))) for a, b in zip(got["outputs"], ref["outputs"], strict=True)) == 0.0
+    )
