@@ -315,23 +315,24 @@ ESTIMATOR_ONLY: tuple[Hyperparameter, ...] = (
 #: What a model of a task gets for the settings its request (and the server's explicitly set
 #: defaults) leave out, where the classifier's default does not apply: the task pipelines' own
 #: defaults (chosen by ``benchmarks/bench_regression.py`` / ``bench_novelty.py``; docs/regression.md,
-#: docs/novelty.md).  No race (``selection`` false): the selector races classifiers only.
+#: docs/novelty.md).  No race (``selection`` false): the selector races classifiers only; no
+#: shuffle buffer (the pipelines learn rows in arrival order; a drift challenger's config says so).
 TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "classification": {},
     "regression": {"algorithm": "bsca", "warmup": 200, "rehearsal": 4, "scaling": "standard",
-                   "merge_solver": "lookup-wd", "on_drift": "none", "selection": False},
+                   "merge_solver": "lookup-wd", "on_drift": "none", "selection": False, "shuffle_buffer": 0},
     "novelty": {"algorithm": "bsgd", "warmup": 200, "rehearsal": 1, "scaling": "standard",
-                "merge_solver": "lookup-wd", "on_drift": "none", "selection": False},
+                "merge_solver": "lookup-wd", "on_drift": "none", "selection": False, "shuffle_buffer": 0},
 }  # fmt: skip
 #: The settings a model of each task takes (beyond classification's: every row); a setting of
 #: another row given with another value than the task's default is refused, naming it.
 TASK_SETTINGS: dict[str, tuple[str, ...]] = {
     "regression": ("task", "algorithm", "budget", "gamma", "C", "lambda_", "n_samples", "n_features",
                    "random_state", "maintenance", "merge_solver", "schedule", "eta", "fit_intercept",
-                   "scaling", "warmup", "rehearsal", "rehearsal_memory", "remember", "epsilon"),
+                   "scaling", "warmup", "rehearsal", "rehearsal_memory", "remember", "epsilon", "on_drift"),
     "novelty": ("task", "algorithm", "budget", "gamma", "n_features", "random_state", "maintenance",
                 "merge_solver", "schedule", "eta", "scaling", "warmup", "rehearsal", "rehearsal_memory",
-                "remember", "nu"),
+                "remember", "nu", "on_drift"),
 }  # fmt: skip
 
 BY_NAME: dict[str, Hyperparameter] = {row.name: row for row in HYPERPARAMETERS}

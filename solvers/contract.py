@@ -8,8 +8,8 @@ names declared here, and only those.  Two levels:
   DC-SVM and linear models): its figures (:meth:`Served.report`, a :class:`ModelReport`), the
   copy a view publishes, a finiteness check, its state (save / restore) and its predictions;
 * :class:`OnlineModel` — a model that keeps learning: :class:`Served` plus learn, flush, widen,
-  add a class, what it learned last (for the service's meters), a warm copy for a drift
-  challenger, the settings a challenger copies, and its byte estimate for a width and a number of
+  add a class, what it learned last (for the service's meters), its paired loss (the
+  challengers' test), a warm copy for a drift challenger, the settings a challenger copies, and its byte estimate for a width and a number of
   classes (the size guards).
 
 Nothing here assumes labels: a model declares its task (:data:`Task`) and whether it has classes
@@ -237,6 +237,19 @@ class OnlineModel(Served, Protocol):
         """A detached copy a drift challenger starts from (its buffer learned, none kept, a fresh
         detector, the schedule restarted), or None when it cannot give one (not past its warm-up,
         a selector whose race is not over)."""
+
+    def paired_loss(self, X, y, decision=None) -> Any:
+        """(n,) float64: the loss of the model's prediction of each row of ``X`` against ``y``,
+        for the challengers' paired test (``docs/challengers.md``): a classifier's 0/1 loss of
+        the predicted class, a regressor's absolute error, a novelty model's 0/1 loss of the
+        outlier flag against an evaluation label (NaN: a row without one, no pair).
+        ``decision``: ``decision_function(X)`` when the caller computed it (raises
+        ``WarmingUp`` while the warm-up window is open, as ``decision_function``)."""
+
+    def loss_scale(self) -> float | None:
+        """The scale of a difference of two :meth:`paired_loss` values: None for 0/1 losses (a
+        difference is -1, 0 or 1); a regressor's 4 σ of its first targets (each paired
+        difference is divided by it and clipped to [-1, 1]: the bets stay bounded)."""
 
     def serving_settings(self) -> Mapping[str, Any] | None:
         """Settings in effect a challenger copies beyond the model's configuration (a selector's

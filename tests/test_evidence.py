@@ -47,3 +47,50 @@ def test_levels_sum_to_at_most_alpha():
     users = 4 * challenger_alpha(0.05, 0, 4, None)
     drift = sum(challenger_alpha(0.05, 0, 4, j) for j in range(1, 10_000))
     assert users == 0.025 and drift <= 0.025
+
+
+def _brute_log_e(d: np.ndarray) -> float:
+    """log mean_λ Π (1 + λ d_i), pair by pair."""
+    wealth = np.array([np.prod(1.0 + lam * d) for lam in BETS])
+    return float(np.log(np.mean(wealth)))
+
+
+def test_continuous_losses_bet_on_the_clipped_scaled_difference():
+    """A regressor's pairs: d = (champion - challenger) / scale clipped to [-1, 1], the e-value
+    the mixture wealth of those d, whatever cells they came in; NaN pairs are skipped; the
+    window's mean losses and the JSON round trip keep everything."""
+    rng = np.random.default_rng(4)
+    a, b = np.abs(rng.normal(1.0, 1.0, 700)), np.abs(rng.normal(0.8, 1.0, 700))
+    a[[3, 50]] = [40.0, 0.0]  # a difference beyond the scale: clipped
+    b[10] = np.nan  # no pair
+    ev, keep = PairedEvidence(window=100), np.isfinite(b)
+    for lo in range(0, 700, 128):
+        ev.add_losses(a[lo : lo + 128], b[lo : lo + 128], scale=4.0)
+        ev = PairedEvidence.from_json(ev.to_json(), 100)
+    d = np.clip((a[keep] - b[keep]) / 4.0, -1, 1)
+    assert ev.scale == 4.0 and (ev.n, ev.wins, ev.losses) == (699, int((d > 0).sum()), int((d < 0).sum()))
+    assert abs(ev.log_e_value() - _brute_log_e(d)) < 1e-9
+    champion, challenger = ev.window_losses()
+    assert abs(champion - np.mean(a[-100:])) < 1e-12 and abs(challenger - np.mean(b[-100:])) < 1e-12
+    assert ev.window_accuracies() == (None, None, 100)
+    # the 0/1 path is the same as before: add() is add_losses of 0/1 losses without a scale
+    right_a, right_b = rng.random(500) < 0.6, rng.random(500) < 0.7
+    one, two = PairedEvidence(50), PairedEvidence(50)
+    one.add(right_a, right_b)
+    two.add_losses((~right_a).astype(float), (~right_b).astype(float))
+    assert one.to_json() == two.to_json() and one.scale is None
+    wins, losses = int((right_b & ~right_a).sum()), int((right_a & ~right_b).sum())
+    logs = wins * np.log1p(BETS) + losses * np.log1p(-BETS)
+    assert one.log_e_value() == logs.max() + np.log(np.mean(np.exp(logs - logs.max())))
+
+
+def test_held_continuous_pairs_count_on_commit_and_vanish_on_discard():
+    ev = PairedEvidence(window=10)
+    ev.add_losses(np.array([2.0, 0.5]), np.array([1.0, 1.5]), scale=2.0, tentative=True)
+    assert ev.n == 0 and ev.log_e_value() == 0.0
+    ev.commit()
+    assert (ev.n, ev.wins, ev.losses) == (2, 1, 1)
+    assert abs(ev.log_e_value() - _brute_log_e(np.array([0.5, -0.5]))) < 1e-12
+    ev.add_losses(np.array([9.0]), np.array([0.0]), scale=2.0, tentative=True)
+    ev.discard()
+    assert ev.n == 2 and abs(ev.log_e_value() - _brute_log_e(np.array([0.5, -0.5]))) < 1e-12

@@ -206,6 +206,38 @@ def test_warm_copy_continues_like_the_original(name):
     assert warm.report().examples.pending == 0  # it keeps no buffer
 
 
+# ---------------------------------------------------------------------------- the paired loss
+@pytest.mark.parametrize("name", list(ONLINE))
+def test_paired_loss_is_the_tasks_loss_of_its_own_decisions(name):
+    """What the challengers' test pairs: a classifier's 0/1 loss of its predicted class, a
+    regressor's absolute error (scale: 4 σ of its first targets), a novelty model's 0/1 loss of
+    its outlier flag against evaluation labels (NaN without one)."""
+    model, k, batches = _batches(name)
+    for X, y in batches[:-1]:
+        _learn(model, k, X, y)
+    X, y = batches[-1]
+    assert model.serves()
+    decision = np.asarray(model.decision_function(X))
+    losses = np.asarray(model.paired_loss(X, y))
+    assert losses.shape == (X.shape[0],) and losses.dtype == np.float64
+    np.testing.assert_array_equal(losses, model.paired_loss(X, y, decision))
+    if model.TASK == "regression":
+        np.testing.assert_array_equal(losses, np.abs(y - decision))
+        first = np.concatenate([yb for _, yb in batches])[: model.warmup]
+        assert model.loss_scale() == 4 * np.std(first)
+        return
+    assert model.loss_scale() is None
+    if model.TASK == "novelty":
+        labels = np.where(np.arange(X.shape[0]) % 3 == 0, np.nan, y.astype(float))
+        got = np.asarray(model.paired_loss(X, labels))
+        expected = ((decision < 0) != (labels == 1)).astype(float)
+        expected[np.isnan(labels)] = np.nan
+        np.testing.assert_array_equal(got, expected)
+        return
+    predicted = np.argmax(decision, axis=1) if decision.ndim == 2 else (decision > 0).astype(int)
+    np.testing.assert_array_equal(losses, (predicted != y).astype(float))
+
+
 # ---------------------------------------------------------------------------- the byte estimate
 def _state_bytes(model) -> int:
     arrays, _ = model.get_state()

@@ -1,7 +1,8 @@
 """The service's other surfaces for regression and novelty models (issue 38), through real
 processes: versions, a pinned prediction and a rollback, a prediction replica through Redis, OIP v2
 ``/infer`` and MLflow ``/invocations`` outputs, delayed numeric feedback learned once per id,
-Prometheus figures, and challengers refused by name (they are scored by paired 0/1 losses)."""
+Prometheus figures, and the settings a task's challenger or ``on_drift`` does not take refused by
+name (challengers themselves: tests/test_task_challengers.py)."""
 
 from __future__ import annotations
 
@@ -36,8 +37,15 @@ def test_versions_pinned_predictions_rollback_oip_mlflow_and_metrics(task, start
     X, y = friedman(2000) if task == "regression" else (blobs(2000), None)
     probe = X[:50] * 1.01
     with server.client() as c:
-        refused(c.put("/models/t", json={"task": task, "challengers": [{"budget": 100}]}), "challengers")
-        refused(c.put("/models/t", json={"task": task, "on_drift": "challenger"}), "on_drift")
+        # a challenger takes its task's settings only; a task model has no schedule to reset
+        foreign = {"nu": 0.3} if task == "regression" else {"C": 2.0}
+        refused(
+            c.put("/models/t", json={"task": task, "challengers": [foreign]}),
+            f"challengers[0].{[*foreign][0]}",
+        )
+        refused(c.put("/models/t", json={"task": task, "challengers": [{"task": "classification"}]}),
+                "challengers[0].task")  # fmt: skip
+        refused(c.put("/models/t", json={"task": task, "on_drift": "reset_schedule"}), "on_drift")
         assert c.put("/models/t", json={"task": task}).status_code == 201
         post_rows(c, "t", X[:1000], None if y is None else y[:1000])
         clean = _snapshot(c, "t")

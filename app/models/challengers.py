@@ -45,7 +45,7 @@ HISTORY_MAX = 100
 #: Prefix of the challenger arrays inside the champion's saved state.
 PREFIX = "challengers."
 #: Settings a challenger may not change: they are the model's, not a learner's.
-MODEL_FIELDS = ("algorithm", "classes", "max_classes", "n_features")
+MODEL_FIELDS = ("task", "algorithm", "classes", "max_classes", "n_features")
 
 
 @dataclass(frozen=True)
@@ -257,6 +257,11 @@ class ChallengerSet:
         log_e = ev.log_e_value()
         alpha = self.alpha_of(entry)
         champ, chall, pairs = ev.window_accuracies()
+        scaled = {}  # continuous losses (a regressor's): their scale and the window's mean losses
+        if ev.scale is not None:
+            scaled = dict(
+                zip(("champion_window_loss", "window_loss"), ev.window_losses()), loss_scale=ev.scale
+            )
         return {
             "paired_examples": ev.n,
             "wins": ev.wins,
@@ -269,6 +274,7 @@ class ChallengerSet:
             "window_pairs": pairs,
             "window_accuracy": chall,
             "champion_window_accuracy": champ,
+            **scaled,
         }
 
     # ------------------------------------------------------------------ description
@@ -289,7 +295,8 @@ class ChallengerSet:
         return {
             "challengers": listed,
             "promotion": {
-                "test": "sequential paired test on prequential 0/1 losses (betting e-process, Ville's inequality)",
+                "test": "sequential paired test on prequential losses: 0/1, or absolute errors / loss_scale "
+                "clipped to [-1, 1] (betting e-process, Ville's inequality)",
                 "alpha": self.policy.alpha,
                 "min_examples": self.policy.min_examples,
                 "max_challengers": self.policy.max_challengers,
@@ -338,7 +345,7 @@ class ChallengerSet:
             })  # fmt: skip
         arrays.update(rows_state(f"{PREFIX}held.", self.held_X))
         if self.held_y is not None:
-            arrays[f"{PREFIX}held.y"] = np.array(self.held_y, dtype=np.int64)
+            arrays[f"{PREFIX}held.y"] = np.array(self.held_y)  # class indices (int64) or targets (float64)
         if self.held_w is not None:
             arrays[f"{PREFIX}held.w"] = np.array(self.held_w, dtype=np.float64)
         meta["challengers"] = {
@@ -381,7 +388,7 @@ class ChallengerSet:
         else:
             out.held_X = rows_from_state(f"{PREFIX}held.", arrays)
             y = arrays.get(f"{PREFIX}held.y")
-            out.held_y = None if y is None else np.array(y, dtype=np.int64)
+            out.held_y = None if y is None else np.array(y)
             w = arrays.get(f"{PREFIX}held.w")
             out.held_w = None if w is None else np.array(w, dtype=np.float64)
         return out

@@ -16,7 +16,7 @@ import numpy as np
 from svmstream.app.models.challengers import CELL, Challenger, ChallengerSet, differences, drift_config
 from svmstream.app.models.constant_guard import constant_margins
 from svmstream.app.models.limits import set_bytes
-from svmstream.app.models.rows import fitted, join_rows, learn_rows, n_rows, right_of
+from svmstream.app.models.rows import fitted, join_rows, learn_rows, losses_of, n_rows
 from svmstream.app.models.view import check_finite
 from svmstream.solvers.online.race.evidence import PairedEvidence
 
@@ -38,15 +38,19 @@ def _detections(est) -> int:
 
 
 class Contest:
-    """One batch (``X`` (n, d) dense or CSR, class indices ``y`` (n,), ``n_classes``) of a
-    model with a :class:`ChallengerSet`: the held rows and ``X`` cut on the grid of
-    :data:`CELL` received examples; ``flush``: learn the held rows and flush every model."""
+    """One batch (``X`` (n, d) dense or CSR, ``y`` (n,): class indices, a regressor's targets or
+    a novelty model's evaluation labels, ``n_classes``) of a model with a :class:`ChallengerSet`:
+    the held rows and ``X`` cut on the grid of :data:`CELL` received examples; ``flush``: learn
+    the held rows and flush every model; ``labelled``: ``y`` are class labels, whose one-class
+    runs hold their pairs (:mod:`.label_runs`; targets and evaluation labels have no runs)."""
 
     def __init__(
-        self, cs: ChallengerSet, X=None, y=None, n_classes: int = 2, *, flush: bool = False, weights=None
-    ):
+        self, cs: ChallengerSet, X=None, y=None, n_classes: int = 2, *, flush: bool = False, weights=None,
+        labelled: bool = True,
+    ):  # fmt: skip
         self.cs = cs
         self.flush = flush
+        self.labelled = labelled
         self.n_classes = n_classes
         held = cs.n_held()
         if X is None:
@@ -58,7 +62,7 @@ class Contest:
         #: (n,) float64 importance weights of the rows (held first; None: every row weighs 1):
         #: the champion and every challenger learn the same weighted stream
         self.w = weights
-        self.X, self.y = X, (np.zeros(0, np.int64) if y is None else np.asarray(y, np.int64))
+        self.X, self.y = X, (np.zeros(0, np.int64) if y is None else np.asarray(y))  # its dtype kept
         self.first = cs.position - held  # the position of the first row (a grid point)
         n = 0 if X is None else int(X.shape[0])
         race = cs.race(position=self.first)
@@ -68,6 +72,7 @@ class Contest:
         self.learned = self.pieces[-1][1] if self.pieces else 0
         self.scoring = bool(cs.entries) or cs.spawn_at is not None
         self.can_spawn = cs.spawn_at is None and cs.may_spawn()
+        #: the champion's paired losses per piece (None: not scored, or not predicting yet)
         self.champion_right: list[np.ndarray | None] = []
         self.champion_detections: list[int] = []
         self.detections_before = 0
@@ -132,7 +137,7 @@ class Contest:
         if starts and self.first + lo in starts:
             self._copy_for_warm_start(est, self.first + lo)
         before = self.champion_detections[-1] if self.champion_detections else self.detections_before
-        self.champion_right.append(right_of(est, Xp, yp) if scoring else None)
+        self.champion_right.append(losses_of(est, Xp, yp) if scoring else None)
         learn_rows(est, Xp, yp, self.n_classes, self.weights(lo, hi))
         self._keep_margins(est)
         after = _detections(est)
@@ -156,7 +161,7 @@ class Contest:
         margins, learned = (None, None) if last is None else (last.outputs, last.targets)
         if margins is not None and learned is not None and len(margins) == len(learned):
             self.margins.append(np.asarray(margins))
-            self.learned_y.append(np.asarray(learned, dtype=np.int64))
+            self.learned_y.append(np.asarray(learned))  # class indices, targets or evaluation labels
 
     # ------------------------------------------------------------------ after the champion
     def finish(self, champion, name: str) -> tuple[Any, Challenger | None]:
@@ -175,12 +180,12 @@ class Contest:
             if promoted is None:
                 right, det = self.champion_right[i], self.champion_detections[i]
             else:
-                right = right_of(current, Xp, yp)
+                right = losses_of(current, Xp, yp)
                 before = _detections(current)
                 learn_rows(current, Xp, yp, self.n_classes, self.weights(lo, hi))
                 check_finite(current, Xp[:4])
                 det_before, det = before, _detections(current)
-            self._pair(right, rights, yp)
+            self._pair(right, rights, yp, current)
             cs.position = end
             if det > det_before and cs.spawn_at is None and cs.may_spawn():
                 cs.spawn_at = -(-end // CELL) * CELL
@@ -195,11 +200,18 @@ class Contest:
         self.warm_at.clear()  # the warm copies not started: nothing needs them after the batch
         return current, promoted
 
-    def _pair(self, right, rights, yp) -> None:
-        """Pair the champion's right/wrong with each challenger's on one cell, run by run: a
-        run's pairs are held until it ends (then counted) or proves improbable (then dropped,
+    def _pair(self, right, rights, yp, champion) -> None:
+        """Pair the champion's losses with each challenger's on one cell (the champion's
+        ``loss_scale()``: None for 0/1 losses), run by run for class labels: a run's pairs are
+        held until it ends (then counted) or proves improbable (then dropped,
         :mod:`.label_runs`).  ``right`` None: the champion did not predict (warm-up)."""
         entries = self.cs.entries
+        scale = champion.loss_scale() if right is not None else None
+        if not self.labelled:  # targets, evaluation labels: no runs, every pair counts now
+            for entry, r in zip(entries, rights):
+                if right is not None and r is not None:
+                    entry.evidence.add_losses(right, r, scale=scale)
+            return
         for lo, hi, new_run, void_before, void_after in self.cs.runs.pieces(yp):
             if new_run:
                 for entry in entries:
@@ -207,19 +219,20 @@ class Contest:
             if right is not None and not void_before:
                 for entry, r in zip(entries, rights):
                     if r is not None:
-                        entry.evidence.add(right[lo:hi], r[lo:hi], tentative=True)
+                        entry.evidence.add_losses(right[lo:hi], r[lo:hi], scale=scale, tentative=True)
             if void_after and not void_before:
                 for entry in entries:
                     entry.evidence.discard()
 
     def _learn_challengers(self, Xp, yp, name: str, wp=None) -> list[np.ndarray | None]:
-        """Each challenger predicts then learns one cell; one that fails is dropped."""
+        """Each challenger predicts then learns one cell (its paired losses, None while it does
+        not predict); one that fails is dropped."""
         rights = []
         for entry in list(self.cs.entries):
             est = entry.ensure_estimator()
             try:
                 margins: list[np.ndarray] = []
-                right = right_of(est, Xp, yp, margins)
+                right = losses_of(est, Xp, yp, margins)
                 self.constant[id(entry)] = bool(margins) and constant_margins(margins[0], Xp)
                 learn_rows(est, Xp, yp, self.n_classes, wp)
                 check_finite(est, Xp[:4])

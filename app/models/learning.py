@@ -94,7 +94,9 @@ class Learning:
             return X
 
         n_classes = max(2, len(codec.classes))
-        contest = functools.partial(Contest, X=X, y=y, n_classes=n_classes, weights=weights)
+        contest = functools.partial(
+            Contest, X=X, y=y, n_classes=n_classes, weights=weights, labelled=codec.has_classes
+        )
         view = self._learn_step(step, extra, int(X.shape[0]), codec, input_bytes(X, y), contest)
         if codec.has_classes and self.label_runs.add(y):
             log.warning(
@@ -124,7 +126,7 @@ class Learning:
             with self._lock:
                 self._pending -= 1
             return self.view
-        contest = functools.partial(Contest, flush=True)
+        contest = functools.partial(Contest, flush=True, labelled=self.codec.has_classes)
         return self._learn_step(lambda est: est.flush() and None, None, 0, None, 0, contest)
 
     def _learn_step(

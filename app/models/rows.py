@@ -1,6 +1,6 @@
 """What a model's learner does with rows outside the champion's own step: learn a slice of a
-batch on any online estimator (:func:`learn_rows`), say which pre-update predictions were
-right (:func:`right_of`), and join the rows held back for the next scoring cell to a new batch
+batch on any online estimator (:func:`learn_rows`), the losses of its pre-update predictions
+(:func:`losses_of`, the model's own ``paired_loss``), and join the rows held back for the next scoring cell to a new batch
 (:func:`join_rows`).  Public estimator methods only."""
 
 from __future__ import annotations
@@ -39,10 +39,12 @@ def scorable(est) -> bool:
     return est is not None and est.serves()
 
 
-def right_of(est, X, y: np.ndarray, margins_out: list | None = None) -> np.ndarray | None:
-    """(n,) bool: whether ``est``'s prediction of each row was its class index ``y``; None when
-    ``est`` does not predict yet (:func:`scorable`).  ``margins_out``: the decision values are
-    appended to it (the promotion guard reads them, :mod:`.constant_guard`)."""
+def losses_of(est, X, y: np.ndarray, margins_out: list | None = None) -> np.ndarray | None:
+    """(n,) float64: the loss of ``est``'s prediction of each row against ``y`` (class indices,
+    targets or evaluation labels), the model's ``paired_loss`` (its task's: 0/1, absolute error,
+    NaN for a row without a label); None when ``est`` does not predict yet (:func:`scorable`).
+    ``margins_out``: the decision values are appended to it (the promotion guard reads them,
+    :mod:`.constant_guard`)."""
     if not scorable(est) or X.shape[0] == 0:
         return None
     width = est.input_width()
@@ -51,8 +53,7 @@ def right_of(est, X, y: np.ndarray, margins_out: list | None = None) -> np.ndarr
     margins = np.asarray(est.decision_function(X))
     if margins_out is not None:
         margins_out.append(margins)
-    predicted = (margins > 0).astype(np.int64) if margins.ndim == 1 else np.argmax(margins, axis=1)
-    return predicted == np.asarray(y, dtype=np.int64)
+    return np.asarray(est.paired_loss(X, y, margins), dtype=np.float64)
 
 
 def n_rows(X) -> int:

@@ -24,9 +24,13 @@ from svmstream.solvers._hyperparameters import BY_NAME, TASK_DEFAULTS, TASK_SETT
 
 #: Values of a setting a task does not take that mean its default (the pipelines hold dense SVs;
 #: the size guards resolve ``sv_storage="auto"`` of a dense batch to "dense").
-SAME_AS_DEFAULT = {"sv_storage": ("auto", "dense")}
+#: A shuffle buffer of the table's default: a task model's configuration before its task default
+#: was 0 (a snapshot of then); the pipelines have none either way.
+SAME_AS_DEFAULT = {"sv_storage": ("auto", "dense"), "shuffle_buffer": (BY_NAME["shuffle_buffer"].default,)}
 #: The task pipelines' scalings (the warm-up window's mean and std, or none).
 TASK_SCALINGS = ("standard", "none")
+#: What a task model does on a drift detection: count it, or start a drift challenger (the service's).
+TASK_ON_DRIFT = ("none", "challenger")
 
 
 def refuse_foreign_settings(config) -> None:
@@ -44,6 +48,12 @@ def refuse_foreign_settings(config) -> None:
                 f"{', '.join(BY_NAME[k].json_name for k in own if k != 'task')})",
                 field=row.json_name,
             )
+    if config.on_drift not in TASK_ON_DRIFT:
+        raise InvalidInput(
+            f'on_drift: a {config.task} model counts its detections ("none") or starts a drift challenger '
+            f'("challenger", docs/challengers.md); it has no schedule to reset, got {config.on_drift!r}',
+            field="on_drift",
+        )
     if config.scaling not in TASK_SCALINGS:
         raise InvalidInput(
             f"scaling: a {config.task} model scales by the warm-up window's mean and standard deviation "

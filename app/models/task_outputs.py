@@ -173,8 +173,6 @@ class TaskOutput:
     meter = ClassMeter
     #: the names and datatypes of :meth:`tensors` (none: a classifier's outputs)
     tensor_types: tuple[tuple[str, str], ...] = ()
-    #: challengers are scored by paired 0/1 losses (:mod:`.contest`): classifiers only so far
-    challengers = True
 
     def tensors(self, view, X, decision) -> dict[str, tuple[str, np.ndarray]] | None:
         """The protocols' outputs (OIP v2, MLflow ``/invocations``) of a model without classes:
@@ -207,7 +205,6 @@ class ValueOutput(TaskOutput):
     task = "regression"
     meter = ErrorMeter
     tensor_types = (("value", "FP64"),)
-    challengers = False
 
     def answer(self, view, X, decision, obj):
         if obj.get("proba"):
@@ -233,7 +230,6 @@ class ScoreOutput(TaskOutput):
     task = "novelty"
     meter = OutlierMeter
     tensor_types = (("outlier", "BOOL"), ("score", "FP64"))
-    challengers = False
 
     def answer(self, view, X, decision, obj):
         if obj.get("proba"):

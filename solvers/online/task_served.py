@@ -13,6 +13,7 @@ import numpy as np
 
 from ..budgeted import WarmingUp
 from ..contract import ExampleAccount, Learned, ModelReport
+from .race.losses import absolute_errors, evaluation_losses, regression_scale
 from .served import drift_of
 
 #: Rows of a batch on which :meth:`ServedTask.nonfinite` checks the decisions.
@@ -41,6 +42,15 @@ class ServedTask:
         return None
 
     def serving_settings(self):
+        return None
+
+    def paired_loss(self, X, y, decision=None):
+        """(n,) float64: the task's loss of each row's prediction (:mod:`.race.losses`);
+        ``decision``: the decision values of X when the caller has them."""
+        return self._LOSS(self.decision_function(X) if decision is None else decision, y)
+
+    def loss_scale(self):
+        """None: 0/1 losses (a novelty model's against evaluation labels)."""
         return None
 
     def last_learned(self) -> Learned | None:
@@ -114,13 +124,16 @@ class ServedTask:
         return self
 
     def warm_start(self):
-        """A detached copy past its window with a fresh drift detector, or None while warming up."""
+        """A detached copy past its window with a fresh drift detector and an empty rehearsal
+        memory (it rehearses the rows it receives from now on, as a classifier pipeline's warm
+        copy), or None while warming up."""
         if not self.serves():
             return None
         from ..drift import DriftMonitor
 
         out = copy.deepcopy(self)
         out.drift_ = DriftMonitor()
+        out._mem_n[:] = 0
         return out
 
     def grow_features(self, n_features: int):
@@ -207,3 +220,19 @@ class ServedTask:
             + 3 * d * 8
             + 4096
         )
+
+
+class ServedRegression(ServedTask):
+    """The regressor's part: absolute errors, scaled by 4 σ of its first targets."""
+
+    _LOSS = staticmethod(absolute_errors)
+
+    def loss_scale(self):
+        """:func:`~.race.losses.regression_scale` of the first targets' spread (None before)."""
+        return regression_scale(self._target.spread) if self.fitted() else None
+
+
+class ServedNovelty(ServedTask):
+    """The novelty detector's part: 0/1 losses of the outlier flag against evaluation labels."""
+
+    _LOSS = staticmethod(evaluation_losses)

@@ -31,6 +31,7 @@ class TaskStages:
         """Learn raw rows X with targets y and weights w (window rows first when it just
         closed): the prequential ``(y, out)``."""
         n = X.shape[0]
+        self._target.note(y)  # no warm-up window: the first batch's spread (the loss scale)
         out = np.empty(n)
         start = counted = 0  # rows learned, rows counted into the growing scales
         while start < n:  # in pieces ending where a scale grows (stages.growth)

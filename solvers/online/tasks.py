@@ -44,7 +44,7 @@ from ..persistence import register_estimator
 from .stages.growth import DEFAULT_GROWTH, GrowingScale
 from .stages.recent import DEFAULT_WINDOW, ConformalIntervals, ScoreThreshold, upper_quantile
 from .stages.target import TargetScaler
-from .task_served import ServedTask
+from .task_served import ServedNovelty, ServedRegression
 from .task_stages import TaskStages
 from .task_state import TaskState
 
@@ -194,7 +194,7 @@ class _StreamingTask(TaskStages, TaskState, BaseEstimator):
 
 
 @register_estimator
-class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
+class StreamingRegressor(ServedRegression, RegressorMixin, _StreamingTask):
     """Budgeted kernel regression on a stream: warm-up scaling of X and y, rehearsal, drift and
     split-conformal prediction intervals around a plain regressor (module docstring).
 
@@ -361,7 +361,7 @@ class StreamingRegressor(ServedTask, RegressorMixin, _StreamingTask):
 
 
 @register_estimator
-class StreamingNovelty(ServedTask, OutlierMixin, _StreamingTask):
+class StreamingNovelty(ServedNovelty, OutlierMixin, _StreamingTask):
     """Budgeted one-class SVM on a stream: warm-up scaling, rehearsal, a threshold of a stated
     false-alarm rate on recent scores and drift of the score distribution (module docstring).
 

@@ -29,7 +29,6 @@ from svmstream.app.models.challengers import ChallengerSet, Policy, challenger_c
 from svmstream.app.models.config import HYPERPARAMETERS, MODEL_NAME_PATTERN
 from svmstream.app.models.factory import check_config
 from svmstream.app.models.limits import check_config_limits, estimate_bytes, set_bytes
-from svmstream.app.models.task_outputs import output_of
 
 router = APIRouter(prefix="/models", tags=["models"])
 
@@ -45,12 +44,6 @@ def new_challengers(config, specs: list, settings) -> ChallengerSet | None:
     """The challenger set of a new model (``docs/challengers.md``), each challenger held to the
     champion's rules (:func:`check_challenger_spec`); 422 naming ``challengers[i].field``, or
     ``challengers`` when there are too many."""
-    if specs and not output_of(config).challengers:
-        raise InvalidInput(
-            f"challengers: a {config.task} model has no challengers yet (they are scored by paired 0/1 "
-            "losses; docs/regression.md, docs/novelty.md)",
-            field="challengers",
-        )
     if len(specs) > settings.max_challengers:
         raise InvalidInput(
             f"challengers: at most {settings.max_challengers} challengers (SVMSTREAM_MAX_CHALLENGERS), "

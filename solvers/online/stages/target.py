@@ -21,20 +21,31 @@ class TargetScaler:
     Attributes
     ----------
     mean, std : float — of the window's targets (0 and 1 before :meth:`fit` or when disabled).
+    spread : float or None — the standard deviation of the first targets (the window's, or the
+        first batch learned without a window), enabled or not: the scale of the challengers'
+        paired errors (:func:`svmstream.solvers.online.race.losses.regression_scale`); None before.
     """
 
     def __init__(self, enabled: bool = True):
         self.enabled = bool(enabled)
         self.mean = 0.0
         self.std = 1.0
+        self.spread: float | None = None
 
     def fit(self, y: np.ndarray) -> TargetScaler:
         """Freeze mean and std of y (n,) float64 (nothing if disabled or empty); returns self."""
+        self.note(y)
         if self.enabled and y.shape[0]:
             self.mean = float(np.mean(y))
             std = float(np.std(y))
             self.std = std if std > 0.0 and np.isfinite(std) else 1.0
         return self
+
+    def note(self, y: np.ndarray) -> None:
+        """Keep the spread of the first targets ``y`` (n,) (once: later calls change nothing)."""
+        if self.spread is None and np.asarray(y).shape[0]:
+            std = float(np.std(y))
+            self.spread = std if std > 0.0 and np.isfinite(std) else 1.0
 
     def transform(self, y: np.ndarray) -> np.ndarray:
         """(y − mean) / std, float64 (n,)."""
@@ -45,10 +56,13 @@ class TargetScaler:
         return np.asarray(z, dtype=np.float64) * self.std + self.mean
 
     def get_state(self):
-        return {PREFIX + "mean_std": np.array([self.mean, self.std])}, {"enabled": self.enabled}
+        meta = {"enabled": self.enabled, "spread": self.spread}
+        return {PREFIX + "mean_std": np.array([self.mean, self.std])}, meta
 
     @classmethod
     def from_state(cls, arrays, meta):
         out = cls(bool(meta["enabled"]))
         out.mean, out.std = (float(v) for v in arrays[PREFIX + "mean_std"])
+        out.spread = meta.get("spread")  # saved before it was kept: the next batch's spread
+
         return out
