@@ -306,7 +306,15 @@ def main(argv=None) -> None:
     parser.add_argument("--entries", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kills", type=int, default=3, help="SIGKILLs in a row of the kill phase")
+    parser.add_argument(
+        "--snapshot-interval",
+        type=float,
+        default=30.0,
+        help="SVMSTREAM_SNAPSHOT_INTERVAL_S of the learners (a round of 1,000 snapshots inside a "
+        "throughput window or not is the runs' largest noise; above the window: learning only)",
+    )
     args = parser.parse_args(argv)
+    ENV["SVMSTREAM_SNAPSHOT_INTERVAL_S"] = str(args.snapshot_interval)
     started = machine()
     root = Path(tempfile.mkdtemp(prefix="bench-learners-"))
     try:
@@ -354,11 +362,11 @@ def main(argv=None) -> None:
     }
     notes = (
         f"{args.models} models (BSGD B={CONFIG['budget']}, d={D}), {args.entries} entries each, "
-        f"{args.rounds} interleaved rounds. Throughput 2/1 learners (median of per-round ratios): "
+        f"{args.rounds} interleaved rounds, snapshot interval {args.snapshot_interval:g} s. Throughput 2/1 learners (median of per-round ratios): "
         f"{summary['throughput_2_over_1_median']:.2f}x, 3/1: {summary['throughput_3_over_1_median']:.2f}x "
         f"(per round {[round(x, 2) for x in ratios[2]]}, {[round(x, 2) for x in ratios[3]]}). "
         f"Models moved from 2 to 3 members: {[round(x, 3) for x in moved]}. "
-        "SIGKILL of a learner, "
+        + ("SIGKILL of a learner, " if kill else "No kill phase (--kills 0)")
         + "; ".join(
             f"kill {i + 1}: {k['models_of_the_killed']} models all learning again on the other after "
             f"{k['seconds_to_learning_again']:.2f} s (load {k['load_avg']:.1f})"

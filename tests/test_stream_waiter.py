@@ -60,3 +60,26 @@ def test_many_idle_consumers_share_one_read(redis_server):
         assert waiter.calls <= 3 * (1000 / BLOCK_MS) + 10, waiter.calls
     finally:
         waiter.stop()
+
+
+def test_wake_ends_a_wait_at_once_and_a_stopped_consumer_does_not_wait(redis_server):
+    client = redis.Redis.from_url(redis_server.url)
+    (key,) = _keys(1)
+    newest = client.xadd(key, {"y": "1"}).decode()
+    waiter = StreamWaiter(redis_server.url)
+    try:
+        woke: list[float] = []
+        started = time.monotonic()
+        t = threading.Thread(target=lambda: (waiter.wait(key, newest, 30.0), woke.append(time.monotonic())))
+        t.start()
+        time.sleep(0.2)
+        waiter.wake(key)
+        t.join(10.0)
+        assert woke and woke[0] - started < 5.0
+        stopped = threading.Event()
+        stopped.set()
+        started = time.monotonic()
+        assert waiter.wait(key, newest, 30.0, stopped) is False
+        assert time.monotonic() - started < 1.0
+    finally:
+        waiter.stop()

@@ -43,8 +43,9 @@ CUT_OFF_FRACTION = 0.6
 #: Seconds to the next rebalance while a model we want is still held by a member that is gone
 #: (its lease expires a few milliseconds after its heartbeat: the same beat renewed both).
 RETRY_S = 0.05
-#: Models per pipelined round trip of lease acquisitions.
-ACQUIRE_CHUNK = 500
+#: Models per pipelined round trip of lease acquisitions; their consumers start once the chunk is
+#: restored, so a small chunk lets the first models learn while the others are restored.
+ACQUIRE_CHUNK = 50
 
 
 def default_member() -> str:

@@ -23,6 +23,7 @@ its running challengers -- counts beside the champion in
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -283,8 +284,28 @@ def held_bytes(
     return set_bytes([config, *extra], n_features or 1, labels=labels or config.classes)
 
 
+_HELD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Each handle's last :func:`held_bytes` and what it was computed from (the configurations are
+frozen, so their identities say whether they changed): a learner gaining 500 models checks each
+against the sum over all the others, which must not recompute a thousand estimates each time."""
+
+
 def _held(handle: Any) -> int:
-    return held_bytes(handle.config, handle.n_features, handle.codec.classes, handle.counted_configs())
+    extra = handle.counted_configs()
+    classes = handle.codec.classes
+    key = (id(handle.config), handle.n_features, tuple(classes or ()), tuple(id(c) for c in extra))
+    try:
+        cached = _HELD.get(handle)
+    except TypeError:  # not weakly referenceable: no cache
+        cached = None
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    value = held_bytes(handle.config, handle.n_features, classes, extra)
+    try:
+        _HELD[handle] = (key, value)
+    except TypeError:
+        pass
+    return value
 
 
 def label_refusal(

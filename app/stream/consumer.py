@@ -56,6 +56,7 @@ from svmstream.app.stream import fencing, redis_ops
 from svmstream.app.stream.applier import StreamApplier
 from svmstream.app.stream.redis_ops import StreamId, as_str, format_id, make_client, parse_id
 from svmstream.app.stream.status import STATUS_REFRESHES_PER_S, consumer_status, refreshed_figures
+from svmstream.app.stream.waiter import IDLE_WAIT_S
 
 log = logging.getLogger("svmstream.stream")
 
@@ -153,6 +154,8 @@ class StreamConsumer:
     def stop(self) -> None:
         """Ask the thread to stop (it finishes the batches in flight)."""
         self._stop.set()
+        if self.waiter is not None:
+            self.waiter.wake(self.key)
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the thread, then for a snapshot it requested (so that the final
@@ -417,7 +420,7 @@ class StreamConsumer:
             raise
         if not entries and block is not None and newest is not None:
             if self.waiter is not None:  # one XREAD for every idle model of the server
-                self.waiter.wait(self.key, as_str(newest), block / 1000.0)
+                self.waiter.wait(self.key, as_str(newest), max(block / 1000.0, IDLE_WAIT_S), self._stop)
             else:
                 client.xread({self.key: newest}, count=1, block=block)
         return entries

@@ -111,7 +111,7 @@ class SnapshotPublisher:
     def queue(self, name: str, version: int, path: str) -> None:
         """Publish the snapshot file at ``path`` (a model just gained from another learner)
         unless Redis already has that version."""
-        self._queue.put((name, int(version), path, None))
+        self._queue.put((name, int(version), path, None, True))
 
     def _run(self) -> None:
         try:
@@ -135,11 +135,15 @@ class SnapshotPublisher:
             except Exception:  # Redis down: the next snapshot (or reconcile) retries
                 log.exception("replication: publishing failed")
 
-    def publish(self, name: str, version: int, path: str, serving=None) -> bool:
+    def publish(self, name: str, version: int, path: str, serving=None, unless_published=False) -> bool:
         """Write one snapshot's serving encoding and version to Redis and announce it.  The
         encoding is made from ``serving``, the :func:`~svmstream.app.models.serving.serving_state`
         of a snapshot just written, else from the file at ``path``; False if that file was
-        already pruned (a newer snapshot is queued behind it) or does not decode (logged)."""
+        already pruned (a newer snapshot is queued behind it) or does not decode (logged), or,
+        with ``unless_published``, when Redis already has that version (a gained model that its
+        last owner published: nothing is read or decoded)."""
+        if unless_published and self._has(name, version):
+            return False
         if serving is None:
             try:
                 serving = serving_state(*decode_state(Path(path).read_bytes()))
@@ -169,6 +173,10 @@ class SnapshotPublisher:
             time.perf_counter() - encoded,
         )
         return True
+
+    def _has(self, name: str, version: int) -> bool:
+        got = self.client.hget(VERSIONS_KEY, name)
+        return got is not None and int(got) == int(version)
 
     def _publish_fenced(self, name: str, version: int, blob: bytes) -> bool:
         held = self.fence(name)

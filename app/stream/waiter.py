@@ -29,6 +29,11 @@ log = logging.getLogger("svmstream.stream")
 BLOCK_MS = 50
 """The shared ``XREAD``'s block: the longest a newly idle consumer waits to be included."""
 
+IDLE_WAIT_S = 5.0
+"""How long a consumer waits here before it reads again by itself (it is woken at once by an
+entry or by :meth:`StreamWaiter.wake`): an idle model costs a round trip every 5 s, not every
+``stream_block_ms``."""
+
 
 class StreamWaiter:
     """Waits on many streams at once for the consumers of one server.
@@ -49,10 +54,11 @@ class StreamWaiter:
         #: shared XREAD calls made (the figure ``tests/test_stream_waiter.py`` checks)
         self.calls = 0
 
-    def wait(self, key: str, newest: str, timeout_s: float) -> bool:
-        """Block until ``key`` has an entry after ``newest`` or ``timeout_s`` passed; True when
-        woken by an entry.  Several waits of one key at once are not supported (one consumer
-        per model)."""
+    def wait(self, key: str, newest: str, timeout_s: float, stopped: threading.Event | None = None) -> bool:
+        """Block until ``key`` has an entry after ``newest``, ``timeout_s`` passed or
+        :meth:`wake` is called for it; True when woken.  ``stopped`` (the consumer's stop
+        event, set before its :meth:`wake`): a wait that begins after it was set returns at
+        once.  Several waits of one key at once are not supported (one consumer per model)."""
         event = threading.Event()
         with self._lock:
             self._waiting[key] = (newest, event)
@@ -62,11 +68,20 @@ class StreamWaiter:
                 self._thread.start()
         self._wake.set()
         try:
+            if stopped is not None and stopped.is_set():
+                return False
             return event.wait(timeout_s)
         finally:
             with self._lock:
                 if self._waiting.get(key, (None, None))[1] is event:
                     del self._waiting[key]
+
+    def wake(self, key: str) -> None:
+        """End the wait of ``key`` now (its consumer is asked to stop)."""
+        with self._lock:
+            found = self._waiting.pop(key, None)
+        if found is not None:
+            found[1].set()
 
     def stop(self) -> None:
         """End the thread (waiting consumers time out as usual)."""

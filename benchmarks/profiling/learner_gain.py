@@ -1,0 +1,89 @@
+"""Profile the learner that gains a killed learner's models (py-spy ``--gil`` on the survivor).
+
+    python -m benchmarks.profiling.learner_gain [--models 1000] [--seconds 40]
+
+Two clustered learners (the default lease TTL) hold ``--models`` models with a few entries each;
+learner-2 is SIGKILLed and learner-1 is recorded while it takes the models over; the seconds
+until every model of the killed learner had an entry delivered again are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+from benchmarks.bench_learners import delivered, fill, make_template, owners, start_learner, wait_settled
+from benchmarks.common import RedisServer
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", type=int, default=1000)
+    parser.add_argument("--seconds", type=int, default=40, help="py-spy record seconds (0: none)")
+    parser.add_argument("--out", default="/tmp/learner_gain.txt")
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="prof-gain-"))
+    template = make_template(root, args.models)
+    snap = root / "snap"
+    shutil.copytree(template, snap)
+    rs = RedisServer(root / "redis", fsync="no").start()
+    client = redis.Redis.from_url(rs.url)
+    names = sorted(p.name for p in template.iterdir() if p.is_dir())
+    servers = {m: start_learner(root, snap, rs.url, m) for m in ("learner-1", "learner-2")}
+    try:
+        ids = fill(client, names, 20, 99)
+        while min(delivered(client, ids).values()) < 20:
+            time.sleep(0.2)
+        wait_settled(servers["learner-1"], 2, len(names))
+        theirs = [m for m, o in owners(servers["learner-1"]).items() if o == "learner-2"]
+        os.kill(servers["learner-2"].proc.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        spy = None
+        if args.seconds > 0:
+            spy = subprocess.Popen(
+                [
+                    "py-spy",
+                    "record",
+                    "-p",
+                    str(servers["learner-1"].proc.pid),
+                    "-d",
+                    str(args.seconds),
+                    "-f",
+                    "raw",
+                    "-o",
+                    args.out,
+                    "--gil",
+                    "--nonblocking",
+                    "-r",
+                    "50",
+                ]
+            )
+        more = fill(client, theirs, 1, 7)
+        want = {m: len(ids[m]) + 1 for m in theirs}
+        ids.update({m: sorted(ids[m] + more[m]) for m in theirs})
+        while True:
+            got = delivered(client, {m: ids[m] for m in theirs})
+            if all(got[m] >= want[m] for m in theirs):
+                break
+            time.sleep(0.2)
+        print(f"{len(theirs)} models learning again {time.monotonic() - killed:.2f} s after the kill")
+        if spy is not None:
+            spy.wait()
+    finally:
+        for s in servers.values():
+            if s.proc.poll() is None:
+                s.__exit__(None, None, None)
+        rs.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
