@@ -16,11 +16,15 @@ def _keys(n: int) -> list[str]:
     return [f"waiter-{tag}-{i}:examples" for i in range(n)]
 
 
-def test_a_waiting_consumer_wakes_on_an_entry_after_its_id(redis_server):
+def _one_stream(redis_server):
+    """A client, a stream holding one entry, that entry's ID and a waiter."""
     client = redis.Redis.from_url(redis_server.url)
     (key,) = _keys(1)
-    newest = client.xadd(key, {"y": "1"}).decode()
-    waiter = StreamWaiter(redis_server.url)
+    return client, key, client.xadd(key, {"y": "1"}).decode(), StreamWaiter(redis_server.url)
+
+
+def test_a_waiting_consumer_wakes_on_an_entry_after_its_id(redis_server):
+    client, key, newest, waiter = _one_stream(redis_server)
     try:
         started = time.monotonic()
         assert waiter.wait(key, newest, 0.3) is False  # nothing after ``newest``: times out
@@ -63,10 +67,7 @@ def test_many_idle_consumers_share_one_read(redis_server):
 
 
 def test_wake_ends_a_wait_at_once_and_a_stopped_consumer_does_not_wait(redis_server):
-    client = redis.Redis.from_url(redis_server.url)
-    (key,) = _keys(1)
-    newest = client.xadd(key, {"y": "1"}).decode()
-    waiter = StreamWaiter(redis_server.url)
+    client, key, newest, waiter = _one_stream(redis_server)
     try:
         woke: list[float] = []
         started = time.monotonic()

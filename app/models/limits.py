@@ -294,17 +294,11 @@ def _held(handle: Any) -> int:
     extra = handle.counted_configs()
     classes = handle.codec.classes
     key = (id(handle.config), handle.n_features, tuple(classes or ()), tuple(id(c) for c in extra))
-    try:
-        cached = _HELD.get(handle)
-    except TypeError:  # not weakly referenceable: no cache
-        cached = None
+    cached = _HELD.get(handle)
     if cached is not None and cached[0] == key:
         return cached[1]
     value = held_bytes(handle.config, handle.n_features, classes, extra)
-    try:
-        _HELD[handle] = (key, value)
-    except TypeError:
-        pass
+    _HELD[handle] = (key, value)
     return value
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from ..budgeted import PegasosClassifier, model_bytes, window_bytes
 from ..contract import DriftReport, ExampleAccount, Learned, ModelReport
 from ..served import first_nonfinite
-from .race.losses import zero_one_losses
+from .race.losses import ZeroOneLoss
 
 __all__ = ["ServedPipeline", "drift_of", "float_or_none"]
 
@@ -44,7 +44,7 @@ def _or_none(read):
         return None
 
 
-class ServedPipeline:
+class ServedPipeline(ZeroOneLoss):
     """Mixin of :class:`~.pipeline.StreamingClassifier`: the :class:`~..contract.OnlineModel` names."""
 
     TASK: ClassVar[str] = "classification"
@@ -128,16 +128,6 @@ class ServedPipeline:
 
     def serving_settings(self) -> dict[str, Any] | None:
         """None: a pipeline's settings are its configuration's."""
-        return None
-
-    def paired_loss(self, X, y, decision=None):
-        """(n,) float64: the 0/1 loss of each row's predicted class against its class index
-        ``y`` (:func:`~svmstream.solvers.online.race.losses.zero_one_losses`); ``decision``: the
-        decision values of X when the caller has them."""
-        return zero_one_losses(self.decision_function(X) if decision is None else decision, y)
-
-    def loss_scale(self):
-        """None: 0/1 losses."""
         return None
 
     def estimate_bytes(self, n_features: int, n_classes: int) -> int:

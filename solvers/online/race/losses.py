@@ -48,3 +48,20 @@ def regression_scale(spread: float | None) -> float | None:
     """The scale of a regressor's paired error differences: :data:`SCALE_SIGMAS` × ``spread``, the
     standard deviation of its first targets (None before it knows them)."""
     return None if spread is None else SCALE_SIGMAS * float(spread)
+
+
+class ZeroOneLoss:
+    """The contract's ``paired_loss`` / ``loss_scale`` of a classifier (a streaming pipeline, a
+    selector): 0/1 losses of the predicted class, no scale."""
+
+    __slots__ = ()
+
+    def paired_loss(self, X, y, decision=None):
+        """(n,) float64: the 0/1 loss of each row's predicted class against its class index
+        ``y`` (:func:`zero_one_losses`); ``decision``: the decision values of X when the caller
+        has them."""
+        return zero_one_losses(self.decision_function(X) if decision is None else decision, y)
+
+    def loss_scale(self):
+        """None: 0/1 losses."""
+        return None

@@ -13,11 +13,11 @@ from ...budgeted import model_bytes, window_bytes
 from ...budgeted._base import resolve_lambda
 from ...contract import DriftReport, ExampleAccount, Learned, ModelReport
 from ..race.core import Race
-from ..race.losses import zero_one_losses
+from ..race.losses import ZeroOneLoss
 from .candidates import race_size
 
 
-class ServedSelection:
+class ServedSelection(ZeroOneLoss):
     """Mixin: the :class:`~svmstream.solvers.contract.OnlineModel` names of the selector."""
 
     TASK = "classification"
@@ -95,16 +95,6 @@ class ServedSelection:
         if not self.fitted() or self.survivor_ is None:
             return None
         return self.settings_[self.leader_]
-
-    def paired_loss(self, X, y, decision=None):
-        """(n,) float64: the 0/1 loss of each row's predicted class against its class index
-        ``y`` (:func:`~svmstream.solvers.online.race.losses.zero_one_losses`); ``decision``: the
-        decision values of X when the caller has them."""
-        return zero_one_losses(self.decision_function(X) if decision is None else decision, y)
-
-    def loss_scale(self):
-        """None: 0/1 losses."""
-        return None
 
     def estimate_bytes(self, n_features: int, n_classes: int) -> int:
         """The window and as many candidates as race at width ``n_features``
