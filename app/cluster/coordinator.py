@@ -391,12 +391,14 @@ class Coordinator:
                 retry = RETRY_S  # held by a member that is gone: its lease runs out any moment
             with self._lock:  # renewed by the heartbeat from now on, while the others restore
                 self._leases.update((lease.model, lease) for lease in taken)
+            moves = self.client.pipeline(transaction=False)  # one round trip per chunk, not per model
             for k, lease in enumerate(taken):
                 if self._stop.is_set():
                     for left in taken[k:]:
                         self._give_back(left)
                     break
-                self._restore(lease)
+                self._restore(lease, moves)
+            self._record(moves)
             if taken and self.streams is not None:
                 self.streams.reconcile()  # their consumers start now, not at the manager's next poll
         return retry
@@ -417,8 +419,9 @@ class Coordinator:
             self._leases.pop(lease.model, None)
         lease_ops.release(self.client, lease)
 
-    def _restore(self, lease: Lease) -> None:
-        """Install the newest snapshot of a model whose lease was just taken."""
+    def _restore(self, lease: Lease, moves=None) -> None:
+        """Install the newest snapshot of a model whose lease was just taken; its move is
+        recorded on ``moves`` (a pipeline the caller executes) or at once."""
         name = lease.model
         store = self.registry.store
         found = store.load_newest_header(name) if store is not None else None
@@ -431,7 +434,7 @@ class Coordinator:
             self.publisher.queue(name, int(found.version), handle.last_snapshot_path)
         seconds = time.monotonic() - self._wanted_since.get(name, time.monotonic())
         self._count("gained", seconds)
-        self._move(name, "gained", seconds, lease.fence)
+        self._move(name, "gained", seconds, lease.fence, moves)
         log.info("cluster: model %r gained (fence %d, version %d)", name, lease.fence, found.version)
 
     def _count(self, kind: str, seconds: float | None) -> None:
@@ -440,11 +443,20 @@ class Coordinator:
             if seconds is not None:
                 self.metrics.seconds.labels(kind).observe(seconds)
 
-    def _move(self, name: str, kind: str, seconds: float | None, fence: int | None) -> None:
+    def _move(self, name: str, kind: str, seconds: float | None, fence: int | None, moves=None) -> None:
         try:
-            membership.record_move(self.client, name, kind, self.member, seconds, fence)
+            membership.record_move(
+                self.client if moves is None else moves, name, kind, self.member, seconds, fence
+            )
         except Exception:  # the dashboard's list only
             log.debug("cluster: recording a move failed", exc_info=True)
+
+    def _record(self, moves) -> None:
+        """Send the moves queued on the pipeline ``moves`` (the dashboard's list only)."""
+        try:
+            moves.execute()
+        except Exception:
+            log.debug("cluster: recording moves failed", exc_info=True)
 
     # ------------------------------------------------------------------ GET /cluster
     def deployment(self) -> dict[str, Any]:

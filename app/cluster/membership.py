@@ -65,7 +65,8 @@ def catalogue(client) -> set[str]:
 
 
 def record_move(client, model: str, kind: str, member: str, seconds: float | None, fence: int | None):
-    """Append an ownership move to :data:`MOVES_KEY` (the dashboard's list)."""
+    """Append an ownership move to :data:`MOVES_KEY` (the dashboard's list); ``client`` may be
+    a pipeline, which sends it with the others queued on it."""
     fields = {"model": model, "kind": kind, "member": member, "at": f"{time.time():.3f}"}
     if seconds is not None:
         fields["seconds"] = f"{seconds:.3f}"

@@ -29,6 +29,7 @@ def main(argv=None) -> None:
     parser.add_argument("--models", type=int, default=1000)
     parser.add_argument("--seconds", type=int, default=40, help="py-spy record seconds (0: none)")
     parser.add_argument("--out", default="/tmp/learner_gain.txt")
+    parser.add_argument("--idle", action="store_true", help="every thread's stack, idle ones too (not --gil)")
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="prof-gain-"))
     template = make_template(root, args.models)
@@ -46,6 +47,7 @@ def main(argv=None) -> None:
         theirs = [m for m, o in owners(servers["learner-1"]).items() if o == "learner-2"]
         os.kill(servers["learner-2"].proc.pid, signal.SIGKILL)
         killed = time.monotonic()
+        killed_at = time.time()
         spy = None
         if args.seconds > 0:
             spy = subprocess.Popen(
@@ -60,7 +62,7 @@ def main(argv=None) -> None:
                     "raw",
                     "-o",
                     args.out,
-                    "--gil",
+                    *(["--idle"] if args.idle else ["--gil"]),
                     "--nonblocking",
                     "-r",
                     "50",
@@ -69,11 +71,23 @@ def main(argv=None) -> None:
         more = fill(client, theirs, 1, 7)
         want = {m: len(ids[m]) + 1 for m in theirs}
         ids.update({m: sorted(ids[m] + more[m]) for m in theirs})
+        timeline = []
         while True:
             got = delivered(client, {m: ids[m] for m in theirs})
-            if all(got[m] >= want[m] for m in theirs):
+            back = sum(got[m] >= want[m] for m in theirs)
+            if not timeline or back != timeline[-1][1]:
+                timeline.append((round(time.monotonic() - killed, 2), back))
+            if back == len(theirs):
                 break
             time.sleep(0.2)
+        print("seconds after the kill, models learning again:", timeline)
+        gains = sorted(
+            float(f[b"at"]) - killed_at
+            for _, f in client.xrange("svmstream:cluster:moves")
+            if f[b"kind"] == b"gained" and float(f[b"at"]) > killed_at
+        )
+        marks = [gains[i] for i in range(0, len(gains), 50)] + gains[-1:]
+        print(f"{len(gains)} gains; every 50th at", [round(g, 2) for g in marks])
         print(f"{len(theirs)} models learning again {time.monotonic() - killed:.2f} s after the kill")
         if spy is not None:
             spy.wait()
@@ -82,6 +96,7 @@ def main(argv=None) -> None:
             if s.proc.poll() is None:
                 s.__exit__(None, None, None)
         rs.stop()
+        shutil.copy(root / "kill-learner-1.log", args.out + ".log")
         shutil.rmtree(root, ignore_errors=True)
 
 
