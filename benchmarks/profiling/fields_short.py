@@ -49,6 +49,17 @@ def split(rows, y, order, seed):
     return [rows[i] for i in train], y[train], [rows[i] for i in test], y[test]
 
 
+def vote(est, X):
+    """A quieter leader, measured only here: the plurality of the surviving candidates' predicted
+    class indices, a tie going to the leader's."""
+    alive = [m for m in est.candidates_ if m is not None]
+    lead = np.searchsorted(est.classes_, est.predict(X))
+    picks = np.stack([np.searchsorted(est.classes_, m.predict(X)) for m in alive])
+    counts = np.stack([(picks == k).sum(axis=0) for k in range(len(est.classes_))], axis=1)
+    best = counts.max(axis=1)
+    return np.where(counts[np.arange(len(lead)), lead] == best, lead, counts.argmax(axis=1))
+
+
 def run(config, name, order, seed, params):
     rows, y = bf.SETS[name]()
     train, ytr, test, yte = split(rows, y, order, seed)
@@ -69,6 +80,7 @@ def run(config, name, order, seed, params):
     out["selection"] = acc(est.predict(Xte))
     out["leader"] = int(est.leader_)
     out["candidates"] = [acc(m.predict(Xte)) if m is not None else None for m in est.candidates_]
+    out["vote"] = acc(vote(est, Xte))
     out["recent"] = [
         round(100 * est._recent_accuracy(i), 2) if m is not None else None
         for i, m in enumerate(est.candidates_)
