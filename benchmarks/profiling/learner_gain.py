@@ -4,7 +4,9 @@
 
 Two clustered learners (the default lease TTL) hold ``--models`` models with a few entries each;
 learner-2 is SIGKILLed and learner-1 is recorded while it takes the models over; the seconds
-until every model of the killed learner had an entry delivered again are printed.
+until every model of the killed learner had an entry delivered again are printed, with the
+timeline of models learning again and of the gains (read from the moves stream); learner-1's log
+is kept as ``<out>.log``.  ``--idle`` records every thread's stack instead of the lock holder's.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import redis
 
 from benchmarks.bench_learners import delivered, fill, make_template, owners, start_learner, wait_settled
 from benchmarks.common import RedisServer
+from svmstream.app.cluster.membership import MOVES_KEY
 
 
 def main(argv=None) -> None:
@@ -83,7 +86,7 @@ def main(argv=None) -> None:
         print("seconds after the kill, models learning again:", timeline)
         gains = sorted(
             float(f[b"at"]) - killed_at
-            for _, f in client.xrange("svmstream:cluster:moves")
+            for _, f in client.xrange(MOVES_KEY)
             if f[b"kind"] == b"gained" and float(f[b"at"]) > killed_at
         )
         marks = [gains[i] for i in range(0, len(gains), 50)] + gains[-1:]
