@@ -33,7 +33,6 @@ Errors (:mod:`svmstream.app.errors`): :class:`ModelNotFound`, :class:`ModelNotFi
 from __future__ import annotations
 
 import functools
-import gc
 import logging
 import secrets
 import threading
@@ -54,7 +53,6 @@ from svmstream.app.ingest.features import conform
 from svmstream.app.ingest.labels import NewLabels
 from svmstream.app.ingest.named import rows_for_view
 from svmstream.app.models.config import (
-    MODEL_NAME_RE,
     ModelConfig,
     check_model_name,
     refuse_race_of_given_c,
@@ -65,9 +63,15 @@ from svmstream.app.models.contested import new_counted_configs
 from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
 from svmstream.app.models.learners import LearnerPool
-from svmstream.app.models.limits import check_capacity, check_config_limits, check_growth, race_bound
+from svmstream.app.models.limits import (
+    CapacityCount,
+    check_capacity,
+    check_config_limits,
+    check_growth,
+    race_bound,
+)
 from svmstream.app.models.parking import park_idle
-from svmstream.app.models.restoring import decode_restored
+from svmstream.app.models.restoring import decode_restored, restore_all
 from svmstream.app.models.snapshots import SnapshotStore
 from svmstream.app.models.view import ModelView
 from svmstream.app.models.warmup import note_waiting, warm_for
@@ -97,6 +101,7 @@ class Registry:
         self.settings = settings
         self.store = store
         self._models: dict[str, ModelHandle] = {}
+        self.capacity = CapacityCount()  # the running sum of :meth:`counted_once`
         self._lock = threading.Lock()
         # one lock per model name: writes of one model's files (and their deletion) are serial,
         # different models are written in parallel (snapshot_changed)
@@ -185,7 +190,9 @@ class Registry:
         check_model_name(name)
         state.setdefault("generation", secrets.token_hex(8))
         extra = new_counted_configs(config, state.get("challengers"), self.settings)
-        check_capacity(self._models, name, config, self.settings, extra)  # max_models, max_total_model_bytes
+        check_capacity(
+            self._models, name, config, self.settings, extra, self.capacity
+        )  # max_models, max_total_...
         with self._lock:  # models of equal configurations share one (frozen) object: ~3 KB each
             config = self._configs.setdefault(config.model_dump_json(), config)
         warm_for(config)  # its kernel group, if the service's warm-up has not loaded it
@@ -453,42 +460,13 @@ class Registry:
         handle.last_snapshot_path = str(found.path) if found.path is not None else None
         return handle
 
+    def counted_once(self):
+        """``with registry.counted_once():`` this thread's installs take the sum of the models'
+        estimates once (:class:`~svmstream.app.models.limits.CapacityCount`)."""
+        return self.capacity.once(self._models)
+
     def restore(self) -> list[str]:
         """Register the newest valid snapshot of every model found in the store: from its
-        header (decoded on first use), or decoded now for a file without saved figures."""
-        if self.store is None:
-            return []
-        # the cyclic collector would rescan the growing registry again and again while
-        # thousands of handles are created (10,000 models: 79 -> 33 us per install measured):
-        # it stays off for the loop (everything built here lives as long as its model)
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            restored = self._restore_all()
-        finally:
-            if collecting:
-                gc.enable()
-        lazy = sum(1 for name in restored if not self._models[name].loaded)
-        log.info("restored %d models (%d to be decoded on first use)", len(restored), lazy)
-        return restored
-
-    def _restore_all(self) -> list[str]:
-        restored = []
-        for name, files in self.store.listing(clean=True).items():
-            if not MODEL_NAME_RE.fullmatch(name):
-                continue
-            found = self.store.load_newest_header(name, files)
-            if found is None:
-                log.error("model %r: no valid snapshot in %s; not restored", name, self.store.model_dir(name))
-                continue
-            handle = self.install(found)
-            log.info(
-                "model %r: restored from %s (version %d, %d examples seen%s)",
-                name,
-                found.path,
-                found.version,
-                handle.view.stats["n_seen"],
-                "" if handle.loaded else "; decoded on first use",
-            )
-            restored.append(name)
-        return restored
+        header (decoded on first use), or decoded now for a file without saved figures
+        (:func:`~svmstream.app.models.restoring.restore_all`)."""
+        return restore_all(self)

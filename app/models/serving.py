@@ -33,9 +33,11 @@ from svmstream.app.errors import ServiceError
 from svmstream.app.models.snapshots import RestoredModel, restored_from_state
 from svmstream.solvers.persistence import (
     _HEADER,
-    FORMAT_VERSION,
     MAGIC,
+    READABLE,
     CorruptStateError,
+    array_from,
+    array_index,
     decode_state,
     encode_state,
 )
@@ -110,7 +112,7 @@ def _file_header(fh) -> tuple[dict[str, Any], int, int]:
     if len(head) < len(MAGIC) + _HEADER.size or not head.startswith(MAGIC):
         raise CorruptStateError("not an svmstream state file (bad magic or too short)")
     version, header_len = _HEADER.unpack_from(head, len(MAGIC))
-    if version != FORMAT_VERSION:
+    if version not in READABLE:
         raise CorruptStateError(f"unsupported state format version {version}")
     raw = fh.read(header_len)
     if len(raw) < header_len:
@@ -121,6 +123,7 @@ def _file_header(fh) -> tuple[dict[str, Any], int, int]:
         raise CorruptStateError(f"unreadable header: {exc}") from exc
     if not isinstance(header, dict) or not isinstance(header.get("meta"), dict):
         raise CorruptStateError("header without meta")
+    header["format_version"] = version
     return header, len(head) + header_len, int(header.get("payload_bytes") or 0)
 
 
@@ -161,14 +164,38 @@ def read_serving(path: Path, reserve: Callable[[int], None] | None = None) -> tu
             if _verify_payload(fh, start, length) != header.get("payload_sha256"):
                 raise CorruptStateError("payload checksum mismatch")
             fh.seek(start)
-            arrays, kept = _serving_arrays(fh, reserve)
+            if header["format_version"] == 1:
+                arrays, kept = _serving_arrays(fh, reserve)
+            else:
+                arrays, kept = _serving_arrays_indexed(fh, start, array_index(header, length), reserve)
     except OSError as exc:
         raise CorruptStateError(f"unreadable: {exc}") from exc
     return restored_from_state(arrays, header["meta"], Path(path)), kept
 
 
+def _serving_arrays_indexed(fh, start: int, index: list, reserve) -> tuple[dict[str, np.ndarray], int]:
+    """``(arrays, bytes)`` of the format-2 payload at ``start`` in ``fh`` (its ``index``,
+    :func:`~svmstream.solvers.persistence.array_index`): those of :data:`OMITTED` as
+    :func:`zeros`, the others read into buffers of their own; ``bytes``: the arrays read
+    (``reserve`` is called with it first)."""
+    kept = sum(nbytes for name, _, _, _, _, nbytes in index if not OMITTED.search(name))
+    if reserve is not None:
+        reserve(kept)
+    out = {}
+    for name, dtype, shape, order, offset, nbytes in index:
+        if OMITTED.search(name):
+            out[name] = zeros(shape, dtype)
+            continue
+        buffer = bytearray(nbytes)
+        fh.seek(start + offset)
+        if fh.readinto(buffer) != nbytes:
+            raise CorruptStateError(f"truncated array {name!r}")
+        out[name] = array_from(buffer, dtype, shape, order)
+    return out, int(kept)
+
+
 def _serving_arrays(fh, reserve: Callable[[int], None] | None) -> tuple[dict[str, np.ndarray], int]:
-    """``(arrays, bytes)`` of the ``.npz`` payload at ``fh``'s position: those of
+    """``(arrays, bytes)`` of a format-1 (``.npz``) payload at ``fh``'s position: those of
     :data:`OMITTED` as :func:`zeros` of their shape and dtype (read from their ``.npy`` headers
     only); ``bytes``: the members decoded (``reserve`` is called with it first)."""
     try:
