@@ -135,27 +135,30 @@ def test_a_served_file_of_either_format_reads_only_what_predictions_need(case, t
         np.testing.assert_array_equal(restored.estimator.decision_function(probe), whole)
 
 
-def test_the_capacity_sum_taken_once_refuses_where_each_install_would(tmp_path):
-    def fill(once: bool) -> int:
+def test_the_kept_sum_of_estimates_refuses_where_a_sum_taken_each_time_does():
+    """The registry's HeldTotal (summed at most once a second, each passing check adding its
+    own) refuses the same model as a sum over every model at each check, also after models were
+    deleted and created within the second."""
+
+    def fill(kept: bool) -> list[str]:
         config = Registry(Settings(), None).resolve_config(
             {"algorithm": "bsgd", "budget": 50, "n_features": 10, "C": 1.0}
         )
         one = held_bytes(config, 10)
         registry = Registry(Settings(max_total_model_bytes=int(10.5 * one), max_models=10_000), None)
-        made = 0
-        try:
-            if once:
-                with registry.counted_once():
-                    while True:
-                        registry.create(f"m{made}", config, snapshot=False)
-                        made += 1
-            while True:
-                registry.create(f"m{made}", config, snapshot=False)
-                made += 1
-        except InvalidInput as exc:
-            assert "max_total_model_bytes" in str(exc)
+        if not kept:
+            registry.held_total = None
+        made = []
+        for k in range(14):
+            if k == 6:
+                registry.delete(made.pop(0))
+            try:
+                registry.create(f"m{k}", config, snapshot=False)
+                made.append(f"m{k}")
+            except InvalidInput as exc:
+                assert "max_total_model_bytes" in str(exc)
         return made
 
     each = fill(False)
-    assert each == 10
+    assert len(each) == 10 and each[-1] == "m10"
     assert fill(True) == each

@@ -392,13 +392,12 @@ class Coordinator:
             with self._lock:  # renewed by the heartbeat from now on, while the others restore
                 self._leases.update((lease.model, lease) for lease in taken)
             moves = self.client.pipeline(transaction=False)  # one round trip per chunk, not per model
-            with self.registry.counted_once():  # the capacity sum once per chunk, not per model
-                for k, lease in enumerate(taken):
-                    if self._stop.is_set():
-                        for left in taken[k:]:
-                            self._give_back(left)
-                        break
-                    self._restore(lease, moves)
+            for k, lease in enumerate(taken):
+                if self._stop.is_set():
+                    for left in taken[k:]:
+                        self._give_back(left)
+                    break
+                self._restore(lease, moves)
             self._record(moves)
             if taken and self.streams is not None:
                 self.streams.reconcile()  # their consumers start now, not at the manager's next poll

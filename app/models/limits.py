@@ -24,9 +24,9 @@ its running challengers -- counts beside the champion in
 from __future__ import annotations
 
 import threading
+import time
 import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -340,10 +340,19 @@ def label_refusal(
     return None
 
 
-def check_growth(handles: dict, handle: Any, X, new_labels: Any, sparse: bool, settings: Settings) -> None:
+def check_growth(
+    handles: dict,
+    handle: Any,
+    X,
+    new_labels: Any,
+    sparse: bool,
+    settings: Settings,
+    total: HeldTotal | None = None,
+) -> None:
     """Refuse a batch that would take the sum of all models' estimates (:func:`held_bytes`)
     over ``max_total_model_bytes`` by growing ``handle``'s model: fixing or widening its
-    dimension, or adding classes (``new_labels``: :class:`~svmstream.app.ingest.labels.NewLabels`).
+    dimension, or adding classes (``new_labels``: :class:`~svmstream.app.ingest.labels.NewLabels`);
+    ``total``: the registry's :class:`HeldTotal` (else the sum is taken now).
     Checked before the batch is queued; nothing else is counted, so a batch that grows
     nothing is never refused.
 
@@ -361,36 +370,63 @@ def check_growth(handles: dict, handle: Any, X, new_labels: Any, sparse: bool, s
     d1 = max(int(X.shape[1]), d0 or 0) if wider else d0
     labels = [*handle.codec.classes, *(new_labels.labels if new_labels is not None else ())]
     new = held_bytes(handle.config, d1, labels, handle.counted_configs())
-    if new <= _held(handle):
+    held = _held(handle)
+    if new <= held:
         return
-    total = sum(_held(h) for h in list(handles.values()) if h is not handle)
-    if total + new > settings.max_total_model_bytes:
+    others = _others(handles, handle, total, settings.max_total_model_bytes, new)
+    if others + new > settings.max_total_model_bytes:
         field = "X[0]" if wider else "y"
         raise InvalidInput(
             f"{field}: this batch would grow model {handle.name!r} to an estimated {_mb(new)}; with the other "
-            f"models' {_mb(total)} that exceeds max_total_model_bytes = {settings.max_total_model_bytes / MIB:g} "
+            f"models' {_mb(others)} that exceeds max_total_model_bytes = {settings.max_total_model_bytes / MIB:g} "
             "MiB (SVMSTREAM_MAX_TOTAL_MODEL_BYTES)",
             field=field,
             status=413,
         )
+    if total is not None:
+        total.add(new - held)
 
 
-class CapacityCount(threading.local):
-    """The sum of the models' estimates (:func:`held_bytes`) taken once for a run of installs
-    by one thread (a learner gaining a chunk of models, ``docs/cluster.md``), each install
-    adding its own: without it every install sums over all the others (1.4 ms at 1,000 models,
-    quadratic in the models gained).  Another thread's install meanwhile checks against its own
-    full sum; the two may pass together as two concurrent creations always could."""
+#: Seconds a sum of the models' estimates is reused by :class:`HeldTotal` (a change no check
+#: sees, a drift challenger starting, is counted at most this late).
+TOTAL_MAX_AGE_S = 1.0
 
-    total: int | None = None
 
-    @contextmanager
-    def once(self, handles: dict) -> Iterator[None]:
-        self.total = sum(_held(h) for h in list(handles.values()))
-        try:
-            yield
-        finally:
-            self.total = None
+class HeldTotal:
+    """The sum of every model's estimate (:func:`held_bytes`) as the capacity checks read it:
+    summed over all models at most every :data:`TOTAL_MAX_AGE_S`, with what each check that
+    passes adds in between, and summed anew before any refusal, so a refusal is always exact.
+    Summing costs 1.4 ms at 1,000 models; a learner gaining 500 models, or 500 models' first
+    batches, summed it each time before (quadratic, ``docs/cluster.md``)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._value: int | None = None
+        self._at = 0.0
+
+    def of_others(self, handles: dict, handle: Any = None, exact: bool = False) -> int:
+        """The sum over ``handles`` less ``handle``'s estimate (``exact``: summed now)."""
+        now = time.monotonic()
+        with self._lock:
+            if exact or self._value is None or now - self._at > TOTAL_MAX_AGE_S:
+                self._value, self._at = sum(_held(h) for h in list(handles.values())), now
+            value = self._value
+        return value - (_held(handle) if handle is not None else 0)
+
+    def add(self, delta: int) -> None:
+        """A check passed that grows the sum by ``delta`` bytes."""
+        with self._lock:
+            if self._value is not None:
+                self._value += delta
+
+
+def _others(handles: dict, handle: Any, total: HeldTotal | None, limit: int, new: int) -> int:
+    """The other models' estimates: from ``total`` (summed anew when they would refuse ``new``
+    under ``limit``), else summed now."""
+    if total is None:
+        return sum(_held(h) for h in list(handles.values()) if h is not handle)
+    others = total.of_others(handles, handle)
+    return others if others + new <= limit else total.of_others(handles, handle, exact=True)
 
 
 def check_capacity(
@@ -399,12 +435,12 @@ def check_capacity(
     config: ModelConfig,
     settings: Settings,
     extra: Sequence[ModelConfig] = (),
-    count: CapacityCount | None = None,
+    total: HeldTotal | None = None,
 ) -> None:
     """Refuse a new model beyond ``max_models``, or one whose estimate (with its challengers'
     ``extra`` configurations) would take the sum of all models' estimates (:func:`held_bytes`)
     over ``max_total_model_bytes``; replacing a model counts its new configuration instead of
-    the old one.  ``count``: the sum kept by :meth:`CapacityCount.once`, if one is running.
+    the old one.  ``total``: the registry's :class:`HeldTotal` (else the sum is taken now).
 
     Raises
     ------
@@ -421,18 +457,17 @@ def check_capacity(
             field="name",
         )
     new = held_bytes(config, config.n_features, extra=extra)
-    counted = count is not None and count.total is not None
-    if counted:
-        total = count.total - (_held(old) if old is not None else 0)
-    elif new:
-        total = sum(_held(h) for n, h in list(handles.items()) if n != name)
-    if new and total + new > settings.max_total_model_bytes:
-        alone = total + held_bytes(config, config.n_features) <= settings.max_total_model_bytes
+    if not new:
+        return
+    limit = settings.max_total_model_bytes
+    others = _others(handles, old, total, limit, new)
+    if others + new > limit:
+        alone = others + held_bytes(config, config.n_features) <= limit
         field, what = ("challengers", "with its challengers ") if alone else ("n_features", "")
         raise InvalidInput(
-            f"{field}: this model's estimated {_mb(new)} {what}with the {n_others} others' {_mb(total)} exceeds "
-            f"max_total_model_bytes = {settings.max_total_model_bytes / MIB:g} MiB (SVMSTREAM_MAX_TOTAL_MODEL_BYTES)",
+            f"{field}: this model's estimated {_mb(new)} {what}with the {n_others} others' {_mb(others)} exceeds "
+            f"max_total_model_bytes = {limit / MIB:g} MiB (SVMSTREAM_MAX_TOTAL_MODEL_BYTES)",
             field=field,
         )
-    if counted:
-        count.total = total + new
+    if total is not None:
+        total.add(new - (_held(old) if old is not None else 0))

@@ -64,7 +64,7 @@ from svmstream.app.models.factory import check_config
 from svmstream.app.models.handle import ModelHandle
 from svmstream.app.models.learners import LearnerPool
 from svmstream.app.models.limits import (
-    CapacityCount,
+    HeldTotal,
     check_capacity,
     check_config_limits,
     check_growth,
@@ -101,7 +101,7 @@ class Registry:
         self.settings = settings
         self.store = store
         self._models: dict[str, ModelHandle] = {}
-        self.capacity = CapacityCount()  # the running sum of :meth:`counted_once`
+        self.held_total = HeldTotal()  # the sum of the models' estimates the size checks read
         self._lock = threading.Lock()
         # one lock per model name: writes of one model's files (and their deletion) are serial,
         # different models are written in parallel (snapshot_changed)
@@ -191,7 +191,7 @@ class Registry:
         state.setdefault("generation", secrets.token_hex(8))
         extra = new_counted_configs(config, state.get("challengers"), self.settings)
         check_capacity(
-            self._models, name, config, self.settings, extra, self.capacity
+            self._models, name, config, self.settings, extra, self.held_total
         )  # max_models, max_total_...
         with self._lock:  # models of equal configurations share one (frozen) object: ~3 KB each
             config = self._configs.setdefault(config.model_dump_json(), config)
@@ -287,11 +287,15 @@ class Registry:
         ``max_total_model_bytes``).  Raises what they raise."""
         if isinstance(X, list):  # rows of named fields: the handle's schema encodes them
             new, _, _ = kwargs.get("new_labels"), kwargs.pop("sparse", None), kwargs.pop("declared", None)
-            check = lambda Xe: check_growth(self._models, handle, Xe, new, True, self.settings)  # noqa: E731
+            check = lambda Xe: check_growth(
+                self._models, handle, Xe, new, True, self.settings, self.held_total
+            )  # noqa: E731
             return handle.submit_named(X, y, check=check, **kwargs)
         sparse = kwargs.get("sparse")
         sparse = sp.issparse(X) if sparse is None else bool(sparse)
-        check_growth(self._models, handle, X, kwargs.get("new_labels"), sparse, self.settings)
+        check_growth(
+            self._models, handle, X, kwargs.get("new_labels"), sparse, self.settings, self.held_total
+        )
         return handle.submit(X, y, **kwargs)
 
     def flush(self, name: str) -> Future:
@@ -459,11 +463,6 @@ class Registry:
         handle.last_snapshot_time = found.saved_at
         handle.last_snapshot_path = str(found.path) if found.path is not None else None
         return handle
-
-    def counted_once(self):
-        """``with registry.counted_once():`` this thread's installs take the sum of the models'
-        estimates once (:class:`~svmstream.app.models.limits.CapacityCount`)."""
-        return self.capacity.once(self._models)
 
     def restore(self) -> list[str]:
         """Register the newest valid snapshot of every model found in the store: from its

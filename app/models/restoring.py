@@ -248,12 +248,8 @@ def restore_all(registry) -> list[str]:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        with registry.counted_once():  # the estimates summed once, not per model
-            restored = [
-                name
-                for name, files in registry.store.listing(clean=True).items()
-                if _restore_one(registry, name, files)
-            ]
+        listing = registry.store.listing(clean=True).items()
+        restored = [name for name, files in listing if _restore_one(registry, name, files)]
     finally:
         if collecting:
             gc.enable()

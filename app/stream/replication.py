@@ -293,9 +293,8 @@ class SnapshotFollower:
             (k.decode() if isinstance(k, bytes) else k): int(v)
             for k, v in self.client.hgetall(VERSIONS_KEY).items()
         }
-        with self.registry.counted_once():  # the capacity sum once per poll, not per model
-            for name, version in versions.items():
-                self.sync_model(name, version)
+        for name, version in versions.items():
+            self.sync_model(name, version)
         for name in list(self.installed):
             if name not in versions:
                 self.sync_model(name, None)
