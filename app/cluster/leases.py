@@ -13,6 +13,9 @@ from svmstream.app.cluster import membership
 from svmstream.app.stream import fencing
 from svmstream.app.stream.redis_ops import as_str
 
+#: Leases renewed by one script of the heartbeat (Redis runs it at once: ~0.3 ms for 1,000).
+RENEW_CHUNK = 1000
+
 
 @dataclass(frozen=True)
 class Lease:
@@ -70,17 +73,19 @@ def beat(
     client, member: str, ttl_ms: int, url: str | None, leases: list[Lease]
 ) -> tuple[list[str], list[bool]]:
     """A member's heartbeat (:data:`membership.HEARTBEAT`), its advertised URL and the renewal
-    of every lease it holds, in one pipelined round trip; returns the live members and, per
-    lease, whether it was renewed (False: not ours any more)."""
+    of every lease it holds (:data:`fencing.RENEW_MANY`, each at ``ttl_ms``), in one pipelined
+    round trip; returns the live members and, per lease, whether it was renewed (False: not
+    ours any more)."""
     pipe = client.pipeline(transaction=False)
     pipe.eval(membership.HEARTBEAT, 1, membership.MEMBERS_KEY, member, ttl_ms)
     if url:
         pipe.hset(membership.URLS_KEY, member, url)
-    for lease in leases:
-        pipe.eval(fencing.RENEW, 1, lease.key, lease.token, lease.ttl_ms)
+    for start in range(0, len(leases), RENEW_CHUNK):  # one script per chunk, not one per lease
+        chunk = leases[start : start + RENEW_CHUNK]
+        pipe.eval(fencing.RENEW_MANY, len(chunk), *(x.key for x in chunk), *(x.token for x in chunk), ttl_ms)
     replies = pipe.execute()
-    renewed = replies[2 if url else 1 :]
-    return [as_str(m) for m in replies[0]], [r != -1 for r in renewed]
+    renewed = [r != -1 for part in replies[2 if url else 1 :] for r in part]
+    return [as_str(m) for m in replies[0]], renewed
 
 
 def release(client, lease: Lease) -> bool:

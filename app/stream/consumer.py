@@ -348,10 +348,8 @@ class StreamConsumer:
 
     def _renew_lease(self, client) -> None:
         now = time.monotonic()
-        if self.lease is not None:
-            if now - self._lease_at >= self.lease.ttl_ms / 4000.0:
-                self._acquire_lease(client)
-            return
+        if self.lease is not None:  # clustered: the coordinator's heartbeat renews it, and every
+            return  # read and ack of this consumer checks it in Redis (docs/cluster.md)
         if now - self._lease_at < self.settings.stream_lease_s / 4:
             return
         if not client.eval(

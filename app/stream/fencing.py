@@ -8,7 +8,7 @@ lease *inside Redis*, in the same script as the write, so a learner that lost th
 partitioned, slow) cannot read, acknowledge or publish for that model any more:
 
 * :data:`ACQUIRE`: take a free lease with the next fence (``SET NX PX`` semantics in Lua);
-* :data:`RENEW`: extend it if still ours (compare-and-set);
+* :data:`RENEW`: extend it if still ours (compare-and-set); :data:`RENEW_MANY` for many leases;
 * :data:`RELEASE`: delete it if still ours;
 * :data:`READ`: ``XREADGROUP`` (no BLOCK, scripts cannot block) only while the lease is ours;
   on an empty read it returns the newest entry's ID, from which the caller waits with a plain
@@ -53,6 +53,21 @@ end
 return -1
 """
 """KEYS: lease; ARGV: token (``member|fence``), ttl ms.  1 when extended, -1 when not ours."""
+
+RENEW_MANY = """
+local out = {}
+local ttl = ARGV[#ARGV]
+for i, key in ipairs(KEYS) do
+  if redis.call('get', key) == ARGV[i] then
+    out[i] = redis.call('pexpire', key, ttl)
+  else
+    out[i] = -1
+  end
+end
+return out
+"""
+"""KEYS: leases; ARGV: their tokens, then the ttl ms.  Per lease 1 when extended, -1 when not
+ours: a heartbeat renews every lease of a member in one command (:func:`~svmstream.app.cluster.leases.beat`)."""
 
 RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then

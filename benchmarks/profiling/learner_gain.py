@@ -6,7 +6,8 @@ Two clustered learners (the default lease TTL) hold ``--models`` models with a f
 learner-2 is SIGKILLed and learner-1 is recorded while it takes the models over; the seconds
 until every model of the killed learner had an entry delivered again are printed, with the
 timeline of models learning again and of the gains (read from the moves stream); learner-1's log
-is kept as ``<out>.log``.  ``--idle`` records every thread's stack instead of the lock holder's.
+is kept as ``<out>.log``.  ``--idle`` records every thread's stack instead of the lock holder's;
+``--feed`` feeds the killed learner's models every 0.2 s meanwhile, as ``bench_learners`` does.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +35,11 @@ def main(argv=None) -> None:
     parser.add_argument("--seconds", type=int, default=40, help="py-spy record seconds (0: none)")
     parser.add_argument("--out", default="/tmp/learner_gain.txt")
     parser.add_argument("--idle", action="store_true", help="every thread's stack, idle ones too (not --gil)")
+    parser.add_argument(
+        "--feed",
+        action="store_true",
+        help="feed the killed learner's models every 0.2 s, as bench_learners does",
+    )
     args = parser.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="prof-gain-"))
     template = make_template(root, args.models)
@@ -71,6 +78,9 @@ def main(argv=None) -> None:
                     "50",
                 ]
             )
+        stop_feed = threading.Event()
+        if args.feed:
+            threading.Thread(target=feed, args=(rs.url, theirs, stop_feed), daemon=True).start()
         more = fill(client, theirs, 1, 7)
         want = {m: len(ids[m]) + 1 for m in theirs}
         ids.update({m: sorted(ids[m] + more[m]) for m in theirs})
@@ -83,6 +93,7 @@ def main(argv=None) -> None:
             if back == len(theirs):
                 break
             time.sleep(0.2)
+        stop_feed.set()
         print("seconds after the kill, models learning again:", timeline)
         gains = sorted(
             float(f[b"at"]) - killed_at
@@ -101,6 +112,13 @@ def main(argv=None) -> None:
         rs.stop()
         shutil.copy(root / "kill-learner-1.log", args.out + ".log")
         shutil.rmtree(root, ignore_errors=True)
+
+
+def feed(url: str, names: list[str], stop: threading.Event) -> None:
+    """One more entry for each of ``names`` every 0.2 s until ``stop`` (bench_learners' load)."""
+    client = redis.Redis.from_url(url)
+    while not stop.wait(0.2):
+        fill(client, names, 1, 5)
 
 
 if __name__ == "__main__":
