@@ -352,9 +352,9 @@ def main(argv=None) -> None:
                 "models per member": " / ".join(str(v) for _, v in sorted(run["spread"].items())),
             }
         )
-    summary = {
-        "throughput_2_over_1_median": statistics.median(ratios[2]),
-        "throughput_3_over_1_median": statistics.median(ratios[3]),
+    summary = {  # --rounds 0: the kill phase alone, no throughput figures
+        "throughput_2_over_1_median": statistics.median(ratios[2]) if ratios[2] else float("nan"),
+        "throughput_3_over_1_median": statistics.median(ratios[3]) if ratios[3] else float("nan"),
         "per_round_2_over_1": ratios[2],
         "per_round_3_over_1": ratios[3],
         "moved_2_to_3": moved,
