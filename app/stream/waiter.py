@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import redis
 
@@ -28,6 +29,12 @@ log = logging.getLogger("svmstream.stream")
 
 BLOCK_MS = 50
 """The shared ``XREAD``'s block: the longest a newly idle consumer waits to be included."""
+
+MIN_GAP_S = 0.01
+"""The least time between two shared ``XREAD`` calls: under a steady stream of entries each
+call returned at once for one stream and the next re-sent every waiting key (1,000 models:
+~11 % of a learner's interpreter lock while it gained models, ``docs/cluster.md``); an entry
+wakes its consumer at most this much later, and the streams ready meanwhile come in one call."""
 
 IDLE_WAIT_S = 5.0
 """How long a consumer waits here before it reads again by itself (it is woken at once by an
@@ -91,6 +98,7 @@ class StreamWaiter:
     def _run(self) -> None:
         errors = redis_errors()
         client = None
+        last = 0.0
         while not self._stop.is_set():
             with self._lock:
                 waiting = dict(self._waiting)
@@ -102,6 +110,14 @@ class StreamWaiter:
             try:
                 if client is None:
                     client = make_client(self.redis_url, timeout=BLOCK_MS / 1000.0 + 10.0)
+                gap = MIN_GAP_S - (time.monotonic() - last)
+                if gap > 0 and self._stop.wait(gap):
+                    break
+                last = time.monotonic()
+                with self._lock:  # who waits now, after the gap
+                    waiting = dict(self._waiting)
+                if not waiting:
+                    continue
                 self.calls += 1
                 reply = client.xread({k: v[0] for k, v in waiting.items()}, count=1, block=BLOCK_MS)
             except (*errors, redis.ResponseError) as exc:  # the consumers time out and read themselves
