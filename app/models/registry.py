@@ -190,9 +190,8 @@ class Registry:
         check_model_name(name)
         state.setdefault("generation", secrets.token_hex(8))
         extra = new_counted_configs(config, state.get("challengers"), self.settings)
-        check_capacity(
-            self._models, name, config, self.settings, extra, self.held_total
-        )  # max_models, max_total_...
+        # max_models, max_total_model_bytes
+        check_capacity(self._models, name, config, self.settings, extra, self.held_total)
         with self._lock:  # models of equal configurations share one (frozen) object: ~3 KB each
             config = self._configs.setdefault(config.model_dump_json(), config)
         warm_for(config)  # its kernel group, if the service's warm-up has not loaded it
