@@ -156,6 +156,29 @@ class RehearsalMemory:
         self._slot_src, self._gather = slot_src, gather
         return order, new_pos, gather
 
+    def extend_sweeps(self, X_new, sweeps: int):
+        """Plan each new row's own step, in order, then ``sweeps`` passes over the new rows,
+        each in a fresh random order (seeded by the seed and the examples counted): dataset-mode
+        epochs over a batch that is the whole stream so far (a warm-up window a flush closes;
+        BSCA: coordinate-ascent epochs, Qaadan et al. 2019, Algorithm 2).  Only when the memory
+        is empty and every new row fits in it (:meth:`sweeps_fit`); returns ``(order, new_pos,
+        gather)`` as :meth:`extend`, and every new row takes the next slot."""
+        n = X_new.shape[0]
+        if not self.sweeps_fit(n):
+            raise ValueError(f"a sweep plan needs an empty memory with room for {n} rows")
+        rng = np.random.default_rng([self.seed, int(self.counts[1])])
+        passes = [np.arange(n, dtype=np.int64)] + [
+            rng.permutation(n).astype(np.int64) for _ in range(int(sweeps))
+        ]
+        self.counts += n
+        self.steps += n * int(sweeps)
+        self._slot_src, self._gather = np.arange(n, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return np.concatenate(passes), np.arange(n, dtype=np.int64), self._gather
+
+    def sweeps_fit(self, n_new: int) -> bool:
+        """Whether :meth:`extend_sweeps` can plan ``n_new`` rows: an empty memory that holds them."""
+        return int(self.counts[0]) == 0 and 0 < int(n_new) <= self.capacity
+
     def rows(self, X_new, y_new, w_new, gather):
         """The extended rows, labels and weights ``[X_new; X[gather]]``, ``[y_new; y[gather]]``,
         ``[w_new; w[gather]]`` (CSR if ``X_new`` is: remembered rows are dense, at most 16 MiB)."""

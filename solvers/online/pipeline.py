@@ -61,6 +61,7 @@ from ..budgeted import (
 from ..budgeted._weights import checked_weights, unit_weights
 from ..persistence import register_estimator
 from .pipeline_counts import PipelineCounts
+from .pipeline_input import valid_as_is
 from .pipeline_state import _PLAIN, PipelineState, resolve_scaling
 from .served import ServedPipeline
 from .stages import CalibrationStage, DriftStage, OrderStage, RehearsalStage, ScalerStage
@@ -141,6 +142,12 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         Each example's weight times its class's: a mapping ``{label: weight}`` or
         ``"balanced"``, n / (K · n_c) from the running class frequencies
         (:mod:`.stages.weights`, ``docs/weights.md``).
+    window_epochs : int >= 1, default=1
+        Passes over the rows when a :meth:`flush` learns the whole stream at once (a stream
+        that ended inside the warm-up window or the buffer, nothing learned before): each row's
+        own step, then ``window_epochs − 1`` passes in fresh random orders, taken by the
+        rehearsal stage when its memory holds every row (BSCA: dual coordinate-ascent epochs,
+        the estimator's ``fit``); otherwise, and for 1, one pass (``docs/selection.md``).
 
     Attributes
     ----------
@@ -181,6 +188,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         "rehearsal_memory": [Interval(Integral, 0, None, closed="left")],
         "on_drift": [StrOptions(set(ON_DRIFT))],
         "class_weight": [StrOptions({"balanced"}), dict, None],
+        "window_epochs": [Interval(Integral, 1, None, closed="left")],
     }
 
     def __init__(
@@ -195,6 +203,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         rehearsal_memory=DEFAULT_REHEARSAL_MEMORY,
         on_drift="reset_schedule",
         class_weight=None,
+        window_epochs=1,
     ):
         self.estimator = estimator
         self.scaling = scaling
@@ -205,6 +214,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         self.rehearsal_memory = rehearsal_memory
         self.on_drift = on_drift
         self.class_weight = class_weight
+        self.window_epochs = window_epochs
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -222,10 +232,16 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         """Validate this pipeline's and the estimator's parameters; returns self.  Raises
         ValueError naming the parameter."""
         self._validate_params()
-        for name in ("rehearsal", "rehearsal_memory"):  # bool is an Integral to the constraints
+        for name in (
+            "rehearsal",
+            "rehearsal_memory",
+            "window_epochs",
+        ):  # bool is an Integral to the constraints
             value = getattr(self, name)
             if isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"{name} must be an integer >= 0, got {value!r}")
+                raise ValueError(
+                    f"{name} must be an integer >= {int(name == 'window_epochs')}, got {value!r}"
+                )
         check_class_weight(self.class_weight)
         engine = self._new_engine().check_params()
         if hasattr(engine, "sv_storage"):  # names sv_storage for sparse SVs with an offset
@@ -321,25 +337,7 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         return X, y
 
     def _valid_as_is(self, X, y) -> bool:
-        """True when ``validate_data`` would return ``X`` and ``y`` unchanged and raise nothing:
-        a C-contiguous finite float64 (n, d) ndarray of the fitted width (no feature names
-        fitted) and an (n,) integer ndarray -- what the service sends.  Skipping sklearn's
-        checks then saves ~0.2-0.6 ms a batch (docs/performance.md); anything else is checked."""
-        model = self.model_
-        return (
-            type(X) is np.ndarray
-            and type(y) is np.ndarray
-            and X.dtype == np.float64
-            and X.ndim == 2
-            and X.flags.c_contiguous
-            and X.shape[0] > 0
-            and X.shape[1] == model.n_features_in_
-            and y.ndim == 1
-            and y.shape[0] == X.shape[0]
-            and y.dtype.kind in "iu"
-            and not hasattr(model, "feature_names_in_")
-            and bool(np.isfinite(X).all())
-        )
+        return valid_as_is(self.model_, X, y)
 
     def _scaler_closed(self):
         """The window has closed: the engine takes the γ the scaler resolved."""
@@ -422,10 +420,13 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         it holds, then the buffer empties in a random order.  Returns self."""
         check_is_fitted(self)
         self.__dict__.pop("_last", None)
-        window = None if self._scaler.ready else self._scaler.close()
+        whole = self.n_pending_ == self.n_received_ > 0  # nothing learned before: the whole stream
+        window = None if self._scaler.ready else self._scaler.close()  # open: nothing learned
         if window is not None:
             self._scaler_closed()
-        self.model_.learn_rows(self._order.drain(window), rehearsal=self._rehearsal)
+        fed = self._order.drain(window)
+        with self._rehearsal.sweeping(int(self.window_epochs) - 1 if whole or window is not None else 0):
+            self.model_.learn_rows(fed, rehearsal=self._rehearsal)
         self._observe()
         return self
 

@@ -19,6 +19,7 @@ Saved state: ``{"memory": …, "children": […]}`` under ``stages.rehearsal``, 
 
 from __future__ import annotations
 
+import contextlib
 from numbers import Integral
 from typing import Any
 
@@ -50,6 +51,7 @@ class RehearsalStage:
         self.seed = int(seed)
         self.memory = None
         self.children: list[RehearsalStage] = []
+        self.sweeps = 0  # extra passes of the next learn (:meth:`sweeping`), not saved
 
     @staticmethod
     def seed_of(random_state) -> int:
@@ -61,6 +63,7 @@ class RehearsalStage:
         shared by the K models; registered in :attr:`children` at index ``k``."""
         stage = RehearsalStage(self.rehearsal, max(1, self.rehearsal_memory // max(1, n_classes)), 0)
         stage.seed = self.seed_of(random_state)
+        stage.sweeps = self.sweeps
         while len(self.children) <= k:
             self.children.append(None)
         self.children[k] = stage
@@ -126,13 +129,31 @@ class RehearsalStage:
         ``weights`` (n,) float64 are the rows' importance weights (a remembered row keeps its
         own); returns the new rows' margins (f before their own step), (n,) or (n, K) float64."""
         memory = self.memory
-        order, new_pos, gather = memory.extend(X, self.rehearsal)
+        if self.sweeps and memory.sweeps_fit(X.shape[0]):
+            order, new_pos, gather = memory.extend_sweeps(X, self.sweeps)
+        else:
+            order, new_pos, gather = memory.extend(X, self.rehearsal)
         X_ext, y_ext, w_ext = memory.rows(X, labels, weights, gather)
         if not sp.issparse(X_ext):
             X_ext = np.ascontiguousarray(X_ext)
         margins, alpha_ext = learn_plan(X_ext, y_ext, w_ext, order, memory, gather)
         memory.commit(X, labels, weights, alpha_ext)
         return margins[new_pos]
+
+    @contextlib.contextmanager
+    def sweeping(self, sweeps: int):
+        """Within: a learn whose rows are the whole stream so far (an empty memory with room for
+        them) takes each row's own step, then ``sweeps`` passes over those rows in fresh random
+        orders instead of ``rehearsal`` draws (:meth:`RehearsalMemory.extend_sweeps`); this
+        stage's binary models' too (one-vs-rest).  Otherwise the plan is the usual one."""
+        stages = lambda: [self, *(c for c in self.children if c is not None)]  # noqa: E731
+        for stage in stages():
+            stage.sweeps = int(sweeps)
+        try:
+            yield self
+        finally:
+            for stage in stages():
+                stage.sweeps = 0
 
     def clear(self) -> None:
         """Forget every row of this stage's memory (after a detected drift and a warm copy's
