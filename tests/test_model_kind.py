@@ -47,11 +47,23 @@ def test_a_no_settings_model_says_it_races_and_which_candidate_leads(client):
     settings = race["candidates"][leader]["settings"]
     racing = sum(c["racing"] for c in race["candidates"])
     shown = f"{settings['gamma_factor']:g} × scale (C = {settings['C']:g})"
-    n = len(race["candidates"])
+    # the window candidate never started on a 3,000-example stream: not counted
+    assert race["candidates"][-1]["settings"]["window"] and not race["candidates"][-1]["racing"]
+    n = len(race["candidates"]) - 1
     if racing > 1:
         assert info["kind"] == f"selection of {n} candidates, {racing} racing, leader {shown}", info["kind"]
     else:
         assert info["kind"] == f"selection won by {shown} over {n} candidates", info["kind"]
+
+
+def test_a_stream_that_ends_in_the_window_names_the_window_candidate(client):
+    assert client.put("/models/short", json={}).status_code == 201
+    _learn(client, "short", 300)
+    assert client.post("/models/short/flush").status_code == 200
+    info = client.get("/models/short").json()
+    race = info["statistics"]["selection"]
+    assert race["leader"] == 4 and race["candidates"][4]["settings"]["window"], race
+    assert info["kind"] == "selection of 5 candidates, 5 racing, leader 1 × scale (C = 1, BSCA)", info["kind"]
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,9 @@ from svmstream.solvers import BudgetedSGDClassifier, StreamingClassifier
 from svmstream.solvers.online.selection import CHECK_EVERY, DEFAULT_CANDIDATES, SelectionClassifier, mcnemar_p
 from svmstream.solvers.persistence import decode_state, encode_state, estimator_from_state
 
+#: The default candidates that race on any stream (not the window candidate).
+STREAMING = [c for c in DEFAULT_CANDIDATES if not c.get("window")]
+
 
 def small(**kw):
     params = {"warmup": 100, "shuffle_buffer": 100, "first_rung": 300}
@@ -102,6 +105,9 @@ def test_a_short_stream_stays_in_the_window_until_flush():
         sel.predict(X)
     sel.flush()
     assert sel.n_learned_ == 60 and sel.n_survivors_ == len(DEFAULT_CANDIDATES)
+    # the stream ended inside the window: the window candidate (BSCA, 20 passes) leads
+    assert sel.settings_[sel.leader_]["window"] and sel.race()["race_size"] == len(DEFAULT_CANDIDATES)
+    assert sel.candidates_[sel.leader_].n_rehearsed_ == 60 * 19 and sel.rungs_ == []
 
 
 @pytest.mark.parametrize("rule", ["recent", "evidence"])
@@ -148,9 +154,9 @@ def test_invalid_candidates_are_refused_by_name():
 def test_a_new_class_and_new_features_reach_every_survivor(moons):
     X, y = moons
     sel = feed(small(), X[:600], y[:600], [200])
-    assert sel.n_survivors_ == len(DEFAULT_CANDIDATES)
+    assert sel.n_survivors_ == len(STREAMING)  # a window candidate starts only at a flush
     sel.add_class(2).grow_features(3)
-    assert all(c.classes_.tolist() == [0, 1, 2] and c.n_features_in_ == 3 for c in sel.candidates_)
+    assert all(c.classes_.tolist() == [0, 1, 2] and c.n_features_in_ == 3 for c in sel.candidates_ if c)
     X3 = np.hstack([X, np.zeros((X.shape[0], 1))])
     y3 = np.where(np.arange(X.shape[0]) % 7 == 0, 2, y)
     X3[y3 == 2, 2] = 3.0
@@ -258,8 +264,9 @@ def test_the_evidence_rule_on_hand_made_hits():
 
 def test_no_discordant_pair_keeps_the_incumbent():
     X, y = make_moons(n_samples=60, noise=0.2, random_state=0)
-    sel = small(leader="evidence").partial_fit(X, y, classes=[0, 1]).flush()
-    sel._hits = [_hits([1] * 10, [1, 0] * 10) for _ in range(len(DEFAULT_CANDIDATES))]
+    # the streaming candidates (a window candidate would lead before the first rung)
+    sel = small(leader="evidence", candidates=STREAMING).partial_fit(X, y, classes=[0, 1]).flush()
+    sel._hits = [_hits([1] * 10, [1, 0] * 10) for _ in range(len(STREAMING))]
     assert sel.leader_ == 0 and sel.leader_test()["challengers"]["2"]["p"] == 1.0
 
 

@@ -49,14 +49,18 @@ def test_no_settings_races_then_restores_identical_decisions(start_server, tmp_p
         _learn(c, "plain", X[:1500], y[:1500])
         _learn(c, "race", X[:5500], y[:5500])
         race = _race(c, "race")
-        assert len(race["candidates"]) == 4 and len(race["rungs"]) == 2, race
+        assert len(race["candidates"]) == 5 and len(race["rungs"]) == 2, race
+        window = race["candidates"].pop()  # the window candidate: never started on a long stream
+        assert window["settings"]["window"] and window["settings"]["solver"] == "bsca", window
+        assert not window["racing"] and window["learned"] == 0, window
         assert sum(cand["racing"] for cand in race["candidates"]) == 1, race
         assert race["leader"] == next(i for i, cand in enumerate(race["candidates"]) if cand["racing"])
         factors = sorted(cand["settings"]["gamma_factor"] for cand in race["candidates"])
         assert factors == [0.25, 1.0, 4.0, 4.0]
         assert [cand["settings"]["C"] for cand in race["candidates"]] == [1.0, 1.0, 1.0, 0.1]
         plain = _race(c, "plain")
-        assert plain["leader"] is not None and all(cand["racing"] for cand in plain["candidates"]), plain
+        assert plain["leader"] is not None and all(cand["racing"] for cand in plain["candidates"][:4]), plain
+        assert not plain["candidates"][4]["racing"], plain  # the window candidate: a long stream
         before = {m: _decisions(c, m, Xt) for m in ("plain", "race")}
         infos = {m: c.get(f"/models/{m}").json() for m in ("plain", "race")}
         for m in ("plain", "race"):
@@ -169,6 +173,7 @@ def test_the_race_fits_max_model_bytes(start_server, tmp_path):
             False,
             False,
             False,
+            False,  # the window candidate: a flush inside the window starts it
         ]
         assert wide["leader"] == 0 and wide["candidates"][0]["settings"]["gamma_factor"] == 1.0
         for name in ("narrow", "wide"):

@@ -39,7 +39,8 @@ def _candidate_text(candidate: dict[str, Any]) -> str:
     factor = settings.get("gamma_factor")
     gamma = f"{factor:g} × scale" if factor is not None else f"γ = {settings.get('gamma')}"
     c = settings.get("C")
-    return gamma if c is None else f"{gamma} (C = {c:g})"
+    solver = ", BSCA" if settings.get("solver") == "bsca" else ""
+    return gamma if c is None else f"{gamma} (C = {c:g}{solver})"
 
 
 def _selection_kind(race: dict[str, Any] | None, config: Any) -> str:
@@ -50,12 +51,17 @@ def _selection_kind(race: dict[str, Any] | None, config: Any) -> str:
             f"selection of {_RACE_CANDIDATES} candidates (warm-up window open: {held}"
             f"{config.warmup:,} examples)"
         )
-    candidates = race["candidates"]
+    # a window candidate that never started (the stream outgrew the window) is not counted
+    candidates = [
+        c
+        for c in race["candidates"]
+        if c.get("racing") or c.get("learned") or not c["settings"].get("window")
+    ]
     racing = sum(1 for c in candidates if c.get("racing"))
     leader = race.get("leader")
     if leader is None:
         return f"selection of {len(candidates)} candidates"
-    text = _candidate_text(candidates[leader])
+    text = _candidate_text(race["candidates"][leader])
     if racing <= 1:
         return f"selection won by {text} over {len(candidates)} candidates"
     return f"selection of {len(candidates)} candidates, {racing} racing, leader {text}"

@@ -140,12 +140,15 @@ class SuccessiveHalving:
             return alive[min(range(len(alive)), key=lambda j: (-acc[j][0], -acc[j][1], alive[j]))]
         return self.leader_test(race)["leader"]
 
-    def leader_test(self, race) -> dict:
-        """The evidence rule's figures: ``incumbent`` (the first racing model), ``leader``, and
+    def leader_test(self, race, incumbent: int | None = None) -> dict:
+        """The evidence rule's figures: ``incumbent`` (the first racing model, or the racing model
+        ``incumbent``), ``leader``, and
         per other model its ``accuracy``, the discordant pairs ``better`` (it right, the
         incumbent wrong) and ``worse``, the one-sided exact McNemar ``p`` and whether it
         ``passes`` ``p <= LEADER_ALPHA / m`` (JSON-ready; keys of ``challengers`` are indices)."""
         alive = race.racing()
+        if incumbent is not None and incumbent in alive:
+            alive = [incumbent] + [i for i in alive if i != incumbent]
         if not alive:
             return {"incumbent": None, "leader": None, "window": 0, "level": None, "challengers": {}}
         hits = self.recent_hits(alive)

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..._params import DEFAULT_REHEARSAL_MEMORY, SPARSE_MIN_FEATURES
-from ...budgeted import BudgetedSGDClassifier, model_bytes, window_bytes
+from ...budgeted import BudgetedSCAClassifier, BudgetedSGDClassifier, model_bytes, window_bytes
 from ..pipeline import StreamingClassifier
 from .wide import wide_race
 
@@ -19,9 +19,23 @@ DEFAULT_CANDIDATES = (
     {"gamma_factor": 0.25},
     {"gamma_factor": 4.0},
     {"gamma_factor": 4.0, "C": 0.1, "short": True},
+    {"gamma_factor": 1.0, "C": 1.0, "solver": "bsca", "window": True},
 )
 #: What a candidate may set.
-CANDIDATE_KEYS = {"gamma_factor": Real, "C": Real, "rehearsal": Integral, "short": bool}
+CANDIDATE_KEYS = {
+    "gamma_factor": Real,
+    "C": Real,
+    "rehearsal": Integral,
+    "short": bool,
+    "window": bool,
+    "solver": str,
+}
+#: The engines a candidate may name (``solver``): the plain estimator's kind, or BSCA.
+SOLVERS = ("bsgd", "bsca")
+#: Passes a window candidate takes over a stream that ended inside the warm-up window (the
+#: pipeline's ``window_epochs``; 20: within 0.93 pp of ``SVC()`` on HouseVotes84 and Soybean,
+#: 10 passes up to 0.59 pp below, docs/selection.md "Streams that end inside the window").
+WINDOW_EPOCHS = 20
 
 
 def race_size(n_candidates, candidate_bytes, window, max_bytes):
@@ -75,6 +89,12 @@ class Candidates:
                 raise ValueError(f"candidates[{i}]: unknown key(s) {unknown}; use {sorted(CANDIDATE_KEYS)}")
             for key, kind in CANDIDATE_KEYS.items():
                 value = cand.get(key)
+                if kind is str:
+                    if value is not None and value not in SOLVERS:
+                        raise ValueError(
+                            f"candidates[{i}].{key} must be one of {list(SOLVERS)}, got {value!r}"
+                        )
+                    continue
                 if kind is bool:
                     if value is not None and not isinstance(value, bool):
                         raise ValueError(f"candidates[{i}].{key} must be true or false, got {value!r}")
@@ -96,7 +116,9 @@ class Candidates:
                     "C": float(cand.get("C", plain.C)),
                     "rehearsal": int(cand.get("rehearsal", self.rehearsal)),
                     "early_rehearsal": int(cand.get("rehearsal", self.early_rehearsal)),
-                    "short": bool(cand.get("short", False)),
+                    "short": bool(cand.get("short", False) or cand.get("window", False)),
+                    "window": bool(cand.get("window", False)),
+                    "solver": str(cand.get("solver", "bsgd")),
                     "early": True,
                     "scaling": scaling,
                 }
@@ -106,13 +128,24 @@ class Candidates:
     def _pipeline(self, setting):
         plain = self._plain()
         params = {**plain.get_params(), "gamma": setting["gamma"], "C": setting["C"]}
+        engine = type(plain)
+        if setting.get("solver", "bsgd") == "bsca":  # the plain estimator's settings that apply to BSCA
+            engine = BudgetedSCAClassifier
+            params = {k: v for k, v in params.items() if k in engine().get_params()}
+        window = bool(setting.get("window", False))
         return StreamingClassifier(
-            type(plain)(**params),
+            engine(**params),
             **{**(self.pipeline_params or {}), "scaling": setting["scaling"]},
             warmup=setting.get("warmup", self.warmup),
             shuffle_buffer=setting.get("shuffle_buffer", self.shuffle_buffer),
             rehearsal=setting["early_rehearsal"] if setting["early"] else setting["rehearsal"],
+            window_epochs=WINDOW_EPOCHS if window else 1,
         )
+
+    def _n_streaming(self):
+        """Candidates that race on any stream (not ``window`` ones, which start only when a
+        flush closes the window; window candidates come last): what sizes count."""
+        return sum(not cand.get("window", False) for cand in self._candidate_list())
 
     def candidate_bytes(self, n_features):
         """Estimated bytes of one candidate of dimension ``n_features`` with two classes
@@ -134,9 +167,10 @@ class Candidates:
         d = self.n_features_in_
         return race_size(n_candidates, self.candidate_bytes(d), window_bytes(self.warmup, d), self.max_bytes)
 
-    def _start_candidates(self):
+    def _start_candidates(self, at_flush=False):
         """Close the selector's window: resolve scaling and γ, start every candidate and pass it
-        the held rows."""
+        the held rows; a window candidate only when a flush closes it (``at_flush``: the stream
+        ended inside the window)."""
         scaling, gamma = _probe_gamma(
             self._held, self._window_rows(), (self.pipeline_params or {}).get("scaling", "auto")
         )
@@ -144,17 +178,20 @@ class Candidates:
         self.settings_ = self._settings(scaling, gamma)
         wide = self._wide_dense()
         if wide:
-            self.race_size_, buffer, rows = wide_race(
-                self, len(self.settings_), self.n_features_in_, self.max_bytes
+            self.race_size_, buffer, rows = wide_race(  # no window candidate in a wide race
+                self, self._n_streaming(), self.n_features_in_, self.max_bytes
             )
             for s in self.settings_:
                 if buffer is not None:
                     s["shuffle_buffer"] = buffer
                 if rows is not None:
                     s["warmup"] = rows
-        else:
-            self.race_size_ = self._race_size(len(self.settings_))
-        models = [self._pipeline(s) if i < self.race_size_ else None for i, s in enumerate(self.settings_)]
+        else:  # the window candidates (last) count only when a flush starts them
+            self.race_size_ = self._race_size(len(self.settings_) if at_flush else self._n_streaming())
+        models = [
+            self._pipeline(s) if i < self.race_size_ and (at_flush or not s["window"]) else None
+            for i, s in enumerate(self.settings_)
+        ]
         self._new_race(models, before=int(self.n_received_))  # position 0: the grid starts here
         held, self._held = self._held, []
         if wide:  # one candidate's window open at a time; the last one takes the held rows
@@ -169,7 +206,7 @@ class Candidates:
         """At the first rows: the window's rows of a wide dense race (``window_rows_``, fewer
         than ``warmup`` where the race does not fit otherwise: :func:`~.wide.wide_race`)."""
         if X.shape[1] > SPARSE_MIN_FEATURES and not sp.issparse(X):
-            rows = wide_race(self, len(self._candidate_list()), X.shape[1], self.max_bytes)[2]
+            rows = wide_race(self, self._n_streaming(), X.shape[1], self.max_bytes)[2]
             if rows is not None:
                 self.window_rows_ = int(rows)
 

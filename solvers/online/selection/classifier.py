@@ -283,7 +283,7 @@ class SelectionClassifier(
         open window starts the candidates with what it holds.  Returns self."""
         check_is_fitted(self)
         if self._held:
-            self._start_candidates()
+            self._start_candidates(at_flush=True)
         alive = self._alive()
         for i in alive:
             self.candidates_[i].flush()

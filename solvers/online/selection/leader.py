@@ -1,4 +1,5 @@
-"""Which candidate predicts while several race: the best model of the selector's race by its
+"""Which candidate predicts while several race: a window candidate before the first rung (a
+stream that ended inside the warm-up window), else the best model of the selector's race by its
 leader rule (:mod:`..race.halving`: ``"recent"``, the best recent prequential accuracy;
 ``"evidence"``, the first survivor unless another is better by a one-sided exact McNemar test,
 Bonferroni over the others) (:class:`LeaderRule`, a mixin of
@@ -24,7 +25,22 @@ class LeaderRule:
         if not self._alive():
             raise AttributeError("no candidate before the warm-up window closes")
         self._rule()
-        return self.race_.best
+        window = self._window_leader()
+        return self.race_.best if window is None else window
+
+    def _window_leader(self):
+        """Before the first rung, with a window candidate racing (the stream ended inside the
+        warm-up window: a flush started it on every row of the stream, which it learned in
+        ``window_epochs`` passes): the evidence rule with the window candidate as the incumbent
+        — another candidate leads only if it is better by the one-sided exact McNemar test on
+        the paired prequential hits, Bonferroni over the others, at any ``leader`` setting
+        (docs/selection.md, "Streams that end inside the window").  Else None."""
+        if self.rungs_:
+            return None
+        window = next((i for i in self._alive() if self.settings_[i].get("window", False)), None)
+        if window is None:
+            return None
+        return self.race_.rule.leader_test(self.race_, incumbent=window)["leader"]
 
     def _recent_accuracy(self, i):
         """Prequential accuracy of candidate ``i`` over the second half of what it has learned."""

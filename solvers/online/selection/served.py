@@ -102,8 +102,8 @@ class ServedSelection(ZeroOneLoss):
         ``n_classes`` classes and its rehearsal memory when ``rehearsal`` > 0."""
         plain, pp = self._plain(), self.pipeline_params or {}
         window = window_bytes(self.warmup, n_features)
-        models = race_size(
-            len(self._candidate_list()), self.candidate_bytes(n_features), window, self.max_bytes
+        models = race_size(  # a window candidate learns fewer than `warmup` rows: not counted
+            max(1, self._n_streaming()), self.candidate_bytes(n_features), window, self.max_bytes
         )
         memory = pp.get("rehearsal_memory", DEFAULT_REHEARSAL_MEMORY) if self.rehearsal else 0
         one = model_bytes(
