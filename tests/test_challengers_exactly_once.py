@@ -78,7 +78,11 @@ def _env(redis_url: str, name: str, snapshots: bool = True) -> dict[str, str]:
 def _info(server, name: str) -> dict:
     """``GET /models/{name}``, read while the learner works: the promotion figures are those of
     the published version (never a promotion before the examples that led to it)."""
-    info = httpx.get(f"{server.url}/models/{name}", timeout=30).json()
+    r = httpx.get(f"{server.url}/models/{name}", timeout=30)
+    if r.status_code != 200:  # a server just restarted may not answer for the model yet: read again
+        return {"n_seen": -1, "status": r.status_code, "body": r.text}
+    info = r.json()
+    assert "promotion" in info, info
     assert info["promotion"]["position"] == info["n_seen"], (info["promotion"], info["n_seen"])
     return info
 
@@ -158,7 +162,7 @@ def test_exactly_once_with_challengers_through_the_stream_with_sigkills(redis_se
     produce(redis, f"svmstream:{name}:examples", entries[target - 128 :])
     server = start_server(snap, env=_env(redis_server.url, name, snapshots=False))
     seen = wait_for(
-        lambda: (info := _info(server, name))["promotion"]["promotions"] > saved and info,
+        lambda: (info := _info(server, name)).get("promotion", {}).get("promotions", -1) > saved and info,
         timeout=60 + n / 50, interval=0.005, what="a promotion after the newest snapshot",
     )  # fmt: skip
     server.kill()
