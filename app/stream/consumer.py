@@ -456,6 +456,10 @@ class StreamConsumer:
             entries = self._read(client, ">", self.settings.stream_block_ms)
             if entries:
                 self.applier.process(client, entries)
+                if len(entries) < self.settings.stream_count and self.lease is not None and self.waiter:
+                    # drained: wait from the last entry read, without an empty fenced read first
+                    block_s = max(self.settings.stream_block_ms / 1000.0, IDLE_WAIT_S)
+                    self.waiter.wait(self.key, as_str(entries[-1][0]), block_s, self._stop)
             self._housekeeping(client)
 
     def _snapshot(self) -> None:
