@@ -116,3 +116,18 @@ def test_the_window_candidate_leads_a_short_stream_restores_and_retires_at_the_f
         sel.partial_fit(X[lo : lo + 250], y[lo : lo + 250])
     assert sel.rungs_ and sel.candidates_[lead] is None and sel.leader_ != lead
     assert sel.n_received_ == 2000 == sel.n_learned_ + sel.n_pending_
+
+
+def test_the_window_candidates_passes_are_bounded_by_the_work():
+    from svmstream.solvers.online.selection.candidates import WINDOW_EPOCHS, WINDOW_WORK, window_epochs
+
+    assert window_epochs(513, 19, 133) == WINDOW_EPOCHS == window_epochs(327, 2, 48)  # the short sets
+    assert window_epochs(999, 1000, 256) == 1  # one pass: the work of more would exceed the bound
+    k = window_epochs(900, 40, 200)
+    assert 1 < k < WINDOW_EPOCHS and (k - 1) * 900 * 40 * 200 <= WINDOW_WORK < k * 900 * 40 * 200
+    X, y = make_moons(n_samples=200, noise=0.3, random_state=0)
+    sel = SelectionClassifier(BudgetedSGDClassifier(budget=40, random_state=0), warmup=300)
+    sel.partial_fit(X, y, classes=[0, 1]).flush()
+    window = next(s for s in sel.settings_ if s["window"])
+    assert window["window_epochs"] == WINDOW_EPOCHS
+    assert sel.candidates_[len(sel.settings_) - 1].window_epochs == WINDOW_EPOCHS

@@ -36,6 +36,17 @@ SOLVERS = ("bsgd", "bsca")
 #: pipeline's ``window_epochs``; 20: within 0.93 pp of ``SVC()`` on HouseVotes84 and Soybean,
 #: 10 passes up to 0.59 pp below, docs/selection.md "Streams that end inside the window").
 WINDOW_EPOCHS = 20
+#: The window candidate's passes after the first are bounded so that rows × binary models (one
+#: per class beyond two) × features × passes stays within this (Soybean, 513 × 19 × 133 × 19 =
+#: 2.5e7: 0.7-0.8 s of CPU; a flush of 999 rows of 1,000 classes takes one pass).
+WINDOW_WORK = 5 * 10**7
+
+
+def window_epochs(n_rows: int, n_classes: int, n_features: int) -> int:
+    """Passes of the window candidate over ``n_rows`` held rows: :data:`WINDOW_EPOCHS`, fewer
+    where the passes after the first would exceed :data:`WINDOW_WORK` (at least 1)."""
+    per_pass = max(1, int(n_rows)) * (1 if int(n_classes) <= 2 else int(n_classes)) * max(1, int(n_features))
+    return int(max(1, min(WINDOW_EPOCHS, 1 + WINDOW_WORK // per_pass)))
 
 
 def race_size(n_candidates, candidate_bytes, window, max_bytes):
@@ -139,7 +150,7 @@ class Candidates:
             warmup=setting.get("warmup", self.warmup),
             shuffle_buffer=setting.get("shuffle_buffer", self.shuffle_buffer),
             rehearsal=setting["early_rehearsal"] if setting["early"] else setting["rehearsal"],
-            window_epochs=WINDOW_EPOCHS if window else 1,
+            window_epochs=setting.get("window_epochs", WINDOW_EPOCHS) if window else 1,
         )
 
     def _n_streaming(self):
@@ -188,6 +199,9 @@ class Candidates:
                     s["warmup"] = rows
         else:  # the window candidates (last) count only when a flush starts them
             self.race_size_ = self._race_size(len(self.settings_) if at_flush else self._n_streaming())
+        for s in self.settings_:  # a window candidate's passes, bounded by the work (saved with it)
+            if s["window"]:
+                s["window_epochs"] = window_epochs(self._n_held(), len(self.classes_), self.n_features_in_)
         models = [
             self._pipeline(s) if i < self.race_size_ and (at_flush or not s["window"]) else None
             for i, s in enumerate(self.settings_)
