@@ -168,13 +168,36 @@ def compiled_solvers():
     warm_up()
 
 
+#: lines of each server's log a failing test's report shows
+LOG_TAIL_LINES = 200
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test that started servers (:func:`start_server`) shows the last
+    :data:`LOG_TAIL_LINES` lines of each server's log in its report (a failure seen once in CI
+    is then readable without reproducing it)."""
+    outcome = yield
+    report = outcome.get_result()
+    if not report.failed:
+        return
+    for server in getattr(item, "_svmstream_servers", ()):
+        try:
+            tail = "\n".join(server.log_text().splitlines()[-LOG_TAIL_LINES:])
+        except OSError as exc:
+            tail = f"(log not readable: {exc})"
+        report.sections.append((f"server log {server.log_path.name} ({report.when})", tail))
+
+
 @pytest.fixture
-def start_server(tmp_path):
+def start_server(tmp_path, request):
     """Factory: ``start_server(snapshot_dir=None, **kw)`` -> a ready :class:`ServerProcess`.
 
-    Every server still running at the end of the test is killed.
+    Every server still running at the end of the test is killed; a failing test's report
+    shows the tail of each server's log (:func:`pytest_runtest_makereport`).
     """
     started: list[ServerProcess] = []
+    request.node._svmstream_servers = started
 
     def start(snapshot_dir: Path | None = None, **kwargs) -> ServerProcess:
         snap = Path(snapshot_dir) if snapshot_dir is not None else tmp_path / "snapshots"

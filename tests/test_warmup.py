@@ -70,3 +70,36 @@ def test_a_kernel_group_nobody_uses_is_warmed_when_a_model_first_needs_it(start_
     )
     assert log.count("solver warm-up done") == 2 and "(bsca)" in log
     assert "kernel=linear" not in log
+
+
+def test_a_learner_step_waits_for_a_running_warm_up():
+    """numba's first compilations in two threads at once are not safe (a CI run's first
+    ``/learn`` failed with "dictionary changed size during iteration" beside the warm-up):
+    :func:`wait_for_warm_up`, called before every learner step, returns only once every
+    running warm-up is done, and at once when none runs."""
+    import threading
+
+    from svmstream.app.models import warmup
+
+    release = threading.Event()
+
+    class HeldWarmUp(warmup.WarmUp):
+        def _run(self):  # a warm-up that ends when the test says so
+            try:
+                release.wait(30)
+            finally:
+                self.done.set()
+                with warmup._LOCK:
+                    warmup._RUNNING.remove(self)
+
+    held = HeldWarmUp(groups=()).start()
+    waited = threading.Event()
+    waiter = threading.Thread(target=lambda: (warmup.wait_for_warm_up("a test step"), waited.set()))
+    waiter.start()
+    assert not waited.wait(0.5), "the step ran beside a running warm-up"
+    release.set()
+    assert waited.wait(10) and held.done.is_set()
+    waiter.join()
+    started = time.perf_counter()
+    warmup.wait_for_warm_up("a test step")  # nothing running: at once
+    assert time.perf_counter() - started < 0.1

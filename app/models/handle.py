@@ -49,7 +49,6 @@ from svmstream.app.models.restoring import LazyRestore, RestorePending
 from svmstream.app.models.rollback import Rollback, first_checkpoint
 from svmstream.app.models.task_outputs import output_of
 from svmstream.app.models.view import ModelView, estimator_stats
-from svmstream.app.models.warmup import note_waiting
 from svmstream.app.settings import Settings
 
 log = logging.getLogger("svmstream.registry")
@@ -302,7 +301,6 @@ class ModelHandle(LazyRestore, Learning, Rollback, Challenged):
         X = conform(X, d, declared, self.name)
         self._n_features = d
         self._fixed = self._fixed or not sparse or declared is not None
-        note_waiting(f"learning a batch of model {self.name!r}")
         return self._queue(self._apply, X, y, extra, new_labels, weights)
 
     def submit_flush(self) -> Future:

@@ -24,6 +24,7 @@ from svmstream.app.models.limits import label_refusal
 from svmstream.app.models.rollback import input_bytes
 from svmstream.app.models.rows import learn_rows
 from svmstream.app.models.view import ModelView, check_finite, estimator_stats
+from svmstream.app.models.warmup import wait_for_warm_up
 
 log = logging.getLogger("svmstream.registry")
 
@@ -142,7 +143,9 @@ class Learning:
         meters and publish (with ``codec`` as the model's labels, when given); on any error
         rebuild the estimator as it was before the step (:meth:`_rebuild`).  ``contest``: makes
         the :class:`~svmstream.app.models.contest.Contest` of the batch when the model has
-        challengers (its champion step replaces ``step``)."""
+        challengers (its champion step replaces ``step``).  Waits for a running solver
+        warm-up first (:func:`~svmstream.app.models.warmup.wait_for_warm_up`)."""
+        wait_for_warm_up(f"learning a batch of model {self.name!r}")
         self._load_for_task()
         with self._est_lock:
             return self._learn_step_locked(step, extra, n_received, codec, n_bytes, contest)

@@ -196,6 +196,19 @@ def warm_up_status() -> str:
     return "compiling" if _RUNNING else "ready"
 
 
+def wait_for_warm_up(what: str) -> None:
+    """Block until every warm-up running in this process is done, logging that ``what`` waits.
+
+    A learner thread calls it before each step: numba's first compilations of a kernel in two
+    threads at once are not safe (a CI run's first ``/learn`` failed with "dictionary changed
+    size during iteration" while the warm-up compiled beside it), so a step never runs beside
+    a warm-up.  Returns at once when none runs.  (Predictions only log, :func:`note_waiting`:
+    they may run on the event loop, and a model predicts only after a learner step.)"""
+    for warm in list(_RUNNING):
+        warm.note_waiting(what)
+        warm.wait()
+
+
 def note_waiting(what: str) -> None:
     """Log that ``what`` may wait for kernels a running warm-up is still compiling (nothing
     once they are done, or when no warm-up was started in this process)."""
