@@ -5,7 +5,7 @@ learn the training rows of one class in one pass (batches of B = 500, file order
 score the whole test set, ROC AUC of the other classes as novelties; the false-alarm share of the
 5 % threshold on the test rows of the normal class (held inliers).  Models through HTTP ``/learn``
 of a real ``svmstream serve`` (``"task": "novelty"``, rows without y; ``--in-process``: the
-pipeline :class:`svmstream.solvers.online.tasks.StreamingNovelty` in this process):
+pipeline :class:`svmstream.solvers.online.novelty.StreamingNovelty` in this process):
 
 * ``no settings`` — ``{"task": "novelty"}``: warm-up standardisation, ν = 0.2, γ = "scale",
   B = 500, lookup-WD merging, rehearsal 1, threshold at a 5 % false-alarm rate on the last 2,000
@@ -72,7 +72,7 @@ SETTINGS = {
 def _ours(kind, service=None):
     """The model of a kind: the service's (``service``: ``(server, client)``) or in-process."""
     from svmstream.solvers.budgeted.tasks import BudgetedOneClassSVM
-    from svmstream.solvers.online.tasks import StreamingNovelty
+    from svmstream.solvers.online.novelty import StreamingNovelty
 
     if service is not None:
         from .task_http import HttpModel

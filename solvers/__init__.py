@@ -57,7 +57,8 @@ _LAZY = {
     "BudgetedSGDRegressor": ".budgeted.tasks",
     "BudgetedOneClassSVM": ".budgeted.tasks",
     "StreamingRegressor": ".online.tasks",
-    "StreamingNovelty": ".online.tasks",
+    "StreamingNovelty": ".online.novelty",
+    "SelectionRegressor": ".online.selection",
 }
 
 
@@ -107,6 +108,7 @@ __all__ = [
     "StreamingNovelty",
     "StreamingRegressor",
     "SelectionClassifier",
+    "SelectionRegressor",
     "LinearDualCDClassifier",
     "WarmingUp",
     "model_bytes",

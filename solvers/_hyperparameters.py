@@ -249,7 +249,8 @@ HYPERPARAMETERS: tuple[Hyperparameter, ...] = (
       "is sparse rows with d > 256 and at most 10% nonzeros", "estimator", choices=SV_STORAGES),
     H("selection", bool, None, "race candidate models on the stream and serve the winner (gamma 1/4, 1 "
       'and 4 x "scale", and 4 x with C = 0.1 until the first rung; successive halving; '
-      "docs/selection.md); null: true when the model is created "
+      'docs/selection.md; a regression model: gamma 1 and 0.1 x "scale" on squared error, '
+      "docs/regression.md); null: true when the model is created "
       "with no learning setting (only classes, class_weight, max_classes, n_features, remember, selection_bytes), "
       "false otherwise (--no-selection alone: one plain model of the defaults)",
       "service", nullable=True, same_in_estimator=False),
@@ -315,21 +316,30 @@ ESTIMATOR_ONLY: tuple[Hyperparameter, ...] = (
 #: What a model of a task gets for the settings its request (and the server's explicitly set
 #: defaults) leave out, where the classifier's default does not apply: the task pipelines' own
 #: defaults (chosen by ``benchmarks/bench_regression.py`` / ``bench_novelty.py``; docs/regression.md,
-#: docs/novelty.md).  No race (``selection`` false): the selector races classifiers only; no
-#: shuffle buffer (the pipelines learn rows in arrival order; a drift challenger's config says so).
+#: docs/novelty.md).  A regression model with no settings races γ (``selection`` resolved as a
+#: classifier's: :class:`~svmstream.solvers.online.selection.SelectionRegressor`); a novelty model
+#: does not race (``selection`` false: no labels to score candidates on); no shuffle buffer (the
+#: pipelines learn rows in arrival order; a drift challenger's config says so).
 TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "classification": {},
     "regression": {"algorithm": "bsca", "warmup": 200, "rehearsal": 4, "scaling": "standard",
-                   "merge_solver": "lookup-wd", "on_drift": "none", "selection": False, "shuffle_buffer": 0},
+                   "merge_solver": "lookup-wd", "on_drift": "none", "shuffle_buffer": 0},
     "novelty": {"algorithm": "bsgd", "warmup": 200, "rehearsal": 1, "scaling": "standard",
                 "merge_solver": "lookup-wd", "on_drift": "none", "selection": False, "shuffle_buffer": 0},
 }  # fmt: skip
+#: Per task that races (``selection``): the algorithms its candidates may run and the settings
+#: the race varies besides γ (given with ``selection`` they are refused, naming ``selection``).
+SELECTION_TASKS: dict[str, dict[str, tuple[str, ...]]] = {
+    "classification": {"algorithms": ("bsgd",), "varies": ("C", "lambda")},
+    "regression": {"algorithms": ("bsca", "bsgd"), "varies": ()},
+}
 #: The settings a model of each task takes (beyond classification's: every row); a setting of
 #: another row given with another value than the task's default is refused, naming it.
 TASK_SETTINGS: dict[str, tuple[str, ...]] = {
     "regression": ("task", "algorithm", "budget", "gamma", "C", "lambda_", "n_samples", "n_features",
                    "random_state", "maintenance", "merge_solver", "schedule", "eta", "fit_intercept",
-                   "scaling", "warmup", "rehearsal", "rehearsal_memory", "remember", "epsilon", "on_drift"),
+                   "scaling", "warmup", "rehearsal", "rehearsal_memory", "remember", "epsilon", "on_drift",
+                   "selection", "selection_bytes"),
     "novelty": ("task", "algorithm", "budget", "gamma", "n_features", "random_state", "maintenance",
                 "merge_solver", "schedule", "eta", "scaling", "warmup", "rehearsal", "rehearsal_memory",
                 "remember", "nu", "on_drift"),

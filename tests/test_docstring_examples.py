@@ -8,6 +8,7 @@ import pytest
 
 import svmstream.solvers as solvers
 import svmstream.solvers.budgeted.tasks as task_estimators
+import svmstream.solvers.online.novelty as novelty_pipeline
 import svmstream.solvers.online.tasks as task_pipelines
 
 ESTIMATORS = [
@@ -23,7 +24,7 @@ ESTIMATORS = [
     pytest.param(task_estimators, "BudgetedSCARegressor"),
     pytest.param(task_estimators, "BudgetedOneClassSVM"),
     pytest.param(task_pipelines, "StreamingRegressor"),
-    pytest.param(task_pipelines, "StreamingNovelty"),
+    pytest.param(novelty_pipeline, "StreamingNovelty"),
 ]
 
 

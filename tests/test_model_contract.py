@@ -31,8 +31,9 @@ from svmstream.solvers import (
 )
 from svmstream.solvers.budgeted.tasks import BudgetedOneClassSVM, BudgetedSCARegressor
 from svmstream.solvers.contract import OnlineModel, Served
+from svmstream.solvers.online.novelty import StreamingNovelty
 from svmstream.solvers.online.selection import SelectionClassifier
-from svmstream.solvers.online.tasks import StreamingNovelty, StreamingRegressor
+from svmstream.solvers.online.tasks import StreamingRegressor
 from svmstream.solvers.persistence import estimator_from_state
 
 BATCH = 120

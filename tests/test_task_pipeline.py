@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from svmstream.solvers.budgeted.tasks import BudgetedOneClassSVM, BudgetedSCARegressor, BudgetedSGDRegressor
+from svmstream.solvers.online.novelty import StreamingNovelty
 from svmstream.solvers.online.stages.recent import ConformalIntervals, ScoreThreshold
-from svmstream.solvers.online.tasks import StreamingNovelty, StreamingRegressor
+from svmstream.solvers.online.tasks import StreamingRegressor
 from svmstream.solvers.persistence import estimator_from_state
 
 

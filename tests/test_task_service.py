@@ -69,14 +69,27 @@ def test_regression_over_http_values_intervals_figures_refusals_and_restart(star
     with server.client() as c:
         refused(c.put("/models/r", json={"task": "regresion"}), "task")
         refused(c.put("/models/r", json={"task": "regression", "shuffle_buffer": 10}), "shuffle_buffer")
-        refused(c.put("/models/r", json={"task": "regression", "selection": True}), "selection")
+        # the race varies gamma: a gamma given with selection is refused, naming selection
+        refused(c.put("/models/r", json={"task": "regression", "selection": True, "gamma": 0.3}), "selection")
         refused(c.put("/models/r", json={"task": "regression", "scaling": "maxabs"}), "scaling")
-        r = c.put("/models/r", json={"task": "regression"})
+        r = c.put("/models/plain", json={"task": "regression", "C": 1.0})  # a setting: one pipeline
+        assert r.status_code == 201 and r.json()["config"]["selection"] is False, r.text
+        assert r.json()["kind"].startswith("ε-SVR regression: BSCA pipeline")
+        r = c.put("/models/r", json={"task": "regression"})  # no settings: the race of gamma
         assert r.status_code == 201, r.text
         info = r.json()
-        assert info["task"] == "regression" and info["config"]["selection"] is False
-        assert info["kind"].startswith("ε-SVR regression: BSCA pipeline")
+        assert info["task"] == "regression" and info["config"]["selection"] is True
+        assert (
+            info["kind"] == "ε-SVR regression: selection of 2 candidates (warm-up window open: 200 examples)"
+        )
         post_rows(c, "r", X, y)
+        race = c.get("/models/r").json()["statistics"]["selection"]
+        assert len(race["rungs"]) == 1 and len(race["rungs"][0]["kept"]) == 1  # one rung at 2,000 learned
+        won = race["candidates"][race["leader"]]["settings"]["gamma_factor"]
+        assert (
+            c.get("/models/r").json()["kind"]
+            == f"ε-SVR regression: selection won by {won:g} × scale over 2 candidates"
+        )
         # a string target, a boolean, an infinite number, an interval out of range: 422 naming it
         assert "not a number" in refused(
             c.post("/learn", json={"model": "r", "X": X[:3].tolist(), "y": [1.5, "3.5", 2]}), "y[1]"
@@ -133,6 +146,7 @@ def test_novelty_over_http_rows_without_y_scores_outliers_evaluation_labels_and_
     with server.client() as c:
         refused(c.put("/models/n", json={"task": "novelty", "algorithm": "bsca"}), "algorithm")
         refused(c.put("/models/n", json={"task": "novelty", "C": 5}), "C")
+        refused(c.put("/models/n", json={"task": "novelty", "selection": True}), "selection")  # no labels
         r = c.put("/models/n", json={"task": "novelty"})
         assert r.status_code == 201, r.text
         assert r.json()["kind"].startswith("ν one-class SVM novelty")

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from svmstream.solvers.budgeted.tasks import BudgetedOneClassSVM, BudgetedSCARegressor, BudgetedSGDRegressor
-from svmstream.solvers.online.tasks import StreamingNovelty, StreamingRegressor
+from svmstream.solvers.online.novelty import StreamingNovelty
+from svmstream.solvers.online.tasks import StreamingRegressor
 from svmstream.solvers.persistence import estimator_from_state
 from tests.test_weights import BAD_SAMPLE_WEIGHTS
 

@@ -52,6 +52,7 @@ from svmstream.solvers._hyperparameters import (  # noqa: F401  (re-exported: th
     REHEARSAL_MEMORY_MAX,
     SCALINGS,
     SCHEDULES,
+    SELECTION_TASKS,
     SV_STORAGES,
     TASK_DEFAULTS,
 )
@@ -97,10 +98,13 @@ def task_defaults(given: dict[str, Any], explicit_defaults: dict[str, Any]) -> d
 
 
 def refuse_race_of_given_c(settings: dict[str, Any]) -> None:
-    """A selection model races C (``DEFAULT_CANDIDATES``): a ``C`` or ``lambda`` given (by the
-    request or an explicitly set server default; JSON names, non-null values) would be
-    overridden by a candidate, so it is refused (InvalidInput naming ``selection``)."""
-    given = sorted(k for k in ("C", "lambda") if settings.get(k) is not None)
+    """A classifier's selection model races C (``DEFAULT_CANDIDATES``): a ``C`` or ``lambda``
+    given (by the request or an explicitly set server default; JSON names, non-null values) would
+    be overridden by a candidate, so it is refused (InvalidInput naming ``selection``).  What a
+    task's race varies: :data:`~svmstream.solvers._hyperparameters.SELECTION_TASKS` (a regression
+    race varies γ only: its candidates take the C given)."""
+    varies = SELECTION_TASKS.get(settings.get("task") or "classification", {}).get("varies", ())
+    given = sorted(k for k in varies if settings.get(k) is not None)
     if given:
         raise InvalidInput(
             f"selection: the race varies C (candidates with C = 1 and 0.1, docs/selection.md): give "
@@ -223,10 +227,15 @@ class ModelConfig(_ModelConfigFields):
     def _check_selection(cls, value: bool | None, info: ValidationInfo) -> bool | None:
         if value:
             data = info.data
-            if TASK_DEFAULTS.get(data.get("task"), {}).get("selection") is False:
-                raise ValueError(f"races classifiers only, not a {data.get('task')} model")
-            if data.get("algorithm") != "bsgd" or data.get("kernel") != "rbf":
-                raise ValueError('races budgeted RBF models: algorithm "bsgd" and kernel "rbf" only')
+            task = data.get("task") or "classification"
+            if task not in SELECTION_TASKS:
+                raise ValueError(
+                    f"races classifiers and regressors, not a {task} model (no labels to score on)"
+                )
+            algorithms = SELECTION_TASKS[task]["algorithms"]
+            if data.get("algorithm") not in algorithms or data.get("kernel") != "rbf":
+                shown = " or ".join(f'"{a}"' for a in algorithms)
+                raise ValueError(f'races budgeted RBF models: algorithm {shown} and kernel "rbf" only')
             if data.get("gamma") != "scale":
                 raise ValueError('races gamma (factors of "scale"): give gamma or selection, not both')
         return value

@@ -10,6 +10,7 @@ selection model is ``statistics["selection"]``, :meth:`SelectionClassifier.race`
 * ``"BSGD pipeline, gss merging, budget 500"``, ``"BSCA pipeline, lookup-wd merging, budget 200"``,
   ``"linear BSGD pipeline (weight vector, no budget)"``;
 * ``"ε-SVR regression: BSCA pipeline, lookup-wd merging, budget 500"``,
+  ``"ε-SVR regression: selection of 2 candidates, 2 racing, leader 1 × scale"``,
   ``"ν one-class SVM novelty: BSGD pipeline, lookup-wd merging, budget 500"``;
 * ``"DC-SVM batch model"``, ``"AVSF batch model"``, ``"LIBLINEAR dual CD batch model"``.
 """
@@ -25,7 +26,9 @@ _TASK_NAMES = {
     "regression": "ε-SVR regression: ",
     "novelty": "ν one-class SVM novelty: ",
 }
-_RACE_CANDIDATES = 4  # DEFAULT_CANDIDATES of the selector, shown before the window closes
+#: The default candidates of each task's selector, shown before its window closes
+#: (``DEFAULT_CANDIDATES`` less the window candidate; ``DEFAULT_REGRESSION_CANDIDATES``).
+_RACE_CANDIDATES = {"classification": 4, "regression": 2}
 
 
 def race_of(stats: dict[str, Any]) -> dict[str, Any] | None:
@@ -48,7 +51,7 @@ def _selection_kind(race: dict[str, Any] | None, config: Any) -> str:
         window = (race or {}).get("window") or {}
         held = f"{window['held']:,} of " if "held" in window else ""
         return (
-            f"selection of {_RACE_CANDIDATES} candidates (warm-up window open: {held}"
+            f"selection of {_RACE_CANDIDATES[config.task]} candidates (warm-up window open: {held}"
             f"{config.warmup:,} examples)"
         )
     # a window candidate that never started (the stream outgrew the window) is not counted
@@ -77,7 +80,7 @@ def model_kind(config: Any, stats: dict[str, Any]) -> str:
     if algorithm in _BATCH_NAMES:
         return f"{_BATCH_NAMES[algorithm]} batch model"
     if getattr(config, "selection", False):
-        return _selection_kind(race_of(stats), config)
+        return f"{_TASK_NAMES[config.task]}{_selection_kind(race_of(stats), config)}"
     if getattr(config, "kernel", "rbf") == "linear":
         return f"linear {algorithm.upper()} pipeline (weight vector, no budget)"
     maintenance = config.maintenance
@@ -101,6 +104,7 @@ def race_figures(stats: dict[str, Any]) -> dict[str, Any] | None:
                 "learned": c.get("learned"),
                 "recent_accuracy": c.get("recent_accuracy"),
                 "segment_accuracy": c.get("segment_accuracy"),
+                "recent_mse": c.get("recent_mse"),  # a regression race's
             }
             for c in race.get("candidates", [])
         ],

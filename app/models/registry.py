@@ -154,7 +154,10 @@ class Registry:
         explicit = self.settings.given_model_defaults()
         own = task_defaults(given, explicit)  # a regression / novelty model's own defaults
         merged.update(own)
-        merged.update(resolve_selection({**own, **given}, explicit))
+        # the task's own defaults are not the user's settings: they do not stop a race (a
+        # regression model with no settings races gamma); a task that never races says so
+        fixed = {"selection": own["selection"]} if "selection" in own else {}
+        merged.update(resolve_selection({**fixed, **given}, explicit))
         # the algorithm given, else a C without lambda runs BSCA (docs/defaults.md)
         merged["algorithm"] = own.get("algorithm") or default_algorithm({**explicit, **given})
         if merged.get("selection"):

@@ -17,6 +17,7 @@ from svmstream.solvers import (
     BudgetedOneClassSVM,
     BudgetedSCARegressor,
     BudgetedSGDRegressor,
+    SelectionRegressor,
     StreamingNovelty,
     StreamingRegressor,
 )
@@ -80,13 +81,22 @@ def _stages(config) -> dict[str, Any]:
     }
 
 
-def regressor(config) -> StreamingRegressor:
+def regressor(config) -> StreamingRegressor | SelectionRegressor:
     """The regression pipeline: BSCA's ε-SVR dual step (``bsca``, the default) or BSGD with the
-    ε-insensitive loss (``bsgd``), the target standardised in the warm-up window."""
+    ε-insensitive loss (``bsgd``), the target standardised in the warm-up window; with
+    ``selection`` (a model created with no settings) the race of such pipelines over γ
+    (:class:`~svmstream.solvers.online.selection.SelectionRegressor`, docs/regression.md)."""
     if config.kernel != "rbf":
         raise InvalidInput("kernel: a regression model is a budgeted RBF model", field="kernel")
     cls = BudgetedSCARegressor if config.algorithm == "bsca" else BudgetedSGDRegressor
-    return StreamingRegressor(_engine_params(config, cls, {"epsilon": config.epsilon}), **_stages(config))
+    engine = _engine_params(config, cls, {"epsilon": config.epsilon})
+    stages = _stages(config)
+    if config.selection:
+        seed = stages.pop("random_state")
+        return SelectionRegressor(
+            engine, pipeline_params=stages, max_bytes=config.selection_bytes, random_state=seed
+        )
+    return StreamingRegressor(engine, **stages)
 
 
 def novelty(config) -> StreamingNovelty:

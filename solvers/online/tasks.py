@@ -1,6 +1,6 @@
 """Streaming pipelines of the tasks beyond classification: regression and novelty detection.
 
-:class:`StreamingRegressor` and :class:`StreamingNovelty` put these stages around a plain
+:class:`StreamingRegressor` (here) and :class:`~.novelty.StreamingNovelty` put these stages around a plain
 budgeted estimator (:mod:`svmstream.solvers.budgeted.tasks`), in the order an example meets them:
 
 1. **warm-up** — the first ``warmup`` rows are held; they fix the feature standardisation
@@ -31,20 +31,22 @@ unweighted: each row of weight > 0 counts once.
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, OutlierMixin, RegressorMixin, clone
+from sklearn.base import BaseEstimator, RegressorMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
 from ..budgeted._weights import checked_weights
-from ..budgeted.tasks import BudgetedOneClassSVM, BudgetedSCARegressor
+from ..budgeted.tasks import BudgetedSCARegressor
 from ..contract import Learned
 from ..drift import DriftMonitor
 from ..persistence import register_estimator
 from .stages.growth import DEFAULT_GROWTH, GrowingScale
-from .stages.recent import DEFAULT_WINDOW, ConformalIntervals, ScoreThreshold, upper_quantile
+from .stages.recent import DEFAULT_WINDOW, ConformalIntervals, upper_quantile
 from .stages.target import TargetScaler
-from .task_served import ServedNovelty, ServedRegression
+from .task_served import ServedRegression
 from .task_stages import TaskStages
 from .task_state import TaskState
 
@@ -167,6 +169,12 @@ class _StreamingTask(TaskStages, TaskState, BaseEstimator):
         batch, as the plain estimator's ``partial_fit``)."""
         self.engine_._validate_params()
         self.engine_._start(np.ascontiguousarray(Xs), reset=True)
+        factor = self._gamma_factor()
+        if factor != 1.0:  # γ = factor × "scale" (a regression race's candidate)
+            self.engine_.gamma_ = factor * float(self.engine_.gamma_)
+
+    def _gamma_factor(self) -> float:
+        return 1.0
 
     def _learn(self, Xs, ys, w, out) -> None:
         if not hasattr(self.engine_, "_sv_t"):
@@ -223,6 +231,11 @@ class StreamingRegressor(ServedRegression, RegressorMixin, _StreamingTask):
         latest leave-one-out ones (measured to over-cover, docs/regression.md).
     rehearsal_tol : float >= 0, default=0.0
         A rehearsal step moving α by at most ``rehearsal_tol``·C adds nothing; 0: every step.
+    gamma_factor : float > 0, default=1.0
+        γ = ``gamma_factor`` × the "scale" γ of the scaled window (the engine's ``gamma`` must
+        be "scale" unless this is 1; the candidates of
+        :class:`~.selection.regressor.SelectionRegressor` differ by it).  ValueError otherwise,
+        at the first batch.
     random_state : int or None, default=None
 
     Examples
@@ -243,7 +256,7 @@ class StreamingRegressor(ServedRegression, RegressorMixin, _StreamingTask):
         self, estimator=None, *, warmup=DEFAULT_TASK_WARMUP, scaling="standard", target_scaling=True,
         rehearsal=DEFAULT_TASK_REHEARSAL, rehearsal_memory=DEFAULT_TASK_MEMORY, window=DEFAULT_WINDOW,
         feature_growth=DEFAULT_GROWTH, target_growth=DEFAULT_GROWTH, calibration=DEFAULT_CALIBRATION,
-        rehearsal_tol=DEFAULT_REHEARSAL_TOL, random_state=None,
+        rehearsal_tol=DEFAULT_REHEARSAL_TOL, gamma_factor=1.0, random_state=None,
     ):  # fmt: skip
         self.estimator = estimator
         self.warmup = warmup
@@ -256,6 +269,7 @@ class StreamingRegressor(ServedRegression, RegressorMixin, _StreamingTask):
         self.target_growth = target_growth
         self.calibration = calibration
         self.rehearsal_tol = rehearsal_tol
+        self.gamma_factor = gamma_factor
         self.random_state = random_state
 
     TASK = "regression"
@@ -275,8 +289,18 @@ class StreamingRegressor(ServedRegression, RegressorMixin, _StreamingTask):
         return fx, (self.target_growth if grows else None)
 
     def _setup(self, d):
+        factor = self.gamma_factor
+        if isinstance(factor, bool) or not isinstance(factor, Real) or not factor > 0:
+            raise ValueError(f"gamma_factor must be a number > 0, got {factor!r}")
         super()._setup(d)
+        if factor != 1.0 and not isinstance(self.engine_.gamma, str):
+            raise ValueError(
+                f'gamma_factor multiplies gamma="scale"; the engine has gamma={self.engine_.gamma!r}'
+            )
         self.intervals_ = ConformalIntervals(self.window)
+
+    def _gamma_factor(self) -> float:
+        return float(self.gamma_factor)
 
     def _parts(self):
         return {**super()._parts(), "intervals": self.intervals_}
@@ -358,143 +382,3 @@ class StreamingRegressor(ServedRegression, RegressorMixin, _StreamingTask):
         pred = self.predict(X)
         half = self.half_width(level)
         return pred - half, pred + half
-
-
-@register_estimator
-class StreamingNovelty(ServedNovelty, OutlierMixin, _StreamingTask):
-    """Budgeted one-class SVM on a stream: warm-up scaling, rehearsal, a threshold of a stated
-    false-alarm rate on recent scores and drift of the score distribution (module docstring).
-
-    Scores are anomaly scores, higher is more anomalous: ``score = ρ − ⟨w, φ(x)⟩``
-    (the one-class SVM's decision with the sign turned); ``outlier = score > threshold_``.
-
-    Parameters
-    ----------
-    estimator : BudgetedOneClassSVM or None, default=None
-        None: ``BudgetedOneClassSVM(nu=0.2, merge_solver="lookup-wd")`` (B = 500, γ = "scale").
-    warmup, scaling, rehearsal, rehearsal_memory, window, random_state : as
-        :class:`StreamingRegressor` (``rehearsal`` default 1)
-    false_alarm : float in (0, 1), default=0.05
-        The share of (inlier) rows the threshold flags.
-    feature_growth : float > 1 or None, default=None
-        As :class:`StreamingRegressor`'s (off: the one-class engine has no ``SCALES_GROW``).
-    calibration : {"reservoir", "recent"}, default="reservoir"
-        The threshold's scores: the remembered rows' latest out-of-sample scores (the Pegasos
-        own part taken off, :func:`svmstream.solvers.budgeted._task_rehearsal.oneclass_stream`),
-        or the last ``window`` prequential scores (docs/novelty.md).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from svmstream.solvers.online.tasks import StreamingNovelty
-    >>> rng = np.random.default_rng(0)
-    >>> model = StreamingNovelty(warmup=200, random_state=0).partial_fit(rng.normal(size=(3000, 2)))
-    >>> [bool(v) for v in model.outlier(np.array([[0.0, 0.0], [5.0, 5.0]]))]
-    [False, True]
-    """
-
-    def __init__(
-        self, estimator=None, *, warmup=DEFAULT_TASK_WARMUP, scaling="standard", rehearsal=1,
-        rehearsal_memory=DEFAULT_TASK_MEMORY, window=DEFAULT_WINDOW, false_alarm=DEFAULT_FALSE_ALARM,
-        feature_growth=None, calibration="reservoir", random_state=None,
-    ):  # fmt: skip
-        self.estimator = estimator
-        self.warmup = warmup
-        self.scaling = scaling
-        self.rehearsal = rehearsal
-        self.rehearsal_memory = rehearsal_memory
-        self.window = window
-        self.false_alarm = false_alarm
-        self.feature_growth = feature_growth
-        self.calibration = calibration
-        self.random_state = random_state
-
-    TASK = "novelty"
-
-    def _default_engine(self):
-        return BudgetedOneClassSVM(nu=0.2, merge_solver="lookup-wd")
-
-    def _setup(self, d):
-        super()._setup(d)
-        self.scores_ = ScoreThreshold(self.window)
-
-    def _parts(self):
-        return {**super()._parts(), "scores": self.scores_}
-
-    def _restore_part(self, key, part):
-        return ("scores_", part) if key == "scores" else super()._restore_part(key, part)
-
-    def _stated(self) -> None:
-        _ = self.threshold_
-
-    def partial_fit(self, X, y=None, classes=None, sample_weight=None):
-        """Learn rows X (n, d) with importance weights ``sample_weight`` (n,) >= 0 (None: ones;
-        each row's hinge term scaled by its weight); returns self.  ValueError on NaN/inf or a
-        bad weight naming ``sample_weight[i]``.  ``y``: never learned; its values (evaluation
-        labels: 1 outlier, 0 inlier, NaN unknown) come back as the targets of
-        :meth:`last_learned`, for the service's meters; ``classes`` is ignored."""
-        X = _finite_rows(X)
-        labels = np.zeros(X.shape[0]) if y is None else np.asarray(y, dtype=np.float64)
-        self._after_learning(self._receive(X, labels, sample_weight))
-        return self
-
-    def _after_learning(self, got) -> None:
-        if got is None:
-            self._last = Learned(np.zeros(0), np.zeros(0))
-            return
-        scores = -got[1]
-        self._last = Learned(scores, got[0])
-        threshold = self.threshold_
-        if np.isfinite(threshold):
-            self.drift_.update(scores > threshold)
-        self.scores_.observe(scores)
-        self.__dict__.pop("_calib", None)
-        self.__dict__.pop("_threshold", None)
-        _ = self.threshold_
-
-    def _task_metrics(self) -> dict:
-        threshold = self.threshold_
-        return (
-            {"threshold": threshold, "false_alarm": float(self.false_alarm)} if np.isfinite(threshold) else {}
-        )
-
-    def decision_function(self, X):
-        """threshold − score (n,) float64: negative for an outlier (scikit-learn's convention);
-        raises ``WarmingUp`` while the warm-up window is open."""
-        self._check_serves()
-        return self.threshold_ - self.score_samples(X)
-
-    def fit(self, X, y=None):
-        """One pass over X in the order given (a fresh model); returns self."""
-        self.__dict__.pop("engine_", None)
-        return self.partial_fit(X)
-
-    @property
-    def threshold_(self) -> float:
-        """The (1 − false_alarm) upper quantile of the remembered rows' out-of-sample scores
-        (``calibration="reservoir"``) or of the last ``window`` prequential scores (``"recent"``,
-        or before any row is remembered); ∞ before any score.  Stated after each learned batch."""
-        if not hasattr(self, "scores_"):
-            return np.inf
-        if "_threshold" not in self.__dict__:
-            held = self._calibration()
-            level = 1.0 - float(self.false_alarm)
-            self._threshold = (
-                upper_quantile(held, level) if held.shape[0] else self.scores_.threshold(self.false_alarm)
-            )
-        return self._threshold
-
-    def score_samples(self, X):
-        """Anomaly scores ρ − ⟨w, φ(x)⟩ (n,) float64, higher is more anomalous (0 while warming up)."""
-        check_is_fitted(self, "engine_")
-        if not self._learned():
-            return np.zeros(np.asarray(X).shape[0])
-        return -self.engine_.decision_function(self._scaled(X))
-
-    def outlier(self, X):
-        """(n,) bool: score above :attr:`threshold_`."""
-        return self.score_samples(X) > self.threshold_
-
-    def predict(self, X):
-        """+1 inlier, −1 outlier (scikit-learn's convention): (n,) int64."""
-        return np.where(self.outlier(X), -1, 1)

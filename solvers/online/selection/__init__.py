@@ -28,6 +28,11 @@ and schedule, and the measurements behind it, are in ``docs/selection.md``.
 The selector is a package of small modules: :mod:`.candidates` (which settings race),
 :mod:`.halving` (the rungs), :mod:`.leader` (who predicts meanwhile), :mod:`.served` (the
 contract), :mod:`.state` (save / restore) and :mod:`.classifier` (the estimator).
+
+:class:`SelectionRegressor` (:mod:`.regressor`, its contract and state in :mod:`.regressor_served`)
+is the regression model of a stream with no settings: candidate regression pipelines that differ by
+γ, each with its own warm-up window, race by successive halving on their prequential squared error
+(:mod:`..race.loss_halving`) on the same grid.
 """
 
 from ..race.evidence import mcnemar_p
@@ -35,14 +40,17 @@ from .candidates import CANDIDATE_KEYS, DEFAULT_CANDIDATES, race_size
 from .classifier import SelectionClassifier
 from .halving import CHECK_EVERY
 from .leader import LEADER_ALPHA, LEADER_RULES
+from .regressor import DEFAULT_REGRESSION_CANDIDATES, SelectionRegressor
 
 __all__ = [
     "CANDIDATE_KEYS",
     "CHECK_EVERY",
     "DEFAULT_CANDIDATES",
+    "DEFAULT_REGRESSION_CANDIDATES",
     "LEADER_ALPHA",
     "LEADER_RULES",
     "SelectionClassifier",
+    "SelectionRegressor",
     "mcnemar_p",
     "race_size",
 ]
