@@ -4,8 +4,9 @@ One pass, batches of B = 500 rows, file order and shuffled, through HTTP ``/lear
 ``svmstream serve`` (``PUT /models/{name}`` with ``"task": "regression"``; ``--in-process``: the
 streaming pipeline :class:`svmstream.solvers.online.tasks.StreamingRegressor` in this process):
 
-* ``no settings`` — ``{"task": "regression"}``: warm-up standardisation of X and y, the dual
-  coordinate ε-SVR step (C = 1, ε = 0.1, γ = "scale", B = 500), rehearsal 4;
+* ``no settings`` — ``{"task": "regression"}``: the race of two pipelines with γ = 1 and 0.5 ×
+  "scale" (:class:`svmstream.solvers.online.selection.SelectionRegressor`), each with warm-up
+  standardisation of X and y, the dual coordinate ε-SVR step (C = 1, ε = 0.1, B = 500), rehearsal 4;
 * ``explicit`` — the papers' BSGD with the ε-insensitive loss: ``algorithm "bsgd", budget 500,
   C 1, epsilon 0.1, n_samples n, fit_intercept, rehearsal 0, merge_solver "gss"``
   (``BudgetedSGDRegressor`` with these settings in the same pipeline);
@@ -94,10 +95,11 @@ def settings(kind, n) -> dict:
 def _ours(kind, n):
     """The in-process pipeline of a model kind (the service's model of the same settings)."""
     from svmstream.solvers.budgeted.tasks import BudgetedSCARegressor, BudgetedSGDRegressor
+    from svmstream.solvers.online.selection import SelectionRegressor
     from svmstream.solvers.online.tasks import StreamingRegressor
 
-    if kind == "no settings":
-        return StreamingRegressor(
+    if kind == "no settings":  # the race of γ the service runs for {"task": "regression"}
+        return SelectionRegressor(
             BudgetedSCARegressor(merge_solver="lookup-wd", random_state=0), random_state=0
         )
     plain = BudgetedSGDRegressor(

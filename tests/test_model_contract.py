@@ -32,7 +32,7 @@ from svmstream.solvers import (
 from svmstream.solvers.budgeted.tasks import BudgetedOneClassSVM, BudgetedSCARegressor
 from svmstream.solvers.contract import OnlineModel, Served
 from svmstream.solvers.online.novelty import StreamingNovelty
-from svmstream.solvers.online.selection import SelectionClassifier
+from svmstream.solvers.online.selection import SelectionClassifier, SelectionRegressor
 from svmstream.solvers.online.tasks import StreamingRegressor
 from svmstream.solvers.persistence import estimator_from_state
 
@@ -75,6 +75,13 @@ ONLINE = {
     ),
     "regression": (
         lambda: StreamingRegressor(BudgetedSCARegressor(budget=25), warmup=100, random_state=0),
+        2,
+        False,
+    ),
+    "regression-selection": (
+        lambda: SelectionRegressor(
+            BudgetedSCARegressor(budget=25), pipeline_params={"warmup": 100}, first_rung=300, random_state=0
+        ),
         2,
         False,
     ),

@@ -275,6 +275,11 @@ class SelectionRegressor(ServedRegressionSelection, RegressorMixin, BaseEstimato
         return self.race_.best_model
 
     @property
+    def warmup(self) -> int:
+        """Rows of every candidate's warm-up window (its pipeline's ``warmup``)."""
+        return int(self._pipeline(1.0, 0).warmup)
+
+    @property
     def leader_(self) -> int:
         """The candidate that serves (the sole survivor after the last rung)."""
         check_is_fitted(self)
