@@ -316,25 +316,26 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
         self._drift.observe(margins, y_index)
 
     def _checked(self, X, y, classes, first):
-        """The batch validated as a whole before any piece is learned (the model is unchanged
-        by a batch that raises).  Raises ValueError naming the problem."""
+        """``(X, y, labels)`` validated as a whole before any piece is learned (a batch that
+        raises, ValueError naming the problem, changes nothing); ``labels``: the engine's
+        encoding of ``y``, None on the first call."""
         if first or not self._valid_as_is(X, y):
             X, y = validate_data(self.model_, X, y, accept_sparse="csr", dtype=np.float64, reset=first)
             X = X if sp.issparse(X) else np.ascontiguousarray(X)
-        if not first:
-            self.model_._encode_labels(y)
-            if classes is not None and not np.array_equal(np.unique(classes), self.model_.classes_):
-                raise ValueError(
-                    f"classes {list(classes)} differ from the first call's {self.model_.classes_.tolist()}"
-                )
-        else:
+        if first:
             known = np.unique(np.asarray(classes))
             index = np.minimum(np.searchsorted(known, y), known.shape[0] - 1)
             bad = np.flatnonzero(known[index] != y)
             if bad.size:
                 label = y[bad[0]].item() if isinstance(y[bad[0]], np.generic) else y[bad[0]]
                 raise ValueError(f"y[{int(bad[0])}]: unknown label {label!r}; classes are {known.tolist()}")
-        return X, y
+            return X, y, None
+        labels = self.model_._encode_labels(y)  # raises on an unknown label
+        if classes is not None and not np.array_equal(np.unique(classes), self.model_.classes_):
+            raise ValueError(
+                f"classes {list(classes)} differ from the first call's {self.model_.classes_.tolist()}"
+            )
+        return X, y, labels
 
     def _valid_as_is(self, X, y) -> bool:
         return valid_as_is(self.model_, X, y)
@@ -382,12 +383,12 @@ class StreamingClassifier(ServedPipeline, PipelineCounts, PipelineState, Classif
             if classes is None:
                 raise ValueError("classes must be passed on the first call to partial_fit")
             self._start()
-        X, y = self._checked(X, y, classes, first)
+        X, y, labels = self._checked(X, y, classes, first)
         weights = checked_weights(sample_weight, X.shape[0])
         if first:
             self._begin(X, classes)
         model = self.model_
-        labels = model._encode_labels(y)
+        labels = model._encode_labels(y) if labels is None else labels
         weights = self._class_weights.weigh(model._class_index(labels), weights, model.classes_)
         self.__dict__.pop("_last", None)
         base, n = self.n_received_, int(y.shape[0])
