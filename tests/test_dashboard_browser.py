@@ -308,3 +308,45 @@ def test_the_streamed_model_comes_first_and_a_race_shows_its_leader(start_server
     errors = console_errors(driver)
     assert errors == [], errors
     server.terminate()
+
+
+def test_a_regression_race_shows_its_squared_errors(start_server, browser):
+    """A regression model with no settings races γ: its race panel scores the candidates by
+    their recent prequential squared error (numbers, not the classifier's accuracy column) and
+    marks the serving candidate."""
+    import numpy as np
+    from sklearn.datasets import make_friedman1
+
+    X, y = make_friedman1(n_samples=1500, noise=1.0, random_state=0)
+    server = start_server()
+    with server.client() as c:
+        assert c.put("/models/price", json={"task": "regression"}).status_code == 201
+        for lo in range(0, 1500, 250):  # 1,500 rows: both candidates still race (the rung is at 2,000)
+            body = {
+                "model": "price",
+                "X": (X[lo : lo + 250] * 100).tolist(),
+                "y": (y[lo : lo + 250] * 10).tolist(),
+            }
+            assert c.post("/learn", json=body).status_code == 200
+        race = c.get("/models/price").json()["statistics"]["selection"]
+        assert all(cand["racing"] for cand in race["candidates"])
+    driver = browser()
+    driver.get(server.url + "/")
+    leader = wait_for(
+        lambda: driver.find_elements("css selector", ".race[data-model='price'] tr[data-leader='true']"),
+        60,
+        "the regression race's leader",
+    )
+    heads = [h.text for h in driver.find_elements("css selector", ".race[data-model='price'] th")]
+    assert heads[-1] == "recent prequential squared error", heads
+    cells = [
+        row.find_elements("css selector", "td")[-1].text
+        for row in driver.find_elements("css selector", ".race[data-model='price'] tr[data-candidate]")
+    ]
+    shown = [float(v) for v in cells]  # numbers, not "–"
+    assert shown == [pytest.approx(cand["recent_mse"], abs=1e-4) for cand in race["candidates"]], (
+        cells,
+        race,
+    )
+    assert "★" in leader[0].text and not np.isnan(shown).any()
+    assert not [e for e in console_errors(driver) if e.get("level") == "SEVERE"]

@@ -157,6 +157,7 @@
     const r = m.race;
     entry.race.hidden = !r;
     if (!r) return;
+    const squared = m.task === "regression";
     const rows = r.candidates.map((c, i) => {
       const row = el("tr", { "data-candidate": String(i), "data-leader": String(i === r.leader),
         "data-racing": String(c.racing) });
@@ -164,13 +165,15 @@
         el("td", {}, (i === r.leader ? "★ " : "") + c.label),
         el("td", {}, c.racing ? "racing" : "dropped"),
         el("td", {}, fmt(c.learned)),
-        el("td", {}, pct(c.recent_accuracy ?? c.segment_accuracy)),
+        // a regression race scores squared errors, a classifier's accuracy
+        el("td", {}, squared ? fmt(c.recent_mse, 4) : pct(c.recent_accuracy ?? c.segment_accuracy)),
       );
       return row;
     });
     const table = el("table", { class: "race-table" });
     const head = el("tr");
-    for (const h of ["candidate", "state", "learned", "recent prequential accuracy"]) head.append(el("th", {}, h));
+    const score = squared ? "recent prequential squared error" : "recent prequential accuracy";
+    for (const h of ["candidate", "state", "learned", score]) head.append(el("th", {}, h));
     table.append(head, ...rows);
     const challengers = m.challengers ? ` · ${fmt(m.challengers)} challengers` : "";
     entry.race.replaceChildren(el("p", { class: "race-summary" }, raceText(r) + challengers), table);
