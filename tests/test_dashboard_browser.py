@@ -204,8 +204,9 @@ def test_dashboard_shows_promotions(start_server, browser):
     cell = "#models-table tr[data-model='m'] td[data-figure='promotions']"
 
     def shown(selector: str) -> str:
-        nodes = driver.find_elements("css selector", selector)
-        return nodes[0].text if nodes else ""
+        # read in one script: the table re-renders between a find and a .text (a stale element)
+        script = "const n = document.querySelector(arguments[0]); return n ? n.innerText.trim() : '';"
+        return driver.execute_script(script, selector)
 
     with server.client() as c:
         r = c.put(
@@ -332,21 +333,15 @@ def test_a_regression_race_shows_its_squared_errors(start_server, browser):
         assert all(cand["racing"] for cand in race["candidates"])
     driver = browser()
     driver.get(server.url + "/")
-    leader = wait_for(
-        lambda: driver.find_elements("css selector", ".race[data-model='price'] tr[data-leader='true']"),
-        60,
-        "the regression race's leader",
-    )
-    heads = [h.text for h in driver.find_elements("css selector", ".race[data-model='price'] th")]
-    assert heads[-1] == "recent prequential squared error", heads
-    cells = [
-        row.find_elements("css selector", "td")[-1].text
-        for row in driver.find_elements("css selector", ".race[data-model='price'] tr[data-candidate]")
-    ]
-    shown = [float(v) for v in cells]  # numbers, not "–"
-    assert shown == [pytest.approx(cand["recent_mse"], abs=1e-4) for cand in race["candidates"]], (
-        cells,
-        race,
-    )
-    assert "★" in leader[0].text and not np.isnan(shown).any()
+    # read in one script each time: the panel re-renders on every live event (a stale element)
+    panel = """const p = document.querySelector(".race[data-model='price']");
+      if (!p || !p.querySelector("tr[data-leader='true']")) return null;
+      return {heads: [...p.querySelectorAll("th")].map(n => n.innerText.trim()),
+              leader: p.querySelector("tr[data-leader='true']").innerText,
+              cells: [...p.querySelectorAll("tr[data-candidate]")].map(r => r.lastElementChild.innerText.trim())};"""
+    seen = wait_for(lambda: driver.execute_script(panel), 60, "the regression race's leader")
+    assert seen["heads"][-1] == "recent prequential squared error", seen
+    shown = [float(v) for v in seen["cells"]]  # numbers, not "–"
+    assert shown == [pytest.approx(cand["recent_mse"], abs=1e-4) for cand in race["candidates"]], (seen, race)
+    assert "★" in seen["leader"] and not np.isnan(shown).any()
     assert not [e for e in console_errors(driver) if e.get("level") == "SEVERE"]
