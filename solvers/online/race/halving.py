@@ -28,7 +28,39 @@ LEADER_RULES = ("recent", "evidence")
 LEADER_ALPHA = 0.05
 
 
-class SuccessiveHalving:
+class RungSchedule:
+    """The rungs of successive halving, shared by :class:`SuccessiveHalving` (accuracy) and
+    :class:`~.loss_halving.LossHalving` (squared error): when the scoring segment opens and when
+    the rung is held, read from ``score[:, 3]`` (examples each model learned; ``score[:, :2]`` is
+    the segment's, reset when it opens), ``rungs``, ``first_rung``, ``eta`` and ``segment_open``;
+    the subclass ranks the models at :meth:`rung`."""
+
+    def marks(self, race) -> tuple[int, int] | None:
+        """``(learned at the next rung, at the start of its scoring segment)``, None once one
+        model is left."""
+        if len(race.racing()) <= 1:
+            return None
+        at = self.first_rung * self.eta ** len(self.rungs)
+        before = self.first_rung * self.eta ** (len(self.rungs) - 1) if self.rungs else 0
+        return int(math.ceil(at)), int(math.ceil(max(before, at / 2)))
+
+    def decide(self, race) -> int | None:
+        """At a grid point: open the scoring segment, or hold the rung, once every racing model
+        has learned that many examples.  Returns the sole survivor when the race ended here."""
+        marks = self.marks(race)
+        if marks is None:
+            return None
+        learned = int(self.score[race.racing(), 3].min())
+        if not self.segment_open and learned >= marks[1]:
+            self.score[:, :2] = 0
+            self.segment_open = True
+        elif self.segment_open and learned >= marks[0]:
+            self.segment_open = False
+            return self.rung(race)
+        return None
+
+
+class SuccessiveHalving(RungSchedule):
     """The rule and its record: the prequential scores of every model, the open scoring
     segment, the rungs held.
 
@@ -80,30 +112,6 @@ class SuccessiveHalving:
         return np.stack([self.hits[i][n // 2 : n] for i in racing]) if racing else np.zeros((0, 0), np.int8)
 
     # ------------------------------------------------------------------ the rule
-    def marks(self, race) -> tuple[int, int] | None:
-        """``(learned at the next rung, at the start of its scoring segment)``, None once one
-        model is left."""
-        if len(race.racing()) <= 1:
-            return None
-        at = self.first_rung * self.eta ** len(self.rungs)
-        before = self.first_rung * self.eta ** (len(self.rungs) - 1) if self.rungs else 0
-        return int(math.ceil(at)), int(math.ceil(max(before, at / 2)))
-
-    def decide(self, race) -> int | None:
-        """At a grid point: open the scoring segment, or hold the rung, once every racing model
-        has learned that many examples.  Returns the sole survivor when the race ended here."""
-        marks = self.marks(race)
-        if marks is None:
-            return None
-        learned = int(self.score[race.racing(), 3].min())
-        if not self.segment_open and learned >= marks[1]:
-            self.score[:, :2] = 0
-            self.segment_open = True
-        elif self.segment_open and learned >= marks[0]:
-            self.segment_open = False
-            return self.rung(race)
-        return None
-
     def rung(self, race) -> int | None:
         """Keep the best ``ceil(s / eta)`` by segment accuracy (ties: the earlier model); a
         short model retires here.  Returns the sole survivor when one is left."""

@@ -23,12 +23,12 @@ import math
 import numpy as np
 
 from .evidence import mcnemar_p
-from .halving import LEADER_ALPHA, LEADER_RULES
+from .halving import LEADER_ALPHA, LEADER_RULES, RungSchedule
 
 __all__ = ["LEADER_ALPHA", "LEADER_RULES", "LossHalving"]
 
 
-class LossHalving:
+class LossHalving(RungSchedule):
     """The rule and its record: every model's prequential squared errors, the open scoring
     segment, the rungs held.
 
@@ -92,31 +92,7 @@ class LossHalving:
         n = min(self.losses[i].shape[0] for i in racing)
         return np.stack([self.losses[i][n // 2 : n] for i in racing])
 
-    # ------------------------------------------------------------------ the rule
-    def marks(self, race) -> tuple[int, int] | None:
-        """``(learned at the next rung, at the start of its scoring segment)``, None once one
-        model is left."""
-        if len(race.racing()) <= 1:
-            return None
-        at = self.first_rung * self.eta ** len(self.rungs)
-        before = self.first_rung * self.eta ** (len(self.rungs) - 1) if self.rungs else 0
-        return int(math.ceil(at)), int(math.ceil(max(before, at / 2)))
-
-    def decide(self, race) -> int | None:
-        """At a grid point: open the scoring segment, or hold the rung, once every racing model
-        has learned that many examples.  Returns the sole survivor when the race ended here."""
-        marks = self.marks(race)
-        if marks is None:
-            return None
-        learned = int(self.score[race.racing(), 3].min())
-        if not self.segment_open and learned >= marks[1]:
-            self.score[:, :2] = 0.0
-            self.segment_open = True
-        elif self.segment_open and learned >= marks[0]:
-            self.segment_open = False
-            return self.rung(race)
-        return None
-
+    # ------------------------------------------------------------------ the rule (rungs: RungSchedule)
     def rung(self, race) -> int | None:
         """Keep the ``ceil(s / eta)`` of lowest segment mean squared error (ties: the earlier
         model).  Returns the sole survivor when one is left."""
