@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -238,6 +240,22 @@ def test_unfinished_temp_files_are_cleaned_at_restore(tmp_path, data):
     reg.restore()
     assert not tmp.exists() and newest.exists()
     reg.close()
+
+
+def test_a_shared_store_keeps_a_temp_file_another_learner_may_be_writing(tmp_path, data):
+    """A clustered learner that starts removes only temp files older than its grace period: a
+    younger one may be a live learner's write in progress (the shared snapshot directory)."""
+    from svmstream.app.cluster.store import FencedSnapshotStore
+
+    newest, _ = _two_snapshots(tmp_path, data)
+    fresh = newest.with_name(f".{newest.name}.tmp-12345")
+    stale = newest.with_name(f".{newest.name}.tmp-12346")
+    fresh.write_bytes(b"partial")
+    stale.write_bytes(b"partial")
+    old = time.time() - 601
+    os.utime(stale, (old, old))
+    FencedSnapshotStore(newest.parent.parent).clean_temp_files()
+    assert fresh.exists() and not stale.exists() and newest.exists()
 
 
 def test_a_failing_partial_fit_leaves_the_model_unchanged(tmp_path, data, caplog):

@@ -31,8 +31,11 @@ _writing = _Writing()
 @dataclass
 class FencedSnapshotStore(SnapshotStore):
     """:class:`SnapshotStore` whose :meth:`write` is fenced (``client``: a Redis client;
-    ``token_of``: model name -> ``(lease key, token or '')``)."""
+    ``token_of``: model name -> ``(lease key, token or '')``).  The store is shared: a learner
+    that starts removes only temp files older than ``temp_grace_s`` (a live learner's write in
+    progress is not an interrupted one)."""
 
+    temp_grace_s: float = 600.0
     client: Any = None
     token_of: Callable[[str], tuple[str, str]] | None = None
     refused: int = 0

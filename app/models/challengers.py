@@ -28,6 +28,7 @@ import numpy as np
 
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.factory import estimator_from_state, make_estimator
+from svmstream.app.models.json_values import jsonable
 from svmstream.app.models.label_runs import LabelRuns
 from svmstream.app.models.rows import fitted, n_rows, rows_from_state, rows_state
 from svmstream.solvers.online.race.core import Race
@@ -341,7 +342,7 @@ class ChallengerSet:
                 "config": entry.config.to_json(), "settings": entry.settings, "origin": entry.origin,
                 "started_at": entry.started_at, "seen": entry.seen, "drift_number": entry.drift_number,
                 "offset": entry.offset,
-                "evidence": entry.evidence.to_json(), "state": _jsonable(sub),
+                "evidence": entry.evidence.to_json(), "state": jsonable(sub),
             })  # fmt: skip
         arrays.update(rows_state(f"{PREFIX}held.", self.held_X))
         if self.held_y is not None:
@@ -351,7 +352,7 @@ class ChallengerSet:
         meta["challengers"] = {
             "entries": entries, "position": self.position, "spawn_at": self.spawn_at,
             "drift_started": self.drift_started, "detections_seen": self.detections_seen,
-            "history": _jsonable(self.history), "promotions": self.promotions, "held": self.n_held(),
+            "history": jsonable(self.history), "promotions": self.promotions, "held": self.n_held(),
             "champion_start": self.champion_start, "runs": self.runs.to_json(),
         }  # fmt: skip
         return arrays, meta
@@ -417,15 +418,3 @@ def _message(exc: Exception) -> str:
         loc = ".".join(str(p) for p in err.get("loc", ()))
         return f"{loc}: {err.get('msg')}" if loc else str(err.get("msg"))
     return str(exc)
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value

@@ -47,7 +47,6 @@ import logging
 import os
 import re
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,6 +58,7 @@ import numpy as np
 from svmstream.app.models.challengers import PREFIX, split_state
 from svmstream.app.models.config import ModelConfig
 from svmstream.app.models.history import KeptFile, files_to_prune, read_marks
+from svmstream.app.models.json_values import interned, jsonable
 from svmstream.solvers.persistence import (
     CorruptStateError,
     decode_meta,
@@ -129,11 +129,15 @@ class SnapshotStore:
         Number of newest files kept per model (``keep_versions``).
     max_bytes : int or None
         Disk budget of one model's files (``max_history_bytes``); None: no budget.
+    temp_grace_s : float
+        Temp files of interrupted writes are removed (:meth:`clean_temp_files`) only once this
+        old (s); 0: at once, for a store one process owns.
     """
 
     root: Path
     keep: int = 20
     max_bytes: int | None = None
+    temp_grace_s: float = 0.0
     _last_seq: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -158,7 +162,7 @@ class SnapshotStore:
         with os.scandir(self.root) as entries:
             for entry in entries:
                 if entry.is_dir():
-                    found = _files_in(Path(entry.path), entry.name, clean)
+                    found = _files_in(Path(entry.path), entry.name, clean, self.temp_grace_s)
                     if found:
                         out[entry.name] = found
         return dict(sorted(out.items()))
@@ -240,9 +244,9 @@ class SnapshotStore:
             "saved_at": saved_at,
         }
         if stats is not None:
-            meta["service"]["stats"] = _jsonable(stats)
+            meta["service"]["stats"] = jsonable(stats)
         if figures is not None:
-            meta["service"]["figures"] = _jsonable(figures)
+            meta["service"]["figures"] = jsonable(figures)
         if fields is not None:
             meta["service"]["fields"] = fields
         if generation is not None:
@@ -355,14 +359,20 @@ _FILE_RE = re.compile(rf"(.+)-(\d{{12}}){re.escape(SUFFIX)}\Z")  # matched whole
 _TEMP_RE = re.compile(rf"^\..*{re.escape(SUFFIX)}\.tmp-")
 
 
-def _files_in(directory: Path, name: str, clean: bool = False) -> list[tuple[int, Path]]:
+def _files_in(
+    directory: Path, name: str, clean: bool = False, grace_s: float = 0.0
+) -> list[tuple[int, Path]]:
     """``(seq, path)`` of the snapshot files of ``name`` in ``directory``, newest first; with
-    ``clean``, temp files of interrupted writes (``.<file>.svmstate.tmp-<pid>``) are removed."""
+    ``clean``, temp files of interrupted writes (``.<file>.svmstate.tmp-<pid>``) last modified
+    more than ``grace_s`` seconds ago are removed."""
     found = []
+    now = time.time()
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
                 if clean and entry.name.startswith(".") and _TEMP_RE.match(entry.name):
+                    if grace_s > 0 and now - entry.stat().st_mtime < grace_s:
+                        continue  # another process's write may be under way (a shared store)
                     log.info("removing unfinished snapshot temp file %s", entry.path)
                     Path(entry.path).unlink(missing_ok=True)
                     continue
@@ -373,29 +383,6 @@ def _files_in(directory: Path, name: str, clean: bool = False) -> list[tuple[int
         return []
     found.sort(reverse=True)
     return found
-
-
-def _jsonable(value):
-    """``value`` with numpy scalars as Python numbers (the state's JSON header takes no numpy)."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
-
-
-def _interned(value):
-    """``value`` (decoded JSON) with every dict key and short string interned.  A restored
-    model keeps its header's figures (``stats``: ~25 keys in nested dicts) and JSON decoding
-    makes new key strings for every file: 10,000 restored models held ~1.5 KB each of copies
-    of the same keys."""
-    if isinstance(value, dict):
-        return {_interned(k): _interned(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_interned(v) for v in value]
-    return sys.intern(value) if type(value) is str and len(value) <= 64 else value
 
 
 def _service_fields(meta: dict[str, Any], path: Path | None) -> dict[str, Any]:
@@ -420,7 +407,7 @@ def _service_fields(meta: dict[str, Any], path: Path | None) -> dict[str, Any]:
         seq=int(service.get("seq", 0)),
         n_features_fixed=bool(service.get("n_features_fixed", True)),
         classes=service.get("classes"),
-        stats=_interned(stats) if isinstance(stats, dict) else None,
+        stats=interned(stats) if isinstance(stats, dict) else None,
         fitted=meta.get("estimator") is not None,
         figures=service.get("figures") if isinstance(service.get("figures"), dict) else None,
         challengers=meta.get("challengers"),
