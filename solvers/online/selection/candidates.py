@@ -83,38 +83,55 @@ def _probe_gamma(batches, warmup, scaling):
     return probe.scaling_, float(probe.gamma_)
 
 
+def checked_candidates(raw, keys: dict | None = None) -> list[dict]:
+    """``raw`` (a race's ``candidates``) as a list of dicts, each key checked against its kind in
+    ``keys`` (default :data:`CANDIDATE_KEYS`; a str kind: one of :data:`SOLVERS`).
+
+    Raises
+    ------
+    ValueError
+        Naming the candidate and key (``candidates[2].C must be a positive number, ...``).
+    """
+    keys = CANDIDATE_KEYS if keys is None else keys
+    if len(raw) == 0:
+        raise ValueError("candidates: give at least one candidate (or None for the defaults)")
+    out = []
+    for i, cand in enumerate(raw):
+        if not isinstance(cand, dict):
+            raise ValueError(f"candidates[{i}] must be a dict, got {type(cand).__name__}")
+        unknown = sorted(set(cand) - set(keys))
+        if unknown:
+            raise ValueError(f"candidates[{i}]: unknown key(s) {unknown}; use {sorted(keys)}")
+        for key, kind in keys.items():
+            _check_candidate_value(f"candidates[{i}].{key}", key, kind, cand.get(key))
+        out.append(dict(cand))
+    return out
+
+
+def _check_candidate_value(where: str, key: str, kind, value) -> None:
+    if value is None:
+        return
+    if kind is str:
+        if value not in SOLVERS:
+            raise ValueError(f"{where} must be one of {list(SOLVERS)}, got {value!r}")
+    elif kind is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{where} must be true or false, got {value!r}")
+    elif (
+        not isinstance(value, kind)
+        or isinstance(value, bool)
+        or value < 0
+        or (key != "rehearsal" and value == 0)
+    ):
+        raise ValueError(f"{where} must be a positive number, got {value!r}")
+
+
 class Candidates:
     """Mixin: the candidates' list, settings, pipelines, size and start."""
 
     def _candidate_list(self):
         """The candidates as dicts, checked (ValueError naming the candidate and key)."""
-        raw = DEFAULT_CANDIDATES if self.candidates is None else self.candidates
-        if len(raw) == 0:
-            raise ValueError("candidates: give at least one candidate (or None for the defaults)")
-        out = []
-        for i, cand in enumerate(raw):
-            if not isinstance(cand, dict):
-                raise ValueError(f"candidates[{i}] must be a dict, got {type(cand).__name__}")
-            unknown = sorted(set(cand) - set(CANDIDATE_KEYS))
-            if unknown:
-                raise ValueError(f"candidates[{i}]: unknown key(s) {unknown}; use {sorted(CANDIDATE_KEYS)}")
-            for key, kind in CANDIDATE_KEYS.items():
-                value = cand.get(key)
-                if kind is str:
-                    if value is not None and value not in SOLVERS:
-                        raise ValueError(
-                            f"candidates[{i}].{key} must be one of {list(SOLVERS)}, got {value!r}"
-                        )
-                    continue
-                if kind is bool:
-                    if value is not None and not isinstance(value, bool):
-                        raise ValueError(f"candidates[{i}].{key} must be true or false, got {value!r}")
-                    continue
-                ok = value is None or (isinstance(value, kind) and not isinstance(value, bool))
-                if not ok or (value is not None and (value < 0 or (key != "rehearsal" and value == 0))):
-                    raise ValueError(f"candidates[{i}].{key} must be a positive number, got {value!r}")
-            out.append(dict(cand))
-        return out
+        return checked_candidates(DEFAULT_CANDIDATES if self.candidates is None else self.candidates)
 
     def _settings(self, scaling, gamma):
         plain = self._plain()

@@ -21,6 +21,7 @@ from ..race.core import Race
 from ..race.grid import SELECTION_GRID
 from ..race.loss_halving import LEADER_RULES, LossHalving
 from ..tasks import StreamingRegressor, _finite_rows
+from .candidates import checked_candidates
 from .regressor_served import ServedRegressionSelection
 
 #: The default candidates: γ = "scale" (the batch ``SVR()`` default on standardised inputs) and a
@@ -135,20 +136,8 @@ class SelectionRegressor(ServedRegressionSelection, RegressorMixin, BaseEstimato
     def _candidate_list(self) -> list[dict]:
         """The candidates as dicts, checked (ValueError naming the candidate and key)."""
         raw = DEFAULT_REGRESSION_CANDIDATES if self.candidates is None else self.candidates
-        if len(raw) == 0:
-            raise ValueError("candidates: give at least one candidate (or None for the defaults)")
-        out = []
-        for i, cand in enumerate(raw):
-            if not isinstance(cand, dict):
-                raise ValueError(f"candidates[{i}] must be a dict, got {type(cand).__name__}")
-            unknown = sorted(set(cand) - {"gamma_factor"})
-            if unknown:
-                raise ValueError(f"candidates[{i}]: unknown key(s) {unknown}; use ['gamma_factor']")
-            factor = cand.get("gamma_factor", 1.0)
-            if isinstance(factor, bool) or not isinstance(factor, Real) or not factor > 0:
-                raise ValueError(f"candidates[{i}].gamma_factor must be a positive number, got {factor!r}")
-            out.append({"gamma_factor": float(factor)})
-        return out
+        checked = checked_candidates(raw, {"gamma_factor": Real})
+        return [{"gamma_factor": float(cand.get("gamma_factor", 1.0))} for cand in checked]
 
     def check_params(self):
         """Validate the parameters, the candidates and a candidate pipeline; returns self."""

@@ -12,9 +12,9 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from ...contract import DriftReport, ExampleAccount, Learned, ModelReport
-from ...persistence import estimator_from_state
 from ..race.core import Race
 from ..race.losses import absolute_errors
+from .state import candidate_states, candidates_from_states
 
 
 class ServedRegressionSelection:
@@ -129,14 +129,7 @@ class ServedRegressionSelection:
         rule = self.race_.rule
         arrays = {"score": rule.score.copy()}
         arrays.update({f"losses{i}": losses for i, losses in enumerate(rule.losses)})
-        cands = []
-        for i, est in enumerate(self.race_.models):
-            if est is None:
-                cands.append(None)
-                continue
-            sub, meta = est.get_state()
-            arrays.update({f"c{i}.{k}": v for k, v in sub.items()})
-            cands.append(meta)
+        cands = candidate_states(self.race_.models, arrays)
         engine = None if self.estimator is None else {"name": type(self.estimator).__name__,
                                                        "params": self.estimator.get_params()}  # fmt: skip
         params = {k: v for k, v in self.get_params(deep=False).items() if k != "estimator"}
@@ -165,11 +158,7 @@ class ServedRegressionSelection:
         est.seed_, est.n_received_ = int(meta["seed"]), int(meta["n_received"])
         est.n_features_in_ = int(meta["n_features"])
         est.settings_ = [dict(s) for s in meta["settings"]]
-        models = []
-        for i, cm in enumerate(meta["candidates"]):
-            prefix = f"c{i}."
-            sub = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
-            models.append(None if cm is None else estimator_from_state(sub, cm))
+        models = candidates_from_states(arrays, meta["candidates"])
         est._new_race(models, position=int(meta["position"]))
         rule = est.race_.rule
         rule.score = np.array(arrays["score"], dtype=np.float64).reshape(-1, 4)

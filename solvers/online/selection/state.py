@@ -11,6 +11,30 @@ from ...budgeted import BudgetedSGDClassifier
 from ...persistence import estimator_from_state
 
 
+def candidate_states(models, arrays: dict) -> list:
+    """Each candidate's ``get_state()`` arrays put in ``arrays`` under ``c{i}.``; returns their
+    metas in order (None for a retired candidate)."""
+    metas = []
+    for i, est in enumerate(models):
+        if est is None:
+            metas.append(None)
+            continue
+        sub, meta = est.get_state()
+        arrays.update({f"c{i}.{k}": v for k, v in sub.items()})
+        metas.append(meta)
+    return metas
+
+
+def candidates_from_states(arrays, metas) -> list:
+    """The candidates :func:`candidate_states` saved, rebuilt (None where one was retired)."""
+    models = []
+    for i, meta in enumerate(metas):
+        prefix = f"c{i}."
+        sub = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
+        models.append(None if meta is None else estimator_from_state(sub, meta))
+    return models
+
+
 class SelectionState:
     """Mixin: :meth:`get_state` and :meth:`from_state`."""
 
@@ -38,14 +62,7 @@ class SelectionState:
             else:
                 arrays[f"held{j}.X"] = X
                 held_meta.append({"sparse": False})
-        cands = []
-        for i, est in enumerate(self.candidates_):
-            if est is None:
-                cands.append(None)
-                continue
-            sub, meta = est.get_state()
-            arrays.update({f"c{i}.{k}": v for k, v in sub.items()})
-            cands.append(meta)
+        cands = candidate_states(self.candidates_, arrays)
         params = {k: v for k, v in self.get_params(deep=False).items() if k != "estimator"}
         plain = self._plain()
         meta = {
@@ -86,11 +103,7 @@ class SelectionState:
             else:
                 X = arrays[f"held{j}.X"]
             est._held.append((X, arrays[f"held{j}.y"], arrays.get(f"held{j}.w")))
-        models = []
-        for i, cm in enumerate(meta["candidates"]):
-            prefix = f"c{i}."
-            sub = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
-            models.append(None if cm is None else estimator_from_state(sub, cm))
+        models = candidates_from_states(arrays, meta["candidates"])
         est.settings_ = [{"early": False, **s} for s in meta["settings"]]
         past = int(meta["past"])
         est._new_race(models, before=est.n_received_ - past)
