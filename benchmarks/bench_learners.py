@@ -180,6 +180,7 @@ def one_run(root: Path, template: Path, k: int, entries: int, seed: int, tag: st
     total = entries * len(names)
     servers = start_learners(root, snap, rs.url, k, tag)
     procs = [psutil.Process(s.proc.pid) for s in servers]
+    redis_proc = [psutil.Process(rs.proc.pid)]
     try:
         wait_settled(servers[0], k, len(names))
         # filled under other keys while the learners are idle, then renamed in at once: the
@@ -187,6 +188,7 @@ def one_run(root: Path, template: Path, k: int, entries: int, seed: int, tag: st
         ids = fill(client, names, entries, seed, prefix="fill:")
         time.sleep(1.0)
         marks = {0.0: (time.monotonic(), 0, cpu_seconds(procs))}
+        redis_cpu = cpu_seconds(redis_proc)
         pipe = client.pipeline(transaction=False)
         for name in names:
             pipe.rename(f"fill:svmstream:{name}:examples", f"svmstream:{name}:examples")
@@ -199,6 +201,7 @@ def one_run(root: Path, template: Path, k: int, entries: int, seed: int, tag: st
             done = applied(servers)
             if done >= total:
                 marks[1.0] = (time.monotonic(), done, cpu_seconds(procs))
+                redis_cpu = cpu_seconds(redis_proc) - redis_cpu
                 break
             time.sleep(1.0)
         spread = {}
@@ -217,6 +220,7 @@ def one_run(root: Path, template: Path, k: int, entries: int, seed: int, tag: st
         "examples_per_cpu_s": (n1 - n0) / max(1e-9, c1 - c0),
         "wall_s": t1 - t0,
         "cpu_s": c1 - c0,
+        "redis_cpu_s": redis_cpu,
         "load_avg": os.getloadavg()[0],
         "spread": spread,
         "owners": row_owners,
@@ -348,6 +352,8 @@ def main(argv=None) -> None:
                 "examples/s": run["examples_per_s"],
                 "examples/CPU s": run["examples_per_cpu_s"],
                 "wall s (rename to all applied)": run["wall_s"],
+                "learners' cores": run["cpu_s"] / run["wall_s"],
+                "redis-server's cores": run["redis_cpu_s"] / run["wall_s"],
                 "load": run["load_avg"],
                 "models per member": " / ".join(str(v) for _, v in sorted(run["spread"].items())),
             }

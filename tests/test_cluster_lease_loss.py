@@ -159,3 +159,33 @@ def test_a_lease_lost_while_a_snapshot_is_encoded_renames_no_file(node, monkeypa
         registry.snapshot(handle, force=True)
     assert sorted(p.name for p in store.model_dir("q0").iterdir()) == before
     assert store.refused == refused + 1
+
+
+def test_the_consumers_of_a_gain_pass_start_when_its_last_model_is_restored(node, monkeypatch):
+    """A pass that gains many models (a dead learner's share) restores every one of them before
+    any of their consumers starts (docs/cluster.md, the SIGKILL row: consumers started chunk by
+    chunk learnt the trickling entries while the later chunks waited for the interpreter lock),
+    and starts them all at its end."""
+    from svmstream.app.cluster import coordinator as coordinator_module
+
+    c = node
+    monkeypatch.setattr(coordinator_module, "ACQUIRE_CHUNK", 2)  # 6 models: 3 chunks
+    for name in NAMES:  # every model lost here, files kept: the next pass gains them all
+        lease = c.lease(name)
+        c._give_back(lease)
+        c._drop(name)
+    assert c.owned() == [] and not c.streams.consumers
+    seen = []
+    restore = c._restore
+
+    def restoring(lease, moves=None):
+        seen.append((lease.model, sorted(c.streams.consumers), c.lease(lease.model)))
+        restore(lease, moves)
+
+    monkeypatch.setattr(c, "_restore", restoring)
+    c.rebalance()
+    assert [name for name, _, _ in seen] == NAMES
+    assert all(consumers == [] for _, consumers, _ in seen), seen  # none started mid-pass
+    assert all(lease is None for _, _, lease in seen), seen  # nothing may start them meanwhile
+    assert c.owned() == NAMES and sorted(c.streams.consumers) == NAMES
+    assert all(c.lease(name) is not None for name in NAMES)

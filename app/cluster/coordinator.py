@@ -84,6 +84,7 @@ class Coordinator:
         self._orphans: set[str] = set()  # leased, not installed, files kept: seen last pass
         self._wanted_since: dict[str, float] = {}
         self._leaving: set[str] = set()  # models being handed off: no consumer starts for them
+        self._gaining: set[str] = set()  # models of a gain pass: their consumers start at its end
         self.members: list[str] = []
         self._last_ok = time.monotonic()
         self.clock = BeatClock(self.tick_s, settings.cluster_lease_s)
@@ -99,7 +100,7 @@ class Coordinator:
     def lease(self, name: str) -> Lease | None:
         """The lease this member holds on ``name`` (None: not ours, or being handed off; do not
         learn it)."""
-        return None if name in self._leaving else self._leases.get(name)
+        return None if name in self._leaving or name in self._gaining else self._leases.get(name)
 
     def token_of(self, name: str) -> tuple[str, str]:
         """``(lease key, token or '')`` for the fenced snapshot store."""
@@ -378,29 +379,37 @@ class Coordinator:
         self._move(name, "handed_off", seconds, lease.fence if lease else None)
 
     def _gain_all(self, names: list[str], members: list[str]) -> float:
-        """Take the free leases of ``names`` (pipelined), restore each model's newest snapshot,
-        then start their consumers at once; returns the seconds to the next pass."""
+        """Take the free leases of ``names`` (pipelined, by chunks), restore each model's newest
+        snapshot, then start all their consumers at once (``docs/cluster.md``: consumers
+        started chunk by chunk learnt the entries trickling in while the later chunks waited
+        for the interpreter lock); returns the seconds to the next pass."""
         retry = self.tick_s
-        for start in range(0, len(names), ACQUIRE_CHUNK):
-            if self._stop.is_set():
-                break
-            chunk = [(n, self._stream_key(n)) for n in names[start : start + ACQUIRE_CHUNK]]
-            self._drop_stale([n for n, _ in chunk if n in self.registry])
-            taken, held = lease_ops.acquire_many(self.client, chunk, self.member, self.ttl_ms)
-            if any(holder is None or holder not in members for holder in held.values()):
-                retry = RETRY_S  # held by a member that is gone: its lease runs out any moment
-            with self._lock:  # renewed by the heartbeat from now on, while the others restore
-                self._leases.update((lease.model, lease) for lease in taken)
-            moves = self.client.pipeline(transaction=False)  # one round trip per chunk, not per model
-            for k, lease in enumerate(taken):
+        gained = 0
+        self._gaining = set(names)
+        try:
+            for start in range(0, len(names), ACQUIRE_CHUNK):
                 if self._stop.is_set():
-                    for left in taken[k:]:
-                        self._give_back(left)
                     break
-                self._restore(lease, moves)
-            self._record(moves)
-            if taken and self.streams is not None:
-                self.streams.reconcile()  # their consumers start now, not at the manager's next poll
+                chunk = [(n, self._stream_key(n)) for n in names[start : start + ACQUIRE_CHUNK]]
+                self._drop_stale([n for n, _ in chunk if n in self.registry])
+                taken, held = lease_ops.acquire_many(self.client, chunk, self.member, self.ttl_ms)
+                if any(holder is None or holder not in members for holder in held.values()):
+                    retry = RETRY_S  # held by a member that is gone: its lease runs out any moment
+                with self._lock:  # renewed by the heartbeat from now on, while the others restore
+                    self._leases.update((lease.model, lease) for lease in taken)
+                moves = self.client.pipeline(transaction=False)  # one round trip per chunk
+                for k, lease in enumerate(taken):
+                    if self._stop.is_set():
+                        for left in taken[k:]:
+                            self._give_back(left)
+                        break
+                    self._restore(lease, moves)
+                self._record(moves)
+                gained += len(taken)
+        finally:
+            self._gaining = set()
+        if gained and self.streams is not None:
+            self.streams.reconcile()  # their consumers start now, not at the manager's next poll
         return retry
 
     def _drop_stale(self, names: list[str]) -> None:
