@@ -21,6 +21,7 @@ import redis
 from svmstream.app.cluster.rendezvous import assign
 from svmstream.app.models.snapshots import read_header
 from svmstream.app.stream import fencing
+from svmstream.app.stream.redis_ops import make_client
 from tests.conftest import ServerProcess, two_moons_like, wait_for
 from tests.test_stream import CONFIG, D, good_entries, produce, reference_decision
 
@@ -210,6 +211,72 @@ def test_fenced_scripts_refuse_a_stale_token(own_redis):
     assert r.hget(keys[1], "f") is None
     fencing.fenced_ack(r, key, lease, "B|2", "g", [entries[0][0]])
     assert r.xpending(key, "g")["pending"] == 0
+
+
+def test_watched_read_is_fenced_as_the_lua_read(own_redis):
+    """The WATCH/MULTI/EXEC read refuses a stale token, reads what the Lua read would, and its
+    EXEC runs nothing when the watched lease expired or was written after the WATCH (the Redis
+    behaviour it relies on: >= 6.0.9)."""
+    r = make_client(own_redis.url)  # a consumer's client: raw XREADGROUP replies
+    key, lease = "svmstream:w:examples", "svmstream:w:examples:lease"
+    ids = [r.xadd(key, {"y": "1", "x": f"[{i}]"}) for i in range(5)]
+    r.xgroup_create(key, "g", id="0")
+    assert r.eval(fencing.ACQUIRE, 2, lease, key + ":fence", "B", 5000) == 1
+    with pytest.raises(fencing.Fenced):
+        fencing.watched_read(r, key, lease, "A|1", "g", "A", 10, ">")
+    assert r.xpending(key, "g")["pending"] == 0  # the refused read took nothing
+    entries, newest = fencing.watched_read(r, key, lease, "B|1", "g", "B", 3, ">")
+    assert [e[0] for e in entries] == ids[:3] and newest is None
+    assert entries[0][1] == [b"y", b"1", b"x", b"[0]"]  # the raw field list, as the Lua read's
+    lua, _ = fencing.fenced_read(r, key, lease, "B|1", "g", "B", 10, "0")
+    again, _ = fencing.watched_read(r, key, lease, "B|1", "g", "B", 10, "0")
+    assert again == lua and len(again) == 3  # the pending entries, read again alike
+    fencing.watched_read(r, key, lease, "B|1", "g", "B", 10, ">")
+    assert fencing.watched_read(r, key, lease, "B|1", "g", "B", 10, ">") == ([], ids[-1])
+    other = own_redis.client()
+    r.xadd(key, {"y": "1", "x": "[5]"})
+    for change in (lambda: other.set(lease, "C|2"), lambda: time.sleep(0.25)):
+        r.set(lease, "B|1", px=200)
+        pipe = r.pipeline()
+        pipe.watch(lease)
+        change()  # another learner takes the lease, or it expires
+        pipe.multi()
+        pipe.xreadgroup("g", "B", {key: ">"}, count=10)
+        with pytest.raises(redis.WatchError):
+            pipe.execute()
+        pipe.reset()
+        assert r.xpending(key, "g")["pending"] == 5  # nothing read: the new entry waits
+    r.set(lease, "B|1", px=5000)
+    entries, _ = fencing.watched_read(r, key, lease, "B|1", "g", "B", 10, ">")
+    assert [e[1] for e in entries] == [[b"y", b"1", b"x", b"[5]"]]
+
+
+def test_fenced_reader_reads_a_backlog_by_watch(own_redis):
+    r = make_client(own_redis.url)
+    key, lease = "svmstream:b:examples", "svmstream:b:examples:lease"
+    n = fencing.LUA_READ_MAX + 210
+    pipe = r.pipeline(transaction=False)
+    for i in range(n):
+        pipe.xadd(key, {"y": "1", "x": f"[{i}]"})
+    pipe.execute()
+    r.xgroup_create(key, "g", id="0")
+    assert r.eval(fencing.ACQUIRE, 2, lease, key + ":fence", "B", 5000) == 1
+    reader = fencing.FencedReader(count=100)
+    sizes = []
+    while True:
+        entries, _ = reader.read(r, key, lease, "B|1", "g", "B", ">")
+        if not entries:
+            break
+        sizes.append(len(entries))
+    assert sizes == [fencing.LUA_READ_MAX, 100, 100, 10]
+    assert (reader.lua_reads, reader.watched_reads) == (2, 3)  # small reads go back to Lua
+    with pytest.raises(fencing.Fenced):
+        reader.read(r, key, lease, "A|1", "g", "A", ">")
+    small = fencing.FencedReader(count=10)  # a count at or below the Lua cap: Lua only
+    r.xgroup_setid(key, "g", id="0")
+    for _ in range(5):
+        small.read(r, key, lease, "B|1", "g", "B", ">")
+    assert (small.lua_reads, small.watched_reads) == (5, 0)
 
 
 # ----------------------------------------------------------------------------- processes

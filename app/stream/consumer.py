@@ -134,6 +134,8 @@ class StreamConsumer:
         self.applier = StreamApplier(registry, handle, settings, keys, restored, durable, self._sleep)
         if lease is not None:
             self.applier.fence = (self.lease_key, self.token)
+        #: a clustered consumer's fenced reads (Lua while small, WATCH on a backlog)
+        self.reader = fencing.FencedReader(settings.stream_count)
         self._snapshotter: threading.Thread | None = None
         self._lease_at = 0.0
         self._status: dict[str, Any] = {}
@@ -398,19 +400,12 @@ class StreamConsumer:
         return reply[0][1]
 
     def _fenced_read(self, client, cursor: str, block: int | None) -> list[tuple[bytes, dict | None]]:
-        """A clustered read: XREADGROUP inside the lease check (:func:`fencing.fenced_read`); on
+        """A clustered read: XREADGROUP inside the lease check (:class:`fencing.FencedReader`); on
         no new entries, wait with a plain XREAD BLOCK from the newest one (the group is
         untouched, so a learner that loses the lease meanwhile has taken nothing)."""
         try:
-            entries, newest = fencing.fenced_read(
-                client,
-                self.key,
-                self.lease_key,
-                self.token,
-                self.group,
-                self.consumer,
-                self.settings.stream_count,
-                cursor,
+            entries, newest = self.reader.read(
+                client, self.key, self.lease_key, self.token, self.group, self.consumer, cursor
             )
         except redis.ResponseError as exc:
             if "NOGROUP" in str(exc):
