@@ -205,7 +205,7 @@ class Settings(_ModelDefaults):
     """Where a newly created consumer group starts: ``0`` (whole stream) or ``$`` (new entries)."""
     stream_count: int = Field(1000, ge=1)
     """COUNT of XREADGROUP: the most entries per read, applied with one solver call (a
-    clustered consumer's reads take at most 64 until one comes back full: docs/cluster.md)."""
+    clustered consumer's reads take at most 16 until one comes back full: docs/cluster.md)."""
     stream_block_ms: int = Field(500, ge=1)
     stream_snapshot_every: int = Field(50_000, ge=1)
     """Snapshot (and so acknowledge) a model after this many stream entries applied since its
